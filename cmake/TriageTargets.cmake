@@ -1,0 +1,43 @@
+# Helpers shared by every module: one library per module, warnings on our own code only, and a
+# test helper that labels tests so `ctest -L unit|integration|e2e` selects them.
+
+set(TRIAGE_WARNINGS -Wall -Wextra -Werror=shadow -Werror=suggest-override)
+
+# triage_add_library(NAME SOURCES ... [DEPS ...] [PRIVATE_DEPS ...])
+function(triage_add_library name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;PRIVATE_DEPS" ${ARGN})
+  add_library(${name} STATIC ${ARG_SOURCES})
+  target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR})
+  target_compile_options(${name} PRIVATE ${TRIAGE_WARNINGS})
+  target_link_libraries(${name} PUBLIC ${ARG_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})
+endfunction()
+
+# triage_add_executable(NAME SOURCES ... [DEPS ...])
+function(triage_add_executable name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  target_compile_options(${name} PRIVATE ${TRIAGE_WARNINGS})
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS})
+endfunction()
+
+# triage_add_test(NAME SOURCES ... LABEL unit|integration|e2e [DEPS ...] [TIMEOUT s])
+# One gtest binary per call; every TEST inside is registered with ctest and carries LABEL.
+function(triage_add_test name)
+  cmake_parse_arguments(ARG "" "LABEL;TIMEOUT" "SOURCES;DEPS" ${ARGN})
+  if(NOT ARG_LABEL MATCHES "^(unit|integration|e2e)$")
+    message(FATAL_ERROR "triage_add_test(${name}): LABEL must be unit, integration or e2e")
+  endif()
+  if(NOT ARG_TIMEOUT)
+    set(ARG_TIMEOUT 300)
+  endif()
+  add_executable(${name} ${ARG_SOURCES})
+  target_compile_options(${name} PRIVATE ${TRIAGE_WARNINGS})
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest_main GTest::gmock)
+  target_compile_definitions(${name} PRIVATE
+    TRIAGE_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
+    TRIAGE_SHARED_DIR="${TRIAGE_SHARED_DIR}"
+    TRIAGE_BINARY_DIR="${PROJECT_BINARY_DIR}")
+  gtest_discover_tests(${name}
+    DISCOVERY_TIMEOUT 60
+    PROPERTIES LABELS ${ARG_LABEL} TIMEOUT ${ARG_TIMEOUT})
+endfunction()

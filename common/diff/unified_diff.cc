@@ -1,0 +1,214 @@
+#include "common/diff/unified_diff.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "common/util/strings.h"
+
+namespace triage::diff {
+namespace {
+
+// A line with its terminator state: the last line of a file may lack '\n', and such a line is
+// different from the same text followed by '\n'.
+struct Line {
+  std::string_view text;
+  bool newline = true;
+  bool operator==(const Line& o) const { return newline == o.newline && text == o.text; }
+};
+
+std::vector<Line> Split(std::string_view s) {
+  std::vector<Line> out;
+  std::size_t start = 0;
+  while (start < s.size()) {
+    std::size_t nl = s.find('\n', start);
+    if (nl == std::string_view::npos) {
+      out.push_back({s.substr(start), false});
+      break;
+    }
+    out.push_back({s.substr(start, nl - start), true});
+    start = nl + 1;
+  }
+  return out;
+}
+
+enum class Op { kEqual, kDelete, kInsert };
+struct Edit {
+  Op op;
+  int a;  // index into old (kEqual, kDelete)
+  int b;  // index into new (kEqual, kInsert)
+};
+
+// Myers' O((N+M)D) greedy algorithm on [a0,a1) x [b0,b1); appends the edit script.
+// Returns false when the edit distance exceeds max_d.
+bool Myers(const std::vector<Line>& a, int a0, int a1, const std::vector<Line>& b, int b0, int b1,
+           int max_d, std::vector<Edit>& out) {
+  const int n = a1 - a0, m = b1 - b0;
+  const int max = n + m;
+  const int limit = std::min(max, max_d);
+  const int offset = max + 1;
+  std::vector<int> v(2 * max + 3, 0);
+  std::vector<std::vector<int>> trace;
+  int found_d = -1;
+  for (int d = 0; d <= limit; ++d) {
+    trace.emplace_back(v.begin() + offset - d - 1, v.begin() + offset + d + 2);
+    for (int k = -d; k <= d; k += 2) {
+      int x;
+      if (k == -d || (k != d && v[offset + k - 1] < v[offset + k + 1])) {
+        x = v[offset + k + 1];
+      } else {
+        x = v[offset + k - 1] + 1;
+      }
+      int y = x - k;
+      while (x < n && y < m && a[a0 + x] == b[b0 + y]) {
+        ++x;
+        ++y;
+      }
+      v[offset + k] = x;
+      if (x >= n && y >= m) {
+        found_d = d;
+        break;
+      }
+    }
+    if (found_d >= 0) break;
+  }
+  if (found_d < 0) return false;
+
+  // Backtrack through the saved V arrays. trace[d] holds V before step d, for k in [-d-1, d+1].
+  std::vector<Edit> rev;
+  int x = n, y = m;
+  for (int d = found_d; d > 0; --d) {
+    const std::vector<int>& pv = trace[d];
+    auto at = [&](int k) { return pv[k + d + 1]; };
+    int k = x - y;
+    int prev_k;
+    if (k == -d || (k != d && at(k - 1) < at(k + 1))) {
+      prev_k = k + 1;
+    } else {
+      prev_k = k - 1;
+    }
+    int prev_x = at(prev_k);
+    int prev_y = prev_x - prev_k;
+    while (x > prev_x && y > prev_y) {
+      --x;
+      --y;
+      rev.push_back({Op::kEqual, a0 + x, b0 + y});
+    }
+    if (x == prev_x) {
+      --y;
+      rev.push_back({Op::kInsert, a0 + x, b0 + y});
+    } else {
+      --x;
+      rev.push_back({Op::kDelete, a0 + x, b0 + y});
+    }
+  }
+  while (x > 0 && y > 0) {
+    --x;
+    --y;
+    rev.push_back({Op::kEqual, a0 + x, b0 + y});
+  }
+  out.insert(out.end(), rev.rbegin(), rev.rend());
+  return true;
+}
+
+void AppendLine(std::string& out, char tag, const Line& line) {
+  out.push_back(tag);
+  out.append(line.text);
+  out.push_back('\n');
+  if (!line.newline) out.append("\\ No newline at end of file\n");
+}
+
+std::string Range(int start, int count) {
+  // Unified diff convention: an empty range is written as the line before it.
+  if (count == 0) return util::StrCat(start, ",0");
+  if (count == 1) return util::StrCat(start + 1);
+  return util::StrCat(start + 1, ",", count);
+}
+
+}  // namespace
+
+std::string UnifiedDiff(std::string_view path, std::string_view old_text, std::string_view new_text,
+                        const DiffOptions& options, bool old_exists, bool new_exists) {
+  if (old_text == new_text && old_exists == new_exists) return "";
+  const std::vector<Line> a = Split(old_text);
+  const std::vector<Line> b = Split(new_text);
+  const int n = static_cast<int>(a.size()), m = static_cast<int>(b.size());
+
+  int prefix = 0;
+  while (prefix < n && prefix < m && a[prefix] == b[prefix]) ++prefix;
+  int suffix = 0;
+  while (suffix < n - prefix && suffix < m - prefix && a[n - 1 - suffix] == b[m - 1 - suffix]) {
+    ++suffix;
+  }
+
+  std::vector<Edit> edits;
+  edits.reserve(static_cast<std::size_t>(n + m));
+  for (int i = 0; i < prefix; ++i) edits.push_back({Op::kEqual, i, i});
+  if (!Myers(a, prefix, n - suffix, b, prefix, m - suffix, options.max_edit_distance, edits)) {
+    for (int i = prefix; i < n - suffix; ++i) edits.push_back({Op::kDelete, i, prefix});
+    for (int j = prefix; j < m - suffix; ++j) edits.push_back({Op::kInsert, n - suffix, j});
+  }
+  for (int i = 0; i < suffix; ++i) edits.push_back({Op::kEqual, n - suffix + i, m - suffix + i});
+
+  std::string out;
+  util::StrAppend(&out, "diff --git a/", path, " b/", path, "\n");
+  if (!old_exists) util::StrAppend(&out, "new file mode 100644\n");
+  if (!new_exists) util::StrAppend(&out, "deleted file mode 100644\n");
+  util::StrAppend(&out, "--- ", old_exists ? util::StrCat("a/", path) : "/dev/null", "\n");
+  util::StrAppend(&out, "+++ ", new_exists ? util::StrCat("b/", path) : "/dev/null", "\n");
+
+  const int ctx = std::max(0, options.context);
+  const int total = static_cast<int>(edits.size());
+  int i = 0;
+  while (i < total) {
+    // Find the next change.
+    while (i < total && edits[i].op == Op::kEqual) ++i;
+    if (i >= total) break;
+    int start = std::max(0, i - ctx);
+    // Extend the hunk while changes are within 2*ctx equal lines of each other.
+    int end = i;
+    while (true) {
+      while (end < total && edits[end].op != Op::kEqual) ++end;
+      int run = 0;
+      while (end + run < total && edits[end + run].op == Op::kEqual) ++run;
+      if (end + run >= total || run > 2 * ctx) {
+        end = std::min(total, end + std::min(run, ctx));
+        break;
+      }
+      end += run;
+    }
+    int old_start = -1, new_start = -1, old_count = 0, new_count = 0;
+    for (int k = start; k < end; ++k) {
+      const Edit& e = edits[k];
+      if (e.op != Op::kInsert) {
+        if (old_start < 0) old_start = e.a;
+        ++old_count;
+      }
+      if (e.op != Op::kDelete) {
+        if (new_start < 0) new_start = e.b;
+        ++new_count;
+      }
+    }
+    if (old_start < 0) old_start = edits[start].a;
+    if (new_start < 0) new_start = edits[start].b;
+    util::StrAppend(&out, "@@ -", Range(old_start, old_count), " +", Range(new_start, new_count),
+                    " @@\n");
+    for (int k = start; k < end; ++k) {
+      const Edit& e = edits[k];
+      switch (e.op) {
+        case Op::kEqual:
+          AppendLine(out, ' ', a[e.a]);
+          break;
+        case Op::kDelete:
+          AppendLine(out, '-', a[e.a]);
+          break;
+        case Op::kInsert:
+          AppendLine(out, '+', b[e.b]);
+          break;
+      }
+    }
+    i = end;
+  }
+  return out;
+}
+
+}  // namespace triage::diff

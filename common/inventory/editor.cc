@@ -1,0 +1,614 @@
+#include "common/inventory/editor.h"
+
+#include <algorithm>
+#include <map>
+
+#include "common/inventory/schema.h"
+#include "common/util/strings.h"
+#include "common/util/text.h"
+
+namespace triage::inventory {
+namespace {
+
+// New fields go where tt-xla's landed sweeps put them: right after `status`, as one block in
+// this order (so rewritten entries read `status, bringup_status, reason` or
+// `status, assert_pcc`); a new reason follows an existing bringup_status; other fields go last.
+constexpr std::string_view kInsertOrder[] = {"status", "bringup_status", "reason", "assert_pcc",
+                                             "markers"};
+
+int InsertRank(std::string_view name) {
+  for (int i = 0; i < static_cast<int>(std::size(kInsertOrder)); ++i) {
+    if (kInsertOrder[i] == name) return i;
+  }
+  return static_cast<int>(std::size(kInsertOrder));
+}
+
+// A piece of an entry's text: a mapping item (with its value lines, or with child chunks when
+// its value is a block mapping), or a run of blank/comment lines kept exactly as they are.
+struct Chunk {
+  bool gap = false;
+  std::string name;
+  std::vector<std::string> lines;  // gap: all; leaf: all; map item: its key line
+  std::vector<Chunk> children;     // map item: items and gaps of its value
+  bool is_map = false;
+  int indent = 0;
+  Value value;  // the item's value as parsed (leaf items), for no-op detection and styles
+};
+
+class EntryText {
+ public:
+  EntryText(const Document& doc, const Entry& entry) : doc_(doc) {
+    root_.is_map = true;
+    root_.name = entry.key;
+    root_.indent = entry.pos.col;
+    root_.lines.emplace_back(doc.Line(entry.first_line));
+    root_.children = Build(entry.value, entry.first_line + 1, entry.last_line);
+    field_indent_ = FirstItemIndent(root_.children, entry.pos.col + 2);
+    unit_ = std::max(1, field_indent_ - entry.pos.col);
+  }
+
+  // Sets the fields of one edit (top level, or arch_overrides.<arch>).
+  absl::Status Set(const std::optional<std::string>& arch,
+                   const std::vector<std::pair<std::string, Value>>& fields) {
+    std::vector<Chunk>* items = &root_.children;
+    int indent = field_indent_;
+    if (arch) {
+      Chunk* overrides = FindOrCreateMap(root_.children, "arch_overrides", field_indent_);
+      int arch_indent = FirstItemIndent(overrides->children, field_indent_ + unit_);
+      Chunk* arch_chunk = FindOrCreateMap(overrides->children, *arch, arch_indent);
+      items = &arch_chunk->children;
+      indent = FirstItemIndent(arch_chunk->children, arch_indent + unit_);
+    }
+    std::vector<const std::pair<std::string, Value>*> ordered;
+    for (const auto& f : fields) ordered.push_back(&f);
+    std::stable_sort(ordered.begin(), ordered.end(), [](const auto* a, const auto* b) {
+      return InsertRank(a->first) < InsertRank(b->first);
+    });
+    std::string last_inserted;
+    for (const auto* f : ordered) {
+      auto status = SetIn(*items, indent, f->first, f->second, last_inserted);
+      if (!status.ok()) return status;
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Delete(const std::optional<std::string>& arch, const std::string& name) {
+    if (!arch) {
+      auto it = FindItem(root_.children, name);
+      if (it == root_.children.end()) return absl::OkStatus();
+      root_.children.erase(it);
+      if (CountItems(root_.children) == 0) {
+        return absl::InvalidArgumentError(
+            util::StrCat("deleting '", name, "' would leave entry '", root_.name, "' empty"));
+      }
+      return absl::OkStatus();
+    }
+    auto overrides = FindItem(root_.children, "arch_overrides");
+    if (overrides == root_.children.end()) return absl::OkStatus();
+    auto arch_it = FindItem(overrides->children, *arch);
+    if (arch_it == overrides->children.end()) return absl::OkStatus();
+    auto field = FindItem(arch_it->children, name);
+    if (field == arch_it->children.end()) return absl::OkStatus();
+    arch_it->children.erase(field);
+    if (CountItems(arch_it->children) == 0) overrides->children.erase(arch_it);
+    if (CountItems(overrides->children) == 0) {
+      root_.children.erase(overrides);
+      if (CountItems(root_.children) == 0) {
+        return absl::InvalidArgumentError(
+            util::StrCat("deleting arch_overrides would leave entry '", root_.name, "' empty"));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  void Render(std::vector<std::string>& out) const { RenderChunk(root_, out); }
+
+ private:
+  static void RenderChunk(const Chunk& c, std::vector<std::string>& out) {
+    out.insert(out.end(), c.lines.begin(), c.lines.end());
+    for (const Chunk& child : c.children) RenderChunk(child, out);
+  }
+
+  static int CountItems(const std::vector<Chunk>& chunks) {
+    return static_cast<int>(
+        std::count_if(chunks.begin(), chunks.end(), [](const Chunk& c) { return !c.gap; }));
+  }
+
+  static int FirstItemIndent(const std::vector<Chunk>& chunks, int fallback) {
+    for (const Chunk& c : chunks) {
+      if (!c.gap) return c.indent;
+    }
+    return fallback;
+  }
+
+  static std::vector<Chunk>::iterator FindItem(std::vector<Chunk>& chunks, std::string_view name) {
+    return std::find_if(chunks.begin(), chunks.end(),
+                        [&](const Chunk& c) { return !c.gap && c.name == name; });
+  }
+
+  // Splits lines [begin, end] (0-based, inclusive) into the chunks of a block mapping.
+  std::vector<Chunk> Build(const Value& map, int begin, int end) {
+    std::vector<Chunk> out;
+    auto gap = [&](int from, int to) {
+      if (from > to) return;
+      Chunk g;
+      g.gap = true;
+      for (int i = from; i <= to; ++i) g.lines.emplace_back(doc_.Line(i));
+      out.push_back(std::move(g));
+    };
+    if (!map.is_map() || map.map.empty()) {
+      gap(begin, end);
+      return out;
+    }
+    gap(begin, map.map.front().key_pos.line - 1);
+    for (std::size_t i = 0; i < map.map.size(); ++i) {
+      const MapItem& item = map.map[i];
+      const int start = item.key_pos.line;
+      const int bound = i + 1 < map.map.size() ? map.map[i + 1].key_pos.line - 1 : end;
+      int last = bound;
+      while (last > start && util::IsBlankOrComment(doc_.Line(last))) --last;
+      Chunk c;
+      c.name = item.key;
+      c.indent = item.key_pos.col;
+      c.value = item.value;
+      const bool block_map = item.value.is_map() && !item.value.flow && !item.value.map.empty() &&
+                             item.value.map.front().key_pos.line > start;
+      if (block_map) {
+        c.is_map = true;
+        c.lines.emplace_back(doc_.Line(start));
+        c.children = Build(item.value, start + 1, last);
+      } else {
+        for (int l = start; l <= last; ++l) c.lines.emplace_back(doc_.Line(l));
+      }
+      out.push_back(std::move(c));
+      gap(last + 1, bound);
+    }
+    return out;
+  }
+
+  Chunk* FindOrCreateMap(std::vector<Chunk>& items, const std::string& name, int indent) {
+    auto it = FindItem(items, name);
+    if (it != items.end()) return &*it;
+    Chunk c;
+    c.name = name;
+    c.is_map = true;
+    c.indent = indent;
+    c.value.kind = Value::Kind::kMap;
+    c.lines.push_back(util::StrCat(std::string(indent, ' '), name, ":"));
+    return &*items.insert(InsertPosition(items, name, ""), std::move(c));
+  }
+
+  static std::vector<Chunk>::iterator InsertPosition(std::vector<Chunk>& items,
+                                                     std::string_view name,
+                                                     std::string_view last_inserted) {
+    auto after = [&](std::string_view anchor) {
+      auto it = FindItem(items, anchor);
+      return it == items.end() ? it : it + 1;
+    };
+    auto first_item =
+        std::find_if(items.begin(), items.end(), [](const Chunk& c) { return !c.gap; });
+    const int rank = InsertRank(name);
+    if (name == "status") return first_item;
+    if (rank < static_cast<int>(std::size(kInsertOrder))) {
+      if (name == "reason" && FindItem(items, "bringup_status") != items.end()) {
+        return after("bringup_status");
+      }
+      if (!last_inserted.empty() && FindItem(items, last_inserted) != items.end()) {
+        return after(last_inserted);
+      }
+      if (FindItem(items, "status") != items.end()) return after("status");
+      return first_item;
+    }
+    // After the last item (before trailing comments).
+    auto pos = items.end();
+    for (auto it = items.begin(); it != items.end(); ++it) {
+      if (!it->gap) pos = it + 1;
+    }
+    return pos;
+  }
+
+  absl::Status SetIn(std::vector<Chunk>& items, int indent, const std::string& name,
+                     const Value& value, std::string& last_inserted) {
+    auto it = FindItem(items, name);
+    if (it == items.end()) {
+      Chunk c;
+      c.name = name;
+      c.indent = indent;
+      c.value = value;
+      RenderField(c, name, value, nullptr);
+      items.insert(InsertPosition(items, name, last_inserted), std::move(c));
+      if (name != "status") last_inserted = name;
+      return absl::OkStatus();
+    }
+    if (it->is_map) {
+      return absl::InvalidArgumentError(
+          util::StrCat("field '", name, "' is a mapping and cannot be set to a value"));
+    }
+    if (it->value == value && it->value.kind == value.kind) return absl::OkStatus();
+    Chunk old = *it;
+    it->value = value;
+    RenderField(*it, name, value, &old);
+    return absl::OkStatus();
+  }
+
+  // Writes chunk.lines for `name: value`, keeping the style of the old chunk where it has one.
+  static void RenderField(Chunk& chunk, const std::string& name, const Value& value,
+                          const Chunk* old) {
+    const std::string pad(chunk.indent, ' ');
+    std::string trailer;  // an inline comment after the old value
+    if (old != nullptr) trailer = InlineComment(old->lines.front(), old->indent, name);
+    const bool old_block_list =
+        old != nullptr && old->value.is_list() && !old->value.flow && old->lines.size() > 1;
+    const bool quote_items = old != nullptr && old->value.is_list() && !old->value.list.empty() &&
+                             std::all_of(old->value.list.begin(), old->value.list.end(),
+                                         [](const Value& v) { return v.quote == '"'; });
+    chunk.lines.clear();
+    if (value.is_list() && old_block_list && !value.list.empty()) {
+      int item_indent = util::IndentOf(old->lines[1]);
+      for (const auto& l : old->lines) {
+        std::string_view t = util::TrimWhitespace(l);
+        if (!t.empty() && t[0] == '-') {
+          item_indent = util::IndentOf(l);
+          break;
+        }
+      }
+      chunk.lines.push_back(util::StrCat(pad, name, ":", trailer));
+      for (const Value& item : value.list) {
+        chunk.lines.push_back(
+            util::StrCat(std::string(item_indent, ' '), "- ", RenderScalar(item, quote_items)));
+      }
+      return;
+    }
+    chunk.lines.push_back(
+        util::StrCat(pad, name, ": ", RenderValue(name, value, quote_items), trailer));
+  }
+
+  static std::string RenderValue(std::string_view name, const Value& v, bool quote_items) {
+    if (v.is_list()) {
+      std::string out = "[";
+      for (std::size_t i = 0; i < v.list.size(); ++i) {
+        if (i > 0) out += ", ";
+        out += RenderScalar(v.list[i], quote_items);
+      }
+      return out + "]";
+    }
+    if (v.is_string() && name == "reason") return DoubleQuote(v.string);
+    return RenderScalar(v, false);
+  }
+
+  static bool PlainSafe(std::string_view s) {
+    if (s.empty()) return false;
+    for (char c : s) {
+      bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                c == '_' || c == '-' || c == '.' || c == '/' || c == '+';
+      if (!ok) return false;
+    }
+    if (s[0] == '-' || s[0] == '.' || s[0] == '+') return false;
+    Value resolved = ResolvePlainScalar(s);
+    return resolved.is_string();
+  }
+
+  static std::string RenderScalar(const Value& v, bool force_quote) {
+    switch (v.kind) {
+      case Value::Kind::kNull:
+        return "null";
+      case Value::Kind::kBool:
+        return v.boolean ? "true" : "false";
+      case Value::Kind::kInt:
+        return util::StrCat(v.integer);
+      case Value::Kind::kFloat:
+        return Value::Float(v.number).string;
+      case Value::Kind::kString:
+        return !force_quote && PlainSafe(v.string) ? v.string : DoubleQuote(v.string);
+      case Value::Kind::kList:
+      case Value::Kind::kMap:
+        return v.DebugString();
+    }
+    return "";
+  }
+
+  // The " # comment" after a single-line value, or "".
+  static std::string InlineComment(std::string_view line, int key_col, std::string_view name) {
+    std::size_t colon = line.find(':', static_cast<std::size_t>(key_col) + name.size());
+    if (colon == std::string_view::npos) return "";
+    std::size_t i = colon + 1;
+    while (i < line.size() && line[i] == ' ') ++i;
+    if (i >= line.size()) return "";
+    if (line[i] == '#') return util::StrCat(" ", line.substr(i));
+    std::size_t end = ValueEnd(line, i);
+    if (end == std::string_view::npos) return "";
+    std::string_view rest = line.substr(end);
+    std::size_t hash = rest.find('#');
+    if (hash == std::string_view::npos) return "";
+    if (!util::TrimWhitespace(rest.substr(0, hash)).empty()) return "";
+    return std::string(rest);
+  }
+
+  // End (exclusive) of the value starting at line[i], or npos when it does not end on the line.
+  static std::size_t ValueEnd(std::string_view line, std::size_t i) {
+    char c = line[i];
+    if (c == '"') {
+      for (std::size_t k = i + 1; k < line.size(); ++k) {
+        if (line[k] == '\\') {
+          ++k;
+        } else if (line[k] == '"') {
+          return k + 1;
+        }
+      }
+      return std::string_view::npos;
+    }
+    if (c == '\'') {
+      for (std::size_t k = i + 1; k < line.size(); ++k) {
+        if (line[k] == '\'') {
+          if (k + 1 < line.size() && line[k + 1] == '\'') {
+            ++k;
+          } else {
+            return k + 1;
+          }
+        }
+      }
+      return std::string_view::npos;
+    }
+    if (c == '[' || c == '{') {
+      int depth = 0;
+      char quote = 0;
+      for (std::size_t k = i; k < line.size(); ++k) {
+        char d = line[k];
+        if (quote != 0) {
+          if (quote == '"' && d == '\\') {
+            ++k;
+          } else if (d == quote) {
+            quote = 0;
+          }
+          continue;
+        }
+        if (d == '"' || d == '\'') {
+          quote = d;
+        } else if (d == '[' || d == '{') {
+          ++depth;
+        } else if (d == ']' || d == '}') {
+          if (--depth == 0) return k + 1;
+        }
+      }
+      return std::string_view::npos;
+    }
+    // Plain scalar: up to " #" or the end of the line, without trailing spaces.
+    std::size_t end = line.size();
+    for (std::size_t k = i; k + 1 < line.size(); ++k) {
+      if ((line[k] == ' ' || line[k] == '\t') && line[k + 1] == '#') {
+        end = k;
+        break;
+      }
+    }
+    while (end > i && (line[end - 1] == ' ' || line[end - 1] == '\t')) --end;
+    return end;
+  }
+
+  const Document& doc_;
+  Chunk root_;
+  int field_indent_ = 4;
+  int unit_ = 2;
+};
+
+// Content equality of two values where mappings compare as sets of keys.
+bool SameContent(const Value& a, const Value& b) {
+  if (a.kind != b.kind) return false;
+  if (a.kind == Value::Kind::kList) {
+    if (a.list.size() != b.list.size()) return false;
+    for (std::size_t i = 0; i < a.list.size(); ++i) {
+      if (!SameContent(a.list[i], b.list[i])) return false;
+    }
+    return true;
+  }
+  if (a.kind == Value::Kind::kMap) {
+    if (a.map.size() != b.map.size()) return false;
+    for (const MapItem& item : a.map) {
+      const Value* other = b.Find(item.key);
+      if (other == nullptr || !SameContent(item.value, *other)) return false;
+    }
+    return true;
+  }
+  return a == b;
+}
+
+Value* FindMut(Value& map, std::string_view key) {
+  for (MapItem& item : map.map) {
+    if (item.key == key) return &item.value;
+  }
+  return nullptr;
+}
+
+void EraseKey(Value& map, std::string_view key) {
+  map.map.erase(std::remove_if(map.map.begin(), map.map.end(),
+                               [&](const MapItem& i) { return i.key == key; }),
+                map.map.end());
+}
+
+// The logical effect of an edit on an entry's value, to check the rendered text against.
+void ApplyLogically(Value& entry, const EntryEdit& edit) {
+  Value* target = &entry;
+  if (edit.arch) {
+    Value* overrides = FindMut(entry, "arch_overrides");
+    if (overrides == nullptr) {
+      Value m;
+      m.kind = Value::Kind::kMap;
+      entry.map.push_back({"arch_overrides", {}, m});
+      overrides = &entry.map.back().value;
+    }
+    Value* arch = FindMut(*overrides, *edit.arch);
+    if (arch == nullptr) {
+      Value m;
+      m.kind = Value::Kind::kMap;
+      overrides->map.push_back({*edit.arch, {}, m});
+      arch = &overrides->map.back().value;
+    }
+    target = arch;
+  }
+  for (const auto& [name, value] : edit.set) {
+    if (Value* v = FindMut(*target, name)) {
+      *v = value;
+    } else {
+      target->map.push_back({name, {}, value});
+    }
+  }
+  for (const auto& name : edit.del) EraseKey(*target, name);
+  if (edit.arch) {
+    Value* overrides = FindMut(entry, "arch_overrides");
+    if (FindMut(*overrides, *edit.arch)->map.empty()) EraseKey(*overrides, *edit.arch);
+    if (overrides->map.empty()) EraseKey(entry, "arch_overrides");
+  }
+}
+
+absl::Status CheckEdit(const Document& doc, const EntryEdit& edit) {
+  const std::string where = util::StrCat(doc.path(), ": entry '", edit.key, "'");
+  if (doc.Find(edit.key) == nullptr) {
+    return absl::NotFoundError(util::StrCat(doc.path(), ": no entry '", edit.key, "'"));
+  }
+  if (edit.arch && !IsKnownArch(*edit.arch)) {
+    return absl::InvalidArgumentError(util::StrCat(where, ": unknown arch '", *edit.arch, "'"));
+  }
+  std::map<std::string, int> seen;
+  for (const auto& [name, value] : edit.set) {
+    if (FindField(name) == nullptr) {
+      return absl::InvalidArgumentError(util::StrCat(where, ": unknown field '", name, "'"));
+    }
+    if (name == "arch_overrides") {
+      return absl::InvalidArgumentError(util::StrCat(
+          where, ": set fields inside arch_overrides with \"arch\", not arch_overrides itself"));
+    }
+    if (++seen[name] > 1) {
+      return absl::InvalidArgumentError(util::StrCat(where, ": field '", name, "' set twice"));
+    }
+    std::vector<ValueProblem> problems;
+    CheckField(name, value, edit.arch.has_value(), problems);
+    if (!problems.empty()) {
+      return absl::InvalidArgumentError(util::StrCat(where, ": ", problems.front().message));
+    }
+  }
+  for (const auto& name : edit.del) {
+    if (FindField(name) == nullptr) {
+      return absl::InvalidArgumentError(util::StrCat(where, ": unknown field '", name, "'"));
+    }
+    if (seen.count(name) > 0) {
+      return absl::InvalidArgumentError(
+          util::StrCat(where, ": field '", name, "' is both set and deleted"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string DoubleQuote(std::string_view s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      default:
+        if (c < 0x20 || c == 0x7f) {
+          util::StrAppend(&out, "\\x", util::Hex(c, 2));
+        } else {
+          out.push_back(static_cast<char>(c));
+        }
+    }
+  }
+  out += "\"";
+  return out;
+}
+
+absl::StatusOr<std::string> ApplyEdits(const Document& doc, std::span<const EntryEdit> edits) {
+  if (!doc.ok()) {
+    return absl::FailedPreconditionError(util::StrCat(
+        doc.path(), ": the file has validation errors and is never written (",
+        util::CountErrors(doc.diagnostics()), " error(s); run `triagectl inventory check`)"));
+  }
+  for (const EntryEdit& edit : edits) {
+    if (auto status = CheckEdit(doc, edit); !status.ok()) return status;
+  }
+
+  // Edit each touched entry's text, in file order.
+  std::map<int, const Entry*> touched;  // first_line -> entry
+  std::map<std::string, std::vector<const EntryEdit*>, std::less<>> by_key;
+  for (const EntryEdit& edit : edits) {
+    const Entry* entry = doc.Find(edit.key);
+    touched[entry->first_line] = entry;
+    by_key[edit.key].push_back(&edit);
+  }
+  std::map<int, std::vector<std::string>> replacement;  // first_line -> new lines
+  std::map<std::string, Value, std::less<>> expected;
+  for (const auto& [line, entry] : touched) {
+    EntryText text(doc, *entry);
+    Value logical = entry->value;
+    for (const EntryEdit* edit : by_key[entry->key]) {
+      if (auto s = text.Set(edit->arch, edit->set); !s.ok()) {
+        return absl::InvalidArgumentError(
+            util::StrCat(doc.path(), ": entry '", entry->key, "': ", s.message()));
+      }
+      for (const auto& name : edit->del) {
+        if (auto s = text.Delete(edit->arch, name); !s.ok()) {
+          return absl::InvalidArgumentError(util::StrCat(doc.path(), ": ", s.message()));
+        }
+      }
+      ApplyLogically(logical, *edit);
+    }
+    text.Render(replacement[line]);
+    expected[entry->key] = std::move(logical);
+  }
+
+  std::string out;
+  out.reserve(doc.bytes().size() + 256);
+  const int n = doc.line_count();
+  for (int i = 0; i < n;) {
+    auto it = replacement.find(i);
+    if (it != replacement.end()) {
+      for (const std::string& l : it->second) {
+        out += l;
+        out += '\n';
+      }
+      i = touched[i]->last_line + 1;
+      continue;
+    }
+    out += doc.Line(i);
+    if (i + 1 < n || doc.ends_with_newline()) out += '\n';
+    ++i;
+  }
+
+  // Re-read what we wrote: it must parse cleanly, keep every entry in place, and differ from
+  // the original exactly by the intended field changes.
+  Document check = Document::Parse(doc.path(), out);
+  if (!check.ok()) {
+    return absl::InternalError(util::StrCat(doc.path(), ": the edited file does not re-parse: ",
+                                            check.diagnostics().front().ToString()));
+  }
+  if (check.entries().size() != doc.entries().size()) {
+    return absl::InternalError(util::StrCat(doc.path(), ": the edit changed the entry count"));
+  }
+  for (std::size_t i = 0; i < doc.entries().size(); ++i) {
+    const Entry& before = doc.entries()[i];
+    const Entry& after = check.entries()[i];
+    auto exp = expected.find(before.key);
+    const Value& want = exp != expected.end() ? exp->second : before.value;
+    if (after.key != before.key || !SameContent(after.value, want)) {
+      return absl::InternalError(util::StrCat(
+          doc.path(), ": entry '", before.key, "' did not re-parse to the intended fields (got ",
+          after.value.DebugString(), ", want ", want.DebugString(), ")"));
+    }
+  }
+  return out;
+}
+
+}  // namespace triage::inventory

@@ -1,0 +1,79 @@
+#pragma once
+
+// Turns one verification testcase (pytest --force-run --runxfail --junitxml) into what its YAML
+// entry becomes. The rules are those of the triage playbooks (seed 000 Steps 7-8, seed 001
+// "bringup_status selection") as corrected by docs/DOMAIN.md; docs/junit.md has the tables.
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/junit/junit.h"
+
+namespace triage::junit {
+
+enum class Verdict {
+  kPass,
+  kIncorrectResult,
+  kFailure,
+  kCrash,
+  kTimeout,
+  kUnexpectedSkip,
+  kUnexpectedXfail,
+  kNoEvidence,
+};
+
+// "pass", "incorrect_result", "failure", "crash", "timeout", "unexpected_skip",
+// "unexpected_xfail", "no_evidence".
+std::string_view VerdictName(Verdict v);
+
+struct VerifyContext {
+  // The entry was NOT_SUPPORTED_SKIP and ran with --force-run: the runner's error_message
+  // property and the bringup_status in its tags merely echo the old YAML values, so neither is
+  // evidence.
+  bool forced_skip = false;
+  // The entry's current YAML reason. An error_message (or traceback line) equal to it is an echo
+  // even when forced_skip is not known: the runner also records the YAML reason for failing
+  // KNOWN_FAILURE_XFAIL entries.
+  std::string old_reason;
+  // What pytest printed (stdout and stderr). The evidence when there is no testcase (pytest died
+  // without writing XML) and the fallback when the testcase carries only a generic error.
+  std::string log_text;
+  std::size_t max_reason_bytes = 300;
+};
+
+struct Finding {
+  Verdict verdict = Verdict::kNoEvidence;
+  // "FAILED_FE_COMPILATION" | "FAILED_TTMLIR_COMPILATION" | "FAILED_RUNTIME" | "INCORRECT_RESULT"
+  // | "" (pass, timeout, unexpected skip/xfail, no evidence).
+  std::string stage;
+  // "stage_file" (the agent plugin's triage_stage property) | "tags" | "text" | "signal" | "".
+  std::string stage_source;
+  // One line copied verbatim from the evidence (pytest's "E   " prefix, surrounding whitespace,
+  // colour codes and a log line's timestamp header removed), cut at a UTF-8 boundary when longer
+  // than max_reason_bytes. Never "Error code 13".
+  std::string reason;
+  // "triage_error" | "error_message" | "failure_text" | "log" | "".
+  std::string reason_source;
+  int signal = 0;  // crashes: the signal number when known
+  // Human-review flags; they do not change the verdict.
+  std::vector<std::string> review;
+};
+
+// tc == nullptr (or a kMissing testcase): there is no testcase, only ctx.log_text.
+Finding Classify(const TestCase* tc, const VerifyContext& ctx);
+
+// What the YAML entry becomes.
+struct Decision {
+  bool change = false;  // false: leave the entry as it is (a human decides)
+  std::string status;   // EXPECTED_PASSING | KNOWN_FAILURE_XFAIL | NOT_SUPPORTED_SKIP
+  std::optional<std::string> bringup_status, reason;  // nullopt: delete the field
+  std::optional<bool> assert_pcc;        // nullopt: leave; false: write assert_pcc: false
+  std::vector<std::string> add_markers;  // e.g. "notimeout"
+};
+
+Decision Decide(const Finding& f);
+
+}  // namespace triage::junit

@@ -1,0 +1,152 @@
+#include "coordinator/triagectl/inventory_cmd.h"
+
+#include <algorithm>
+#include <map>
+
+#include "common/classify/classify.h"
+#include "common/inventory/inventory.h"
+#include "common/util/strings.h"
+#include "nlohmann/json.hpp"
+
+namespace triage::ctl {
+namespace {
+
+std::string Clip(std::string_view s, std::size_t n) {
+  if (s.size() <= n) return std::string(s);
+  std::size_t cut = n - 3;
+  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
+  return util::StrCat(s.substr(0, cut), "...");
+}
+
+}  // namespace
+
+int RunInventoryCheck(const InventoryOptions& options, std::ostream& out, std::ostream& err) {
+  inventory::WorkTreeSource source(options.repo);
+  inventory::LoadOptions load;
+  load.max_file_bytes = options.max_file_bytes;
+  auto inv = inventory::LoadInventory(source, load);
+  if (!inv.ok()) {
+    err << "triagectl: " << inv.status().message() << "\n";
+    return kExitUsage;
+  }
+  int errors = 0, warnings = 0;
+  for (const auto& d : inv->diagnostics) {
+    out << d.ToString() << "\n";
+    (d.severity == util::Severity::kError ? errors : warnings)++;
+  }
+  std::size_t entries = 0;
+  for (const auto& doc : inv->documents) entries += doc.entries().size();
+  err << inv->documents.size() << " files, " << entries << " entries: " << errors << " error(s), "
+      << warnings << " warning(s)\n";
+  return errors > 0 ? kExitProblems : kExitOk;
+}
+
+int RunInventoryClassify(const InventoryOptions& options, std::ostream& out, std::ostream& err) {
+  if (options.output != "table" && options.output != "json") {
+    err << "triagectl: -o must be table or json, got '" << options.output << "'\n";
+    return kExitUsage;
+  }
+  const classify::Classifier* rules = &classify::Classifier::Default();
+  absl::StatusOr<classify::Classifier> custom = absl::UnknownError("unused");
+  if (!options.rules.empty()) {
+    custom = classify::Classifier::FromFile(options.rules);
+    if (!custom.ok()) {
+      err << "triagectl: " << custom.status().message() << "\n";
+      return kExitUsage;
+    }
+    rules = &*custom;
+  }
+  inventory::WorkTreeSource source(options.repo);
+  inventory::LoadOptions load;
+  load.max_file_bytes = options.max_file_bytes;
+  auto inv = inventory::LoadInventory(source, load);
+  if (!inv.ok()) {
+    err << "triagectl: " << inv.status().message() << "\n";
+    return kExitUsage;
+  }
+  if (!inv->ok()) {
+    err << "warning: " << util::CountErrors(inv->diagnostics)
+        << " validation error(s); run `triagectl inventory check --repo " << options.repo
+        << "` (files with errors are never edited)\n";
+  }
+  struct Row {
+    std::string file, key, status, bringup_status, reason, playbook, flavor, loader;
+    bool matched;
+  };
+  std::vector<Row> rows;
+  std::map<std::string, int> per_playbook;
+  for (const auto& ref : inv->TestEntries()) {
+    auto c = rules->Classify(*ref.entry);
+    Row r;
+    r.file = ref.document->path();
+    r.key = ref.entry->key;
+    r.status = std::string(ref.entry->Status());
+    r.bringup_status = std::string(ref.entry->StringField("bringup_status"));
+    r.reason = c.reason;
+    r.matched = c.match.has_value();
+    if (c.match) {
+      r.playbook = c.match->playbook;
+      r.flavor = c.match->flavor;
+      per_playbook[r.playbook]++;
+    }
+    r.loader = ref.entry->loader;
+    if (options.matched_only && !r.matched) continue;
+    rows.push_back(std::move(r));
+  }
+  if (options.output == "json") {
+    nlohmann::json a = nlohmann::json::array();
+    for (const Row& r : rows) {
+      nlohmann::json o;
+      o["file"] = r.file;
+      o["key"] = r.key;
+      o["status"] = r.status;
+      o["bringup_status"] =
+          r.bringup_status.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.bringup_status);
+      o["reason"] = r.reason.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.reason);
+      o["playbook"] = r.matched ? nlohmann::json(r.playbook) : nlohmann::json(nullptr);
+      o["flavor"] = r.matched ? nlohmann::json(r.flavor) : nlohmann::json(nullptr);
+      o["loader"] = r.loader;
+      a.push_back(std::move(o));
+    }
+    out << a.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  } else {
+    const char* header[] = {"FILE",     "KEY",    "STATUS", "BRINGUP_STATUS",
+                            "PLAYBOOK", "FLAVOR", "REASON"};
+    std::size_t w[6] = {4, 3, 6, 14, 8, 6};
+    auto cells = [](const Row& r) {
+      std::string file = r.file.substr(
+          r.file.find("test_config/") == std::string::npos ? 0 : r.file.find("test_config/") + 12);
+      return std::vector<std::string>{file,
+                                      r.key,
+                                      r.status,
+                                      r.bringup_status,
+                                      r.playbook.empty() ? "-" : r.playbook,
+                                      r.flavor.empty() ? "-" : r.flavor,
+                                      Clip(r.reason, 70)};
+    };
+    for (const Row& r : rows) {
+      auto c = cells(r);
+      for (int i = 0; i < 6; ++i) w[i] = std::max(w[i], c[i].size());
+    }
+    auto print = [&](const std::vector<std::string>& c) {
+      for (int i = 0; i < 6; ++i) out << c[i] << std::string(w[i] - c[i].size() + 2, ' ');
+      out << c[6] << "\n";
+    };
+    print(std::vector<std::string>(std::begin(header), std::end(header)));
+    for (const Row& r : rows) print(cells(r));
+  }
+  std::string summary;
+  for (const auto& [pb, n] : per_playbook) util::StrAppend(&summary, ", ", pb, ": ", n);
+  int matched = 0;
+  for (const auto& [pb, n] : per_playbook) matched += n;
+  err << inv->TestEntries().size() << " entries, " << matched << " handled by a playbook" << summary
+      << "\n";
+  return kExitOk;
+}
+
+int RunInventoryRules(std::ostream& out) {
+  out << classify::DefaultRulesYaml();
+  return kExitOk;
+}
+
+}  // namespace triage::ctl

@@ -1,0 +1,30 @@
+#pragma once
+
+#include <cstddef>
+#include <ostream>
+#include <string>
+
+namespace triage::ctl {
+
+// Exit codes shared by every triagectl command.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitProblems = 1;  // validation problems, refused edits
+inline constexpr int kExitUsage = 2;     // bad arguments, unreadable input
+
+struct InventoryOptions {
+  std::string repo;
+  std::size_t max_file_bytes = 8 * 1024 * 1024;
+  std::string rules;             // classify: a rules file ("" = built-in rules)
+  std::string output = "table";  // classify: table | json
+  bool matched_only = false;     // classify: only entries a playbook handles
+};
+
+// `triagectl inventory check`: every problem as file:line:col: message; 0 when clean.
+int RunInventoryCheck(const InventoryOptions& options, std::ostream& out, std::ostream& err);
+// `triagectl inventory classify`: per entry file, key, status, bringup_status, reason,
+// playbook, flavor, loader.
+int RunInventoryClassify(const InventoryOptions& options, std::ostream& out, std::ostream& err);
+// `triagectl inventory rules`: the built-in rules as YAML, to start a custom rules file.
+int RunInventoryRules(std::ostream& out);
+
+}  // namespace triage::ctl

@@ -1,0 +1,59 @@
+// triagectl: the command-line front end of triage-farm.
+
+#include <iostream>
+
+#include "CLI/CLI.hpp"
+#include "coordinator/triagectl/inventory_cmd.h"
+#include "coordinator/triagectl/yaml_cmd.h"
+
+int main(int argc, char** argv) {
+  using namespace triage::ctl;
+  CLI::App app{"triagectl: triage tt-xla model tests in bulk"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("triagectl ") + TRIAGE_VERSION);
+
+  // inventory
+  auto* inventory = app.add_subcommand("inventory", "Read, validate and classify test-config YAML");
+  inventory->require_subcommand(1);
+  InventoryOptions inv;
+  auto add_repo = [&](CLI::App* cmd) {
+    cmd->add_option("--repo", inv.repo, "tt-xla checkout (its working tree is read)")
+        ->required()
+        ->check(CLI::ExistingDirectory);
+    cmd->add_option("--max-file-bytes", inv.max_file_bytes, "Refuse YAML files larger than this")
+        ->capture_default_str();
+  };
+  auto* check = inventory->add_subcommand(
+      "check", "Validate every tests/runner/test_config/**/*.yaml; print file:line:col: message");
+  add_repo(check);
+  auto* classify = inventory->add_subcommand("classify", "Which playbook handles each entry");
+  add_repo(classify);
+  classify->add_option("-o,--output", inv.output, "table or json")->capture_default_str();
+  classify->add_option("--rules", inv.rules, "Classification rules YAML (default: built-in)")
+      ->check(CLI::ExistingFile);
+  classify->add_flag("--matched", inv.matched_only, "Only entries a playbook handles");
+  auto* rules = inventory->add_subcommand("rules", "Print the built-in classification rules");
+
+  // yaml
+  auto* yaml = app.add_subcommand("yaml", "Edit test-config YAML in place, byte-faithfully");
+  yaml->require_subcommand(1);
+  YamlEditOptions edit;
+  auto* yaml_edit = yaml->add_subcommand("edit", "Apply a batch of entry edits atomically");
+  yaml_edit->add_option("FILE", edit.file, "The YAML file")->required();
+  yaml_edit
+      ->add_option("--edits", edit.edits, "JSON array of {key, arch, set, delete} (\"-\" = stdin)")
+      ->required();
+  yaml_edit->add_flag("--diff", edit.diff, "Print the unified diff and write nothing");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? 0 : kExitUsage;
+  }
+  if (check->parsed()) return RunInventoryCheck(inv, std::cout, std::cerr);
+  if (classify->parsed()) return RunInventoryClassify(inv, std::cout, std::cerr);
+  if (rules->parsed()) return RunInventoryRules(std::cout);
+  if (yaml_edit->parsed()) return RunYamlEdit(edit, std::cin, std::cout, std::cerr);
+  return kExitUsage;
+}

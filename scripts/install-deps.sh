@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Installs, with apt-get, exactly the Debian 12 packages triage-farm needs to build, test and demo.
+# Idempotent: when every package is already installed it prints one line and changes nothing.
+#
+#   scripts/install-deps.sh            everything (build + python fixture + prometheus/linters)
+#   scripts/install-deps.sh --build    only what the C++ build needs
+set -euo pipefail
+
+build_pkgs=(
+  cmake ninja-build pkg-config g++ git
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libre2-dev
+  libyaml-cpp-dev libpugixml-dev libspdlog-dev prometheus-cpp-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libsqlite3-dev libcli11-dev nlohmann-json3-dev
+  clang-format
+)
+# The probe script, the fixture's pytest runner and the e2e tests use Debian's torch and pytest,
+# which belong to /usr/bin/python3.
+python_pkgs=(python3 python3-torch python3-pytest)
+# A real Prometheus for the dashboard/alert tests, and linters for the chart.
+tool_pkgs=(prometheus yamllint sqlite3 git)
+
+want=("${build_pkgs[@]}")
+if [[ "${1:-}" != "--build" ]]; then
+  want+=("${python_pkgs[@]}" "${tool_pkgs[@]}")
+fi
+
+missing=()
+for p in "${want[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [[ ${#missing[@]} -eq 0 ]]; then
+  echo "install-deps: all ${#want[@]} packages present"
+  exit 0
+fi
+
+if [[ $(id -u) -ne 0 ]]; then
+  echo "install-deps: missing packages: ${missing[*]}" >&2
+  echo "install-deps: run as root (or install them with sudo apt-get install)" >&2
+  exit 1
+fi
+
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q
+apt-get install -y -q --no-install-recommends "${missing[@]}"

@@ -1,0 +1,167 @@
+// The inventory commands as users and scripts run them: the real triagectl binary on a
+// temporary tt-xla-shaped tree.
+
+#include <string>
+
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/unit/test_support.h"
+
+namespace triage {
+namespace {
+
+const std::string kTriagectl = TRIAGE_BINARY_DIR "/coordinator/triagectl/triagectl";
+constexpr char kTraining[] =
+    "tests/runner/test_config/torch/test_config_training_single_device.yaml";
+
+constexpr char kYaml[] =
+    "test_config:\n"
+    "  a/pytorch-X-single_device-training:\n"
+    "    status: NOT_SUPPORTED_SKIP\n"
+    "    bringup_status: FAILED_FE_COMPILATION\n"
+    "    reason: \"tt-forge-models doesn't implement unpack_forward_output for this model.\"\n"
+    "  b/c/pytorch-single_device-training:\n"
+    "    status: EXPECTED_PASSING # keep me\n";
+
+class TriagectlTest : public ::testing::Test {
+ protected:
+  void SetUp() override { testing::WriteFileOrDie(tmp_.path() / kTraining, kYaml); }
+  int Run(std::vector<std::string> args, std::string* out) {
+    args.insert(args.begin(), kTriagectl);
+    return testing::RunCommand(args, tmp_.path(), out);
+  }
+  testing::TempDir tmp_;
+};
+
+TEST_F(TriagectlTest, CheckCleanTreeExitsZero) {
+  std::string out;
+  EXPECT_EQ(Run({"inventory", "check", "--repo", "."}, &out), 0) << out;
+  EXPECT_NE(out.find("1 files, 2 entries: 0 error(s)"), std::string::npos) << out;
+}
+
+TEST_F(TriagectlTest, CheckReportsProblemsAndExitsOne) {
+  testing::WriteFileOrDie(tmp_.path() /
+                              "tests/runner/test_config/torch/test_config_inference_"
+                              "single_device.yaml",
+                          "test_config:\n  a/pytorch-X-single_device-inference:\n"
+                          "    status: PASSING\n    statsu: x\n");
+  std::string out;
+  EXPECT_EQ(Run({"inventory", "check", "--repo", "."}, &out), 1);
+  EXPECT_NE(out.find("tests/runner/test_config/torch/test_config_inference_single_device.yaml:3:"
+                     "13: status: invalid value 'PASSING'"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("single_device.yaml:4:5: unknown field 'statsu'"), std::string::npos) << out;
+}
+
+TEST_F(TriagectlTest, CheckHonoursTheSizeLimit) {
+  std::string out;
+  EXPECT_EQ(Run({"inventory", "check", "--repo", ".", "--max-file-bytes", "64"}, &out), 1);
+  EXPECT_NE(out.find("over the size limit of 64 bytes"), std::string::npos) << out;
+}
+
+TEST_F(TriagectlTest, NotACheckoutIsAUsageError) {
+  std::string out;
+  EXPECT_EQ(Run({"inventory", "check", "--repo", "/"}, &out), 2);
+  EXPECT_NE(out.find("is this a tt-xla checkout?"), std::string::npos) << out;
+  EXPECT_EQ(Run({"inventory", "frobnicate"}, &out), 2);
+}
+
+TEST_F(TriagectlTest, ClassifyJsonIsAContract) {
+  std::string out;
+  ASSERT_EQ(Run({"inventory", "classify", "--repo", ".", "-o", "json"}, &out), 0) << out;
+  // stdout and stderr share the pipe here: the JSON array is what precedes the summary line.
+  auto json = nlohmann::json::parse(out.substr(0, out.rfind("]") + 1));
+  ASSERT_EQ(json.size(), 2u);
+  EXPECT_EQ(json[0]["key"], "a/pytorch-X-single_device-training");
+  EXPECT_EQ(json[0]["file"], kTraining);
+  EXPECT_EQ(json[0]["status"], "NOT_SUPPORTED_SKIP");
+  EXPECT_EQ(json[0]["bringup_status"], "FAILED_FE_COMPILATION");
+  EXPECT_EQ(json[0]["playbook"], "unpack_forward_output");
+  EXPECT_EQ(json[0]["flavor"], "not_implemented");
+  EXPECT_EQ(json[0]["loader"], "third_party/tt_forge_models/a/pytorch/loader.py");
+  EXPECT_TRUE(json[1]["playbook"].is_null());
+  EXPECT_TRUE(json[1]["flavor"].is_null());
+  EXPECT_TRUE(json[1]["reason"].is_null());
+}
+
+TEST_F(TriagectlTest, YamlEditDiffWritesNothingAndEditIsAtomic) {
+  testing::WriteFileOrDie(tmp_.path() / "edits.json", R"([
+    {"key": "a/pytorch-X-single_device-training",
+     "set": {"status": "EXPECTED_PASSING", "assert_pcc": false},
+     "delete": ["bringup_status", "reason"]},
+    {"key": "b/c/pytorch-single_device-training", "arch": "p150",
+     "set": {"status": "KNOWN_FAILURE_XFAIL", "markers": ["notimeout"]}}
+  ])");
+  std::string out;
+  ASSERT_EQ(Run({"yaml", "edit", kTraining, "--edits", "edits.json", "--diff"}, &out), 0) << out;
+  EXPECT_NE(out.find("+    assert_pcc: false\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("+      p150:\n"), std::string::npos) << out;
+  EXPECT_EQ(testing::ReadFileOrDie(tmp_.path() / kTraining), kYaml) << "--diff writes nothing";
+  // The diff applies with git.
+  testing::WriteFileOrDie(tmp_.path() / "p.patch", out.substr(0, out.rfind('\n') + 1));
+  std::string log;
+  ASSERT_EQ(testing::RunCommand({"git", "apply", "--check", "p.patch"}, tmp_.path(), &log), 0)
+      << log;
+
+  ASSERT_EQ(Run({"yaml", "edit", kTraining, "--edits", "edits.json"}, &out), 0) << out;
+  EXPECT_EQ(testing::ReadFileOrDie(tmp_.path() / kTraining),
+            "test_config:\n"
+            "  a/pytorch-X-single_device-training:\n"
+            "    status: EXPECTED_PASSING\n"
+            "    assert_pcc: false\n"
+            "  b/c/pytorch-single_device-training:\n"
+            "    status: EXPECTED_PASSING # keep me\n"
+            "    arch_overrides:\n"
+            "      p150:\n"
+            "        status: KNOWN_FAILURE_XFAIL\n"
+            "        markers: [notimeout]\n");
+}
+
+TEST_F(TriagectlTest, InvalidBatchChangesNothing) {
+  struct Case {
+    std::string edits, want;
+  };
+  const Case cases[] = {
+      {R"([{"key": "a/pytorch-X-single_device-training", "set": {"status": "EXPECTED_PASSING"}},
+           {"key": "nope/pytorch-single_device-training", "set": {"status": "EXPECTED_PASSING"}}])",
+       "no entry 'nope/pytorch-single_device-training'"},
+      {R"([{"key": "a/pytorch-X-single_device-training", "set": {"status": null}}])",
+       "edits.json: [0].set.status: expected a string, boolean, number or list, got null"},
+      {R"([{"key": "a/pytorch-X-single_device-training", "set": {"assert_pcc": "false"}}])",
+       "assert_pcc: expected true or false, got string false"},
+      {R"([{"key": "a/pytorch-X-single_device-training", "sett": {}}])", "unknown member 'sett'"},
+      {R"({"key": 1})", "expected a JSON array of edits"},
+      {R"([{"key": )", "invalid JSON"},
+  };
+  for (const auto& c : cases) {
+    testing::WriteFileOrDie(tmp_.path() / "edits.json", c.edits);
+    std::string out;
+    EXPECT_EQ(Run({"yaml", "edit", kTraining, "--edits", "edits.json"}, &out), 1) << c.edits;
+    EXPECT_NE(out.find(c.want), std::string::npos) << out << "\nwant: " << c.want;
+    EXPECT_EQ(testing::ReadFileOrDie(tmp_.path() / kTraining), kYaml) << c.edits;
+  }
+}
+
+TEST_F(TriagectlTest, FileWithErrorsIsNeverWritten) {
+  const std::string bad = std::string(kYaml) + "<<<<<<< HEAD\n";
+  testing::WriteFileOrDie(tmp_.path() / kTraining, bad);
+  testing::WriteFileOrDie(tmp_.path() / "edits.json",
+                          R"([{"key": "a/pytorch-X-single_device-training",
+                               "set": {"status": "EXPECTED_PASSING"}}])");
+  std::string out;
+  EXPECT_EQ(Run({"yaml", "edit", kTraining, "--edits", "edits.json"}, &out), 1);
+  EXPECT_NE(out.find(":8:1: merge conflict marker"), std::string::npos) << out;
+  EXPECT_EQ(testing::ReadFileOrDie(tmp_.path() / kTraining), bad);
+}
+
+TEST_F(TriagectlTest, HelpAndRules) {
+  std::string out;
+  EXPECT_EQ(Run({"--help"}, &out), 0);
+  EXPECT_NE(out.find("inventory"), std::string::npos);
+  EXPECT_EQ(Run({"inventory", "rules"}, &out), 0);
+  EXPECT_NE(out.find("unpack_forward_output"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace triage

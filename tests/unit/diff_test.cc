@@ -1,0 +1,107 @@
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/diff/unified_diff.h"
+#include "gtest/gtest.h"
+#include "tests/unit/test_support.h"
+
+namespace triage::diff {
+namespace {
+
+// Applies patch to old_text with `git apply` in a temp dir and returns the result.
+std::string GitApply(const std::string& path, const std::string& old_text, const std::string& patch,
+                     bool* ok) {
+  testing::TempDir tmp;
+  testing::WriteFileOrDie(tmp.path() / path, old_text);
+  testing::WriteFileOrDie(tmp.path() / "p.patch", patch);
+  std::string out;
+  int rc = testing::RunCommand({"git", "apply", "--check", "p.patch"}, tmp.path(), &out);
+  *ok = rc == 0;
+  if (rc != 0) {
+    ADD_FAILURE() << "git apply --check failed: " << out << "\n" << patch;
+    return "";
+  }
+  rc = testing::RunCommand({"git", "apply", "p.patch"}, tmp.path(), &out);
+  *ok = rc == 0;
+  return testing::ReadFileOrDie(tmp.path() / path);
+}
+
+TEST(UnifiedDiff, EqualTextsGiveNoDiff) { EXPECT_EQ(UnifiedDiff("f", "a\nb\n", "a\nb\n"), ""); }
+
+TEST(UnifiedDiff, OneChangedLineWithContext) {
+  std::string a = "1\n2\n3\n4\n5\n6\n7\n8\n9\n";
+  std::string b = "1\n2\n3\n4\nFIVE\n6\n7\n8\n9\n";
+  EXPECT_EQ(UnifiedDiff("dir/f.yaml", a, b),
+            "diff --git a/dir/f.yaml b/dir/f.yaml\n"
+            "--- a/dir/f.yaml\n"
+            "+++ b/dir/f.yaml\n"
+            "@@ -2,7 +2,7 @@\n"
+            " 2\n 3\n 4\n-5\n+FIVE\n 6\n 7\n 8\n");
+}
+
+TEST(UnifiedDiff, GitApplyAcceptsEdgeCases) {
+  struct Case {
+    std::string name, a, b;
+  };
+  const Case cases[] = {
+      {"insert at start", "a\nb\nc\n", "new\na\nb\nc\n"},
+      {"append at end", "a\nb\n", "a\nb\nc\n"},
+      {"delete everything but one", "a\nb\nc\nd\n", "c\n"},
+      {"no newline at end (old)", "a\nb", "a\nc\n"},
+      {"no newline at end (new)", "a\nb\n", "a\nb"},
+      {"two far hunks", "1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n11\n12\n13\n14\n15\n",
+       "1\nX\n3\n4\n5\n6\n7\n8\n9\n10\n11\n12\n13\nY\n15\n"},
+      {"utf8 and quotes", "r: \"a \xE2\x80\x94 b\"\n", "r: \"a \\\" b\"\n"},
+      {"empty to text", "", "x\n"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    bool ok = false;
+    std::string patch = UnifiedDiff("f.txt", c.a, c.b);
+    EXPECT_EQ(GitApply("f.txt", c.a, patch, &ok), c.b);
+    EXPECT_TRUE(ok);
+  }
+}
+
+TEST(UnifiedDiff, RandomEditsRoundTripThroughGitApply) {
+  std::mt19937 rng(1234);
+  for (int round = 0; round < 20; ++round) {
+    std::vector<std::string> lines;
+    for (int i = 0; i < 200; ++i) lines.push_back("line " + std::to_string(i % 37));
+    std::string a;
+    for (const auto& l : lines) a += l + "\n";
+    for (int k = 0; k < 15; ++k) {
+      int at = static_cast<int>(rng() % lines.size());
+      switch (rng() % 3) {
+        case 0:
+          lines.erase(lines.begin() + at);
+          break;
+        case 1:
+          lines.insert(lines.begin() + at, "inserted " + std::to_string(k));
+          break;
+        default:
+          lines[at] = "changed " + std::to_string(k);
+      }
+    }
+    std::string b;
+    for (const auto& l : lines) b += l + "\n";
+    bool ok = false;
+    EXPECT_EQ(GitApply("r.txt", a, UnifiedDiff("r.txt", a, b), &ok), b) << "round " << round;
+  }
+}
+
+TEST(UnifiedDiff, FallsBackToOneHunkBeyondTheEditDistanceLimit) {
+  std::string a, b;
+  for (int i = 0; i < 100; ++i) {
+    a += "a" + std::to_string(i) + "\n";
+    b += "b" + std::to_string(i) + "\n";
+  }
+  DiffOptions options;
+  options.max_edit_distance = 10;
+  bool ok = false;
+  EXPECT_EQ(GitApply("f", a, UnifiedDiff("f", a, b, options), &ok), b);
+}
+
+}  // namespace
+}  // namespace triage::diff

@@ -1,0 +1,190 @@
+#include "common/inventory/document.h"
+
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace triage::inventory {
+namespace {
+
+constexpr char kPath[] = "tests/runner/test_config/torch/test_config_training_single_device.yaml";
+
+constexpr char kGood[] =
+    "# SPDX header\n"
+    "test_config:\n"
+    "  a/pytorch-X-single_device-training:\n"
+    "    status: NOT_SUPPORTED_SKIP\n"
+    "    bringup_status: FAILED_FE_COMPILATION\n"
+    "    reason: \"tt-forge-models doesn't implement unpack_forward_output (#8931) x\" # why\n"
+    "  # old/pytorch-Y-single_device-training:\n"
+    "  #   status: NOT_SUPPORTED_SKIP\n"
+    "  b/c/pytorch-single_device-training:\n"
+    "    status: expected_passing\n"
+    "    markers: [push, \"nightly\"]\n"
+    "    required_pcc: 0.98\n"
+    "    arch_overrides:\n"
+    "      p150:\n"
+    "        status: KNOWN_FAILURE_XFAIL\n"
+    "        supported_archs:\n"
+    "          - p150 # inline\n"
+    "\n";
+
+TEST(Document, ParsesEntriesSpansAndFields) {
+  Document doc = Document::Parse(kPath, kGood);
+  ASSERT_TRUE(doc.ok()) << doc.diagnostics().front().ToString();
+  EXPECT_EQ(doc.framework(), "torch");
+  EXPECT_EQ(doc.run_mode(), "training");
+  EXPECT_EQ(doc.parallelism(), "single_device");
+  ASSERT_EQ(doc.entries().size(), 2u);
+  const Entry& a = doc.entries()[0];
+  EXPECT_EQ(a.key, "a/pytorch-X-single_device-training");
+  EXPECT_EQ(a.first_line, 2);
+  EXPECT_EQ(a.last_line, 5) << "comments after an entry are not part of it";
+  EXPECT_EQ(a.Status(), "NOT_SUPPORTED_SKIP");
+  EXPECT_EQ(a.StringField("reason"),
+            "tt-forge-models doesn't implement unpack_forward_output (#8931) x");
+  EXPECT_EQ(a.loader, "third_party/tt_forge_models/a/pytorch/loader.py");
+  const Entry& b = doc.entries()[1];
+  EXPECT_EQ(b.first_line, 8);
+  EXPECT_EQ(b.last_line, 16);
+  EXPECT_EQ(b.Status(), "EXPECTED_PASSING") << "lower-case values are accepted";
+  EXPECT_EQ(b.StatusForArch("p150"), "KNOWN_FAILURE_XFAIL");
+  EXPECT_EQ(b.StatusForArch("n150"), "EXPECTED_PASSING");
+  EXPECT_EQ(b.OverrideArchs(), std::vector<std::string>{"p150"});
+  EXPECT_EQ(b.Field("required_pcc")->kind, Value::Kind::kFloat);
+  EXPECT_TRUE(b.Field("markers")->flow);
+  EXPECT_EQ(b.parts->model_path, "b/c");
+  EXPECT_EQ(doc.Find("old/pytorch-Y-single_device-training"), nullptr)
+      << "commented-out entries are not entries";
+}
+
+struct BadCase {
+  std::string name;
+  std::string text;
+  std::string want;  // expected "line:col: message" fragment of the first error
+};
+
+std::string FirstError(const Document& doc) {
+  for (const auto& d : doc.diagnostics()) {
+    if (d.severity == util::Severity::kError) return d.ToString();
+  }
+  return "";
+}
+
+TEST(Document, ReportsEveryProblemWithFileLineColumn) {
+  const std::string head = "test_config:\n  a/pytorch-X-single_device-training:\n";
+  const BadCase cases[] = {
+      {"tab indentation", head + "\tstatus: EXPECTED_PASSING\n",
+       ":3:1: tab character in indentation"},
+      {"unclosed quote at end", head + "    status: NOT_SUPPORTED_SKIP\n    reason: \"abc\n",
+       ":4:13: unclosed double-quoted string"},
+      {"unclosed quote mid-file",
+       head + "    reason: \"abc\n    status: NOT_SUPPORTED_SKIP\n  b/pytorch-Y-single_device-" +
+           "training:\n    status: \"EXPECTED_PASSING\"\n",
+       ":3:13: unclosed double-quoted string"},
+      {"conflict marker", head + "<<<<<<< HEAD\n    status: EXPECTED_PASSING\n=======\n",
+       ":3:1: merge conflict marker '<<<<<<<'"},
+      {"non-UTF-8", head + "    reason: \"caf\xE9\"\n", ":3:17: invalid UTF-8 byte 0xe9"},
+      {"CRLF", head + "    status: EXPECTED_PASSING\r\n", ":3:29: carriage return"},
+      {"duplicate key",
+       head + "    status: EXPECTED_PASSING\n  a/pytorch-X-single_device-training:\n" +
+           "    status: EXPECTED_PASSING\n",
+       ":4:3: duplicate entry key 'a/pytorch-X-single_device-training' (first at line 2)"},
+      {"duplicate field", head + "    status: EXPECTED_PASSING\n    status: KNOWN_FAILURE_XFAIL\n",
+       ":4:5: duplicate field 'status' (first at line 3)"},
+      {"unknown field", head + "    status: EXPECTED_PASSING\n    statsu: X\n",
+       ":4:5: unknown field 'statsu'"},
+      {"unknown field in override",
+       head + "    arch_overrides:\n      n150:\n        reasn: \"x\"\n",
+       ":5:9: unknown field 'reasn' in arch_overrides.n150"},
+      {"invalid status", head + "    status: PASSING\n", ":3:13: status: invalid value 'PASSING'"},
+      {"invalid bringup status", head + "    bringup_status: Failed_Runtime\n",
+       ":3:21: bringup_status: invalid value 'Failed_Runtime'"},
+      {"unknown arch in overrides",
+       head + "    arch_overrides:\n      n151:\n        status: " + "EXPECTED_PASSING\n",
+       ":4:7: arch_overrides: unknown arch 'n151'"},
+      {"unknown arch in supported_archs", head + "    supported_archs: [n150, blackhole]\n",
+       ":3:29: supported_archs: unknown arch 'blackhole'"},
+      {"wrong type bool", head + "    assert_pcc: maybe\n",
+       ":3:17: assert_pcc: expected true or false, got string maybe"},
+      {"wrong type number", head + "    required_pcc: \"0.98\"\n",
+       ":3:19: required_pcc: expected a number, got string 0.98"},
+      {"wrong type list", head + "    markers: push\n",
+       ":3:14: markers: expected a list, got string push"},
+      {"optimization level", head + "    optimization_level: 3\n",
+       ":3:25: optimization_level: expected 0, 1 or 2"},
+      {"override nests overrides",
+       head + "    arch_overrides:\n      n150:\n        arch_overrides:\n          p150:\n" +
+           "            status: EXPECTED_PASSING\n",
+       ":6:11: arch_overrides.n150.arch_overrides: not allowed inside arch_overrides"},
+      {"alias",
+       head + "    status: &s EXPECTED_PASSING\n  b/pytorch-Y-single_device-training:\n" +
+           "    status: *s\n",
+       ":3:13: anchors (&name) are not supported"},
+      {"bad key grammar",
+       "test_config:\n  a-single_device-training:\n    status: EXPECTED_PASSING\n",
+       ":2:3: key 'a-single_device-training' does not match"},
+      {"wrong top-level key",
+       "tests_config:\n  a/pytorch-X-single_device-training:\n" +
+           std::string("    status: EXPECTED_PASSING\n"),
+       ":1:1: unknown top-level key 'tests_config' (expected 'test_config')"},
+      {"entry without fields", head + "  b/pytorch-Y-single_device-training:\n    status: X\n",
+       ":2:3: entry 'a/pytorch-X-single_device-training' has no fields"},
+      {"yaml syntax", head + "    status: [a, b\n", ":"},
+      {"two documents", head + "    status: EXPECTED_PASSING\n---\ntest_config: {}\n",
+       "more than one YAML document"},
+  };
+  for (const auto& c : cases) {
+    Document doc = Document::Parse(kPath, c.text);
+    EXPECT_FALSE(doc.ok()) << c.name;
+    std::string first = FirstError(doc);
+    EXPECT_NE(first.find(c.want), std::string::npos)
+        << c.name << "\n  got:  " << first << "\n  want: " << c.want;
+    EXPECT_EQ(first.rfind(kPath, 0), 0u) << c.name << ": every message starts with the file";
+  }
+}
+
+TEST(Document, SizeLimitIsConfigurable) {
+  ParseOptions options;
+  options.max_bytes = 16;
+  Document doc = Document::Parse(kPath, kGood, options);
+  ASSERT_FALSE(doc.ok());
+  EXPECT_NE(FirstError(doc).find("over the limit of 16 bytes"), std::string::npos);
+}
+
+TEST(Document, KeyInTheWrongFileIsAWarning) {
+  Document doc = Document::Parse(
+      "tests/runner/test_config/torch/test_config_inference_data_parallel.yaml",
+      "test_config:\n  a/pytorch-X-single_device-inference:\n    status: EXPECTED_PASSING\n");
+  EXPECT_TRUE(doc.ok());
+  ASSERT_EQ(doc.diagnostics().size(), 1u);
+  EXPECT_NE(doc.diagnostics()[0].ToString().find(
+                ":2:3: warning: key 'a/pytorch-X-single_device-inference' has parallelism "
+                "'single_device' but this file holds data_parallel entries"),
+            std::string::npos)
+      << doc.diagnostics()[0].ToString();
+}
+
+TEST(Document, PlaceholdersHaveFreeFormKeys) {
+  Document doc = Document::Parse(
+      "tests/runner/test_config/torch/test_config_placeholders.yaml",
+      "PLACEHOLDER_MODELS:\n  meta-llama/Llama-3.2-90B-Vision:\n    bringup_status: NOT_STARTED\n"
+      "  KLA K-SegNet:\n    bringup_status: NOT_STARTED\n");
+  ASSERT_TRUE(doc.ok()) << FirstError(doc);
+  EXPECT_TRUE(doc.is_placeholders());
+  EXPECT_EQ(doc.entries().size(), 2u);
+  EXPECT_FALSE(doc.entries()[1].parts.has_value());
+}
+
+TEST(Document, EmptyAndMissingNewlineAreNotErrors) {
+  EXPECT_TRUE(Document::Parse(kPath, "").ok());
+  Document doc = Document::Parse(kPath,
+                                 "test_config:\n  a/pytorch-X-single_device-training:\n"
+                                 "    status: EXPECTED_PASSING");
+  EXPECT_TRUE(doc.ok());
+  EXPECT_EQ(doc.entries().size(), 1u);
+  EXPECT_FALSE(doc.diagnostics().empty()) << "a warning about the missing final newline";
+}
+
+}  // namespace
+}  // namespace triage::inventory

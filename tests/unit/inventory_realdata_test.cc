@@ -1,0 +1,292 @@
+// Tests against the real tt-xla test-config files in ../shared/data (read at run time, never
+// copied into the project; each test skips with a message when the folder is absent).
+
+#include <map>
+#include <random>
+#include <set>
+#include <string>
+
+#include "common/classify/classify.h"
+#include "common/diff/unified_diff.h"
+#include "common/inventory/editor.h"
+#include "common/inventory/inventory.h"
+#include "common/inventory/schema.h"
+#include "common/util/text.h"
+#include "gtest/gtest.h"
+#include "tests/unit/test_support.h"
+
+namespace triage::inventory {
+namespace {
+
+std::vector<std::filesystem::path> AllYaml(const std::filesystem::path& root) {
+  std::vector<std::filesystem::path> out;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(root)) {
+    if (e.is_regular_file() && e.path().extension() == ".yaml") out.push_back(e.path());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+TEST(RealData, AllThirteenFilesLoadAndValidate) {
+  TRIAGE_REQUIRE_SHARED_DATA(dir);
+  WorkTreeSource source(dir / "head");
+  auto inv = LoadInventory(source);
+  ASSERT_TRUE(inv.ok()) << inv.status();
+  EXPECT_EQ(inv->documents.size(), 13u);
+  for (const Document& doc : inv->documents) {
+    EXPECT_TRUE(doc.ok()) << doc.path() << ": " << doc.diagnostics().front().ToString();
+  }
+  // What tt-xla's own loader misses in these files: one key defined in two jax files.
+  std::vector<std::string> errors;
+  for (const auto& d : inv->diagnostics) {
+    if (d.severity == util::Severity::kError) errors.push_back(d.ToString());
+  }
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_NE(errors[0].find("duplicate key 'falcon/jax-3_3B_Base-single_device-inference' also "
+                           "defined in tests/runner/test_config/jax/"
+                           "test_config_inference_data_parallel.yaml:11"),
+            std::string::npos)
+      << errors[0];
+  size_t training = 0;
+  for (const auto& ref : inv->TestEntries()) {
+    ASSERT_TRUE(ref.entry->parts.has_value()) << ref.entry->key;
+    if (ref.entry->parts->run_mode == "training") ++training;
+  }
+  EXPECT_GT(training, 400u);
+}
+
+TEST(RealData, EveryFileRoundTripsByteIdentically) {
+  TRIAGE_REQUIRE_SHARED_DATA(dir);
+  for (const auto& path : AllYaml(dir)) {
+    const std::string bytes = testing::ReadFileOrDie(path);
+    Document doc = Document::Parse(path.filename().string(), bytes);
+    auto out = ApplyEdits(doc, std::vector<EntryEdit>{});
+    ASSERT_TRUE(out.ok()) << path << ": " << out.status();
+    EXPECT_EQ(*out, bytes) << path;
+    // Re-setting every entry's status to its own value changes nothing either.
+    std::vector<EntryEdit> same;
+    for (const Entry& e : doc.entries()) {
+      if (const Value* status = e.Field("status"))
+        same.push_back({e.key, {}, {{"status", *status}}, {}});
+    }
+    out = ApplyEdits(doc, same);
+    ASSERT_TRUE(out.ok()) << path << ": " << out.status();
+    EXPECT_EQ(*out, bytes) << path;
+  }
+}
+
+// Random edits on the real files: re-parsing shows exactly the intended changes, every line
+// outside the edited entries is byte-identical, and the diff applies with git.
+TEST(RealData, RandomEditsChangeExactlyWhatWasAsked) {
+  TRIAGE_REQUIRE_SHARED_DATA(dir);
+  std::mt19937 rng(20261122);
+  const std::vector<std::string> reasons = {
+      "TT_FATAL: DRAM Auto slice could not find valid slice configuration (assert.hpp:104)",
+      "error: 'ttir.sum' op Reduce dimensions are not unique",
+      "He said \"no\" \\ C:\\tmp # not a comment: really",
+      "caf\xC3\xA9 \xE2\x80\x94 em dash `code` (#8931) https://x/y?z=1",
+      "RuntimeError: mat1 and mat2 must have the same dtype, but got Float and BFloat16"};
+  const std::vector<std::string> statuses = {"EXPECTED_PASSING", "KNOWN_FAILURE_XFAIL",
+                                             "NOT_SUPPORTED_SKIP", "known_failure_xfail"};
+  const std::vector<std::string> stages = {"FAILED_RUNTIME", "FAILED_TTMLIR_COMPILATION",
+                                           "FAILED_FE_COMPILATION"};
+  int total_edits = 0;
+  for (const auto& path : AllYaml(dir)) {
+    const std::string bytes = testing::ReadFileOrDie(path);
+    const std::string rel = path.lexically_relative(dir).string();
+    Document doc = Document::Parse(rel, bytes);
+    ASSERT_TRUE(doc.ok());
+    if (doc.entries().empty()) continue;
+    for (int round = 0; round < 4; ++round) {
+      std::vector<EntryEdit> edits;
+      std::map<std::string, Value> expected;  // key -> entry value after the edits
+      for (int k = 0; k < 12; ++k) {
+        const Entry& e = doc.entries()[rng() % doc.entries().size()];
+        if (!expected.count(e.key)) expected[e.key] = e.value;
+        Value& want = expected[e.key];
+        EntryEdit edit{e.key, {}, {}, {}};
+        Value* target = &want;
+        if (rng() % 4 == 0) {
+          edit.arch = rng() % 2 ? "n150" : "p150";
+          Value* overrides = nullptr;
+          for (auto& item : want.map)
+            if (item.key == "arch_overrides") overrides = &item.value;
+          if (overrides == nullptr) {
+            Value m;
+            m.kind = Value::Kind::kMap;
+            want.map.push_back({"arch_overrides", {}, m});
+            overrides = &want.map.back().value;
+          }
+          Value* arch = nullptr;
+          for (auto& item : overrides->map)
+            if (item.key == *edit.arch) arch = &item.value;
+          if (arch == nullptr) {
+            Value m;
+            m.kind = Value::Kind::kMap;
+            overrides->map.push_back({*edit.arch, {}, m});
+            arch = &overrides->map.back().value;
+          }
+          target = arch;
+        }
+        auto set = [&](const std::string& name, Value v) {
+          edit.set.push_back({name, v});
+          for (auto& item : target->map) {
+            if (item.key == name) {
+              item.value = v;
+              return;
+            }
+          }
+          target->map.push_back({name, {}, v});
+        };
+        switch (rng() % 4) {
+          case 0:
+            set("status", Value::String(statuses[rng() % statuses.size()]));
+            set("bringup_status", Value::String(stages[rng() % stages.size()]));
+            set("reason", Value::String(reasons[rng() % reasons.size()]));
+            break;
+          case 1:
+            set("status", Value::String("EXPECTED_PASSING"));
+            set("assert_pcc", Value::Bool(false));
+            edit.del = {"bringup_status", "reason"};
+            break;
+          case 2:
+            set("markers", Value::List({Value::String("notimeout"), Value::String("push")}));
+            set("required_pcc", Value::Float(0.97));
+            break;
+          default:
+            set("reason", Value::String(reasons[rng() % reasons.size()]));
+        }
+        for (const auto& d : edit.del) {
+          std::erase_if(target->map, [&](const MapItem& i) { return i.key == d; });
+        }
+        if (target->map.empty()) {  // nothing left: the editor refuses; keep the edit valid
+          set("status", Value::String("EXPECTED_PASSING"));
+        }
+        edits.push_back(std::move(edit));
+        ++total_edits;
+      }
+      auto out = ApplyEdits(doc, edits);
+      ASSERT_TRUE(out.ok()) << rel << ": " << out.status();
+      Document after = Document::Parse(rel, *out);
+      ASSERT_TRUE(after.ok()) << rel;
+      ASSERT_EQ(after.entries().size(), doc.entries().size());
+      // Everything outside the edited entries is byte-identical, in order.
+      auto skeleton = [&](const Document& d) {
+        std::string s;
+        int skip_to = -1;
+        for (int i = 0; i < d.line_count(); ++i) {
+          if (i <= skip_to) continue;
+          bool edited = false;
+          for (const Entry& e : d.entries()) {
+            if (e.first_line == i && expected.count(e.key)) {
+              s += "<" + e.key + ">\n";
+              skip_to = e.last_line;
+              edited = true;
+              break;
+            }
+          }
+          if (!edited) s += std::string(d.Line(i)) + "\n";
+        }
+        return s;
+      };
+      EXPECT_EQ(skeleton(after), skeleton(doc)) << rel;
+      for (size_t i = 0; i < doc.entries().size(); ++i) {
+        const Entry& a = after.entries()[i];
+        auto it = expected.find(a.key);
+        const Value& want = it == expected.end() ? doc.entries()[i].value : it->second;
+        // Order-insensitive comparison of the fields.
+        ASSERT_EQ(a.value.map.size(), want.map.size()) << rel << " " << a.key;
+        for (const auto& item : want.map) {
+          const Value* got = a.value.Find(item.key);
+          ASSERT_NE(got, nullptr) << rel << " " << a.key << " lost " << item.key;
+          if (item.value.is_map()) {
+            for (const auto& arch : item.value.map) {
+              const Value* g = got->Find(arch.key);
+              ASSERT_NE(g, nullptr) << a.key << " arch " << arch.key;
+              for (const auto& f : arch.value.map) {
+                ASSERT_NE(g->Find(f.key), nullptr) << a.key << " " << arch.key << "." << f.key;
+                EXPECT_EQ(*g->Find(f.key), f.value) << a.key << " " << arch.key << "." << f.key;
+              }
+            }
+          } else {
+            EXPECT_EQ(*got, item.value) << rel << " " << a.key << " " << item.key;
+          }
+        }
+      }
+      if (round == 0) {
+        testing::TempDir tmp;
+        testing::WriteFileOrDie(tmp.path() / rel, bytes);
+        testing::WriteFileOrDie(tmp.path() / "p.patch", diff::UnifiedDiff(rel, bytes, *out));
+        std::string log;
+        ASSERT_EQ(testing::RunCommand({"git", "apply", "p.patch"}, tmp.path(), &log), 0) << log;
+        EXPECT_EQ(testing::ReadFileOrDie(tmp.path() / rel), *out) << rel;
+      }
+    }
+  }
+  EXPECT_GE(total_edits, 500);
+}
+
+TEST(RealData, ClassifierSelectsExactlyTheLiveUnpackEntries) {
+  TRIAGE_REQUIRE_SHARED_DATA(dir);
+  const auto path = dir / "sweep-parents/unpack_parent_test_config_training_single_device.yaml";
+  const std::string bytes = testing::ReadFileOrDie(path);
+  Document doc = Document::Parse(
+      "tests/runner/test_config/torch/test_config_training_single_device.yaml", bytes);
+  ASSERT_TRUE(doc.ok());
+  std::set<std::string> selected;
+  int not_implemented = 0, no_handler = 0;
+  for (const Entry& e : doc.entries()) {
+    auto c = classify::Classifier::Default().Classify(e);
+    if (c.match && c.match->playbook == "unpack_forward_output") {
+      selected.insert(e.key);
+      (c.match->flavor == "no_handler" ? no_handler : not_implemented)++;
+    }
+  }
+  EXPECT_EQ(selected.size(), 66u);
+  EXPECT_EQ(not_implemented, 59);
+  EXPECT_EQ(no_handler, 7);
+  // The 10 commented-out blocks that carry the same reason are not entries.
+  int commented = 0;
+  std::string block_key;
+  for (const auto& line : util::SplitLines(bytes)) {
+    std::string_view l = line;
+    if (l.starts_with("  # ") && l.ends_with("-single_device-training:")) {
+      block_key = std::string(l.substr(4, l.size() - 5));
+    } else if (!block_key.empty() && l.starts_with("  #") &&
+               l.find("unpack_forward_output") != std::string_view::npos) {
+      ++commented;
+      EXPECT_EQ(selected.count(block_key), 0u) << block_key;
+      block_key.clear();
+    } else if (!l.starts_with("  #")) {
+      block_key.clear();
+    }
+  }
+  EXPECT_EQ(commented, 10);
+}
+
+TEST(RealData, ClassifierOnTheOtherSweepParents) {
+  TRIAGE_REQUIRE_SHARED_DATA(dir);
+  auto count = [&](const char* file, const char* playbook) {
+    Document doc =
+        Document::Parse("tests/runner/test_config/torch/test_config_training_single_device.yaml",
+                        testing::ReadFileOrDie(dir / "sweep-parents" / file));
+    EXPECT_TRUE(doc.ok());
+    std::map<std::string, int> flavors;
+    for (const Entry& e : doc.entries()) {
+      auto c = classify::Classifier::Default().Classify(e);
+      if (c.match && c.match->playbook == playbook) flavors[c.match->flavor]++;
+    }
+    return flavors;
+  };
+  auto bf16 = count("bf16_parent_test_config_training_single_device.yaml", "dtype_bfloat16");
+  EXPECT_EQ(bf16["op_not_implemented"], 4);  // deformable_im2col x4 (centernet)
+  EXPECT_EQ(bf16["cross_dtype"], 2);         // speecht5 mat1/mat2, densenet index put
+  auto inputs = count("inputs_parent_test_config_training_single_device.yaml", "missing_inputs");
+  // Five reasons, three flavors; 19 live entries (the landed sweep changed 18 of them).
+  EXPECT_EQ(inputs["decoder_input_ids"], 6);
+  EXPECT_EQ(inputs["detection_targets"], 12);
+  EXPECT_EQ(inputs["batchnorm_single_value"], 1);
+}
+
+}  // namespace
+}  // namespace triage::inventory
