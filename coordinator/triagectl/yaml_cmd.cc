@@ -97,7 +97,7 @@ int RunYamlEdit(const YamlEditOptions& options, std::istream& in, std::ostream& 
     err << "triagectl: " << edits.status().message() << "\n";
     return kExitProblems;
   }
-  auto bytes = util::ReadFile(options.file);
+  auto bytes = util::ReadFile(options.file, inventory::kDefaultMaxYamlBytes);
   if (!bytes.ok()) {
     err << "triagectl: " << bytes.status().message() << "\n";
     return kExitUsage;

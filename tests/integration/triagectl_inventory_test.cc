@@ -60,6 +60,24 @@ TEST_F(TriagectlTest, CheckHonoursTheSizeLimit) {
   EXPECT_NE(out.find("over the size limit of 64 bytes"), std::string::npos) << out;
 }
 
+TEST_F(TriagectlTest, A100MiBFileIsRefusedWithoutReadingIt) {
+  const auto big = tmp_.path() / "tests/runner/test_config/torch/test_config_inference_"
+                                 "single_device.yaml";
+  testing::WriteFileOrDie(big, "");
+  std::filesystem::resize_file(big, 100ull << 20);  // sparse: instant, no disk use
+  std::string out;
+  EXPECT_EQ(Run({"inventory", "check", "--repo", "."}, &out), 1);
+  EXPECT_NE(out.find("test_config_inference_single_device.yaml: file is over the size limit of "
+                     "8388608 bytes"),
+            std::string::npos)
+      << out;
+  // yaml edit refuses it the same way and writes nothing.
+  testing::WriteFileOrDie(tmp_.path() / "edits.json", "[]");
+  EXPECT_NE(Run({"yaml", "edit", big.string(), "--edits", "edits.json"}, &out), 0);
+  EXPECT_NE(out.find("over the limit"), std::string::npos) << out;
+  EXPECT_EQ(std::filesystem::file_size(big), 100ull << 20);
+}
+
 TEST_F(TriagectlTest, NotACheckoutIsAUsageError) {
   std::string out;
   EXPECT_EQ(Run({"inventory", "check", "--repo", "/"}, &out), 2);
