@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "CLI/CLI.hpp"
+#include "coordinator/triagectl/farm_cmd.h"
 #include "coordinator/triagectl/inventory_cmd.h"
 #include "coordinator/triagectl/yaml_cmd.h"
 
@@ -45,6 +46,9 @@ int main(int argc, char** argv) {
       ->required();
   yaml_edit->add_flag("--diff", edit.diff, "Print the unified diff and write nothing");
 
+  FarmCommands farm;
+  farm.Register(app);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -55,5 +59,6 @@ int main(int argc, char** argv) {
   if (classify->parsed()) return RunInventoryClassify(inv, std::cout, std::cerr);
   if (rules->parsed()) return RunInventoryRules(std::cout);
   if (yaml_edit->parsed()) return RunYamlEdit(edit, std::cin, std::cout, std::cerr);
+  if (int rc = farm.Run(std::cout, std::cerr); rc >= 0) return rc;
   return kExitUsage;
 }

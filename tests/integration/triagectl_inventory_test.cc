@@ -61,8 +61,9 @@ TEST_F(TriagectlTest, CheckHonoursTheSizeLimit) {
 }
 
 TEST_F(TriagectlTest, A100MiBFileIsRefusedWithoutReadingIt) {
-  const auto big = tmp_.path() / "tests/runner/test_config/torch/test_config_inference_"
-                                 "single_device.yaml";
+  const auto big = tmp_.path() /
+                   "tests/runner/test_config/torch/test_config_inference_"
+                   "single_device.yaml";
   testing::WriteFileOrDie(big, "");
   std::filesystem::resize_file(big, 100ull << 20);  // sparse: instant, no disk use
   std::string out;

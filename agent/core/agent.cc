@@ -1,0 +1,360 @@
+#include "agent/core/agent.h"
+
+#include <random>
+
+#include "agent/workspace/workspace.h"
+#include "common/util/file.h"
+#include "common/util/log.h"
+#include "common/util/strings.h"
+
+namespace triage::agent {
+namespace {
+
+std::string RandomId() {
+  static thread_local std::mt19937_64 rng(std::random_device{}());
+  return util::Hex(rng(), 16);
+}
+
+bool Definitive(const absl::Status& st) { return st.ok() || !rpc::IsRetryable(st); }
+
+}  // namespace
+
+Agent::Agent(AgentOptions options, CoordinatorClient* client, workspace::Workspace* workspace,
+             std::map<std::string, Executor*> executors, AgentMetrics* metrics)
+    : options_(std::move(options)),
+      client_(client),
+      workspace_(workspace),
+      executors_(std::move(executors)),
+      metrics_(metrics != nullptr ? metrics : &default_metrics_) {
+  for (const auto& [name, e] : executors_) {
+    bool listed = false;
+    for (const auto& x : options_.dimensions.executors()) listed |= x == name;
+    if (!listed) options_.dimensions.add_executors(name);
+  }
+}
+
+Agent::~Agent() {
+  Stop();
+  if (heartbeat_.joinable()) heartbeat_.join();
+}
+
+void Agent::Stop() {
+  stop_.store(true);
+  cancel_current_.store(true);
+  cv_.notify_all();
+}
+
+std::string Agent::session() const {
+  std::lock_guard lock(mu_);
+  return session_;
+}
+
+void Agent::SleepFor(std::chrono::milliseconds d) {
+  std::unique_lock lock(mu_);
+  cv_.wait_for(lock, d, [this] { return Stopping(); });
+}
+
+absl::Status Agent::RegisterWithRetry() {
+  v1::RegisterRequest req;
+  *req.mutable_dimensions() = options_.dimensions;
+  req.set_resume_session_id(session());
+  absl::StatusOr<v1::RegisterResponse> resp = absl::UnavailableError("not tried");
+  absl::Status st = rpc::Retry(
+      options_.retry,
+      [&] {
+        resp = client_->Register(req);
+        if (!resp.ok()) spdlog::warn("register: {}", resp.status().message());
+        return resp.status();
+      },
+      [this] { return Stopping(); });
+  if (!st.ok()) return st;
+  std::lock_guard lock(mu_);
+  if (!resp->resumed() && !session_.empty()) {
+    spdlog::warn("coordinator gave a new session: earlier leases are fenced");
+    if (!current_lease_.empty()) cancel_current_.store(true);
+  }
+  session_ = resp->session_id();
+  if (resp->heartbeat_interval_ms() > 0) {
+    heartbeat_interval_ = std::chrono::milliseconds(resp->heartbeat_interval_ms());
+  }
+  reregister_ = false;
+  spdlog::info("registered as {} ({}), session {}", options_.dimensions.agent_id(),
+               options_.dimensions.cpu_only() ? "cpu only" : options_.dimensions.arch(), session_);
+  return absl::OkStatus();
+}
+
+void Agent::HeartbeatLoop() {
+  while (!Stopping()) {
+    std::chrono::milliseconds interval;
+    v1::HeartbeatRequest req;
+    {
+      std::lock_guard lock(mu_);
+      interval = heartbeat_interval_;
+      req.set_agent_id(options_.dimensions.agent_id());
+      req.set_session_id(session_);
+      if (!current_lease_.empty()) req.add_lease_ids(current_lease_);
+    }
+    auto resp = client_->Heartbeat(req);
+    if (resp.ok()) {
+      std::lock_guard lock(mu_);
+      for (const auto& id : resp->revoked_lease_ids()) {
+        if (id == current_lease_) {
+          spdlog::warn("lease {} revoked by the coordinator: stopping the shard", id);
+          cancel_current_.store(true);
+        }
+      }
+      if (resp->reregister()) reregister_ = true;
+      draining_ = resp->draining();
+    } else {
+      spdlog::debug("heartbeat: {}", resp.status().message());
+    }
+    SleepFor(interval);
+  }
+}
+
+void Agent::Progress(const v1::LeaseResponse& lease, const std::string& step,
+                     const std::string& entry, const std::vector<std::string>& tail) {
+  const auto now = std::chrono::steady_clock::now();
+  if (step == last_step_ && entry == last_entry_ &&
+      now - last_progress_ < options_.progress_interval) {
+    return;
+  }
+  last_step_ = step;
+  last_entry_ = entry;
+  last_progress_ = now;
+  v1::ProgressRequest req;
+  req.set_agent_id(options_.dimensions.agent_id());
+  req.set_session_id(session());
+  req.set_lease_id(lease.lease_id());
+  req.set_fencing_token(lease.fencing_token());
+  req.set_step(step);
+  req.set_entry(entry);
+  for (const auto& l : tail) req.add_log_tail(l);
+  auto resp = client_->ReportProgress(req);
+  if (resp.ok() && resp->revoked()) {
+    spdlog::warn("lease {} is no longer valid: stopping the shard", lease.lease_id());
+    cancel_current_.store(true);
+  }
+}
+
+void Agent::Deliver(const std::filesystem::path& spool_file, const v1::CompleteRequest& req) {
+  absl::StatusOr<v1::CompleteResponse> resp = absl::UnavailableError("not sent");
+  absl::Status st = rpc::Retry(
+      options_.retry,
+      [&] {
+        resp = client_->Complete(req);
+        if (!resp.ok() && rpc::IsRetryable(resp.status())) {
+          spdlog::warn("complete {}: {} (retrying)", req.lease_id(), resp.status().message());
+        }
+        return resp.status();
+      },
+      [this] { return Stopping(); });
+  if (!Definitive(st)) {
+    spdlog::warn("result of {} kept in {} until the coordinator answers", req.lease_id(),
+                 spool_file.string());
+    return;
+  }
+  if (!st.ok()) {
+    spdlog::error("result of {} refused: {}", req.lease_id(), st.message());
+  } else if (!resp->accepted()) {
+    spdlog::warn("result of {} rejected: {}", req.lease_id(), resp->rejected_reason());
+  } else if (resp->duplicate()) {
+    spdlog::info("result of {} was already accepted", req.lease_id());
+  } else {
+    spdlog::info("result of {} accepted", req.lease_id());
+  }
+  std::error_code ec;
+  std::filesystem::remove(spool_file, ec);
+}
+
+void Agent::ResendSpooled() {
+  const auto dir = options_.data_dir / "spool";
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) return;
+  std::vector<std::filesystem::path> files;
+  for (const auto& f : std::filesystem::directory_iterator(dir, ec)) {
+    if (f.path().extension() == ".pb") files.push_back(f.path());
+  }
+  std::sort(files.begin(), files.end());
+  for (const auto& f : files) {
+    auto bytes = util::ReadFile(f, 256 << 20);
+    v1::CompleteRequest req;
+    if (!bytes.ok() || !req.ParseFromString(*bytes)) {
+      spdlog::error("unreadable spooled result {}: moved aside", f.string());
+      std::filesystem::rename(f, f.string() + ".bad", ec);
+      continue;
+    }
+    // The session may have changed since: the lease and token are what the coordinator checks.
+    req.set_session_id(session());
+    spdlog::info("re-sending the result of {} kept from before", req.lease_id());
+    Deliver(f, req);
+  }
+}
+
+void Agent::RunShard(const v1::LeaseResponse& lease) {
+  const v1::ShardSpec& spec = lease.shard();
+  cancel_current_.store(false);
+  {
+    std::lock_guard lock(mu_);
+    current_lease_ = lease.lease_id();
+  }
+  last_step_.clear();
+  spdlog::info("[sweep={} shard={} lease={}] {} {} ({} entries, {})", spec.sweep_id(),
+               spec.shard_id(), lease.lease_id(), spec.playbook(), spec.loader(),
+               spec.entries_size(), spec.executor());
+  const auto start = std::chrono::steady_clock::now();
+  v1::ShardResult result;
+  auto fail = [&](const absl::Status& st) {
+    result.Clear();
+    result.set_status(v1::ShardResult::FAILED);
+    result.set_error(util::MessageOf(st));
+  };
+
+  auto executor = executors_.find(spec.executor());
+  std::filesystem::path shard_dir;
+  if (executor == executors_.end()) {
+    fail(absl::FailedPreconditionError(
+        util::StrCat("this agent has no '", spec.executor(), "' executor")));
+  } else {
+    Progress(lease, "prepare", "", {});
+    absl::StatusOr<std::filesystem::path> dir;
+    if (workspace_ != nullptr) {
+      const auto t0 = std::chrono::steady_clock::now();
+      dir = workspace_->Prepare(spec);
+      metrics_->WorkspaceReset(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    } else {
+      shard_dir = options_.data_dir / "shards" / spec.shard_id() / lease.lease_id();
+      std::error_code ec;
+      std::filesystem::create_directories(shard_dir, ec);
+      dir = ec ? absl::StatusOr<std::filesystem::path>(absl::InternalError(ec.message()))
+               : absl::StatusOr<std::filesystem::path>(shard_dir);
+    }
+    if (!dir.ok()) {
+      fail(dir.status());
+    } else {
+      ExecContext ctx;
+      ctx.spec = &spec;
+      ctx.workspace = workspace_;
+      ctx.shard_dir = *dir;
+      ctx.settings = options_.exec;
+      ctx.progress = [&](const std::string& step, const std::string& entry,
+                         const std::vector<std::string>& tail) {
+        Progress(lease, step, entry, tail);
+      };
+      ctx.cancelled = [this] { return cancel_current_.load(); };
+      auto r = executor->second->Run(ctx);
+      if (r.ok()) {
+        result = std::move(*r);
+      } else {
+        fail(r.status());
+      }
+    }
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result.set_duration_seconds(seconds);
+  metrics_->Step(spec.playbook(), "shard",
+                 result.status() == v1::ShardResult::SUCCEEDED ? "succeeded" : "failed", seconds);
+  {
+    std::lock_guard lock(mu_);
+    current_lease_.clear();
+  }
+  if (cancel_current_.load()) {
+    spdlog::warn("[shard={}] stopped: the lease was revoked or the agent is stopping",
+                 spec.shard_id());
+    return;  // the coordinator no longer wants this result
+  }
+
+  v1::CompleteRequest req;
+  req.set_agent_id(options_.dimensions.agent_id());
+  req.set_session_id(session());
+  req.set_lease_id(lease.lease_id());
+  req.set_fencing_token(lease.fencing_token());
+  *req.mutable_result() = std::move(result);
+  const auto spool = options_.data_dir / "spool";
+  std::error_code ec;
+  std::filesystem::create_directories(spool, ec);
+  const auto file = spool / util::StrCat(lease.lease_id(), ".pb");
+  std::string bytes;
+  req.SerializeToString(&bytes);
+  if (auto st = util::WriteFileAtomic(file, bytes); !st.ok()) {
+    spdlog::error("cannot spool the result of {}: {}", lease.lease_id(), st.message());
+  }
+  Deliver(file, req);
+  shards_done_.fetch_add(1);
+}
+
+absl::Status Agent::Run() {
+  if (auto st = RegisterWithRetry(); !st.ok()) {
+    if (Stopping()) return absl::OkStatus();
+    return st;
+  }
+  heartbeat_ = std::thread([this] { HeartbeatLoop(); });
+  ResendSpooled();
+  while (!Stopping()) {
+    bool reregister, draining;
+    {
+      std::lock_guard lock(mu_);
+      reregister = reregister_;
+      draining = draining_;
+    }
+    if (reregister) {
+      if (auto st = RegisterWithRetry(); !st.ok()) {
+        if (Stopping()) break;
+        Stop();
+        heartbeat_.join();
+        return st;
+      }
+    }
+    if (draining && options_.exit_when_drained) {
+      spdlog::info("drained: exiting");
+      break;
+    }
+    v1::LeaseRequest req;
+    req.set_agent_id(options_.dimensions.agent_id());
+    req.set_session_id(session());
+    req.set_wait_ms(options_.lease_wait.count());
+    req.set_request_id(RandomId());
+    absl::StatusOr<v1::LeaseResponse> lease = absl::UnavailableError("not asked");
+    absl::Status st = rpc::Retry(
+        options_.retry,
+        [&] {
+          lease = client_->Lease(req);
+          return lease.status();
+        },
+        [this] { return Stopping(); });
+    if (Stopping()) break;
+    if (!st.ok()) {
+      spdlog::error("lease: {}", st.message());
+      if (absl::IsUnauthenticated(st) || absl::IsPermissionDenied(st)) {
+        Stop();
+        heartbeat_.join();
+        return st;
+      }
+      SleepFor(std::chrono::seconds(1));
+      continue;
+    }
+    if (lease->reregister()) {
+      std::lock_guard lock(mu_);
+      reregister_ = true;
+      continue;
+    }
+    if (lease->draining()) {
+      std::lock_guard lock(mu_);
+      draining_ = true;
+    }
+    if (!lease->granted()) {
+      // A draining agent gets nothing until undrained: don't spin.
+      if (lease->draining() && !options_.exit_when_drained) SleepFor(options_.lease_wait / 4);
+      continue;
+    }
+    RunShard(*lease);
+    if (options_.max_shards > 0 && shards_done_.load() >= options_.max_shards) break;
+  }
+  Stop();
+  if (heartbeat_.joinable()) heartbeat_.join();
+  return absl::OkStatus();
+}
+
+}  // namespace triage::agent

@@ -1,0 +1,98 @@
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "agent/client/coordinator_client.h"
+#include "agent/executor/executor.h"
+#include "common/rpc/rpc.h"
+
+namespace triage::workspace {
+class Workspace;
+}
+
+namespace triage::agent {
+
+// The agent's metric hooks (docs/metrics.md); the defaults do nothing.
+class AgentMetrics {
+ public:
+  virtual ~AgentMetrics() = default;
+  virtual void Step(std::string_view /*playbook*/, std::string_view /*step*/,
+                    std::string_view /*outcome*/, double /*seconds*/) {}
+  virtual void SubprocessTimeout(std::string_view /*step*/) {}
+  virtual void WorkspaceReset(double /*seconds*/) {}
+};
+
+struct AgentOptions {
+  v1::AgentDimensions dimensions;
+  std::filesystem::path data_dir;  // spool/ (results until acknowledged), shards/ (no workspace)
+  std::chrono::milliseconds lease_wait{20'000};
+  std::chrono::milliseconds progress_interval{5'000};  // same step/entry: at most this often
+  rpc::RetryPolicy retry{0, std::chrono::milliseconds(200), std::chrono::milliseconds(10'000)};
+  ExecSettings exec;
+  bool exit_when_drained = false;  // stop once the coordinator drains this agent
+  int max_shards = 0;              // stop after this many shards (0 = no limit)
+};
+
+// One agent process: registers, heartbeats on its own thread, leases shards (long-poll), runs
+// each through the Executor its spec names in a freshly prepared workspace, streams progress
+// and completes. A finished result is written to data_dir/spool before Complete and removed
+// only once the coordinator has answered, so a crash or an outage never loses it.
+class Agent {
+ public:
+  Agent(AgentOptions options, CoordinatorClient* client, workspace::Workspace* workspace,
+        std::map<std::string, Executor*> executors, AgentMetrics* metrics = nullptr);
+  ~Agent();
+
+  // Runs until Stop() (or drained / max_shards). Returns an error only when the coordinator
+  // refuses this agent for good (bad credentials, invalid dimensions).
+  absl::Status Run();
+  void Stop();
+
+  int shards_done() const { return shards_done_.load(); }
+  std::string session() const;
+
+ private:
+  absl::Status RegisterWithRetry();
+  void HeartbeatLoop();
+  void ResendSpooled();
+  void RunShard(const v1::LeaseResponse& lease);
+  // Sends a spooled Complete until the coordinator answers (or stop); removes the file then.
+  void Deliver(const std::filesystem::path& spool_file, const v1::CompleteRequest& req);
+  void Progress(const v1::LeaseResponse& lease, const std::string& step, const std::string& entry,
+                const std::vector<std::string>& tail);
+  bool Stopping() const { return stop_.load(); }
+  void SleepFor(std::chrono::milliseconds d);
+
+  AgentOptions options_;
+  CoordinatorClient* client_;
+  workspace::Workspace* workspace_;
+  std::map<std::string, Executor*> executors_;
+  AgentMetrics default_metrics_;
+  AgentMetrics* metrics_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::string session_;
+  std::chrono::milliseconds heartbeat_interval_{5'000};
+  std::string current_lease_;
+  bool reregister_ = false;
+  bool draining_ = false;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> cancel_current_{false};
+  std::atomic<int> shards_done_{0};
+  std::thread heartbeat_;
+  // Progress throttling.
+  std::string last_step_;
+  std::string last_entry_;
+  std::chrono::steady_clock::time_point last_progress_{};
+};
+
+}  // namespace triage::agent

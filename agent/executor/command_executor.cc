@@ -1,0 +1,197 @@
+#include "agent/executor/command_executor.h"
+
+#include <algorithm>
+
+#include "agent/workspace/workspace.h"
+#include "common/process/process.h"
+#include "common/util/file.h"
+#include "common/util/strings.h"
+#include "nlohmann/json.hpp"
+
+namespace triage::agent {
+namespace {
+
+std::string Replace(std::string item, const std::map<std::string, std::string>& values) {
+  std::string out;
+  std::size_t i = 0;
+  while (i < item.size()) {
+    if (item[i] == '{') {
+      std::size_t close = item.find('}', i);
+      if (close != std::string::npos) {
+        auto it = values.find(item.substr(i + 1, close - i - 1));
+        if (it != values.end()) {
+          out += it->second;
+          i = close + 1;
+          continue;
+        }
+      }
+    }
+    out.push_back(item[i++]);
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::string>> CommandExecutor::BuildArgv(
+    const std::string& command_json, const std::map<std::string, std::string>& values,
+    const std::vector<std::string>& keys) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(command_json);
+  } catch (const nlohmann::json::exception& e) {
+    return absl::InvalidArgumentError(
+        util::StrCat("params.command must be a JSON array of strings: ", e.what()));
+  }
+  if (!j.is_array() || j.empty()) {
+    return absl::InvalidArgumentError("params.command must be a non-empty JSON array of strings");
+  }
+  std::vector<std::string> argv;
+  for (const auto& item : j) {
+    if (!item.is_string()) {
+      return absl::InvalidArgumentError("params.command items must be strings");
+    }
+    const std::string s = item.get<std::string>();
+    if (s == "{keys}") {
+      argv.insert(argv.end(), keys.begin(), keys.end());
+      continue;
+    }
+    argv.push_back(Replace(s, values));
+  }
+  return argv;
+}
+
+absl::StatusOr<v1::ShardResult> CommandExecutor::Run(ExecContext& ctx) {
+  const v1::ShardSpec& spec = *ctx.spec;
+  if (ctx.workspace == nullptr) {
+    return absl::FailedPreconditionError("the command executor needs a workspace");
+  }
+  auto param = [&](const std::string& name) -> std::string {
+    auto it = spec.params().find(name);
+    return it == spec.params().end() ? "" : it->second;
+  };
+  const std::string command = param("command");
+  if (command.empty()) return absl::InvalidArgumentError("shard has no params.command");
+  const std::string per = param("per").empty() ? "entry" : param("per");
+  if (per != "entry" && per != "shard") {
+    return absl::InvalidArgumentError(util::StrCat("params.per must be entry or shard, got ", per));
+  }
+  std::chrono::seconds timeout(spec.timeout_seconds());
+  if (ctx.settings.command_timeout.count() > 0) timeout = ctx.settings.command_timeout;
+  if (!param("timeout_seconds").empty()) {
+    timeout = std::chrono::seconds(std::stoll(param("timeout_seconds")));
+  }
+  const std::filesystem::path junit_dir = ctx.shard_dir / "junit";
+  const std::filesystem::path log_dir = ctx.shard_dir / "logs";
+  std::filesystem::create_directories(junit_dir);
+  std::filesystem::create_directories(log_dir);
+  std::string loader_dir = spec.loader().substr(0, spec.loader().rfind('/'));
+
+  v1::ShardResult result;
+  result.set_status(v1::ShardResult::SUCCEEDED);
+  std::vector<std::string> keys;
+  for (const auto& e : spec.entries()) keys.push_back(e.key());
+
+  struct Run {
+    const v1::ShardEntry* entry;  // null: per shard
+    std::string review;
+  };
+  std::vector<Run> runs;
+  if (per == "shard") {
+    runs.push_back({nullptr, ""});
+  } else {
+    for (const auto& e : spec.entries()) runs.push_back({&e, ""});
+  }
+  int n = 0;
+  for (auto& run : runs) {
+    if (ctx.cancelled && ctx.cancelled()) return absl::CancelledError("lease revoked");
+    ++n;
+    std::map<std::string, std::string> values = {
+        {"loader", spec.loader()},
+        {"loader_dir", loader_dir},
+        {"playbook", spec.playbook()},
+        {"arch", spec.arch()},
+        {"workspace", ctx.workspace->root().string()},
+        {"shard_dir", ctx.shard_dir.string()},
+        {"junit", (junit_dir / util::StrCat("run-", n, ".xml")).string()},
+        {"sweep", spec.sweep_id()},
+        {"shard", spec.shard_id()},
+    };
+    if (run.entry != nullptr) {
+      values["key"] = run.entry->key();
+      values["file"] = run.entry->file();
+      values["flavor"] = run.entry->flavor();
+      values["reason"] = run.entry->reason();
+    }
+    auto argv = BuildArgv(command, values, keys);
+    if (!argv.ok()) return argv.status();
+    const std::string label = run.entry != nullptr ? run.entry->key() : "";
+    const std::filesystem::path log = log_dir / util::StrCat("command-", n, ".log");
+    if (ctx.progress)
+      ctx.progress("command", label, {util::StrCat("$ ", util::StrJoin(*argv, " "))});
+    process::RunOptions opts;
+    opts.argv = *argv;
+    opts.cwd = ctx.workspace->root();
+    opts.timeout = timeout;
+    opts.log_path = log;
+    opts.cancelled = ctx.cancelled;
+    opts.env = {{"TRIAGE_SHARD_DIR", ctx.shard_dir.string()},
+                {"TRIAGE_JUNIT", values["junit"]},
+                {"TRIAGE_KEY", values.count("key") ? values["key"] : ""}};
+    auto res = process::Run(opts);
+    if (!res.ok()) return res.status();  // could not start: the agent's setup is wrong
+    if (res->cancelled) return absl::CancelledError("lease revoked");
+    if (!res->ok()) {
+      run.review =
+          util::StrCat("command ", res->Describe(), " (log ", log.filename().string(), ")");
+      result.set_exit_code(res->exit_code != 0 ? res->exit_code : -1);
+    }
+    if (ctx.progress) ctx.progress("command", label, process::TailLines(log, 10));
+    v1::Evidence* ev = result.add_evidence();
+    ev->set_name(util::StrCat("logs/", log.filename().string()));
+    ev->set_kind("log");
+    auto tail = process::TailLines(log, 200);
+    ev->set_content(util::StrJoin(tail, "\n"));
+  }
+
+  // What the command changed, and what it recorded.
+  auto diffs = ctx.workspace->CollectDiffs(spec.ttxla_commit(), spec.forge_commit());
+  if (!diffs.ok()) return diffs.status();
+  result.set_ttxla_diff(diffs->ttxla);
+  result.set_forge_diff(diffs->forge);
+  std::vector<std::filesystem::path> junits;
+  std::error_code ec;
+  for (const auto& f : std::filesystem::directory_iterator(junit_dir, ec)) {
+    if (f.path().extension() == ".xml") junits.push_back(f.path());
+  }
+  std::sort(junits.begin(), junits.end());
+  for (const auto& f : junits) {
+    auto xml = util::ReadFile(f, 64 << 20);
+    if (!xml.ok()) continue;
+    v1::Evidence* ev = result.add_evidence();
+    ev->set_name(util::StrCat("junit/", f.filename().string()));
+    ev->set_kind("junit");
+    ev->set_content(*xml);
+  }
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    std::vector<const v1::ShardEntry*> entries;
+    if (runs[i].entry != nullptr) {
+      entries.push_back(runs[i].entry);
+    } else {
+      for (const auto& e : spec.entries()) entries.push_back(&e);
+    }
+    for (const auto* e : entries) {
+      v1::EntryOutcome* o = result.add_entries();
+      o->set_key(e->key());
+      o->set_file(e->file());
+      o->set_arch(spec.arch());
+      o->set_flavor(e->flavor());
+      o->set_verdict("command");
+      o->set_changed(false);  // the diffs carry the changes; the merge lifts them
+      if (!runs[i].review.empty()) o->add_review(runs[i].review);
+    }
+  }
+  return result;
+}
+
+}  // namespace triage::agent

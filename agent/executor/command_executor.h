@@ -1,0 +1,35 @@
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "agent/executor/executor.h"
+
+namespace triage::agent {
+
+// Runs an external command in the workspace, per entry (default) or once per shard, e.g. a
+// headless coding agent running the tt-xla triage skill. Shard parameters:
+//   command  JSON array of argv items (required). Placeholders inside items are replaced
+//            textually; each item stays exactly one argv element (no shell ever parses it):
+//            {key} {file} {flavor} {reason} {loader} {loader_dir} {playbook} {arch} {workspace}
+//            {shard_dir} {junit} {sweep} {shard}; an item that is exactly "{keys}" expands to
+//            one argv element per entry key (per-shard mode).
+//   per      "entry" (default) or "shard".
+//   timeout_seconds  per command run (default: the agent's command_timeout, else the shard's).
+// Afterwards: both repos' diffs against the pinned commits (new files included), every JUnit
+// file under the shard's junit/ directory, and the exit status travel in the result. A
+// non-zero exit or a timeout (the whole process group is killed) flags the entries for review.
+class CommandExecutor : public Executor {
+ public:
+  std::string name() const override { return "command"; }
+  absl::StatusOr<v1::ShardResult> Run(ExecContext& ctx) override;
+
+  // The argv of one run (exposed for tests).
+  static absl::StatusOr<std::vector<std::string>> BuildArgv(
+      const std::string& command_json, const std::map<std::string, std::string>& values,
+      const std::vector<std::string>& keys);
+};
+
+}  // namespace triage::agent

@@ -1,0 +1,50 @@
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "triage/v1/types.pb.h"
+
+namespace triage::workspace {
+class Workspace;
+}
+
+namespace triage::agent {
+
+// Step timeouts and tools an executor may use.
+struct ExecSettings {
+  std::string python = "/usr/bin/python3";  // the workspace's interpreter (probe, pytest)
+  std::chrono::seconds probe_timeout{600};
+  std::chrono::seconds pytest_timeout{3600};
+  std::chrono::seconds command_timeout{0};  // 0: the shard's timeout
+  std::filesystem::path probe_script;       // agent/scripts/triage_probe.py
+};
+
+// What an executor gets for one shard attempt.
+struct ExecContext {
+  const v1::ShardSpec* spec = nullptr;
+  workspace::Workspace* workspace = nullptr;  // prepared at the sweep's commits (may be null
+                                              // for executors that need no checkout)
+  std::filesystem::path shard_dir;            // logs/, junit/, probes/ for this attempt
+  ExecSettings settings;
+  // Reports a step (and the entry it concerns, "" = whole shard) with the last log lines.
+  std::function<void(const std::string& step, const std::string& entry,
+                     const std::vector<std::string>& log_tail)>
+      progress;
+  // True once the lease was revoked or the agent is stopping: stop as soon as possible.
+  std::function<bool()> cancelled;
+};
+
+// Runs a shard. An error status means the attempt could not run (infrastructure): the
+// coordinator retries it elsewhere. Playbook outcomes, even failing tests, are a result.
+class Executor {
+ public:
+  virtual ~Executor() = default;
+  virtual std::string name() const = 0;
+  virtual absl::StatusOr<v1::ShardResult> Run(ExecContext& ctx) = 0;
+};
+
+}  // namespace triage::agent

@@ -1,0 +1,207 @@
+// triage-agent: leases shards from the coordinator and runs them in its own tt-xla workspace.
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <iostream>
+#include <thread>
+
+#include "CLI/CLI.hpp"
+#include "agent/client/grpc_client.h"
+#include "agent/core/agent.h"
+#include "agent/executor/command_executor.h"
+#include "agent/metrics/prometheus_agent_metrics.h"
+#include "agent/workspace/workspace.h"
+#include "common/config/config.h"
+#include "common/metrics/metrics_server.h"
+#include "common/util/file.h"
+#include "common/util/log.h"
+#include "common/util/strings.h"
+#include "common/util/text.h"
+#include "prometheus/registry.h"
+
+namespace {
+
+std::string Hostname() {
+  char buf[256] = {};
+  gethostname(buf, sizeof(buf) - 1);
+  return buf;
+}
+
+// Every setting of the agent, documented once next to its default.
+struct AgentConfig {
+  std::string coordinator = "127.0.0.1:7601";
+  std::string token;
+  std::string token_file;
+  bool insecure = false;
+  std::string tls_ca;
+  std::string tls_cert;
+  std::string tls_key;
+  std::string agent_id = Hostname();
+  std::string arch = "n150";
+  std::int64_t device_count = 1;
+  std::string pool = "default";
+  bool cpu_only = false;
+  std::vector<std::string> playbooks;
+  std::vector<std::string> executors = {"command"};
+  std::string workspace;
+  std::string data_dir = "triage-agent-data";
+  std::string python = "/usr/bin/python3";
+  std::string probe_script;
+  std::int64_t probe_timeout_seconds = 600;
+  std::int64_t pytest_timeout_seconds = 3600;
+  std::int64_t command_timeout_seconds = 0;
+  std::int64_t lease_wait_seconds = 20;
+  std::string metrics_address;
+  bool exit_when_drained = false;
+  std::int64_t max_shards = 0;
+  std::string log_level = "info";
+
+  void Register(triage::config::Schema& s) {
+    s.Add("coordinator", &coordinator, "host:port of the coordinator's agent listener");
+    s.Add("token", &token, "bearer token (role agent); prefer token_file");
+    s.Add("token_file", &token_file, "file holding the bearer token");
+    s.Add("insecure", &insecure, "plaintext gRPC (only on a trusted network)");
+    s.Add("tls_ca", &tls_ca, "PEM CA of the coordinator's certificate (\"\" = system roots)");
+    s.Add("tls_cert", &tls_cert, "PEM client certificate for mutual TLS");
+    s.Add("tls_key", &tls_key, "PEM client key for mutual TLS");
+    s.Add("agent_id", &agent_id, "stable id of this agent (default: the hostname)");
+    s.Add("arch", &arch, "n150, p150, n300-llmbox, ...");
+    s.Add("device_count", &device_count, "Tenstorrent devices on this machine");
+    s.Add("pool", &pool, "pool name (for operators)");
+    s.Add("cpu_only", &cpu_only, "no device: run probe phases only");
+    s.Add("playbooks", &playbooks, "playbooks this agent runs (empty: all)");
+    s.Add("executors", &executors, "executors this agent offers (command, native, replay)");
+    s.Add("workspace", &workspace, "this agent's tt-xla checkout (with the submodule)");
+    s.Add("data_dir", &data_dir, "shard directories and results not yet acknowledged");
+    s.Add("python", &python, "the workspace's Python (probe, pytest)");
+    s.Add("probe_script", &probe_script, "path of triage_probe.py");
+    s.Add("probe_timeout_seconds", &probe_timeout_seconds, "kill a probe after this long");
+    s.Add("pytest_timeout_seconds", &pytest_timeout_seconds, "kill a pytest run after this long");
+    s.Add("command_timeout_seconds", &command_timeout_seconds,
+          "kill a command-executor run after this long (0: the shard's timeout)");
+    s.Add("lease_wait_seconds", &lease_wait_seconds, "long-poll wait per Lease call");
+    s.Add("metrics_address", &metrics_address, "host:port of /metrics (\"\" = off)");
+    s.Add("exit_when_drained", &exit_when_drained, "exit once the coordinator drains this agent");
+    s.Add("max_shards", &max_shards, "exit after this many shards (0 = never)");
+    s.Add("log_level", &log_level, "trace, debug, info, warn, error");
+  }
+};
+
+int Fail(const std::string& message) {
+  std::cerr << "triage-agent: " << message << "\n";
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace triage;
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  AgentConfig cfg;
+  config::Schema schema;
+  cfg.Register(schema);
+  CLI::App app{"triage-agent: runs triage shards leased from the coordinator"};
+  schema.AddFlags(app);
+  CLI11_PARSE(app, argc, argv);
+  if (auto st = schema.Apply(); !st.ok()) return Fail(util::MessageOf(st));
+  if (schema.print_requested()) {
+    std::cout << schema.Describe();
+    return 0;
+  }
+  spdlog::set_level(spdlog::level::from_str(cfg.log_level));
+  spdlog::set_pattern(util::StrCat("%Y-%m-%dT%H:%M:%S.%e %^%l%$ [agent ", cfg.agent_id, "] %v"));
+
+  if (!cfg.token_file.empty()) {
+    auto t = util::ReadFile(cfg.token_file, 4096);
+    if (!t.ok()) return Fail(util::MessageOf(t.status()));
+    cfg.token = std::string(util::TrimWhitespace(*t));
+  }
+  if (cfg.token.empty() && !cfg.insecure) {
+    return Fail("no token: give token_file (role agent), or insecure for a trusted network");
+  }
+  if (cfg.insecure) spdlog::warn("insecure mode: plaintext gRPC to {}", cfg.coordinator);
+
+  agent::GrpcClientOptions client_options;
+  client_options.address = cfg.coordinator;
+  client_options.tls = {cfg.tls_ca, cfg.tls_cert, cfg.tls_key, cfg.insecure};
+  client_options.token = cfg.token;
+  auto client = agent::GrpcCoordinatorClient::Create(client_options);
+  if (!client.ok()) return Fail(util::MessageOf(client.status()));
+
+  std::unique_ptr<workspace::Workspace> ws;
+  if (!cfg.workspace.empty()) {
+    if (!std::filesystem::is_directory(cfg.workspace)) {
+      return Fail(util::StrCat("workspace ", cfg.workspace, " is not a directory"));
+    }
+    ws = std::make_unique<workspace::Workspace>(cfg.workspace,
+                                                std::filesystem::path(cfg.data_dir) / "shards");
+  }
+
+  auto registry = std::make_shared<prometheus::Registry>();
+  agent::PrometheusAgentMetrics metrics(registry, TRIAGE_VERSION, cfg.cpu_only ? "cpu" : cfg.arch);
+  std::unique_ptr<metrics::MetricsServer> metrics_server;
+  if (!cfg.metrics_address.empty()) {
+    auto m = metrics::MetricsServer::Start(cfg.metrics_address, registry);
+    if (!m.ok()) return Fail(util::MessageOf(m.status()));
+    metrics_server = std::move(*m);
+    std::filesystem::create_directories(cfg.data_dir);
+    (void)util::WriteFileAtomic(std::filesystem::path(cfg.data_dir) / "metrics_port",
+                                util::StrCat(metrics_server->port(), "\n"));
+    spdlog::info("metrics on port {}", metrics_server->port());
+  }
+
+  agent::CommandExecutor command;
+  std::map<std::string, agent::Executor*> executors;
+  for (const auto& name : cfg.executors) {
+    if (name == "command") {
+      executors[name] = &command;
+    } else {
+      return Fail(util::StrCat("unknown executor '", name, "' (this build offers: command)"));
+    }
+  }
+  if (executors.count("command") && ws == nullptr) {
+    return Fail("the command executor needs a workspace");
+  }
+
+  agent::AgentOptions options;
+  auto* d = &options.dimensions;
+  d->set_agent_id(cfg.agent_id);
+  d->set_arch(cfg.cpu_only ? "cpu" : cfg.arch);
+  d->set_device_count(static_cast<int>(cfg.device_count));
+  d->set_pool(cfg.pool);
+  d->set_cpu_only(cfg.cpu_only);
+  for (const auto& p : cfg.playbooks) d->add_playbooks(p);
+  d->set_version(TRIAGE_VERSION);
+  d->set_hostname(Hostname());
+  options.data_dir = cfg.data_dir;
+  options.lease_wait = std::chrono::seconds(cfg.lease_wait_seconds);
+  options.exec.python = cfg.python;
+  options.exec.probe_script = cfg.probe_script;
+  options.exec.probe_timeout = std::chrono::seconds(cfg.probe_timeout_seconds);
+  options.exec.pytest_timeout = std::chrono::seconds(cfg.pytest_timeout_seconds);
+  options.exec.command_timeout = std::chrono::seconds(cfg.command_timeout_seconds);
+  options.exit_when_drained = cfg.exit_when_drained;
+  options.max_shards = static_cast<int>(cfg.max_shards);
+
+  agent::Agent a(options, client->get(), ws.get(), executors, &metrics);
+  std::thread waiter([&] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    spdlog::info("signal {}: stopping", sig);
+    a.Stop();
+  });
+  absl::Status st = a.Run();
+  // Wake the signal thread if Run ended on its own.
+  pthread_kill(waiter.native_handle(), SIGTERM);
+  waiter.join();
+  if (!st.ok()) return Fail(util::MessageOf(st));
+  spdlog::info("stopped after {} shard(s)", a.shards_done());
+  return 0;
+}

@@ -1,0 +1,83 @@
+#pragma once
+
+// The agent's own tt-xla checkout, with the nested tt-forge-models repository at
+// third_party/tt_forge_models. Before each shard both repositories are forced to the shard's
+// pinned commits and cleaned (ignored files such as the venv and build outputs stay), then the
+// shard's pre-applied edits are applied. Afterwards the changes the shard made are collected as
+// diffs against the pinned commits. One shard at a time: a Workspace is not safe for concurrent
+// use, and nothing else may modify the checkout while a shard runs.
+
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/git/git.h"
+#include "triage/v1/types.pb.h"
+
+namespace triage::workspace {
+
+inline constexpr std::string_view kForgeDir =
+    git::kForgeSubmodulePath;  // "third_party/tt_forge_models"
+// FileEdit::repo values.
+inline constexpr std::string_view kTtXlaRepo = "tt-xla";
+inline constexpr std::string_view kForgeRepo = "tt_forge_models";
+
+class Workspace {
+ public:
+  // root: the tt-xla checkout; shards_dir: where per-shard directories go (logs, evidence,
+  // pytest cwd).
+  Workspace(std::filesystem::path root, std::filesystem::path shards_dir);
+
+  // For tt-xla, then the submodule: makes sure the pinned commit is present (fetching it from
+  // spec.repo_url, or origin when empty, for tt-xla; from the submodule's own origin for
+  // tt_forge_models), checks it out detached with --force, `reset --hard`, `clean -fd` (not -x:
+  // ignored files stay). Then applies spec.pre_apply (git apply in the matching repository; a
+  // failure names the file) and spec.pre_registry (training_utils.py, written atomically).
+  // Returns a fresh shards_dir/<shard_id>/attempt-<n>/ (n = 1, 2, ... the first unused) with
+  // logs/, junit/ and probes/ inside.
+  absl::StatusOr<std::filesystem::path> Prepare(const triage::v1::ShardSpec& spec);
+
+  // Both repositories' changes against the pinned commits, including new untracked (not
+  // ignored) files, as `git apply`-able unified diffs (binary-safe) with a/ b/ paths relative
+  // to each repository's root. The tt-xla diff leaves out the submodule. The real index is not
+  // touched (a temporary index is used).
+  struct Diffs {
+    std::string ttxla;
+    std::string forge;
+  };
+  absl::StatusOr<Diffs> CollectDiffs(std::string_view ttxla_commit,
+                                     std::string_view forge_commit) const;
+
+  // Paths (relative to that repository's root, sorted) of the files changed against commit in
+  // repo ("tt-xla" or "tt_forge_models"), from the same comparison as CollectDiffs.
+  absl::StatusOr<std::vector<std::string>> ChangedFiles(std::string_view repo,
+                                                        std::string_view commit) const;
+
+  // A path inside the workspace from a relative path that may come from YAML keys or results.
+  // Rejects empty and absolute paths, any ".." component, NUL bytes, and paths that resolve
+  // (following existing symlinks) outside root. Returns root/relative (not canonicalized).
+  absl::StatusOr<std::filesystem::path> Resolve(std::string_view relative) const;
+
+  const std::filesystem::path& root() const { return root_; }
+  const std::filesystem::path& shards_dir() const { return shards_dir_; }
+  std::filesystem::path forge_root() const { return root_ / kForgeDir; }
+
+ private:
+  absl::StatusOr<git::Git> RepoGit(std::string_view repo) const;
+  absl::Status ResetRepo(const git::Git& git, std::string_view name, std::string_view sha,
+                         const std::string& fetch_from) const;
+  absl::Status ApplyEdit(const triage::v1::FileEdit& edit) const;
+  absl::Status ApplyRegistryOps(const triage::v1::ShardSpec& spec) const;
+  absl::StatusOr<std::filesystem::path> MakeShardDir(std::string_view shard_id) const;
+  // Runs `git diff --cached <diff_args> <commit>` against a temporary index holding the working
+  // tree of the repository.
+  absl::StatusOr<std::string> DiffWorkingTree(std::string_view repo, std::string_view commit,
+                                              const std::vector<std::string>& diff_args) const;
+
+  std::filesystem::path root_;
+  std::filesystem::path shards_dir_;
+};
+
+}  // namespace triage::workspace

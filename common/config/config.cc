@@ -1,0 +1,215 @@
+#include "common/config/config.h"
+
+#include <cctype>
+#include <charconv>
+#include <cstdlib>
+
+#include "CLI/CLI.hpp"
+#include "common/util/file.h"
+#include "common/util/strings.h"
+#include "yaml-cpp/yaml.h"
+
+extern char** environ;
+
+namespace triage::config {
+namespace {
+
+std::string Trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return std::string(s);
+}
+
+}  // namespace
+
+std::string EnvName(std::string_view field) {
+  std::string out = "TRIAGE_";
+  for (char c : field) out.push_back(c == '-' ? '_' : static_cast<char>(std::toupper(c)));
+  return out;
+}
+
+void Schema::Add(std::string name, std::string* field, std::string doc) {
+  fields_.push_back({std::move(name), field, std::move(doc), "", nullptr});
+}
+void Schema::Add(std::string name, std::int64_t* field, std::string doc) {
+  fields_.push_back({std::move(name), field, std::move(doc), "", nullptr});
+}
+void Schema::Add(std::string name, double* field, std::string doc) {
+  fields_.push_back({std::move(name), field, std::move(doc), "", nullptr});
+}
+void Schema::Add(std::string name, bool* field, std::string doc) {
+  fields_.push_back({std::move(name), field, std::move(doc), "", nullptr});
+}
+void Schema::Add(std::string name, std::vector<std::string>* field, std::string doc) {
+  fields_.push_back({std::move(name), field, std::move(doc), "", nullptr});
+}
+
+Schema::Field* Schema::Find(std::string_view name) {
+  for (auto& f : fields_) {
+    if (f.name == name) return &f;
+  }
+  return nullptr;
+}
+
+absl::Status Schema::Set(std::string_view name, std::string_view value, const std::string& source) {
+  Field* f = Find(name);
+  if (f == nullptr) {
+    return absl::InvalidArgumentError(util::StrCat(source, ": unknown setting '", name, "'"));
+  }
+  const std::string v = Trim(value);
+  auto bad = [&](std::string_view what) {
+    return absl::InvalidArgumentError(
+        util::StrCat(source, ": ", name, ": expected ", what, ", got '", value, "'"));
+  };
+  if (auto* s = std::get_if<std::string*>(&f->target)) {
+    **s = std::string(value);
+  } else if (auto* i = std::get_if<std::int64_t*>(&f->target)) {
+    std::int64_t x = 0;
+    auto res = std::from_chars(v.data(), v.data() + v.size(), x);
+    if (v.empty() || res.ec != std::errc() || res.ptr != v.data() + v.size())
+      return bad("an integer");
+    **i = x;
+  } else if (auto* d = std::get_if<double*>(&f->target)) {
+    char* end = nullptr;
+    double x = std::strtod(v.c_str(), &end);
+    if (v.empty() || end != v.c_str() + v.size()) return bad("a number");
+    **d = x;
+  } else if (auto* b = std::get_if<bool*>(&f->target)) {
+    if (v == "true" || v == "1" || v == "yes" || v == "on") {
+      **b = true;
+    } else if (v == "false" || v == "0" || v == "no" || v == "off") {
+      **b = false;
+    } else {
+      return bad("true or false");
+    }
+  } else if (auto* l = std::get_if<std::vector<std::string>*>(&f->target)) {
+    (*l)->clear();
+    std::size_t start = 0;
+    while (start <= v.size()) {
+      std::size_t comma = v.find(',', start);
+      std::string item = Trim(std::string_view(v).substr(
+          start, comma == std::string::npos ? std::string::npos : comma - start));
+      if (!item.empty()) (*l)->push_back(item);
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Schema::LoadYaml(std::string_view text, const std::string& source) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(text));
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(
+        util::StrCat(source, ":", e.mark.line + 1, ":", e.mark.column + 1, ": ", e.msg));
+  }
+  if (root.IsNull()) return absl::OkStatus();
+  if (!root.IsMap()) {
+    return absl::InvalidArgumentError(util::StrCat(source, ": expected a mapping of settings"));
+  }
+  for (const auto& kv : root) {
+    const auto mark = kv.first.Mark();
+    const std::string where = util::StrCat(source, ":", mark.line + 1, ":", mark.column + 1);
+    const std::string name = kv.first.Scalar();
+    Field* f = Find(name);
+    if (f == nullptr) {
+      return absl::InvalidArgumentError(util::StrCat(where, ": unknown setting '", name, "'"));
+    }
+    if (std::holds_alternative<std::vector<std::string>*>(f->target) && kv.second.IsSequence()) {
+      auto* l = std::get<std::vector<std::string>*>(f->target);
+      l->clear();
+      for (const auto& item : kv.second) {
+        if (!item.IsScalar()) {
+          return absl::InvalidArgumentError(util::StrCat(where, ": ", name, ": expected strings"));
+        }
+        l->push_back(item.Scalar());
+      }
+      continue;
+    }
+    if (!kv.second.IsScalar() && !kv.second.IsNull()) {
+      return absl::InvalidArgumentError(
+          util::StrCat(where, ": ", name, ": expected a single value"));
+    }
+    if (auto st = Set(name, kv.second.IsNull() ? "" : kv.second.Scalar(), where); !st.ok()) {
+      return st;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Schema::LoadEnvironment(const std::map<std::string, std::string>& environment) {
+  for (auto& f : fields_) {
+    auto it = environment.find(EnvName(f.name));
+    if (it == environment.end()) continue;
+    if (auto st = Set(f.name, it->second, util::StrCat("environment ", it->first)); !st.ok()) {
+      return st;
+    }
+  }
+  return absl::OkStatus();
+}
+
+void Schema::AddFlags(CLI::App& app) {
+  app.add_option("--config", config_path_, "YAML config file (settings below as keys)");
+  app.add_flag("--print-config", print_config_,
+               "Print every setting with its value and meaning, then exit");
+  for (auto& f : fields_) {
+    std::string doc = util::StrCat(f.doc, " [env ", EnvName(f.name), "]");
+    if (std::holds_alternative<bool*>(f.target)) {
+      f.option = app.add_flag("--" + f.name, f.flag_value, doc);
+    } else {
+      f.option = app.add_option("--" + f.name, f.flag_value, doc);
+    }
+  }
+}
+
+absl::Status Schema::Apply(const std::map<std::string, std::string>& environment) {
+  if (!config_path_.empty()) {
+    auto text = util::ReadFile(config_path_, 1 << 20);
+    if (!text.ok()) return text.status();
+    if (auto st = LoadYaml(*text, config_path_); !st.ok()) return st;
+  }
+  if (auto st = LoadEnvironment(environment); !st.ok()) return st;
+  for (auto& f : fields_) {
+    if (f.option == nullptr || f.option->count() == 0) continue;
+    std::string value = f.flag_value;
+    if (std::holds_alternative<bool*>(f.target) && value.empty()) value = "true";
+    if (auto st = Set(f.name, value, util::StrCat("flag --", f.name)); !st.ok()) return st;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Schema::Apply() {
+  std::map<std::string, std::string> env;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    std::string_view kv = *e;
+    auto eq = kv.find('=');
+    if (eq == std::string_view::npos) continue;
+    if (!kv.starts_with("TRIAGE_")) continue;
+    env.emplace(std::string(kv.substr(0, eq)), std::string(kv.substr(eq + 1)));
+  }
+  return Apply(env);
+}
+
+std::string Schema::Describe() const {
+  std::string out;
+  for (const auto& f : fields_) {
+    std::string value;
+    if (auto* s = std::get_if<std::string*>(&f.target)) {
+      value = util::StrCat("\"", **s, "\"");
+    } else if (auto* i = std::get_if<std::int64_t*>(&f.target)) {
+      value = util::StrCat(**i);
+    } else if (auto* d = std::get_if<double*>(&f.target)) {
+      value = util::StrCat(**d);
+    } else if (auto* b = std::get_if<bool*>(&f.target)) {
+      value = **b ? "true" : "false";
+    } else if (auto* l = std::get_if<std::vector<std::string>*>(&f.target)) {
+      value = util::StrCat("[", util::StrJoin(**l, ", "), "]");
+    }
+    util::StrAppend(&out, f.name, ": ", value, "  # ", f.doc, "\n");
+  }
+  return out;
+}
+
+}  // namespace triage::config

@@ -1,0 +1,64 @@
+#pragma once
+
+// gRPC helpers shared by the coordinator's server, the agent's client and triagectl: status
+// conversion (in one place), TLS credentials, bearer tokens and the one retrier that owns the
+// retryable codes and the backoff.
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace grpc {
+class Status;
+class ChannelCredentials;
+class ServerCredentials;
+class ClientContext;
+class Channel;
+}  // namespace grpc
+
+namespace triage::rpc {
+
+grpc::Status ToGrpc(const absl::Status& status);
+absl::Status FromGrpc(const grpc::Status& status);
+
+struct TlsServerConfig {
+  std::string cert_file;       // PEM certificate chain of the server
+  std::string key_file;        // PEM private key
+  std::string client_ca_file;  // set: mutual TLS, clients must present a certificate it signed
+};
+// Plaintext only when insecure is true (the caller logs the warning).
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(
+    const TlsServerConfig& tls, bool insecure);
+
+struct TlsClientConfig {
+  std::string ca_file;    // PEM CA that signed the server's certificate ("" = system roots)
+  std::string cert_file;  // client certificate for mutual TLS (optional)
+  std::string key_file;
+  bool insecure = false;  // plaintext
+};
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ClientCredentials(
+    const TlsClientConfig& tls);
+absl::StatusOr<std::shared_ptr<grpc::Channel>> Connect(const std::string& address,
+                                                       const TlsClientConfig& tls);
+
+// "authorization: Bearer <token>" on a call.
+void AddBearer(grpc::ClientContext& context, const std::string& token);
+inline constexpr char kAuthorizationHeader[] = "authorization";
+
+// Retries a call on UNAVAILABLE, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED and ABORTED with
+// exponential backoff and jitter, until it succeeds, fails otherwise, attempts run out or
+// stop() says so.
+struct RetryPolicy {
+  int max_attempts = 8;  // 0 = until stop()
+  std::chrono::milliseconds initial_backoff{200};
+  std::chrono::milliseconds max_backoff{10'000};
+};
+bool IsRetryable(const absl::Status& status);
+absl::Status Retry(const RetryPolicy& policy, const std::function<absl::Status()>& call,
+                   const std::function<bool()>& stop = {});
+
+}  // namespace triage::rpc

@@ -1,0 +1,1419 @@
+#include "coordinator/core/coordinator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <random>
+
+#include "common/classify/classify.h"
+#include "common/inventory/schema.h"
+#include "common/util/strings.h"
+#include "coordinator/core/planner.h"
+#include "coordinator/core/result_check.h"
+#include "nlohmann/json.hpp"
+
+namespace triage::coord {
+namespace {
+
+constexpr std::string_view kCpuArch = "cpu";
+
+bool Contains(const std::vector<std::string>& v, std::string_view s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+template <typename R>
+bool ContainsProto(const R& repeated, std::string_view s) {
+  for (const auto& x : repeated) {
+    if (x == s) return true;
+  }
+  return false;
+}
+
+std::string Outcome(const v1::EntryOutcome& o) {
+  if (!o.changed()) return o.review_size() > 0 ? "review" : "unchanged";
+  for (const auto& f : o.edit().set()) {
+    if (f.name() == "status" && f.value().has_string_value()) return f.value().string_value();
+  }
+  return "changed";
+}
+
+std::map<std::string, double> ParseDurations(const std::string& json, std::string* error) {
+  std::map<std::string, double> out;
+  if (json.empty()) return out;
+  try {
+    auto j = nlohmann::json::parse(json);
+    if (!j.is_object()) {
+      *error = "durations: expected a JSON object of node id -> seconds";
+      return out;
+    }
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      if (it.value().is_number()) out[it.key()] = it.value().get<double>();
+    }
+  } catch (const nlohmann::json::exception& e) {
+    *error = util::StrCat("durations: invalid JSON: ", e.what());
+  }
+  return out;
+}
+
+}  // namespace
+
+Coordinator::Coordinator(CoordinatorOptions options, Store* store, Clock* clock, SweepReader reader,
+                         CoordinatorMetrics* metrics)
+    : options_(std::move(options)),
+      store_(store),
+      clock_(clock),
+      reader_(std::move(reader)),
+      metrics_(metrics != nullptr ? metrics : &default_metrics_) {}
+
+Coordinator::~Coordinator() {
+  std::list<Waiter> waiters;
+  {
+    std::lock_guard lock(mu_);
+    waiters.swap(waiters_);
+  }
+  for (auto& w : waiters) w.done(absl::UnavailableError("coordinator shutting down"));
+}
+
+void Coordinator::SetFinishHook(FinishHook hook) {
+  std::lock_guard lock(mu_);
+  finish_hook_ = std::move(hook);
+}
+
+bool Coordinator::healthy() const {
+  std::lock_guard lock(mu_);
+  return healthy_;
+}
+
+void Coordinator::RecordFailure(const absl::Status& status) {
+  if (!status.ok()) healthy_ = false;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+
+Coordinator::QueueKey Coordinator::KeyOf(const ShardRecord& s) {
+  return {-s.priority, -s.expected_seconds, s.seq, s.id};
+}
+
+std::string Coordinator::ShardArch(const ShardRecord& s) {
+  return s.spec.arch().empty() ? std::string(kCpuArch) : s.spec.arch();
+}
+
+std::string Coordinator::AgentStateName(const AgentRecord& a) const {
+  if (a.offline) return "offline";
+  if (a.draining) return "draining";
+  return a.leases.empty() ? "idle" : "busy";
+}
+
+std::string Coordinator::EntryStateName(const EntryRt& e) const {
+  if (e.shards > 0 && e.terminal == e.shards) return "done";
+  return e.active > 0 ? "running" : "queued";
+}
+
+int Coordinator::MaxAttempts(const ShardRecord& s) const {
+  auto it = sweeps_.find(s.sweep_id);
+  if (it != sweeps_.end() && it->second.rec.request.max_attempts() > 0) {
+    return it->second.rec.request.max_attempts();
+  }
+  return options_.default_max_attempts;
+}
+
+AttemptRecord Coordinator::EndedAttempt(const ShardRecord& s, TimePoint now, std::string outcome,
+                                        std::string reason) {
+  AttemptRecord a;
+  a.shard_id = s.id;
+  a.attempt = static_cast<int>(s.lease->token);
+  a.lease_id = s.lease->lease_id;
+  a.agent_id = s.lease->agent_id;
+  a.token = s.lease->token;
+  a.granted_at = s.lease->granted_at;
+  a.ended_at = now;
+  a.outcome = std::move(outcome);
+  a.reason = std::move(reason);
+  return a;
+}
+
+std::string Coordinator::NewSessionId() {
+  static thread_local std::mt19937_64 rng(std::random_device{}());
+  return util::StrCat("sess-", next_session_++, "-", util::Hex(rng(), 16));
+}
+
+void Coordinator::AuditLocked(Mutation& m, const Caller& caller, std::string action,
+                              std::string target, std::string reason) {
+  m.audit.push_back(AuditRecord{clock_->Now(), caller.name, caller.role, std::move(action),
+                                std::move(target), std::move(reason)});
+}
+
+bool Coordinator::Matches(const AgentRecord& agent, const ShardRecord& shard, TimePoint now) const {
+  if (shard.state != ShardState::kQueued || shard.eligible_at > now) return false;
+  const auto& dims = agent.dims;
+  const std::string& executor = shard.spec.executor();
+  if (dims.executors_size() > 0 ? !ContainsProto(dims.executors(), executor)
+                                : executor != "native") {
+    return false;
+  }
+  if (dims.playbooks_size() > 0 && !ContainsProto(dims.playbooks(), shard.spec.playbook())) {
+    return false;
+  }
+  if (dims.cpu_only()) return shard.cpu_ok;
+  return !shard.archs.empty() && Contains(shard.archs, dims.arch());
+}
+
+ShardRecord* Coordinator::FindMatch(const AgentRecord& agent, TimePoint now) {
+  if (agent.offline || agent.draining) return nullptr;
+  for (const auto& key : queue_) {
+    ShardRecord& s = shards_.at(std::get<3>(key));
+    if (Matches(agent, s, now)) return &s;
+  }
+  return nullptr;
+}
+
+void Coordinator::CommitShard(ShardRecord updated) {
+  auto it = shards_.find(updated.id);
+  ShardRecord* old = it == shards_.end() ? nullptr : &it->second;
+  const std::string arch = ShardArch(updated);
+  const ShardState old_state = old != nullptr ? old->state : updated.state;
+  if (old != nullptr) {
+    if (old->state == ShardState::kQueued) queue_.erase(KeyOf(*old));
+    if (old->lease && (!updated.lease || updated.lease->lease_id != old->lease->lease_id)) {
+      lease_to_shard_.erase(old->lease->lease_id);
+      lease_request_.erase(old->lease->lease_id);
+      auto agent = agents_.find(old->lease->agent_id);
+      if (agent != agents_.end()) {
+        std::string before = AgentStateName(agent->second);
+        agent->second.leases.erase(old->lease->lease_id);
+        std::string after = AgentStateName(agent->second);
+        if (before != after) metrics_->AgentStateChanged(agent->second.dims.arch(), before, after);
+      }
+    }
+  }
+  if (old == nullptr) {
+    metrics_->ShardStateChanged(arch, "", ShardStateName(updated.state));
+  } else if (old_state != updated.state) {
+    metrics_->ShardStateChanged(arch, ShardStateName(old_state), ShardStateName(updated.state));
+  }
+  // Entry accounting.
+  auto sweep = sweeps_.find(updated.sweep_id);
+  if (sweep != sweeps_.end()) {
+    auto active = [](ShardState s) {
+      return s == ShardState::kLeased || s == ShardState::kRunning;
+    };
+    const int d_terminal =
+        (IsTerminal(updated.state) ? 1 : 0) - (old != nullptr && IsTerminal(old_state) ? 1 : 0);
+    const int d_active =
+        (active(updated.state) ? 1 : 0) - (old != nullptr && active(old_state) ? 1 : 0);
+    if (d_terminal != 0 || d_active != 0 || old == nullptr) {
+      for (const auto& e : updated.spec.entries()) {
+        EntryRt& rt = sweep->second.entries[EntryKey(e)];
+        std::string before = old == nullptr ? "" : EntryStateName(rt);
+        if (old == nullptr) {
+          rt.playbook = updated.spec.playbook();
+          ++rt.shards;
+        }
+        rt.terminal += d_terminal;
+        rt.active += d_active;
+        std::string after = EntryStateName(rt);
+        if (before != after) metrics_->EntryStateChanged(rt.playbook, before, after);
+      }
+    }
+    if (old == nullptr) sweep->second.shard_ids.push_back(updated.id);
+  }
+  if (updated.state == ShardState::kQueued) queue_.insert(KeyOf(updated));
+  if (updated.lease &&
+      (old == nullptr || !old->lease || old->lease->lease_id != updated.lease->lease_id)) {
+    lease_to_shard_[updated.lease->lease_id] = updated.id;
+    auto agent = agents_.find(updated.lease->agent_id);
+    if (agent != agents_.end()) {
+      std::string before = AgentStateName(agent->second);
+      agent->second.leases.insert(updated.lease->lease_id);
+      std::string after = AgentStateName(agent->second);
+      if (before != after) metrics_->AgentStateChanged(agent->second.dims.arch(), before, after);
+    }
+  }
+  shards_[updated.id] = std::move(updated);
+}
+
+void Coordinator::CommitAgent(AgentRecord updated) {
+  auto it = agents_.find(updated.dims.agent_id());
+  if (it == agents_.end()) {
+    metrics_->AgentStateChanged(updated.dims.arch(), "", AgentStateName(updated));
+    agents_[updated.dims.agent_id()] = std::move(updated);
+    return;
+  }
+  // Lease membership is owned by CommitShard; keep it.
+  updated.leases = it->second.leases;
+  std::string before = AgentStateName(it->second);
+  std::string after = AgentStateName(updated);
+  if (before != after || it->second.dims.arch() != updated.dims.arch()) {
+    metrics_->AgentStateChanged(it->second.dims.arch(), before, "");
+    metrics_->AgentStateChanged(updated.dims.arch(), "", after);
+  }
+  it->second = std::move(updated);
+}
+
+absl::Status Coordinator::ApplyAndCommit(Mutation& m, std::vector<ShardRecord>& shards,
+                                         std::vector<AgentRecord>& agents, Deferred& after) {
+  m.shards.clear();
+  for (const auto& s : shards) m.shards.push_back(&s);
+  m.agents.clear();
+  for (const auto& a : agents) m.agents.push_back(&a);
+  absl::Status st = store_->Apply(m);
+  if (!st.ok()) {
+    RecordFailure(st);
+    return absl::UnavailableError(util::StrCat("store: ", util::MessageOf(st)));
+  }
+  healthy_ = true;
+  std::set<std::string> touched_sweeps;
+  for (auto& a : agents) CommitAgent(std::move(a));
+  for (auto& s : shards) {
+    touched_sweeps.insert(s.sweep_id);
+    CommitShard(std::move(s));
+  }
+  for (const auto& id : touched_sweeps) MaybeFinishSweepLocked(id, after);
+  ServeWaitersLocked(after);
+  return absl::OkStatus();
+}
+
+void Coordinator::FailAttempt(ShardRecord& s, const std::string& outcome, const std::string& reason,
+                              TimePoint now, Mutation& m) {
+  if (s.lease) {
+    m.attempts.push_back(EndedAttempt(s, now, outcome, reason));
+  }
+  s.lease.reset();
+  s.last_error = reason;
+  if (s.attempts >= MaxAttempts(s)) {
+    s.state = ShardState::kQuarantined;
+    return;
+  }
+  auto backoff = options_.backoff_base;
+  for (int i = 1; i < s.attempts && backoff < options_.backoff_max; ++i) backoff *= 2;
+  backoff = std::min<Duration>(backoff, options_.backoff_max);
+  s.state = ShardState::kQueued;
+  s.enqueued_at = now;
+  s.eligible_at = now + backoff;
+  metrics_->Requeued(ShardArch(s), "auto");
+}
+
+// ---------------------------------------------------------------------------------------------
+// AgentService
+
+absl::StatusOr<v1::RegisterResponse> Coordinator::Register(const v1::RegisterRequest& req) {
+  const auto& dims = req.dimensions();
+  if (dims.agent_id().empty()) return absl::InvalidArgumentError("agent_id is required");
+  if (!dims.cpu_only() && dims.arch().empty()) {
+    return absl::InvalidArgumentError("arch is required for a device agent");
+  }
+  Deferred after;
+  v1::RegisterResponse resp;
+  {
+    std::lock_guard lock(mu_);
+    const TimePoint now = clock_->Now();
+    AgentRecord agent;
+    std::vector<ShardRecord> shards;
+    Mutation m;
+    m.name = "RegisterAgent";
+    auto it = agents_.find(dims.agent_id());
+    if (it != agents_.end()) agent = it->second;
+    const bool resumed = it != agents_.end() && !req.resume_session_id().empty() &&
+                         req.resume_session_id() == it->second.session_id;
+    agent.dims = dims;
+    if (agent.dims.cpu_only() && agent.dims.arch().empty())
+      agent.dims.set_arch(std::string(kCpuArch));
+    if (!resumed) {
+      agent.session_id = NewSessionId();
+      agent.registered_at = now;
+      // A restarted agent: its old leases are fenced (the shards go back to the queue).
+      if (it != agents_.end()) {
+        for (const auto& lease_id : it->second.leases) {
+          auto sid = lease_to_shard_.find(lease_id);
+          if (sid == lease_to_shard_.end()) continue;
+          ShardRecord s = shards_.at(sid->second);
+          metrics_->LeaseExpired(ShardArch(s), "agent_restart");
+          FailAttempt(s, "expired", "agent re-registered (restart): lease fenced", now, m);
+          shards.push_back(std::move(s));
+        }
+        agent.revoked.clear();
+      }
+    }
+    agent.last_heartbeat = now;
+    agent.offline = false;
+    std::vector<AgentRecord> agents{agent};
+    if (auto st = ApplyAndCommit(m, shards, agents, after); !st.ok()) return st;
+    resp.set_session_id(agent.session_id);
+    resp.set_heartbeat_interval_ms(
+        std::chrono::duration_cast<std::chrono::milliseconds>(options_.heartbeat_interval).count());
+    resp.set_lease_wait_ms(
+        std::chrono::duration_cast<std::chrono::milliseconds>(options_.lease_wait_limit).count());
+    resp.set_resumed(resumed);
+  }
+  after.Run();
+  return resp;
+}
+
+absl::StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(const v1::HeartbeatRequest& req) {
+  Deferred after;
+  v1::HeartbeatResponse resp;
+  {
+    std::lock_guard lock(mu_);
+    const TimePoint now = clock_->Now();
+    auto it = agents_.find(req.agent_id());
+    if (it == agents_.end() || it->second.session_id != req.session_id()) {
+      resp.set_reregister(true);
+      return resp;
+    }
+    AgentRecord& agent = it->second;
+    metrics_->HeartbeatAge(agent.dims.arch(), ToSeconds(now - agent.last_heartbeat));
+    if (agent.offline) {
+      std::string before = AgentStateName(agent);
+      agent.offline = false;
+      metrics_->AgentStateChanged(agent.dims.arch(), before, AgentStateName(agent));
+    }
+    agent.last_heartbeat = now;
+    for (const auto& lease_id : req.lease_ids()) {
+      auto sid = lease_to_shard_.find(lease_id);
+      if (sid == lease_to_shard_.end()) {
+        resp.add_revoked_lease_ids(lease_id);
+        continue;
+      }
+      ShardRecord& s = shards_.at(sid->second);
+      if (s.lease && s.lease->agent_id == agent.dims.agent_id()) {
+        s.lease->deadline = now + options_.lease_ttl;
+      } else {
+        resp.add_revoked_lease_ids(lease_id);
+      }
+    }
+    for (const auto& lease_id : agent.revoked) {
+      if (std::find(req.lease_ids().begin(), req.lease_ids().end(), lease_id) !=
+              req.lease_ids().end() &&
+          std::find(resp.revoked_lease_ids().begin(), resp.revoked_lease_ids().end(), lease_id) ==
+              resp.revoked_lease_ids().end()) {
+        resp.add_revoked_lease_ids(lease_id);
+      }
+    }
+    // Revocations the agent no longer mentions have been acted on.
+    for (auto r = agent.revoked.begin(); r != agent.revoked.end();) {
+      if (std::find(req.lease_ids().begin(), req.lease_ids().end(), *r) == req.lease_ids().end()) {
+        r = agent.revoked.erase(r);
+      } else {
+        ++r;
+      }
+    }
+    resp.set_draining(agent.draining);
+    ServeWaitersLocked(after);
+  }
+  after.Run();
+  return resp;
+}
+
+absl::StatusOr<v1::LeaseResponse> Coordinator::GrantLocked(AgentRecord& agent, ShardRecord& shard,
+                                                           const std::string& request_id,
+                                                           Deferred& after) {
+  const TimePoint now = clock_->Now();
+  ShardRecord s = shard;
+  s.attempts += 1;
+  s.token += 1;
+  LeaseInfo lease;
+  lease.lease_id = util::StrCat(s.id, "-l", s.token);
+  lease.agent_id = agent.dims.agent_id();
+  lease.session_id = agent.session_id;
+  lease.token = s.token;
+  lease.granted_at = now;
+  lease.deadline = now + options_.lease_ttl;
+  s.lease = lease;
+  s.state = ShardState::kLeased;
+  s.last_progress_at = now;
+  s.last_step.clear();
+  s.last_entry.clear();
+  s.log_tail.clear();
+  Mutation m;
+  m.name = "GrantLease";
+  AttemptRecord a;
+  a.shard_id = s.id;
+  a.attempt = static_cast<int>(lease.token);
+  a.lease_id = lease.lease_id;
+  a.agent_id = lease.agent_id;
+  a.token = lease.token;
+  a.granted_at = now;
+  m.attempts.push_back(a);
+  metrics_->ShardQueueWait(ShardArch(s),
+                           std::max(0.0, ToSeconds(now - std::max(s.enqueued_at, s.eligible_at))));
+  std::vector<ShardRecord> shards{s};
+  std::vector<AgentRecord> agents;
+  if (auto st = ApplyAndCommit(m, shards, agents, after); !st.ok()) return st;
+  if (!request_id.empty()) lease_request_[lease.lease_id] = request_id;
+  const ShardRecord& granted = shards_.at(s.id);
+  v1::LeaseResponse resp;
+  resp.set_granted(true);
+  resp.set_lease_id(lease.lease_id);
+  resp.set_fencing_token(lease.token);
+  resp.set_deadline_unix_ms(ToUnixMillis(lease.deadline));
+  *resp.mutable_shard() = granted.spec;
+  EmitLocked(s.sweep_id, util::StrCat("shard ", s.id, " leased by ", lease.agent_id), after);
+  return resp;
+}
+
+std::int64_t Coordinator::Lease(const v1::LeaseRequest& req, LeaseCallback done) {
+  Deferred after;
+  std::int64_t wait_id = 0;
+  {
+    std::lock_guard lock(mu_);
+    const TimePoint now = clock_->Now();
+    auto it = agents_.find(req.agent_id());
+    v1::LeaseResponse resp;
+    if (it == agents_.end() || it->second.session_id != req.session_id()) {
+      resp.set_reregister(true);
+      after.push_back([done, resp] { done(resp); });
+    } else {
+      AgentRecord& agent = it->second;
+      agent.last_heartbeat = now;
+      if (agent.offline) {
+        std::string before = AgentStateName(agent);
+        agent.offline = false;
+        metrics_->AgentStateChanged(agent.dims.arch(), before, AgentStateName(agent));
+      }
+      // A retried Lease (same request id) gets the same grant back.
+      const std::string* same = nullptr;
+      if (!req.request_id().empty()) {
+        for (const auto& lease_id : agent.leases) {
+          auto r = lease_request_.find(lease_id);
+          if (r != lease_request_.end() && r->second == req.request_id()) same = &r->first;
+        }
+      }
+      if (same != nullptr) {
+        const ShardRecord& s = shards_.at(lease_to_shard_.at(*same));
+        resp.set_granted(true);
+        resp.set_lease_id(s.lease->lease_id);
+        resp.set_fencing_token(s.lease->token);
+        resp.set_deadline_unix_ms(ToUnixMillis(s.lease->deadline));
+        *resp.mutable_shard() = s.spec;
+        after.push_back([done, resp] { done(resp); });
+      } else if (agent.draining) {
+        resp.set_draining(true);
+        after.push_back([done, resp] { done(resp); });
+      } else if (ShardRecord* shard = FindMatch(agent, now)) {
+        auto granted = GrantLocked(agent, *shard, req.request_id(), after);
+        after.push_back([done, granted] { done(granted); });
+      } else if (req.wait_ms() <= 0) {
+        after.push_back([done, resp] { done(resp); });
+      } else {
+        Duration wait =
+            std::min<Duration>(std::chrono::milliseconds(req.wait_ms()), options_.lease_wait_limit);
+        wait_id = next_wait_id_++;
+        waiters_.push_back(Waiter{wait_id, req.agent_id(), req.session_id(), req.request_id(),
+                                  now + wait, std::move(done)});
+      }
+    }
+  }
+  after.Run();
+  return wait_id;
+}
+
+void Coordinator::CancelLease(std::int64_t wait_id) {
+  LeaseCallback done;
+  {
+    std::lock_guard lock(mu_);
+    for (auto it = waiters_.begin(); it != waiters_.end(); ++it) {
+      if (it->id == wait_id) {
+        done = std::move(it->done);
+        waiters_.erase(it);
+        break;
+      }
+    }
+  }
+  if (done) done(absl::CancelledError("lease wait cancelled"));
+}
+
+void Coordinator::ServeWaitersLocked(Deferred& after) {
+  // A grant commits through ApplyAndCommit, which calls back here: the outer loop serves.
+  if (serving_waiters_ || waiters_.empty() || queue_.empty()) return;
+  serving_waiters_ = true;
+  const TimePoint now = clock_->Now();
+  for (auto it = waiters_.begin(); it != waiters_.end() && !queue_.empty();) {
+    auto agent = agents_.find(it->agent_id);
+    if (agent == agents_.end() || agent->second.session_id != it->session_id) {
+      v1::LeaseResponse resp;
+      resp.set_reregister(true);
+      after.push_back([done = std::move(it->done), resp] { done(resp); });
+      it = waiters_.erase(it);
+      continue;
+    }
+    ShardRecord* shard = FindMatch(agent->second, now);
+    if (shard == nullptr) {
+      ++it;
+      continue;
+    }
+    auto granted = GrantLocked(agent->second, *shard, it->request_id, after);
+    after.push_back([done = std::move(it->done), granted] { done(granted); });
+    it = waiters_.erase(it);
+  }
+  serving_waiters_ = false;
+}
+
+absl::StatusOr<v1::ProgressResponse> Coordinator::ReportProgress(const v1::ProgressRequest& req) {
+  Deferred after;
+  v1::ProgressResponse resp;
+  {
+    std::lock_guard lock(mu_);
+    const TimePoint now = clock_->Now();
+    auto sid = lease_to_shard_.find(req.lease_id());
+    if (sid == lease_to_shard_.end()) {
+      resp.set_revoked(true);
+      return resp;
+    }
+    ShardRecord& s = shards_.at(sid->second);
+    if (!s.lease || s.lease->token != req.fencing_token() || s.lease->agent_id != req.agent_id()) {
+      resp.set_revoked(true);
+      return resp;
+    }
+    s.lease->deadline = now + options_.lease_ttl;
+    s.last_progress_at = now;
+    s.last_step = req.step();
+    s.last_entry = req.entry();
+    if (req.log_tail_size() > 0) s.log_tail.assign(req.log_tail().begin(), req.log_tail().end());
+    if (s.state == ShardState::kLeased) {
+      metrics_->ShardStateChanged(ShardArch(s), "leased", "running");
+      s.state = ShardState::kRunning;
+    }
+    auto agent = agents_.find(req.agent_id());
+    if (agent != agents_.end()) agent->second.last_heartbeat = now;
+    EmitLocked(s.sweep_id,
+               util::StrCat("shard ", s.id, ": ", req.step(),
+                            req.entry().empty() ? "" : util::StrCat(" ", req.entry())),
+               after);
+  }
+  after.Run();
+  return resp;
+}
+
+absl::Status Coordinator::CheckResultLocked(const ShardRecord& shard,
+                                            const v1::ShardResult& result) const {
+  return CheckResultOwnership(shard.spec, result);
+}
+
+absl::StatusOr<v1::CompleteResponse> Coordinator::Complete(const v1::CompleteRequest& req) {
+  Deferred after;
+  v1::CompleteResponse resp;
+  {
+    std::lock_guard lock(mu_);
+    const TimePoint now = clock_->Now();
+    if (accepted_leases_.count(req.lease_id())) {
+      resp.set_accepted(true);
+      resp.set_duplicate(true);
+      return resp;
+    }
+    auto reject = [&](std::string_view metric_reason, std::string why) {
+      metrics_->StaleResultRejected(metric_reason);
+      resp.set_accepted(false);
+      resp.set_rejected_reason(std::move(why));
+      return resp;
+    };
+    auto sid = lease_to_shard_.find(req.lease_id());
+    if (sid == lease_to_shard_.end()) {
+      return reject("unknown_lease", util::StrCat("lease ", req.lease_id(),
+                                                  " is not current (expired, requeued or "
+                                                  "cancelled)"));
+    }
+    ShardRecord s = shards_.at(sid->second);
+    if (!s.lease || s.lease->token != req.fencing_token()) {
+      return reject("fencing",
+                    util::StrCat("stale fencing token ", req.fencing_token(), " for shard ", s.id,
+                                 " (current ", s.lease ? s.lease->token : s.token, ")"));
+    }
+    if (s.lease->agent_id != req.agent_id()) {
+      return absl::PermissionDeniedError(
+          util::StrCat("agent ", req.agent_id(), " does not hold lease ", req.lease_id()));
+    }
+    Mutation m;
+    std::vector<ShardRecord> shards;
+    const LeaseInfo lease = *s.lease;
+    const std::string arch = ShardArch(s);
+    metrics_->ShardRunTime(arch, s.spec.playbook(), ToSeconds(now - lease.granted_at));
+    if (absl::Status owned = CheckResultLocked(s, req.result()); !owned.ok()) {
+      m.name = "RejectResult";
+      FailAttempt(s, "rejected", util::MessageOf(owned), now, m);
+      metrics_->ShardCompleted(arch, s.spec.playbook(), "rejected");
+      std::string why = util::MessageOf(owned);
+      const bool ended = s.state != ShardState::kQueued;
+      shards.push_back(s);
+      if (ended && s.state == ShardState::kQuarantined)
+        metrics_->ShardAttempts(s.spec.playbook(), s.attempts);
+      std::vector<AgentRecord> agents;
+      if (auto st = ApplyAndCommit(m, shards, agents, after); !st.ok()) return st;
+      EmitLocked(s.sweep_id, util::StrCat("shard ", s.id, " result rejected: ", why), after);
+      metrics_->StaleResultRejected("disallowed_file");
+      resp.set_accepted(false);
+      resp.set_rejected_reason(why);
+    } else if (req.result().status() != v1::ShardResult::SUCCEEDED) {
+      m.name = "FailAttempt";
+      std::string why =
+          req.result().error().empty() ? "the agent reported a failure" : req.result().error();
+      FailAttempt(s, "failed", why, now, m);
+      metrics_->ShardCompleted(arch, s.spec.playbook(), "failed");
+      if (s.state == ShardState::kQuarantined)
+        metrics_->ShardAttempts(s.spec.playbook(), s.attempts);
+      shards.push_back(s);
+      std::vector<AgentRecord> agents;
+      if (auto st = ApplyAndCommit(m, shards, agents, after); !st.ok()) return st;
+      EmitLocked(s.sweep_id, util::StrCat("shard ", s.id, " attempt failed: ", why), after);
+      resp.set_accepted(true);
+    } else {
+      m.name = "RecordResult";
+      AttemptRecord a;
+      a.shard_id = s.id;
+      a.attempt = static_cast<int>(lease.token);
+      a.lease_id = lease.lease_id;
+      a.agent_id = lease.agent_id;
+      a.token = lease.token;
+      a.granted_at = lease.granted_at;
+      a.ended_at = now;
+      a.outcome = "succeeded";
+      m.attempts.push_back(a);
+      ResultRecord r;
+      r.lease_id = lease.lease_id;
+      r.shard_id = s.id;
+      r.sweep_id = s.sweep_id;
+      r.token = lease.token;
+      r.accepted_at = now;
+      r.result = req.result();
+      m.result = r;
+      s.lease.reset();
+      s.state = ShardState::kSucceeded;
+      s.last_error.clear();
+      shards.push_back(s);
+      CascadeLocked(s, &req.result(), shards);
+      for (const auto& d : shards) {
+        if (d.id != s.id &&
+            d.spec.SerializeAsString() != shards_.at(d.id).spec.SerializeAsString()) {
+          m.shard_specs.push_back(&d);
+        }
+      }
+      std::vector<AgentRecord> agents;
+      if (auto st = ApplyAndCommit(m, shards, agents, after); !st.ok()) return st;
+      accepted_leases_.insert(lease.lease_id);
+      metrics_->ShardCompleted(arch, s.spec.playbook(), "succeeded");
+      metrics_->ShardAttempts(s.spec.playbook(), s.attempts);
+      auto& sweep = sweeps_.at(s.sweep_id);
+      sweep.results.push_back(r);
+      for (const auto& o : req.result().entries()) {
+        auto e = sweep.entries.find(o.file() + "\n" + o.key());
+        if (e == sweep.entries.end()) continue;
+        e->second.outcome = Outcome(o);
+        metrics_->EntryDecided(e->second.playbook, e->second.outcome, o.stage());
+      }
+      EmitLocked(s.sweep_id, util::StrCat("shard ", s.id, " completed by ", lease.agent_id), after);
+      resp.set_accepted(true);
+      // The sweep may have just finished (ApplyAndCommit checked before the result was indexed).
+      MaybeFinishSweepLocked(s.sweep_id, after);
+    }
+  }
+  after.Run();
+  return resp;
+}
+
+void Coordinator::CascadeLocked(const ShardRecord& ended, const v1::ShardResult* result,
+                                std::vector<ShardRecord>& out) {
+  for (auto& [id, d] : shards_) {
+    if (d.depends_on != ended.id || d.state != ShardState::kWaiting) continue;
+    ShardRecord u = d;
+    const TimePoint now = clock_->Now();
+    if (ended.state == ShardState::kSucceeded && result != nullptr) {
+      for (const auto& fe : result->file_edits()) *u.spec.add_pre_apply() = fe;
+      for (const auto& op : result->registry_ops()) *u.spec.add_pre_registry() = op;
+      if (!result->forge_diff().empty()) {
+        v1::FileEdit fe;
+        fe.set_repo("tt_forge_models");
+        fe.set_diff(result->forge_diff());
+        *u.spec.add_pre_apply() = fe;
+      }
+      u.state = ShardState::kQueued;
+      u.enqueued_at = now;
+      u.eligible_at = now;
+    } else if (ended.state == ShardState::kCancelled) {
+      u.state = ShardState::kCancelled;
+      u.last_error = util::StrCat("shard ", ended.id, " it depends on was cancelled");
+    } else if (ended.state == ShardState::kFailed) {
+      u.state = ShardState::kFailed;
+      u.last_error = util::StrCat("shard ", ended.id, " it depends on failed");
+    } else {
+      continue;
+    }
+    out.push_back(u);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sweeps
+
+absl::StatusOr<v1::Sweep> Coordinator::StartSweep(const v1::StartSweepRequest& req,
+                                                  const Caller& caller) {
+  if (req.repo_path().empty() == req.git_url().empty()) {
+    return absl::InvalidArgumentError("give exactly one of repo_path or git_url");
+  }
+  const std::string executor = req.executor().empty() ? options_.default_executor : req.executor();
+  if (executor != "native" && executor != "command" && executor != "replay") {
+    return absl::InvalidArgumentError(
+        util::StrCat("unknown executor '", executor, "' (native, command, replay)"));
+  }
+  for (const auto& arch : req.archs()) {
+    if (!inventory::IsKnownArch(arch)) {
+      return absl::InvalidArgumentError(util::StrCat("unknown arch '", arch, "'"));
+    }
+  }
+  if (executor == "command" && req.params().find("command") == req.params().end()) {
+    return absl::InvalidArgumentError("the command executor needs params[\"command\"]");
+  }
+  std::unique_ptr<classify::Classifier> custom;
+  const classify::Classifier* rules = &classify::Classifier::Default();
+  if (!req.rules_yaml().empty()) {
+    auto c = classify::Classifier::FromYaml(req.rules_yaml(), "rules");
+    if (!c.ok()) return c.status();
+    custom = std::make_unique<classify::Classifier>(std::move(*c));
+    rules = custom.get();
+  }
+  for (const auto& pb : req.playbooks()) {
+    auto known = rules->Playbooks();
+    if (std::find(known.begin(), known.end(), pb) == known.end()) {
+      return absl::InvalidArgumentError(util::StrCat("unknown playbook '", pb, "'"));
+    }
+  }
+  std::string durations_error;
+  auto durations = ParseDurations(req.durations_json(), &durations_error);
+  if (!durations_error.empty()) return absl::InvalidArgumentError(durations_error);
+
+  // Reading through git and planning happen outside the state lock.
+  std::lock_guard start_lock(start_mu_);
+  auto input = reader_(req);
+  if (!input.ok()) return input.status();
+
+  PlanOptions plan_options;
+  plan_options.playbooks.assign(req.playbooks().begin(), req.playbooks().end());
+  plan_options.archs.assign(req.archs().begin(), req.archs().end());
+  if (plan_options.archs.empty()) plan_options.archs = options_.default_archs;
+  plan_options.durations = std::move(durations);
+  plan_options.executor = executor;
+  for (const auto& [k, v] : req.params()) plan_options.params[k] = v;
+  plan_options.priority = req.priority();
+  plan_options.min_trusted_seconds = options_.min_trusted_seconds;
+  plan_options.playbook_estimates = options_.playbook_estimates;
+  plan_options.repo_url =
+      req.agent_repo_url().empty() ? input->agent_repo_url : req.agent_repo_url();
+
+  Deferred after;
+  v1::Sweep view;
+  {
+    std::lock_guard lock(mu_);
+    plan_options.split_probe = std::any_of(agents_.begin(), agents_.end(), [](const auto& a) {
+      return a.second.dims.cpu_only() && !a.second.offline && !a.second.draining;
+    });
+    const TimePoint now = clock_->Now();
+    char id[32];
+    std::snprintf(id, sizeof(id), "sw-%04lld", static_cast<long long>(next_sweep_++));
+    Plan plan = PlanSweep(input->inventory, *rules, plan_options, id, input->ttxla_commit,
+                          input->forge_commit);
+    SweepRecord rec;
+    rec.id = id;
+    rec.seq = next_seq_++;
+    rec.state = SweepState::kRunning;
+    rec.request = req;
+    rec.request.clear_durations_json();
+    rec.request.set_executor(executor);
+    rec.repo = input->repo;
+    rec.ttxla_commit = input->ttxla_commit;
+    rec.forge_commit = input->forge_commit;
+    rec.archs = plan_options.archs;
+    rec.playbooks = plan_options.playbooks.empty() ? rules->Playbooks() : plan_options.playbooks;
+    for (const auto& d : input->inventory.diagnostics) {
+      if (d.severity == util::Severity::kError) rec.problems.push_back(d.ToString());
+    }
+    for (auto& p : plan.problems) rec.problems.push_back(std::move(p));
+    rec.created_by = caller.name;
+    rec.created_at = now;
+    for (auto& s : plan.shards) {
+      s.seq = next_seq_++;
+      s.enqueued_at = now;
+      s.eligible_at = now;
+    }
+    Mutation m;
+    m.name = "CreateSweep";
+    m.sweeps.push_back(&rec);
+    for (const auto& s : plan.shards) m.shard_specs.push_back(&s);
+    for (const auto& e : plan.entries) m.entries.emplace_back(rec.id, e);
+    AuditLocked(m, caller, "start_sweep", rec.id,
+                util::StrCat(req.reason(), req.reason().empty() ? "" : "; ", input->repo, "@",
+                             input->ttxla_commit.substr(0, 12), ", ", plan.shards.size(),
+                             " shards, ", plan.entries.size(), " entries"));
+    SweepRt rt;
+    rt.rec = rec;
+    sweeps_[rec.id] = std::move(rt);
+    std::vector<AgentRecord> agents;
+    if (auto st = ApplyAndCommit(m, plan.shards, agents, after); !st.ok()) {
+      sweeps_.erase(rec.id);
+      return st;
+    }
+    metrics_->SweepStateChanged("", "running");
+    if (plan.shards.empty()) MaybeFinishSweepLocked(rec.id, after);
+    view = ViewLocked(sweeps_.at(rec.id));
+    EmitLocked(rec.id, util::StrCat("sweep started: ", plan.shards.size(), " shards"), after);
+  }
+  after.Run();
+  return view;
+}
+
+void Coordinator::MaybeFinishSweepLocked(const std::string& sweep_id, Deferred& after) {
+  auto it = sweeps_.find(sweep_id);
+  if (it == sweeps_.end() || it->second.rec.state != SweepState::kRunning) return;
+  for (const auto& id : it->second.shard_ids) {
+    if (!IsTerminal(shards_.at(id).state)) return;
+  }
+  // Every shard ended: merge (hook) outside the lock, then record the final state.
+  it->second.rec.state = SweepState::kMerging;
+  metrics_->SweepStateChanged("running", "merging");
+  if (finishing_.insert(sweep_id).second) {
+    after.last.push_back([this, sweep_id] { FinishSweep(sweep_id); });
+  }
+}
+
+void Coordinator::FinishSweep(const std::string& sweep_id) {
+  FinishHook hook;
+  {
+    std::lock_guard lock(mu_);
+    hook = finish_hook_;
+  }
+  absl::Status merged = hook ? hook(sweep_id) : absl::OkStatus();
+  Deferred after;
+  {
+    std::lock_guard lock(mu_);
+    auto it = sweeps_.find(sweep_id);
+    finishing_.erase(sweep_id);
+    if (it == sweeps_.end() || it->second.rec.state != SweepState::kMerging) return;
+    SweepRecord rec = it->second.rec;
+    bool any_failed = false;
+    for (const auto& id : it->second.shard_ids) {
+      any_failed |= shards_.at(id).state == ShardState::kFailed;
+    }
+    rec.state = (!merged.ok() || any_failed) ? SweepState::kFailed : SweepState::kSucceeded;
+    if (!merged.ok()) rec.error = util::StrCat("merge: ", util::MessageOf(merged));
+    rec.finished_at = clock_->Now();
+    Mutation m;
+    m.name = "FinishSweep";
+    m.sweeps.push_back(&rec);
+    absl::Status st = store_->Apply(m);
+    if (!st.ok()) {
+      RecordFailure(st);
+      return;  // stays merging; retried on the next Tick
+    }
+    metrics_->SweepStateChanged("merging", SweepStateName(rec.state));
+    if (rec.state == SweepState::kSucceeded) {
+      metrics_->SweepSucceeded(ToSeconds(rec.finished_at.time_since_epoch()));
+    }
+    it->second.rec = rec;
+    EmitLocked(sweep_id, util::StrCat("sweep ", SweepStateName(rec.state)), after);
+  }
+  after.Run();
+}
+
+absl::StatusOr<v1::Sweep> Coordinator::GetSweep(const std::string& id) {
+  std::lock_guard lock(mu_);
+  auto it = sweeps_.find(id);
+  if (it == sweeps_.end()) return absl::NotFoundError(util::StrCat("no sweep ", id));
+  return ViewLocked(it->second);
+}
+
+std::vector<v1::Sweep> Coordinator::ListSweeps() {
+  std::lock_guard lock(mu_);
+  std::vector<v1::Sweep> out;
+  for (const auto& [id, s] : sweeps_) out.push_back(ViewLocked(s));
+  return out;
+}
+
+absl::StatusOr<SweepRecord> Coordinator::SweepInfo(const std::string& sweep_id) {
+  std::lock_guard lock(mu_);
+  auto it = sweeps_.find(sweep_id);
+  if (it == sweeps_.end()) return absl::NotFoundError(util::StrCat("no sweep ", sweep_id));
+  return it->second.rec;
+}
+
+absl::StatusOr<std::vector<ResultRecord>> Coordinator::Results(const std::string& sweep_id) {
+  std::lock_guard lock(mu_);
+  auto it = sweeps_.find(sweep_id);
+  if (it == sweeps_.end()) return absl::NotFoundError(util::StrCat("no sweep ", sweep_id));
+  return it->second.results;
+}
+
+v1::Sweep Coordinator::ViewLocked(const SweepRt& s) const {
+  v1::Sweep v;
+  const SweepRecord& r = s.rec;
+  v.set_id(r.id);
+  v.set_state(std::string(SweepStateName(r.state)));
+  v.set_repo(r.repo);
+  v.set_ttxla_commit(r.ttxla_commit);
+  v.set_forge_commit(r.forge_commit);
+  for (const auto& p : r.playbooks) v.add_playbooks(p);
+  for (const auto& a : r.archs) v.add_archs(a);
+  v.set_executor(r.request.executor());
+  v.set_created_unix_ms(ToUnixMillis(r.created_at));
+  if (r.finished_at != TimePoint{}) v.set_finished_unix_ms(ToUnixMillis(r.finished_at));
+  for (const auto& p : r.problems) v.add_problems(p);
+  v.set_created_by(r.created_by);
+  v.set_priority(r.request.priority());
+  v.set_error(r.error);
+  auto* counts = v.mutable_entries();
+  counts->set_total(static_cast<int>(s.entries.size()));
+  for (const auto& [k, e] : s.entries) {
+    std::string st = EntryStateName(e);
+    if (st == "done") {
+      counts->set_done(counts->done() + 1);
+      (*counts->mutable_by_outcome())[e.outcome.empty() ? "no_result" : e.outcome] += 1;
+    } else if (st == "running") {
+      counts->set_running(counts->running() + 1);
+    } else {
+      counts->set_queued(counts->queued() + 1);
+    }
+  }
+  double remaining = 0;
+  for (const auto& id : s.shard_ids) {
+    const ShardRecord& sh = shards_.at(id);
+    (*v.mutable_shards_by_state())[std::string(ShardStateName(sh.state))] += 1;
+    if (!IsTerminal(sh.state)) remaining += sh.expected_seconds;
+  }
+  // ETA: observed pace when something finished, else expected durations over live agents.
+  const double elapsed = ToSeconds(clock_->Now() - r.created_at);
+  const int left = counts->total() - counts->done();
+  if (r.state != SweepState::kRunning) {
+    v.set_eta_seconds(0);
+  } else if (counts->done() > 0 && elapsed > 0) {
+    v.set_eta_seconds(static_cast<std::int64_t>(elapsed / counts->done() * left));
+  } else {
+    int live = 0;
+    for (const auto& [id, a] : agents_) live += (!a.offline && !a.draining) ? 1 : 0;
+    v.set_eta_seconds(live > 0 ? static_cast<std::int64_t>(remaining / live) : -1);
+  }
+  return v;
+}
+
+void Coordinator::EmitLocked(const std::string& sweep_id, const std::string& message,
+                             Deferred& after) {
+  bool any = false;
+  for (const auto& [id, w] : watchers_) any |= w.first == sweep_id;
+  if (!any) return;
+  auto it = sweeps_.find(sweep_id);
+  if (it == sweeps_.end()) return;
+  v1::SweepEvent ev;
+  *ev.mutable_sweep() = ViewLocked(it->second);
+  ev.set_message(message);
+  for (const auto& [id, w] : watchers_) {
+    if (w.first == sweep_id) after.push_back([cb = w.second, ev] { cb(ev); });
+  }
+}
+
+absl::StatusOr<int> Coordinator::Watch(const std::string& sweep_id, WatchCallback cb) {
+  v1::SweepEvent ev;
+  int id;
+  {
+    std::lock_guard lock(mu_);
+    auto it = sweeps_.find(sweep_id);
+    if (it == sweeps_.end()) return absl::NotFoundError(util::StrCat("no sweep ", sweep_id));
+    id = next_watch_++;
+    watchers_[id] = {sweep_id, cb};
+    *ev.mutable_sweep() = ViewLocked(it->second);
+    ev.set_message("watching");
+  }
+  cb(ev);
+  return id;
+}
+
+void Coordinator::Unwatch(int id) {
+  std::lock_guard lock(mu_);
+  watchers_.erase(id);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shards and agents (operators)
+
+v1::Shard Coordinator::ShardViewLocked(const ShardRecord& s) const {
+  v1::Shard v;
+  v.set_id(s.id);
+  v.set_sweep_id(s.sweep_id);
+  v.set_playbook(s.spec.playbook());
+  v.set_loader(s.spec.loader());
+  v.set_wave(s.spec.wave());
+  v.set_phase(s.spec.phase());
+  v.set_arch(s.spec.arch());
+  v.set_state(std::string(ShardStateName(s.state)));
+  v.set_attempts(s.attempts);
+  if (s.lease) {
+    v.set_agent_id(s.lease->agent_id);
+    v.set_lease_id(s.lease->lease_id);
+    v.set_fencing_token(s.lease->token);
+    v.set_last_progress_unix_ms(ToUnixMillis(s.last_progress_at));
+  }
+  v.set_last_step(s.last_step);
+  v.set_last_entry(s.last_entry);
+  v.set_enqueued_unix_ms(ToUnixMillis(s.enqueued_at));
+  v.set_eligible_unix_ms(ToUnixMillis(s.eligible_at));
+  v.set_expected_seconds(s.expected_seconds);
+  v.set_priority(s.priority);
+  for (const auto& e : s.spec.entries()) v.add_keys(e.key());
+  v.set_last_error(s.last_error);
+  for (const auto& l : s.log_tail) v.add_log_tail(l);
+  for (const auto& a : s.archs) v.add_requires_archs(a);
+  v.set_cpu_ok(s.cpu_ok);
+  return v;
+}
+
+absl::StatusOr<std::vector<v1::Shard>> Coordinator::ListShards(const v1::ListShardsRequest& req) {
+  std::lock_guard lock(mu_);
+  if (!req.sweep_id().empty() && !sweeps_.count(req.sweep_id())) {
+    return absl::NotFoundError(util::StrCat("no sweep ", req.sweep_id()));
+  }
+  if (!req.state().empty() && !ParseShardState(req.state())) {
+    return absl::InvalidArgumentError(util::StrCat(
+        "unknown shard state '", req.state(),
+        "' (waiting, queued, leased, running, succeeded, failed, quarantined, cancelled)"));
+  }
+  const TimePoint now = clock_->Now();
+  std::vector<const ShardRecord*> rows;
+  for (const auto& [id, s] : shards_) {
+    if (!req.sweep_id().empty() && s.sweep_id != req.sweep_id()) continue;
+    if (!req.state().empty() && ShardStateName(s.state) != req.state()) continue;
+    if (req.stuck_seconds() > 0) {
+      if (s.state != ShardState::kLeased && s.state != ShardState::kRunning) continue;
+      if (now - s.last_progress_at < std::chrono::seconds(req.stuck_seconds())) continue;
+    }
+    rows.push_back(&s);
+  }
+  std::sort(rows.begin(), rows.end(),
+            [](const ShardRecord* a, const ShardRecord* b) { return a->seq < b->seq; });
+  std::vector<v1::Shard> out;
+  for (const auto* s : rows) out.push_back(ShardViewLocked(*s));
+  return out;
+}
+
+absl::StatusOr<v1::Shard> Coordinator::RequeueShard(const std::string& id,
+                                                    const std::string& reason,
+                                                    const Caller& caller) {
+  if (reason.empty()) return absl::InvalidArgumentError("a requeue needs a reason");
+  Deferred after;
+  v1::Shard view;
+  {
+    std::lock_guard lock(mu_);
+    auto it = shards_.find(id);
+    if (it == shards_.end()) return absl::NotFoundError(util::StrCat("no shard ", id));
+    ShardRecord s = it->second;
+    if (s.state == ShardState::kSucceeded || s.state == ShardState::kWaiting) {
+      return absl::FailedPreconditionError(util::StrCat("shard ", id, " is ",
+                                                        ShardStateName(s.state),
+                                                        "; only unfinished or failed shards can "
+                                                        "be requeued"));
+    }
+    auto sweep = sweeps_.find(s.sweep_id);
+    if (sweep != sweeps_.end() && sweep->second.rec.state == SweepState::kCancelled) {
+      return absl::FailedPreconditionError(util::StrCat("sweep ", s.sweep_id, " is cancelled"));
+    }
+    const TimePoint now = clock_->Now();
+    Mutation m;
+    m.name = "RequeueShard";
+    if (s.lease) {
+      m.attempts.push_back(
+          EndedAttempt(s, now, "revoked", util::StrCat("requeued by ", caller.name, ": ", reason)));
+      auto agent = agents_.find(s.lease->agent_id);
+      if (agent != agents_.end()) agent->second.revoked.insert(s.lease->lease_id);
+      s.lease.reset();
+    }
+    s.state = ShardState::kQueued;
+    s.attempts = 0;  // a fresh attempt budget
+    s.enqueued_at = now;
+    s.eligible_at = now;
+    s.last_error = util::StrCat("requeued by ", caller.name, ": ", reason);
+    AuditLocked(m, caller, "requeue_shard", id, reason);
+    std::vector<ShardRecord> shards{s};
+    // A finished sweep runs again.
+    SweepRecord reopened;
+    if (sweep != sweeps_.end() && sweep->second.rec.state != SweepState::kRunning) {
+      reopened = sweep->second.rec;
+      reopened.state = SweepState::kRunning;
+      reopened.finished_at = TimePoint{};
+      m.sweeps.push_back(&reopened);
+    }
+    std::vector<AgentRecord> agents;
+    if (auto st = ApplyAndCommit(m, shards, agents, after); !st.ok()) return st;
+    if (!reopened.id.empty()) {
+      metrics_->SweepStateChanged(SweepStateName(sweep->second.rec.state), "running");
+      sweep->second.rec = reopened;
+    }
+    metrics_->Requeued(ShardArch(s), "manual");
+    EmitLocked(s.sweep_id, util::StrCat("shard ", id, " requeued by ", caller.name), after);
+    view = ShardViewLocked(shards_.at(id));
+  }
+  after.Run();
+  return view;
+}
+
+absl::StatusOr<v1::Shard> Coordinator::CancelShard(const std::string& id, const std::string& reason,
+                                                   const Caller& caller) {
+  Deferred after;
+  v1::Shard view;
+  {
+    std::lock_guard lock(mu_);
+    auto it = shards_.find(id);
+    if (it == shards_.end()) return absl::NotFoundError(util::StrCat("no shard ", id));
+    ShardRecord s = it->second;
+    if (IsTerminal(s.state)) {
+      return absl::FailedPreconditionError(
+          util::StrCat("shard ", id, " already ended (", ShardStateName(s.state), ")"));
+    }
+    const TimePoint now = clock_->Now();
+    Mutation m;
+    m.name = "CancelShard";
+    if (s.lease) {
+      m.attempts.push_back(
+          EndedAttempt(s, now, "revoked", util::StrCat("cancelled by ", caller.name)));
+      auto agent = agents_.find(s.lease->agent_id);
+      if (agent != agents_.end()) agent->second.revoked.insert(s.lease->lease_id);
+      s.lease.reset();
+    }
+    s.state = ShardState::kCancelled;
+    s.last_error = util::StrCat("cancelled by ", caller.name, reason.empty() ? "" : ": ", reason);
+    AuditLocked(m, caller, "cancel_shard", id, reason);
+    std::vector<ShardRecord> shards{s};
+    CascadeLocked(s, nullptr, shards);
+    std::vector<AgentRecord> agents;
+    if (auto st = ApplyAndCommit(m, shards, agents, after); !st.ok()) return st;
+    EmitLocked(s.sweep_id, util::StrCat("shard ", id, " cancelled by ", caller.name), after);
+    view = ShardViewLocked(shards_.at(id));
+  }
+  after.Run();
+  return view;
+}
+
+absl::StatusOr<v1::Sweep> Coordinator::CancelSweep(const std::string& id, const std::string& reason,
+                                                   const Caller& caller) {
+  Deferred after;
+  v1::Sweep view;
+  {
+    std::lock_guard lock(mu_);
+    auto it = sweeps_.find(id);
+    if (it == sweeps_.end()) return absl::NotFoundError(util::StrCat("no sweep ", id));
+    if (it->second.rec.state != SweepState::kRunning) {
+      return absl::FailedPreconditionError(util::StrCat(
+          "sweep ", id, " is ", SweepStateName(it->second.rec.state), ", not running"));
+    }
+    const TimePoint now = clock_->Now();
+    Mutation m;
+    m.name = "CancelSweep";
+    std::vector<ShardRecord> shards;
+    for (const auto& sid : it->second.shard_ids) {
+      ShardRecord s = shards_.at(sid);
+      if (IsTerminal(s.state)) continue;
+      if (s.lease) {
+        auto agent = agents_.find(s.lease->agent_id);
+        if (agent != agents_.end()) agent->second.revoked.insert(s.lease->lease_id);
+        m.attempts.push_back(EndedAttempt(s, now, "revoked", "sweep cancelled"));
+        s.lease.reset();
+      }
+      s.state = ShardState::kCancelled;
+      s.last_error = "sweep cancelled";
+      shards.push_back(std::move(s));
+    }
+    SweepRecord rec = it->second.rec;
+    rec.state = SweepState::kCancelled;
+    rec.finished_at = now;
+    rec.error = util::StrCat("cancelled by ", caller.name, reason.empty() ? "" : ": ", reason);
+    m.sweeps.push_back(&rec);
+    AuditLocked(m, caller, "cancel_sweep", id, reason);
+    it->second.rec.state = SweepState::kCancelled;  // keeps MaybeFinish from merging
+    std::vector<AgentRecord> agents;
+    if (auto st = ApplyAndCommit(m, shards, agents, after); !st.ok()) {
+      it->second.rec.state = SweepState::kRunning;
+      return st;
+    }
+    it->second.rec = rec;
+    metrics_->SweepStateChanged("running", "cancelled");
+    EmitLocked(id, util::StrCat("sweep cancelled by ", caller.name), after);
+    view = ViewLocked(it->second);
+  }
+  after.Run();
+  return view;
+}
+
+v1::Agent Coordinator::AgentViewLocked(const AgentRecord& a) const {
+  v1::Agent v;
+  *v.mutable_dimensions() = a.dims;
+  v.set_state(AgentStateName(a));
+  v.set_session_id(a.session_id);
+  v.set_last_heartbeat_unix_ms(ToUnixMillis(a.last_heartbeat));
+  v.set_registered_unix_ms(ToUnixMillis(a.registered_at));
+  for (const auto& l : a.leases) {
+    auto sid = lease_to_shard_.find(l);
+    if (sid != lease_to_shard_.end()) v.add_shard_ids(sid->second);
+  }
+  return v;
+}
+
+std::vector<v1::Agent> Coordinator::ListAgents() {
+  std::lock_guard lock(mu_);
+  std::vector<v1::Agent> out;
+  for (const auto& [id, a] : agents_) out.push_back(AgentViewLocked(a));
+  return out;
+}
+
+absl::StatusOr<v1::Agent> Coordinator::SetDraining(const std::string& agent_id, bool draining,
+                                                   const std::string& reason,
+                                                   const Caller& caller) {
+  Deferred after;
+  v1::Agent view;
+  {
+    std::lock_guard lock(mu_);
+    auto it = agents_.find(agent_id);
+    if (it == agents_.end()) return absl::NotFoundError(util::StrCat("no agent ", agent_id));
+    AgentRecord a = it->second;
+    a.draining = draining;
+    Mutation m;
+    m.name = draining ? "DrainAgent" : "UndrainAgent";
+    AuditLocked(m, caller, draining ? "drain_agent" : "undrain_agent", agent_id, reason);
+    std::vector<ShardRecord> shards;
+    std::vector<AgentRecord> agents{a};
+    if (auto st = ApplyAndCommit(m, shards, agents, after); !st.ok()) return st;
+    view = AgentViewLocked(agents_.at(agent_id));
+    if (draining) {
+      // Its waiting long-polls end now.
+      for (auto w = waiters_.begin(); w != waiters_.end();) {
+        if (w->agent_id == agent_id) {
+          v1::LeaseResponse resp;
+          resp.set_draining(true);
+          after.push_back([done = std::move(w->done), resp] { done(resp); });
+          w = waiters_.erase(w);
+        } else {
+          ++w;
+        }
+      }
+    }
+  }
+  after.Run();
+  return view;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Time
+
+void Coordinator::Tick() {
+  Deferred after;
+  {
+    std::lock_guard lock(mu_);
+    const TimePoint now = clock_->Now();
+    // Silent agents go offline; their leases expire below.
+    for (auto& [id, a] : agents_) {
+      if (!a.offline && now - a.last_heartbeat > options_.agent_dead_after) {
+        std::string before = AgentStateName(a);
+        a.offline = true;
+        metrics_->AgentStateChanged(a.dims.arch(), before, AgentStateName(a));
+      }
+    }
+    Mutation m;
+    m.name = "ExpireLeases";
+    std::vector<ShardRecord> shards;
+    for (const auto& [lease_id, sid] : lease_to_shard_) {
+      const ShardRecord& cur = shards_.at(sid);
+      if (!cur.lease) continue;
+      auto agent = agents_.find(cur.lease->agent_id);
+      const bool agent_dead = agent == agents_.end() || agent->second.offline;
+      if (!agent_dead && cur.lease->deadline > now) continue;
+      ShardRecord s = cur;
+      const std::string why = agent_dead ? "heartbeat_timeout" : "deadline";
+      metrics_->LeaseExpired(ShardArch(s), why);
+      if (agent != agents_.end()) agent->second.revoked.insert(lease_id);
+      FailAttempt(
+          s, "expired",
+          util::StrCat("lease ", lease_id, " expired (", why, ") on agent ", s.lease->agent_id),
+          now, m);
+      if (s.state == ShardState::kQuarantined)
+        metrics_->ShardAttempts(s.spec.playbook(), s.attempts);
+      shards.push_back(std::move(s));
+    }
+    if (!shards.empty()) {
+      std::vector<AgentRecord> agents;
+      std::set<std::string> sweeps;
+      for (const auto& s : shards) sweeps.insert(s.sweep_id);
+      if (ApplyAndCommit(m, shards, agents, after).ok()) {
+        for (const auto& sw : sweeps) EmitLocked(sw, "leases expired", after);
+      }
+    }
+    // Long-polls that reached their limit.
+    for (auto w = waiters_.begin(); w != waiters_.end();) {
+      if (w->deadline <= now) {
+        after.push_back([done = std::move(w->done)] { done(v1::LeaseResponse{}); });
+        w = waiters_.erase(w);
+      } else {
+        ++w;
+      }
+    }
+    // Backoffs that ended.
+    ServeWaitersLocked(after);
+    // A finished sweep whose final state could not be stored is retried.
+    for (const auto& [id, sw] : sweeps_) {
+      if (sw.rec.state == SweepState::kMerging && finishing_.insert(id).second) {
+        after.last.push_back([this, sweep_id = id] { FinishSweep(sweep_id); });
+      }
+    }
+    if (!healthy_) healthy_ = store_->Check().ok();
+  }
+  after.Run();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Recovery
+
+absl::Status Coordinator::Recover() {
+  auto snap = store_->Load();
+  if (!snap.ok()) return snap.status();
+  Deferred after;
+  {
+    std::lock_guard lock(mu_);
+    const TimePoint now = clock_->Now();
+    for (auto& a : snap->agents) {
+      a.last_heartbeat = now;  // a grace period to re-attach
+      a.offline = false;
+      a.leases.clear();
+      metrics_->AgentStateChanged(a.dims.arch(), "", AgentStateName(a));
+      agents_[a.dims.agent_id()] = std::move(a);
+    }
+    for (auto& r : snap->sweeps) {
+      next_seq_ = std::max(next_seq_, r.seq + 1);
+      long long n = 0;
+      if (std::sscanf(r.id.c_str(), "sw-%lld", &n) == 1) {
+        next_sweep_ = std::max<std::int64_t>(next_sweep_, n + 1);
+      }
+      SweepRt rt;
+      rt.rec = r;
+      // Sweeps caught between their last shard and their final state merge again.
+      if (rt.rec.state == SweepState::kMerging) rt.rec.state = SweepState::kRunning;
+      metrics_->SweepStateChanged("", SweepStateName(rt.rec.state));
+      sweeps_[r.id] = std::move(rt);
+    }
+    std::sort(snap->shards.begin(), snap->shards.end(),
+              [](const ShardRecord& a, const ShardRecord& b) { return a.seq < b.seq; });
+    for (auto& s : snap->shards) {
+      next_seq_ = std::max(next_seq_, s.seq + 1);
+      if (s.lease) {
+        s.lease->deadline = now + options_.lease_ttl;
+        s.last_progress_at = now;
+      }
+      CommitShard(std::move(s));
+    }
+    for (auto& r : snap->results) {
+      accepted_leases_.insert(r.lease_id);
+      auto sw = sweeps_.find(r.sweep_id);
+      if (sw == sweeps_.end()) continue;
+      for (const auto& o : r.result.entries()) {
+        auto e = sw->second.entries.find(o.file() + "\n" + o.key());
+        if (e != sw->second.entries.end()) e->second.outcome = Outcome(o);
+      }
+      sw->second.results.push_back(std::move(r));
+    }
+    for (auto& [id, sw] : sweeps_) MaybeFinishSweepLocked(id, after);
+  }
+  after.Run();
+  return absl::OkStatus();
+}
+
+}  // namespace triage::coord

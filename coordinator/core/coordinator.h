@@ -1,0 +1,214 @@
+#pragma once
+
+#include <functional>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/clock/clock.h"
+#include "common/inventory/inventory.h"
+#include "coordinator/core/metrics.h"
+#include "coordinator/core/model.h"
+#include "coordinator/core/store.h"
+#include "triage/v1/agent.pb.h"
+#include "triage/v1/control.pb.h"
+
+namespace triage::coord {
+
+struct CoordinatorOptions {
+  Duration lease_ttl = std::chrono::seconds(60);          // lease life without heartbeats
+  Duration heartbeat_interval = std::chrono::seconds(5);  // told to agents
+  Duration agent_dead_after = std::chrono::seconds(30);   // silence before an agent is offline
+  Duration lease_wait_limit = std::chrono::seconds(20);   // server cap on a Lease long-poll
+  Duration backoff_base = std::chrono::seconds(10);       // requeue delay after attempt 1
+  Duration backoff_max = std::chrono::minutes(10);
+  Duration stuck_after = std::chrono::minutes(15);  // default for ListShards(stuck)
+  int default_max_attempts = 3;
+  std::vector<std::string> default_archs = {"n150"};
+  std::string default_executor = "native";
+  double min_trusted_seconds = 5;
+  std::map<std::string, double> playbook_estimates = {
+      {"unpack_forward_output", 900}, {"dtype_bfloat16", 900}, {"missing_inputs", 900}};
+};
+
+// What a sweep reads: the checkout pinned at its commits, and its inventory read through git.
+struct SweepInput {
+  std::string repo;  // for display
+  std::string ttxla_commit;
+  std::string forge_commit;
+  std::string agent_repo_url;
+  inventory::Inventory inventory;
+};
+using SweepReader = std::function<absl::StatusOr<SweepInput>(const v1::StartSweepRequest&)>;
+
+// The coordinator's brain: sweeps, shards, leases and agents, with every state change stored
+// (Store) before it is acknowledged. Plain C++: the gRPC services in coordinator/server are thin
+// adapters over these methods. Thread-safe; callbacks (Lease long-polls, watchers) are invoked
+// without the lock held.
+class Coordinator {
+ public:
+  Coordinator(CoordinatorOptions options, Store* store, Clock* clock, SweepReader reader,
+              CoordinatorMetrics* metrics = nullptr);
+  ~Coordinator();
+
+  // Rebuilds the state from the store (after a restart). Leases found are re-armed with a fresh
+  // deadline so their agents can re-attach.
+  absl::Status Recover();
+
+  // AgentService.
+  absl::StatusOr<v1::RegisterResponse> Register(const v1::RegisterRequest& req);
+  absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& req);
+  using LeaseCallback = std::function<void(absl::StatusOr<v1::LeaseResponse>)>;
+  // Calls done exactly once: at once, or when a shard arrives or the wait ends. Returns a wait
+  // id for CancelLease (0 when done was already called).
+  std::int64_t Lease(const v1::LeaseRequest& req, LeaseCallback done);
+  void CancelLease(std::int64_t wait_id);  // the RPC went away: done is called with CANCELLED
+  absl::StatusOr<v1::ProgressResponse> ReportProgress(const v1::ProgressRequest& req);
+  absl::StatusOr<v1::CompleteResponse> Complete(const v1::CompleteRequest& req);
+
+  // ControlService.
+  absl::StatusOr<v1::Sweep> StartSweep(const v1::StartSweepRequest& req, const Caller& caller);
+  absl::StatusOr<v1::Sweep> GetSweep(const std::string& id);
+  std::vector<v1::Sweep> ListSweeps();
+  absl::StatusOr<std::vector<v1::Shard>> ListShards(const v1::ListShardsRequest& req);
+  absl::StatusOr<v1::Shard> RequeueShard(const std::string& id, const std::string& reason,
+                                         const Caller& caller);
+  absl::StatusOr<v1::Shard> CancelShard(const std::string& id, const std::string& reason,
+                                        const Caller& caller);
+  absl::StatusOr<v1::Sweep> CancelSweep(const std::string& id, const std::string& reason,
+                                        const Caller& caller);
+  std::vector<v1::Agent> ListAgents();
+  absl::StatusOr<v1::Agent> SetDraining(const std::string& agent_id, bool draining,
+                                        const std::string& reason, const Caller& caller);
+
+  using WatchCallback = std::function<void(const v1::SweepEvent&)>;
+  // Sends the current state at once, then an event per change until Unwatch.
+  absl::StatusOr<int> Watch(const std::string& sweep_id, WatchCallback cb);
+  void Unwatch(int id);
+
+  // Accepted results of a sweep, in acceptance order (for the patch and the report).
+  absl::StatusOr<std::vector<ResultRecord>> Results(const std::string& sweep_id);
+  absl::StatusOr<SweepRecord> SweepInfo(const std::string& sweep_id);
+
+  // Expires leases, marks silent agents offline, ends long-polls, releases backoffs.
+  void Tick();
+  // False after the store failed a write or a check (the health service reports it).
+  bool healthy() const;
+
+  // Called (without the lock) when a sweep's last shard ends, before it is marked finished;
+  // the merge issue hooks in here. It may return an error that marks the sweep failed.
+  using FinishHook = std::function<absl::Status(const std::string& sweep_id)>;
+  void SetFinishHook(FinishHook hook);
+
+  const CoordinatorOptions& options() const { return options_; }
+
+ private:
+  struct EntryRt {
+    std::string playbook;
+    int shards = 0;
+    int terminal = 0;
+    int active = 0;
+    std::string outcome;  // latest decided outcome ("" = none yet)
+  };
+  struct SweepRt {
+    SweepRecord rec;
+    std::vector<std::string> shard_ids;
+    std::map<std::string, EntryRt> entries;  // file + '\n' + key
+    std::vector<ResultRecord> results;
+  };
+  struct Waiter {
+    std::int64_t id;
+    std::string agent_id;
+    std::string session_id;
+    std::string request_id;
+    TimePoint deadline;
+    LeaseCallback done;
+  };
+  using QueueKey = std::tuple<int, double, std::int64_t, std::string>;
+  // Work to do once the lock is released: callbacks in order, then sweep finishing (so a
+  // watcher sees "completed" before "succeeded").
+  struct Deferred {
+    std::vector<std::function<void()>> now;
+    std::vector<std::function<void()>> last;
+    void push_back(std::function<void()> f) { now.push_back(std::move(f)); }
+    void Run() {
+      for (auto& f : now) f();
+      for (auto& f : last) f();
+    }
+  };
+
+  static QueueKey KeyOf(const ShardRecord& s);
+  static std::string EntryKey(const v1::ShardEntry& e) { return e.file() + "\n" + e.key(); }
+  static std::string ShardArch(const ShardRecord& s);
+  std::string AgentStateName(const AgentRecord& a) const;
+  std::string EntryStateName(const EntryRt& e) const;
+
+  bool Matches(const AgentRecord& agent, const ShardRecord& shard, TimePoint now) const;
+  ShardRecord* FindMatch(const AgentRecord& agent, TimePoint now);
+  absl::StatusOr<v1::LeaseResponse> GrantLocked(AgentRecord& agent, ShardRecord& shard,
+                                                const std::string& request_id, Deferred& after);
+  void ServeWaitersLocked(Deferred& after);
+  // Applies the mutation, then commits the updated records into memory.
+  absl::Status ApplyAndCommit(Mutation& m, std::vector<ShardRecord>& shards,
+                              std::vector<AgentRecord>& agents, Deferred& after);
+  void CommitShard(ShardRecord updated);
+  void CommitAgent(AgentRecord updated);
+  // A failed attempt (expiry, infrastructure failure, rejected result): requeue with backoff,
+  // or quarantine after max attempts. Fills the copy of the shard.
+  void FailAttempt(ShardRecord& s, const std::string& outcome, const std::string& reason,
+                   TimePoint now, Mutation& m);
+  int MaxAttempts(const ShardRecord& s) const;
+  // The attempt row of the shard's current lease, ended now.
+  static AttemptRecord EndedAttempt(const ShardRecord& s, TimePoint now, std::string outcome,
+                                    std::string reason);
+  // Dependents of a shard that ended: released (succeeded) or failed/cancelled.
+  void CascadeLocked(const ShardRecord& ended, const v1::ShardResult* result,
+                     std::vector<ShardRecord>& out);
+  void MaybeFinishSweepLocked(const std::string& sweep_id, Deferred& after);
+  void FinishSweep(const std::string& sweep_id);
+  void EmitLocked(const std::string& sweep_id, const std::string& message, Deferred& after);
+  v1::Sweep ViewLocked(const SweepRt& s) const;
+  v1::Shard ShardViewLocked(const ShardRecord& s) const;
+  v1::Agent AgentViewLocked(const AgentRecord& a) const;
+  absl::Status CheckResultLocked(const ShardRecord& shard, const v1::ShardResult& result) const;
+  std::string NewSessionId();
+  void AuditLocked(Mutation& m, const Caller& caller, std::string action, std::string target,
+                   std::string reason);
+  void RecordFailure(const absl::Status& status);
+
+  const CoordinatorOptions options_;
+  Store* const store_;
+  Clock* const clock_;
+  SweepReader reader_;
+  CoordinatorMetrics default_metrics_;
+  CoordinatorMetrics* metrics_;
+  FinishHook finish_hook_;
+
+  mutable std::mutex mu_;
+  std::mutex start_mu_;  // one StartSweep planning at a time (outside mu_)
+  bool healthy_ = true;
+  bool serving_waiters_ = false;
+  std::int64_t next_seq_ = 1;
+  std::int64_t next_sweep_ = 1;
+  std::int64_t next_wait_id_ = 1;
+  std::int64_t next_session_ = 1;
+  std::map<std::string, SweepRt> sweeps_;
+  std::map<std::string, ShardRecord> shards_;
+  std::map<std::string, AgentRecord> agents_;
+  std::map<std::string, std::string> lease_to_shard_;  // active leases
+  std::map<std::string, std::string> lease_request_;   // lease id -> the Lease request id
+  std::set<std::string> accepted_leases_;
+  std::set<std::string> finishing_;  // sweeps whose FinishSweep is scheduled or running
+  std::set<QueueKey> queue_;
+  std::list<Waiter> waiters_;
+  std::map<int, std::pair<std::string, WatchCallback>> watchers_;
+  int next_watch_ = 1;
+};
+
+}  // namespace triage::coord

@@ -1,0 +1,37 @@
+#pragma once
+
+#include <string_view>
+
+namespace triage::coord {
+
+// The coordinator's metric hooks (names and labels: docs/metrics.md). The core calls these on
+// every transition; coordinator/metrics implements them with prometheus-cpp. The defaults do
+// nothing, for tests that don't look at metrics.
+class CoordinatorMetrics {
+ public:
+  virtual ~CoordinatorMetrics() = default;
+  virtual void SweepStateChanged(std::string_view /*from*/, std::string_view /*to*/) {}
+  virtual void SweepSucceeded(double /*unix_seconds*/) {}
+  virtual void EntryStateChanged(std::string_view /*playbook*/, std::string_view /*from*/,
+                                 std::string_view /*to*/) {}
+  virtual void EntryDecided(std::string_view /*playbook*/, std::string_view /*outcome*/,
+                            std::string_view /*stage*/) {}
+  virtual void ShardStateChanged(std::string_view /*arch*/, std::string_view /*from*/,
+                                 std::string_view /*to*/) {}
+  virtual void ShardCompleted(std::string_view /*arch*/, std::string_view /*playbook*/,
+                              std::string_view /*outcome*/) {}
+  virtual void ShardQueueWait(std::string_view /*arch*/, double /*seconds*/) {}
+  virtual void ShardRunTime(std::string_view /*arch*/, std::string_view /*playbook*/,
+                            double /*seconds*/) {}
+  virtual void ShardAttempts(std::string_view /*playbook*/, int /*attempts*/) {}
+  virtual void LeaseExpired(std::string_view /*arch*/, std::string_view /*reason*/) {}
+  virtual void Requeued(std::string_view /*arch*/, std::string_view /*source*/) {}
+  virtual void StaleResultRejected(std::string_view /*reason*/) {}
+  virtual void AgentStateChanged(std::string_view /*arch*/, std::string_view /*from*/,
+                                 std::string_view /*to*/) {}
+  virtual void HeartbeatAge(std::string_view /*arch*/, double /*seconds*/) {}
+  virtual void MergeDone(double /*seconds*/) {}
+  virtual void MergeConflict(std::string_view /*kind*/) {}
+};
+
+}  // namespace triage::coord

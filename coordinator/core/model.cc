@@ -1,0 +1,52 @@
+#include "coordinator/core/model.h"
+
+namespace triage::coord {
+namespace {
+
+constexpr std::pair<ShardState, std::string_view> kShardStates[] = {
+    {ShardState::kWaiting, "waiting"},         {ShardState::kQueued, "queued"},
+    {ShardState::kLeased, "leased"},           {ShardState::kRunning, "running"},
+    {ShardState::kSucceeded, "succeeded"},     {ShardState::kFailed, "failed"},
+    {ShardState::kQuarantined, "quarantined"}, {ShardState::kCancelled, "cancelled"},
+};
+constexpr std::pair<SweepState, std::string_view> kSweepStates[] = {
+    {SweepState::kRunning, "running"},     {SweepState::kMerging, "merging"},
+    {SweepState::kSucceeded, "succeeded"}, {SweepState::kFailed, "failed"},
+    {SweepState::kCancelled, "cancelled"},
+};
+
+}  // namespace
+
+std::string_view ShardStateName(ShardState s) {
+  for (const auto& [v, n] : kShardStates) {
+    if (v == s) return n;
+  }
+  return "?";
+}
+
+std::optional<ShardState> ParseShardState(std::string_view name) {
+  for (const auto& [v, n] : kShardStates) {
+    if (n == name) return v;
+  }
+  return std::nullopt;
+}
+
+bool IsTerminal(ShardState s) {
+  return s == ShardState::kSucceeded || s == ShardState::kFailed || s == ShardState::kCancelled;
+}
+
+std::string_view SweepStateName(SweepState s) {
+  for (const auto& [v, n] : kSweepStates) {
+    if (v == s) return n;
+  }
+  return "?";
+}
+
+std::optional<SweepState> ParseSweepState(std::string_view name) {
+  for (const auto& [v, n] : kSweepStates) {
+    if (n == name) return v;
+  }
+  return std::nullopt;
+}
+
+}  // namespace triage::coord

@@ -1,0 +1,138 @@
+#pragma once
+
+// The coordinator's state, as plain structs: what the scheduler works on and what the store
+// persists. Shard specs and results are the wire messages themselves (triage/v1/types.proto).
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/clock/clock.h"
+#include "triage/v1/control.pb.h"
+#include "triage/v1/types.pb.h"
+
+namespace triage::coord {
+
+enum class ShardState {
+  kWaiting,  // depends on another shard that has not succeeded yet
+  kQueued,   // eligible (possibly after a backoff) for a lease
+  kLeased,   // granted, no progress reported yet
+  kRunning,  // progress reported
+  kSucceeded,
+  kFailed,       // ended without a usable result (e.g. its dependency failed)
+  kQuarantined,  // max attempts reached: waits for an operator
+  kCancelled,
+};
+std::string_view ShardStateName(ShardState s);
+std::optional<ShardState> ParseShardState(std::string_view name);
+bool IsTerminal(ShardState s);  // succeeded, failed, cancelled
+
+enum class SweepState { kRunning, kMerging, kSucceeded, kFailed, kCancelled };
+std::string_view SweepStateName(SweepState s);
+std::optional<SweepState> ParseSweepState(std::string_view name);
+
+struct LeaseInfo {
+  std::string lease_id;
+  std::string agent_id;
+  std::string session_id;
+  std::int64_t token = 0;
+  TimePoint granted_at;
+  TimePoint deadline;  // not persisted: re-armed on recovery
+};
+
+struct ShardRecord {
+  std::string id;
+  std::string sweep_id;
+  std::int64_t seq = 0;  // creation order
+  v1::ShardSpec spec;
+  ShardState state = ShardState::kQueued;
+  int priority = 0;
+  double expected_seconds = 0;
+  int attempts = 0;        // leases granted since the last operator requeue
+  std::int64_t token = 0;  // fencing token of the latest grant (monotonic per shard)
+  std::optional<LeaseInfo> lease;
+  std::string depends_on;  // shard id whose result this shard waits for
+  TimePoint enqueued_at;
+  TimePoint eligible_at;  // backoff: not leased before this
+  std::string last_error;
+  // Progress (in memory only).
+  TimePoint last_progress_at;
+  std::string last_step;
+  std::string last_entry;
+  std::vector<std::string> log_tail;
+
+  // Requirements.
+  std::vector<std::string> archs;  // device agents must have one of these arches
+  bool cpu_ok = false;             // cpu_only agents may take it (probe phase)
+};
+
+struct AgentRecord {
+  v1::AgentDimensions dims;
+  std::string session_id;
+  TimePoint registered_at;
+  TimePoint last_heartbeat;
+  bool draining = false;
+  bool offline = false;
+  std::set<std::string> leases;   // active lease ids
+  std::set<std::string> revoked;  // leases the agent must stop (told on heartbeat)
+};
+
+struct SweepRecord {
+  std::string id;
+  std::int64_t seq = 0;
+  SweepState state = SweepState::kRunning;
+  v1::StartSweepRequest request;  // options as asked (durations_json dropped)
+  std::string repo;
+  std::string ttxla_commit;
+  std::string forge_commit;
+  std::vector<std::string> archs;
+  std::vector<std::string> playbooks;
+  std::vector<std::string> problems;
+  std::string created_by;
+  std::string error;
+  TimePoint created_at;
+  TimePoint finished_at;
+};
+
+struct AuditRecord {
+  TimePoint at;
+  std::string who;
+  std::string role;
+  std::string action;  // start_sweep, cancel_sweep, requeue_shard, cancel_shard, drain, undrain
+  std::string target;
+  std::string reason;
+};
+
+// One attempt of a shard: a lease, and how it ended.
+struct AttemptRecord {
+  std::string shard_id;
+  int attempt = 0;
+  std::string lease_id;
+  std::string agent_id;
+  std::int64_t token = 0;
+  TimePoint granted_at;
+  TimePoint ended_at;
+  std::string outcome;  // "" while open; succeeded, failed, expired, rejected, revoked
+  std::string reason;
+};
+
+struct ResultRecord {
+  std::string lease_id;
+  std::string shard_id;
+  std::string sweep_id;
+  std::int64_t token = 0;
+  TimePoint accepted_at;
+  v1::ShardResult result;
+};
+
+// Who called a control method (from the bearer token), for authorization and the audit log.
+struct Caller {
+  std::string name = "anonymous";
+  std::string role;  // agent, operator, viewer ("" when auth is off)
+};
+
+}  // namespace triage::coord

@@ -1,0 +1,49 @@
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/classify/classify.h"
+#include "common/inventory/inventory.h"
+#include "coordinator/core/model.h"
+
+namespace triage::coord {
+
+struct PlanOptions {
+  std::vector<std::string> playbooks;       // empty: every playbook of the rules
+  std::vector<std::string> archs;           // single-device target archs (first = where FULL runs)
+  std::map<std::string, double> durations;  // pytest node id -> seconds (.test_durations)
+  std::string executor = "native";
+  std::map<std::string, std::string> params;
+  int priority = 0;
+  // Probe phases go to cpu_only agents (then every arch gets a VERIFY shard); otherwise the
+  // first arch's shard runs the whole playbook and the other archs verify its edits.
+  bool split_probe = false;
+  // Durations under this many seconds were recorded while the test was skipped: not trusted.
+  double min_trusted_seconds = 5;
+  std::map<std::string, double> playbook_estimates;  // per entry, when no trusted duration
+  double default_estimate = 600;
+  std::string repo_url;  // for agents
+};
+
+struct Plan {
+  std::vector<ShardRecord> shards;           // ids assigned, states waiting/queued
+  std::vector<v1::ShardEntry> entries;       // every selected entry (with its file)
+  std::vector<std::string> entry_playbooks;  // parallel to entries
+  std::vector<std::string> problems;         // files skipped for validation errors, ...
+};
+
+// The pytest node id of an entry, as .test_durations keys it.
+std::string NodeId(const inventory::Document& doc, const inventory::Entry& entry);
+
+// Selects the entries a playbook handles and groups them into shards: one per (playbook,
+// loader) for single-device entries (loader-wide scope), a separate one for tensor_parallel
+// entries (n300-llmbox only). Files with validation errors are never edited: their entries are
+// left out and named in problems.
+Plan PlanSweep(const inventory::Inventory& inventory, const classify::Classifier& rules,
+               const PlanOptions& options, const std::string& sweep_id,
+               const std::string& ttxla_commit, const std::string& forge_commit);
+
+}  // namespace triage::coord

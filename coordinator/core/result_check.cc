@@ -1,0 +1,132 @@
+#include "coordinator/core/result_check.h"
+
+#include <set>
+
+#include "common/registry/registry.h"
+#include "common/util/strings.h"
+#include "common/util/text.h"
+
+namespace triage::coord {
+namespace {
+
+constexpr std::string_view kForgePrefix = "third_party/tt_forge_models/";
+
+bool SafeRelative(std::string_view p) {
+  if (p.empty() || p[0] == '/' || p.find('\0') != std::string_view::npos) return false;
+  std::size_t start = 0;
+  while (start <= p.size()) {
+    std::size_t slash = p.find('/', start);
+    std::string_view part =
+        p.substr(start, slash == std::string_view::npos ? p.npos : slash - start);
+    if (part == "..") return false;
+    if (slash == std::string_view::npos) break;
+    start = slash + 1;
+  }
+  return true;
+}
+
+std::string StripPrefix(std::string_view p) {
+  if (p.starts_with("a/") || p.starts_with("b/")) p.remove_prefix(2);
+  return std::string(p);
+}
+
+}  // namespace
+
+std::vector<std::string> DiffPaths(const std::string& diff) {
+  std::set<std::string> out;
+  for (auto line : util::SplitLines(diff)) {
+    std::string_view l = line;
+    if (l.starts_with("--- ") || l.starts_with("+++ ")) {
+      std::string_view p = l.substr(4);
+      if (auto tab = p.find('\t'); tab != std::string_view::npos) p = p.substr(0, tab);
+      if (p == "/dev/null") continue;
+      out.insert(StripPrefix(p));
+    } else if (l.starts_with("diff --git ")) {
+      std::string_view rest = l.substr(11);
+      auto sp = rest.find(" b/");
+      if (sp != std::string_view::npos) {
+        out.insert(StripPrefix(rest.substr(0, sp)));
+        out.insert(StripPrefix(rest.substr(sp + 1)));
+      }
+    } else if (l.starts_with("rename from ") || l.starts_with("rename to ") ||
+               l.starts_with("copy from ") || l.starts_with("copy to ")) {
+      out.insert(std::string(l.substr(l.find(' ', 5) + 1)));
+    }
+  }
+  return {out.begin(), out.end()};
+}
+
+absl::Status CheckResultOwnership(const v1::ShardSpec& spec, const v1::ShardResult& result) {
+  std::set<std::pair<std::string, std::string>> entries;
+  std::set<std::string> yaml_files;
+  for (const auto& e : spec.entries()) {
+    entries.insert({e.file(), e.key()});
+    yaml_files.insert(e.file());
+  }
+  // The loader's directory, relative to the tt_forge_models root.
+  std::string loader_dir = spec.loader().substr(0, spec.loader().rfind('/') + 1);
+  if (std::string_view(loader_dir).starts_with(kForgePrefix))
+    loader_dir.erase(0, kForgePrefix.size());
+  const std::string registry_file(registry::kTrainingUtilsPath.substr(kForgePrefix.size()));
+
+  for (const auto& o : result.entries()) {
+    if (!entries.count({o.file(), o.key()})) {
+      return absl::PermissionDeniedError(util::StrCat("outcome for entry '", o.key(), "' in ",
+                                                      o.file(), ", which is not in shard ",
+                                                      spec.shard_id()));
+    }
+    if (o.changed() && (o.edit().key() != o.key() || o.edit().file() != o.file())) {
+      return absl::PermissionDeniedError(util::StrCat(
+          "the edit of entry '", o.key(), "' names another entry ('", o.edit().key(), "')"));
+    }
+  }
+  auto check_forge_path = [&](const std::string& p, bool allow_registry) -> absl::Status {
+    if (!SafeRelative(p)) {
+      return absl::PermissionDeniedError(util::StrCat("unsafe path '", p, "'"));
+    }
+    if (std::string_view(p).starts_with(loader_dir)) return absl::OkStatus();
+    if (allow_registry && p == registry_file) return absl::OkStatus();
+    return absl::PermissionDeniedError(util::StrCat(
+        "edit of tt_forge_models/", p, " outside the shard's loader directory ", loader_dir));
+  };
+  for (const auto& fe : result.file_edits()) {
+    if (fe.repo() == "tt_forge_models") {
+      std::vector<std::string> paths =
+          fe.path().empty() ? DiffPaths(fe.diff()) : std::vector<std::string>{fe.path()};
+      if (!fe.path().empty()) {
+        for (const auto& p : DiffPaths(fe.diff())) paths.push_back(p);
+      }
+      for (const auto& p : paths) {
+        if (auto st = check_forge_path(p, /*allow_registry=*/false); !st.ok()) {
+          return absl::PermissionDeniedError(
+              util::StrCat(util::MessageOf(st),
+                           p == registry_file ? " (registry changes travel as registry ops)" : ""));
+        }
+      }
+    } else {
+      return absl::PermissionDeniedError(util::StrCat(
+          "file edit in repo '", fe.repo(), "' (", fe.path(),
+          "): YAML changes travel as entry edits, loader changes as tt_forge_models edits"));
+    }
+  }
+  for (const auto& op : result.registry_ops()) {
+    if (!registry::IsIdentifier(op.cls()) ||
+        (op.kind() == v1::RegistryOp::ADD && !registry::IsIdentifier(op.attr()))) {
+      return absl::PermissionDeniedError(
+          util::StrCat("registry op with invalid names '", op.cls(), "', '", op.attr(), "'"));
+    }
+  }
+  // Raw diffs of the command executor.
+  for (const auto& p : DiffPaths(result.forge_diff())) {
+    if (auto st = check_forge_path(p, /*allow_registry=*/true); !st.ok()) return st;
+  }
+  for (const auto& p : DiffPaths(result.ttxla_diff())) {
+    if (!SafeRelative(p) || !yaml_files.count(p)) {
+      return absl::PermissionDeniedError(
+          util::StrCat("edit of tt-xla/", p, ": the shard may only change its YAML files"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace triage::coord

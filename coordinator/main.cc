@@ -1,0 +1,176 @@
+// triage-coordinator: plans sweeps, leases shards to agents over gRPC, stores every state change
+// in SQLite before acknowledging it, and serves /metrics.
+
+#include <signal.h>
+
+#include <filesystem>
+#include <iostream>
+
+#include "CLI/CLI.hpp"
+#include "common/clock/clock.h"
+#include "common/config/config.h"
+#include "common/metrics/metrics_server.h"
+#include "common/util/file.h"
+#include "common/util/log.h"
+#include "common/util/strings.h"
+#include "coordinator/core/coordinator.h"
+#include "coordinator/server/auth.h"
+#include "coordinator/server/prometheus_metrics.h"
+#include "coordinator/server/server.h"
+#include "coordinator/server/sweep_reader.h"
+#include "coordinator/store/sqlite_store.h"
+#include "prometheus/registry.h"
+
+namespace {
+
+// Every setting of the coordinator, documented once next to its default.
+struct CoordinatorConfig {
+  std::string agent_address = "127.0.0.1:7601";
+  std::string control_address = "127.0.0.1:7602";
+  std::string metrics_address = "127.0.0.1:9601";
+  std::string data_dir = "triage-data";
+  bool insecure = false;
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_client_ca;
+  std::string tokens_file;
+  std::int64_t lease_ttl_seconds = 120;
+  std::int64_t heartbeat_interval_seconds = 5;
+  std::int64_t agent_dead_after_seconds = 60;
+  std::int64_t lease_wait_seconds = 20;
+  std::int64_t backoff_base_seconds = 10;
+  std::int64_t backoff_max_seconds = 600;
+  std::int64_t max_attempts = 3;
+  std::vector<std::string> default_archs = {"n150"};
+  std::int64_t tick_ms = 500;
+  bool sqlite_synchronous_full = false;
+  std::string log_level = "info";
+
+  void Register(triage::config::Schema& s) {
+    s.Add("agent_address", &agent_address, "host:port of the AgentService listener (port 0: any)");
+    s.Add("control_address", &control_address,
+          "host:port of the ControlService listener (triagectl)");
+    s.Add("metrics_address", &metrics_address, "host:port of /metrics (\"\" = off)");
+    s.Add("data_dir", &data_dir, "SQLite database, git cache and ports file live here");
+    s.Add("insecure", &insecure, "allow plaintext gRPC and no bearer tokens (warns)");
+    s.Add("tls_cert", &tls_cert, "PEM server certificate (both ports)");
+    s.Add("tls_key", &tls_key, "PEM server key");
+    s.Add("tls_client_ca", &tls_client_ca, "PEM CA for client certificates: mutual TLS");
+    s.Add("tokens_file", &tokens_file, "YAML bearer tokens with roles agent/operator/viewer");
+    s.Add("lease_ttl_seconds", &lease_ttl_seconds, "a lease lives this long without heartbeats");
+    s.Add("heartbeat_interval_seconds", &heartbeat_interval_seconds, "told to agents");
+    s.Add("agent_dead_after_seconds", &agent_dead_after_seconds,
+          "silence after which an agent is offline and its leases expire");
+    s.Add("lease_wait_seconds", &lease_wait_seconds, "server cap on a Lease long-poll");
+    s.Add("backoff_base_seconds", &backoff_base_seconds, "requeue delay after a failed attempt");
+    s.Add("backoff_max_seconds", &backoff_max_seconds, "cap of the doubling requeue delay");
+    s.Add("max_attempts", &max_attempts, "attempts before a shard is quarantined");
+    s.Add("default_archs", &default_archs, "target archs of sweeps that name none");
+    s.Add("tick_ms", &tick_ms, "how often leases and agents are checked");
+    s.Add("sqlite_synchronous_full", &sqlite_synchronous_full,
+          "fsync every commit (survives power loss; slower)");
+    s.Add("log_level", &log_level, "trace, debug, info, warn, error");
+  }
+};
+
+int Fail(const std::string& message) {
+  std::cerr << "triage-coordinator: " << message << "\n";
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace triage;
+  // SIGINT/SIGTERM are handled by sigwait in this thread: block them before any thread starts.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  CoordinatorConfig cfg;
+  config::Schema schema;
+  cfg.Register(schema);
+  CLI::App app{"triage-coordinator: plans sweeps and leases shards to agents"};
+  schema.AddFlags(app);
+  CLI11_PARSE(app, argc, argv);
+  if (auto st = schema.Apply(); !st.ok()) return Fail(util::MessageOf(st));
+  if (schema.print_requested()) {
+    std::cout << schema.Describe();
+    return 0;
+  }
+  spdlog::set_level(spdlog::level::from_str(cfg.log_level));
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ [coordinator] %v");
+
+  if (!cfg.insecure && cfg.tokens_file.empty()) {
+    return Fail("no tokens_file: give bearer tokens, or set insecure for a trusted network");
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(cfg.data_dir, ec);
+  if (ec) return Fail(util::StrCat("cannot create data_dir ", cfg.data_dir, ": ", ec.message()));
+
+  coord::SqliteOptions sqlite;
+  sqlite.synchronous_full = cfg.sqlite_synchronous_full;
+  auto store =
+      coord::SqliteStore::Open(std::filesystem::path(cfg.data_dir) / "coordinator.db", sqlite);
+  if (!store.ok()) return Fail(util::MessageOf(store.status()));
+
+  auto registry = std::make_shared<prometheus::Registry>();
+  coord::PrometheusMetrics metrics(registry);
+  std::unique_ptr<metrics::MetricsServer> metrics_server;
+  if (!cfg.metrics_address.empty()) {
+    auto m = metrics::MetricsServer::Start(cfg.metrics_address, registry);
+    if (!m.ok()) return Fail(util::MessageOf(m.status()));
+    metrics_server = std::move(*m);
+  }
+
+  coord::CoordinatorOptions options;
+  options.lease_ttl = std::chrono::seconds(cfg.lease_ttl_seconds);
+  options.heartbeat_interval = std::chrono::seconds(cfg.heartbeat_interval_seconds);
+  options.agent_dead_after = std::chrono::seconds(cfg.agent_dead_after_seconds);
+  options.lease_wait_limit = std::chrono::seconds(cfg.lease_wait_seconds);
+  options.backoff_base = std::chrono::seconds(cfg.backoff_base_seconds);
+  options.backoff_max = std::chrono::seconds(cfg.backoff_max_seconds);
+  options.default_max_attempts = static_cast<int>(cfg.max_attempts);
+  options.default_archs = cfg.default_archs;
+  coord::Coordinator coordinator(
+      options, store->get(), SystemClock::Get(),
+      coord::MakeGitSweepReader(std::filesystem::path(cfg.data_dir) / "cache"), &metrics);
+  if (auto st = coordinator.Recover(); !st.ok()) {
+    return Fail(util::StrCat("cannot recover from ", cfg.data_dir, ": ", util::MessageOf(st)));
+  }
+
+  auto auth = cfg.tokens_file.empty() ? coord::Authenticator::Disabled()
+                                      : coord::Authenticator::FromFile(cfg.tokens_file);
+  if (!auth.ok()) return Fail(util::MessageOf(auth.status()));
+
+  coord::ServerConfig server_config;
+  server_config.agent_address = cfg.agent_address;
+  server_config.control_address = cfg.control_address;
+  server_config.tls = {cfg.tls_cert, cfg.tls_key, cfg.tls_client_ca};
+  server_config.insecure = cfg.insecure;
+  server_config.tick = std::chrono::milliseconds(cfg.tick_ms);
+  auto server =
+      coord::CoordinatorServer::Start(server_config, &coordinator, std::move(*auth), &metrics);
+  if (!server.ok()) return Fail(util::MessageOf(server.status()));
+
+  const std::string ports =
+      util::StrCat("{\"agent_port\": ", (*server)->agent_port(),
+                   ", \"control_port\": ", (*server)->control_port(),
+                   ", \"metrics_port\": ", metrics_server ? metrics_server->port() : 0,
+                   ", \"pid\": ", getpid(), "}\n");
+  if (auto st = util::WriteFileAtomic(std::filesystem::path(cfg.data_dir) / "ports.json", ports);
+      !st.ok()) {
+    return Fail(util::MessageOf(st));
+  }
+  spdlog::info("serving agents on port {}, control on port {}, metrics on port {} (data {})",
+               (*server)->agent_port(), (*server)->control_port(),
+               metrics_server ? metrics_server->port() : 0, cfg.data_dir);
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  spdlog::info("signal {}: shutting down", sig);
+  (*server)->Shutdown();
+  return 0;
+}

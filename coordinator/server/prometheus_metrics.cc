@@ -1,0 +1,204 @@
+#include "coordinator/server/prometheus_metrics.h"
+
+#include <string>
+
+#include "prometheus/counter.h"
+#include "prometheus/gauge.h"
+#include "prometheus/histogram.h"
+#include "prometheus/registry.h"
+
+namespace triage::coord {
+namespace {
+
+using prometheus::Histogram;
+
+Histogram::BucketBoundaries SecondsBuckets() {
+  return {0.001, 0.005, 0.01, 0.05, 0.1, 0.5,  1,    5,    15,
+          30,    60,    120,  300,  600, 1800, 3600, 7200, 14400};
+}
+
+std::string S(std::string_view v) { return std::string(v); }
+
+}  // namespace
+
+struct PrometheusMetrics::Families {
+  explicit Families(prometheus::Registry& r)
+      : sweeps(prometheus::BuildGauge().Name("triage_sweeps").Help("Sweeps by state").Register(r)),
+        entries(prometheus::BuildGauge()
+                    .Name("triage_entries")
+                    .Help("Entries of sweeps by state (queued, running, done)")
+                    .Register(r)),
+        outcomes(prometheus::BuildCounter()
+                     .Name("triage_entry_outcomes_total")
+                     .Help("Decided entries by outcome and stage")
+                     .Register(r)),
+        shards(prometheus::BuildGauge().Name("triage_shards").Help("Shards by state").Register(r)),
+        completed(prometheus::BuildCounter()
+                      .Name("triage_shards_completed_total")
+                      .Help("Finished shard attempts")
+                      .Register(r)),
+        queue_seconds(prometheus::BuildHistogram()
+                          .Name("triage_shard_queue_seconds")
+                          .Help("Time from enqueue (or end of backoff) to lease")
+                          .Register(r)),
+        run_seconds(prometheus::BuildHistogram()
+                        .Name("triage_shard_run_seconds")
+                        .Help("Time from lease to completion")
+                        .Register(r)),
+        attempts(prometheus::BuildHistogram()
+                     .Name("triage_shard_attempts")
+                     .Help("Attempts a shard needed")
+                     .Register(r)),
+        expirations(prometheus::BuildCounter()
+                        .Name("triage_lease_expirations_total")
+                        .Help("Leases that expired")
+                        .Register(r)),
+        requeues(prometheus::BuildCounter()
+                     .Name("triage_requeues_total")
+                     .Help("Shards put back in the queue (manual: operator; auto: expiry/failure)")
+                     .Register(r)),
+        stale(prometheus::BuildCounter()
+                  .Name("triage_stale_results_rejected_total")
+                  .Help("Results rejected (fencing, unknown lease, disallowed file)")
+                  .Register(r)),
+        agents(prometheus::BuildGauge().Name("triage_agents").Help("Agents by state").Register(r)),
+        heartbeat_age(prometheus::BuildHistogram()
+                          .Name("triage_agent_heartbeat_age_seconds")
+                          .Help("Age of the previous heartbeat when one arrives")
+                          .Register(r)),
+        merge_seconds(prometheus::BuildHistogram()
+                          .Name("triage_merge_seconds")
+                          .Help("Merge duration")
+                          .Register(r)),
+        conflicts(prometheus::BuildCounter()
+                      .Name("triage_merge_conflicts_total")
+                      .Help("Merge conflicts by kind")
+                      .Register(r)),
+        last_success(prometheus::BuildGauge()
+                         .Name("triage_sweep_last_success_timestamp_seconds")
+                         .Help("End of the last sweep that succeeded")
+                         .Register(r)),
+        rpc(prometheus::BuildHistogram()
+                .Name("triage_rpc_seconds")
+                .Help("Server-side RPC latency")
+                .Register(r)) {
+    last_success_gauge = &last_success.Add({});
+  }
+  prometheus::Family<prometheus::Gauge>& sweeps;
+  prometheus::Family<prometheus::Gauge>& entries;
+  prometheus::Family<prometheus::Counter>& outcomes;
+  prometheus::Family<prometheus::Gauge>& shards;
+  prometheus::Family<prometheus::Counter>& completed;
+  prometheus::Family<Histogram>& queue_seconds;
+  prometheus::Family<Histogram>& run_seconds;
+  prometheus::Family<Histogram>& attempts;
+  prometheus::Family<prometheus::Counter>& expirations;
+  prometheus::Family<prometheus::Counter>& requeues;
+  prometheus::Family<prometheus::Counter>& stale;
+  prometheus::Family<prometheus::Gauge>& agents;
+  prometheus::Family<Histogram>& heartbeat_age;
+  prometheus::Family<Histogram>& merge_seconds;
+  prometheus::Family<prometheus::Counter>& conflicts;
+  prometheus::Family<prometheus::Gauge>& last_success;
+  prometheus::Family<Histogram>& rpc;
+  prometheus::Gauge* last_success_gauge;
+};
+
+PrometheusMetrics::PrometheusMetrics(std::shared_ptr<prometheus::Registry> registry)
+    : f_(std::make_unique<Families>(*registry)) {
+  // Series that dashboards and alerts expect to exist from the start.
+  f_->merge_seconds.Add({}, SecondsBuckets());
+  for (const char* reason : {"fencing", "unknown_lease", "disallowed_file"}) {
+    f_->stale.Add({{"reason", reason}});
+  }
+  for (const char* kind : {"yaml", "registry", "loader"}) f_->conflicts.Add({{"kind", kind}});
+}
+
+PrometheusMetrics::~PrometheusMetrics() = default;
+
+void PrometheusMetrics::SweepStateChanged(std::string_view from, std::string_view to) {
+  if (!from.empty()) f_->sweeps.Add({{"state", S(from)}}).Decrement();
+  if (!to.empty()) f_->sweeps.Add({{"state", S(to)}}).Increment();
+}
+
+void PrometheusMetrics::SweepSucceeded(double unix_seconds) {
+  f_->last_success_gauge->Set(unix_seconds);
+}
+
+void PrometheusMetrics::EntryStateChanged(std::string_view playbook, std::string_view from,
+                                          std::string_view to) {
+  if (!from.empty()) f_->entries.Add({{"playbook", S(playbook)}, {"state", S(from)}}).Decrement();
+  if (!to.empty()) f_->entries.Add({{"playbook", S(playbook)}, {"state", S(to)}}).Increment();
+}
+
+void PrometheusMetrics::EntryDecided(std::string_view playbook, std::string_view outcome,
+                                     std::string_view stage) {
+  f_->outcomes
+      .Add({{"playbook", S(playbook)},
+            {"outcome", S(outcome)},
+            {"stage", stage.empty() ? "none" : S(stage)}})
+      .Increment();
+}
+
+void PrometheusMetrics::ShardStateChanged(std::string_view arch, std::string_view from,
+                                          std::string_view to) {
+  if (!from.empty()) f_->shards.Add({{"arch", S(arch)}, {"state", S(from)}}).Decrement();
+  if (!to.empty()) f_->shards.Add({{"arch", S(arch)}, {"state", S(to)}}).Increment();
+}
+
+void PrometheusMetrics::ShardCompleted(std::string_view arch, std::string_view playbook,
+                                       std::string_view outcome) {
+  f_->completed.Add({{"arch", S(arch)}, {"playbook", S(playbook)}, {"outcome", S(outcome)}})
+      .Increment();
+}
+
+void PrometheusMetrics::ShardQueueWait(std::string_view arch, double seconds) {
+  f_->queue_seconds.Add({{"arch", S(arch)}}, SecondsBuckets()).Observe(seconds);
+}
+
+void PrometheusMetrics::ShardRunTime(std::string_view arch, std::string_view playbook,
+                                     double seconds) {
+  f_->run_seconds.Add({{"arch", S(arch)}, {"playbook", S(playbook)}}, SecondsBuckets())
+      .Observe(seconds);
+}
+
+void PrometheusMetrics::ShardAttempts(std::string_view playbook, int attempts) {
+  f_->attempts.Add({{"playbook", S(playbook)}}, Histogram::BucketBoundaries{1, 2, 3, 4, 5, 8})
+      .Observe(attempts);
+}
+
+void PrometheusMetrics::LeaseExpired(std::string_view arch, std::string_view reason) {
+  f_->expirations.Add({{"arch", S(arch)}, {"reason", S(reason)}}).Increment();
+}
+
+void PrometheusMetrics::Requeued(std::string_view arch, std::string_view source) {
+  f_->requeues.Add({{"arch", S(arch)}, {"source", S(source)}}).Increment();
+}
+
+void PrometheusMetrics::StaleResultRejected(std::string_view reason) {
+  f_->stale.Add({{"reason", S(reason)}}).Increment();
+}
+
+void PrometheusMetrics::AgentStateChanged(std::string_view arch, std::string_view from,
+                                          std::string_view to) {
+  if (!from.empty()) f_->agents.Add({{"arch", S(arch)}, {"state", S(from)}}).Decrement();
+  if (!to.empty()) f_->agents.Add({{"arch", S(arch)}, {"state", S(to)}}).Increment();
+}
+
+void PrometheusMetrics::HeartbeatAge(std::string_view arch, double seconds) {
+  f_->heartbeat_age.Add({{"arch", S(arch)}}, SecondsBuckets()).Observe(seconds);
+}
+
+void PrometheusMetrics::MergeDone(double seconds) {
+  f_->merge_seconds.Add({}, SecondsBuckets()).Observe(seconds);
+}
+
+void PrometheusMetrics::MergeConflict(std::string_view kind) {
+  f_->conflicts.Add({{"kind", S(kind)}}).Increment();
+}
+
+void PrometheusMetrics::Rpc(std::string_view method, std::string_view code, double seconds) {
+  f_->rpc.Add({{"method", S(method)}, {"code", S(code)}}, SecondsBuckets()).Observe(seconds);
+}
+
+}  // namespace triage::coord

@@ -1,0 +1,49 @@
+#pragma once
+
+#include <memory>
+#include <string_view>
+
+#include "coordinator/core/metrics.h"
+
+namespace prometheus {
+class Registry;
+}
+
+namespace triage::coord {
+
+// The coordinator's metric catalogue (docs/metrics.md) on a prometheus-cpp registry.
+class PrometheusMetrics : public CoordinatorMetrics {
+ public:
+  explicit PrometheusMetrics(std::shared_ptr<prometheus::Registry> registry);
+  ~PrometheusMetrics() override;
+
+  void SweepStateChanged(std::string_view from, std::string_view to) override;
+  void SweepSucceeded(double unix_seconds) override;
+  void EntryStateChanged(std::string_view playbook, std::string_view from,
+                         std::string_view to) override;
+  void EntryDecided(std::string_view playbook, std::string_view outcome,
+                    std::string_view stage) override;
+  void ShardStateChanged(std::string_view arch, std::string_view from,
+                         std::string_view to) override;
+  void ShardCompleted(std::string_view arch, std::string_view playbook,
+                      std::string_view outcome) override;
+  void ShardQueueWait(std::string_view arch, double seconds) override;
+  void ShardRunTime(std::string_view arch, std::string_view playbook, double seconds) override;
+  void ShardAttempts(std::string_view playbook, int attempts) override;
+  void LeaseExpired(std::string_view arch, std::string_view reason) override;
+  void Requeued(std::string_view arch, std::string_view source) override;
+  void StaleResultRejected(std::string_view reason) override;
+  void AgentStateChanged(std::string_view arch, std::string_view from,
+                         std::string_view to) override;
+  void HeartbeatAge(std::string_view arch, double seconds) override;
+  void MergeDone(double seconds) override;
+  void MergeConflict(std::string_view kind) override;
+  // Server-side RPC latency (triage_rpc_seconds{method, code}).
+  void Rpc(std::string_view method, std::string_view code, double seconds);
+
+ private:
+  struct Families;
+  std::unique_ptr<Families> f_;
+};
+
+}  // namespace triage::coord

@@ -1,0 +1,44 @@
+#include "coordinator/server/sweep_reader.h"
+
+#include "common/git/git.h"
+#include "common/util/strings.h"
+
+namespace triage::coord {
+
+SweepReader MakeGitSweepReader(std::filesystem::path cache_dir, std::size_t max_file_bytes) {
+  return
+      [cache_dir, max_file_bytes](const v1::StartSweepRequest& req) -> absl::StatusOr<SweepInput> {
+        absl::StatusOr<git::Pinned> pinned = absl::UnknownError("unset");
+        std::string display;
+        if (!req.repo_path().empty()) {
+          std::error_code ec;
+          auto path = std::filesystem::absolute(req.repo_path(), ec);
+          if (ec || !std::filesystem::is_directory(path, ec)) {
+            return absl::InvalidArgumentError(util::StrCat(
+                "repo_path ", req.repo_path(), " is not a directory the coordinator sees"));
+          }
+          pinned = git::PinCheckout(path);
+          display = path.string();
+        } else {
+          pinned = git::FetchAndPin(req.git_url(), req.git_ref(), cache_dir);
+          display = util::StrCat(req.git_url(), req.git_ref().empty() ? "" : "@", req.git_ref());
+        }
+        if (!pinned.ok()) return pinned.status();
+        git::GitSource source(pinned->repo, pinned->ttxla_commit);
+        inventory::LoadOptions options;
+        options.max_file_bytes = max_file_bytes;
+        auto inv = inventory::LoadInventory(source, options);
+        if (!inv.ok()) return inv.status();
+        SweepInput in;
+        in.repo = display;
+        in.ttxla_commit = pinned->ttxla_commit;
+        in.forge_commit = pinned->forge_commit;
+        in.agent_repo_url = !req.git_url().empty()        ? req.git_url()
+                            : !pinned->origin_url.empty() ? pinned->origin_url
+                                                          : pinned->repo.string();
+        in.inventory = std::move(*inv);
+        return in;
+      };
+}
+
+}  // namespace triage::coord

@@ -1,0 +1,546 @@
+#include "coordinator/store/sqlite_store.h"
+
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "common/util/strings.h"
+#include "common/util/text.h"
+
+namespace triage::coord {
+namespace {
+
+constexpr const char* kSchema = R"sql(
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS sweeps(
+  id TEXT PRIMARY KEY, seq INTEGER NOT NULL, state TEXT NOT NULL, request BLOB NOT NULL,
+  repo TEXT, ttxla_commit TEXT, forge_commit TEXT, archs TEXT, playbooks TEXT, problems TEXT,
+  created_by TEXT, error TEXT, created_ms INTEGER, finished_ms INTEGER);
+CREATE TABLE IF NOT EXISTS entries(
+  sweep_id TEXT NOT NULL, file TEXT NOT NULL, key TEXT NOT NULL, flavor TEXT, data BLOB,
+  PRIMARY KEY(sweep_id, file, key));
+CREATE TABLE IF NOT EXISTS shards(
+  id TEXT PRIMARY KEY, sweep_id TEXT NOT NULL, seq INTEGER NOT NULL, state TEXT NOT NULL,
+  priority INTEGER, expected_s REAL, attempts INTEGER, token INTEGER, depends_on TEXT,
+  enqueued_ms INTEGER, eligible_ms INTEGER, last_error TEXT, archs TEXT, cpu_ok INTEGER,
+  spec BLOB, lease_id TEXT, lease_agent TEXT, lease_session TEXT, lease_token INTEGER,
+  lease_granted_ms INTEGER);
+CREATE INDEX IF NOT EXISTS shards_by_sweep ON shards(sweep_id);
+CREATE TABLE IF NOT EXISTS attempts(
+  shard_id TEXT NOT NULL, attempt INTEGER NOT NULL, lease_id TEXT, agent_id TEXT, token INTEGER,
+  granted_ms INTEGER, ended_ms INTEGER, outcome TEXT, reason TEXT,
+  PRIMARY KEY(shard_id, attempt));
+CREATE TABLE IF NOT EXISTS results(
+  lease_id TEXT PRIMARY KEY, shard_id TEXT NOT NULL, sweep_id TEXT NOT NULL, token INTEGER,
+  accepted_ms INTEGER, result BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS agents(
+  id TEXT PRIMARY KEY, session TEXT, dims BLOB, draining INTEGER, registered_ms INTEGER);
+CREATE TABLE IF NOT EXISTS audit(
+  id INTEGER PRIMARY KEY AUTOINCREMENT, ts_ms INTEGER, who TEXT, role TEXT, action TEXT,
+  target TEXT, reason TEXT);
+INSERT OR IGNORE INTO meta(key, value) VALUES('schema', '1');
+)sql";
+
+std::string Join(const std::vector<std::string>& v) { return util::StrJoin(v, "\n"); }
+std::vector<std::string> Split(std::string_view s) {
+  std::vector<std::string> out;
+  for (auto line : util::SplitLines(s)) out.emplace_back(line);
+  return out;
+}
+
+// A prepared statement with positional binding helpers.
+class Stmt {
+ public:
+  Stmt() = default;
+  Stmt(const Stmt&) = delete;
+  Stmt& operator=(const Stmt&) = delete;
+  ~Stmt() { sqlite3_finalize(s_); }
+  absl::Status Prepare(sqlite3* db, const char* sql) {
+    if (sqlite3_prepare_v3(db, sql, -1, SQLITE_PREPARE_PERSISTENT, &s_, nullptr) != SQLITE_OK) {
+      return absl::InternalError(util::StrCat("sqlite prepare: ", sqlite3_errmsg(db), ": ", sql));
+    }
+    return absl::OkStatus();
+  }
+  Stmt& Text(int i, std::string_view v) {
+    sqlite3_bind_text(s_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+    return *this;
+  }
+  Stmt& Blob(int i, const std::string& v) {
+    sqlite3_bind_blob(s_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+    return *this;
+  }
+  Stmt& Int(int i, std::int64_t v) {
+    sqlite3_bind_int64(s_, i, v);
+    return *this;
+  }
+  Stmt& Real(int i, double v) {
+    sqlite3_bind_double(s_, i, v);
+    return *this;
+  }
+  Stmt& Null(int i) {
+    sqlite3_bind_null(s_, i);
+    return *this;
+  }
+  absl::Status Run(sqlite3* db) {
+    int rc = sqlite3_step(s_);
+    sqlite3_reset(s_);
+    sqlite3_clear_bindings(s_);
+    if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
+      return absl::InternalError(util::StrCat("sqlite: ", sqlite3_errmsg(db)));
+    }
+    return absl::OkStatus();
+  }
+  sqlite3_stmt* get() { return s_; }
+
+ private:
+  sqlite3_stmt* s_ = nullptr;
+};
+
+std::string ColText(sqlite3_stmt* s, int i) {
+  const auto* t = reinterpret_cast<const char*>(sqlite3_column_text(s, i));
+  return t == nullptr ? "" : std::string(t, static_cast<std::size_t>(sqlite3_column_bytes(s, i)));
+}
+std::string ColBlob(sqlite3_stmt* s, int i) {
+  const auto* b = static_cast<const char*>(sqlite3_column_blob(s, i));
+  return b == nullptr ? "" : std::string(b, static_cast<std::size_t>(sqlite3_column_bytes(s, i)));
+}
+std::int64_t ColInt(sqlite3_stmt* s, int i) { return sqlite3_column_int64(s, i); }
+
+// Runs a query, calling row(stmt) per row.
+template <typename F>
+absl::Status Query(sqlite3* db, const char* sql, F row, std::string_view arg = {},
+                   bool has_arg = false, int limit = -1) {
+  sqlite3_stmt* s = nullptr;
+  if (sqlite3_prepare_v2(db, sql, -1, &s, nullptr) != SQLITE_OK) {
+    return absl::InternalError(util::StrCat("sqlite prepare: ", sqlite3_errmsg(db)));
+  }
+  if (has_arg) sqlite3_bind_text(s, 1, arg.data(), static_cast<int>(arg.size()), SQLITE_TRANSIENT);
+  if (limit >= 0) sqlite3_bind_int(s, has_arg ? 2 : 1, limit);
+  int rc;
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW) row(s);
+  sqlite3_finalize(s);
+  if (rc != SQLITE_DONE) return absl::InternalError(util::StrCat("sqlite: ", sqlite3_errmsg(db)));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+struct SqliteStore::Statements {
+  Stmt begin, commit, rollback;
+  Stmt upsert_sweep, insert_entry, upsert_shard_full, update_shard, upsert_attempt, insert_result,
+      upsert_agent, insert_audit;
+};
+
+absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::filesystem::path& path,
+                                                               const SqliteOptions& options) {
+  sqlite3* db = nullptr;
+  int rc = sqlite3_open_v2(
+      path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
+  if (rc != SQLITE_OK) {
+    std::string msg = db != nullptr ? sqlite3_errmsg(db) : "out of memory";
+    sqlite3_close(db);
+    return absl::UnavailableError(util::StrCat("cannot open database ", path.string(), ": ", msg));
+  }
+  std::unique_ptr<SqliteStore> store(new SqliteStore(db));
+  sqlite3_busy_timeout(db, options.busy_timeout_ms);
+  if (path != ":memory:") {
+    if (auto st = store->Exec("PRAGMA journal_mode=WAL;"); !st.ok()) return st;
+  }
+  if (auto st = store->Exec(options.synchronous_full ? "PRAGMA synchronous=FULL;"
+                                                     : "PRAGMA synchronous=NORMAL;");
+      !st.ok()) {
+    return st;
+  }
+  if (auto st = store->Exec("PRAGMA foreign_keys=ON;"); !st.ok()) return st;
+  if (auto st = store->Exec(kSchema); !st.ok()) {
+    return absl::FailedPreconditionError(util::StrCat(
+        path.string(), ": not a triage-farm database or unreadable: ", util::MessageOf(st)));
+  }
+  if (auto st = store->Prepare(); !st.ok()) return st;
+  return store;
+}
+
+SqliteStore::SqliteStore(sqlite3* db) : db_(db) {}
+
+SqliteStore::~SqliteStore() {
+  stmts_.reset();
+  sqlite3_close(db_);
+}
+
+absl::Status SqliteStore::Exec(const char* sql) {
+  char* err = nullptr;
+  if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string msg = err != nullptr ? err : sqlite3_errmsg(db_);
+    sqlite3_free(err);
+    return absl::InternalError(util::StrCat("sqlite: ", msg));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SqliteStore::Prepare() {
+  stmts_ = std::make_unique<Statements>();
+  Statements& s = *stmts_;
+  struct {
+    Stmt* stmt;
+    const char* sql;
+  } all[] = {
+      {&s.begin, "BEGIN IMMEDIATE"},
+      {&s.commit, "COMMIT"},
+      {&s.rollback, "ROLLBACK"},
+      {&s.upsert_sweep,
+       "INSERT INTO sweeps(id, seq, state, request, repo, ttxla_commit, forge_commit, archs, "
+       "playbooks, problems, created_by, error, created_ms, finished_ms) "
+       "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14) ON CONFLICT(id) DO UPDATE SET "
+       "state=?3, error=?12, finished_ms=?14"},
+      {&s.insert_entry,
+       "INSERT OR IGNORE INTO entries(sweep_id, file, key, flavor, data) VALUES(?1,?2,?3,?4,?5)"},
+      {&s.upsert_shard_full,
+       "INSERT INTO shards(id, sweep_id, seq, state, priority, expected_s, attempts, token, "
+       "depends_on, enqueued_ms, eligible_ms, last_error, archs, cpu_ok, spec, lease_id, "
+       "lease_agent, lease_session, lease_token, lease_granted_ms) "
+       "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20) "
+       "ON CONFLICT(id) DO UPDATE SET state=?4, attempts=?7, token=?8, enqueued_ms=?10, "
+       "eligible_ms=?11, last_error=?12, spec=?15, lease_id=?16, lease_agent=?17, "
+       "lease_session=?18, lease_token=?19, lease_granted_ms=?20"},
+      {&s.update_shard,
+       "UPDATE shards SET state=?2, attempts=?3, token=?4, enqueued_ms=?5, eligible_ms=?6, "
+       "last_error=?7, lease_id=?8, lease_agent=?9, lease_session=?10, lease_token=?11, "
+       "lease_granted_ms=?12 WHERE id=?1"},
+      {&s.upsert_attempt,
+       "INSERT INTO attempts(shard_id, attempt, lease_id, agent_id, token, granted_ms, ended_ms, "
+       "outcome, reason) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9) ON CONFLICT(shard_id, attempt) DO "
+       "UPDATE SET ended_ms=?7, outcome=?8, reason=?9"},
+      {&s.insert_result,
+       "INSERT INTO results(lease_id, shard_id, sweep_id, token, accepted_ms, result) "
+       "VALUES(?1,?2,?3,?4,?5,?6)"},
+      {&s.upsert_agent,
+       "INSERT INTO agents(id, session, dims, draining, registered_ms) VALUES(?1,?2,?3,?4,?5) "
+       "ON CONFLICT(id) DO UPDATE SET session=?2, dims=?3, draining=?4, registered_ms=?5"},
+      {&s.insert_audit,
+       "INSERT INTO audit(ts_ms, who, role, action, target, reason) VALUES(?1,?2,?3,?4,?5,?6)"},
+  };
+  for (auto& a : all) {
+    if (auto st = a.stmt->Prepare(db_, a.sql); !st.ok()) return st;
+  }
+  return absl::OkStatus();
+}
+
+void SqliteStore::FailNextAppliesForTest(int n) {
+  std::lock_guard lock(mu_);
+  fail_next_ = n;
+}
+
+absl::Status SqliteStore::Apply(const Mutation& m) {
+  std::lock_guard lock(mu_);
+  if (fail_next_ > 0) {
+    --fail_next_;
+    return absl::UnavailableError(util::StrCat("injected failure of ", m.name));
+  }
+  Statements& s = *stmts_;
+  if (auto st = s.begin.Run(db_); !st.ok()) return st;
+  absl::Status st = ApplyLocked(m);
+  if (st.ok()) st = s.commit.Run(db_);
+  if (!st.ok()) {
+    (void)s.rollback.Run(db_);
+    return absl::InternalError(util::StrCat(m.name, ": ", util::MessageOf(st)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SqliteStore::ApplyLocked(const Mutation& m) {
+  Statements& s = *stmts_;
+  for (const SweepRecord* r : m.sweeps) {
+    std::string request;
+    r->request.SerializeToString(&request);
+    auto st = s.upsert_sweep.Text(1, r->id)
+                  .Int(2, r->seq)
+                  .Text(3, SweepStateName(r->state))
+                  .Blob(4, request)
+                  .Text(5, r->repo)
+                  .Text(6, r->ttxla_commit)
+                  .Text(7, r->forge_commit)
+                  .Text(8, Join(r->archs))
+                  .Text(9, Join(r->playbooks))
+                  .Text(10, Join(r->problems))
+                  .Text(11, r->created_by)
+                  .Text(12, r->error)
+                  .Int(13, ToUnixMillis(r->created_at))
+                  .Int(14, ToUnixMillis(r->finished_at))
+                  .Run(db_);
+    if (!st.ok()) return st;
+  }
+  for (const auto& [sweep_id, e] : m.entries) {
+    std::string data;
+    e.SerializeToString(&data);
+    auto st = s.insert_entry.Text(1, sweep_id)
+                  .Text(2, e.file())
+                  .Text(3, e.key())
+                  .Text(4, e.flavor())
+                  .Blob(5, data)
+                  .Run(db_);
+    if (!st.ok()) return st;
+  }
+  auto bind_lease = [](Stmt& stmt, int first, const ShardRecord& r) {
+    if (r.lease) {
+      stmt.Text(first, r.lease->lease_id)
+          .Text(first + 1, r.lease->agent_id)
+          .Text(first + 2, r.lease->session_id)
+          .Int(first + 3, r.lease->token)
+          .Int(first + 4, ToUnixMillis(r.lease->granted_at));
+    } else {
+      stmt.Null(first).Null(first + 1).Null(first + 2).Null(first + 3).Null(first + 4);
+    }
+  };
+  std::set<const ShardRecord*> full(m.shard_specs.begin(), m.shard_specs.end());
+  std::set<std::string> written;
+  auto write_full = [&](const ShardRecord& r) {
+    std::string spec;
+    r.spec.SerializeToString(&spec);
+    s.upsert_shard_full.Text(1, r.id)
+        .Text(2, r.sweep_id)
+        .Int(3, r.seq)
+        .Text(4, ShardStateName(r.state))
+        .Int(5, r.priority)
+        .Real(6, r.expected_seconds)
+        .Int(7, r.attempts)
+        .Int(8, r.token)
+        .Text(9, r.depends_on)
+        .Int(10, ToUnixMillis(r.enqueued_at))
+        .Int(11, ToUnixMillis(r.eligible_at))
+        .Text(12, r.last_error)
+        .Text(13, Join(r.archs))
+        .Int(14, r.cpu_ok ? 1 : 0)
+        .Blob(15, spec);
+    bind_lease(s.upsert_shard_full, 16, r);
+    return s.upsert_shard_full.Run(db_);
+  };
+  // Shards whose spec changed are written whole; for the others only the mutable columns.
+  std::map<std::string, const ShardRecord*> specs;
+  for (const ShardRecord* r : m.shard_specs) specs[r->id] = r;
+  for (const ShardRecord* r : m.shards) {
+    if (specs.count(r->id)) {
+      if (auto st = write_full(*r); !st.ok()) return st;
+      written.insert(r->id);
+      continue;
+    }
+    s.update_shard.Text(1, r->id)
+        .Text(2, ShardStateName(r->state))
+        .Int(3, r->attempts)
+        .Int(4, r->token)
+        .Int(5, ToUnixMillis(r->enqueued_at))
+        .Int(6, ToUnixMillis(r->eligible_at))
+        .Text(7, r->last_error);
+    bind_lease(s.update_shard, 8, *r);
+    if (auto st = s.update_shard.Run(db_); !st.ok()) return st;
+    if (sqlite3_changes(db_) == 0) {
+      if (auto st = write_full(*r); !st.ok()) return st;
+    }
+    written.insert(r->id);
+  }
+  for (const auto& [id, r] : specs) {
+    if (written.count(id)) continue;
+    if (auto st = write_full(*r); !st.ok()) return st;
+  }
+  for (const AttemptRecord& a : m.attempts) {
+    auto st = s.upsert_attempt.Text(1, a.shard_id)
+                  .Int(2, a.attempt)
+                  .Text(3, a.lease_id)
+                  .Text(4, a.agent_id)
+                  .Int(5, a.token)
+                  .Int(6, ToUnixMillis(a.granted_at))
+                  .Int(7, ToUnixMillis(a.ended_at))
+                  .Text(8, a.outcome)
+                  .Text(9, a.reason)
+                  .Run(db_);
+    if (!st.ok()) return st;
+  }
+  if (m.result) {
+    std::string blob;
+    m.result->result.SerializeToString(&blob);
+    auto st = s.insert_result.Text(1, m.result->lease_id)
+                  .Text(2, m.result->shard_id)
+                  .Text(3, m.result->sweep_id)
+                  .Int(4, m.result->token)
+                  .Int(5, ToUnixMillis(m.result->accepted_at))
+                  .Blob(6, blob)
+                  .Run(db_);
+    if (!st.ok()) return st;
+  }
+  for (const AgentRecord* a : m.agents) {
+    std::string dims;
+    a->dims.SerializeToString(&dims);
+    auto st = s.upsert_agent.Text(1, a->dims.agent_id())
+                  .Text(2, a->session_id)
+                  .Blob(3, dims)
+                  .Int(4, a->draining ? 1 : 0)
+                  .Int(5, ToUnixMillis(a->registered_at))
+                  .Run(db_);
+    if (!st.ok()) return st;
+  }
+  for (const AuditRecord& a : m.audit) {
+    auto st = s.insert_audit.Int(1, ToUnixMillis(a.at))
+                  .Text(2, a.who)
+                  .Text(3, a.role)
+                  .Text(4, a.action)
+                  .Text(5, a.target)
+                  .Text(6, a.reason)
+                  .Run(db_);
+    if (!st.ok()) return st;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Snapshot> SqliteStore::Load() {
+  std::lock_guard lock(mu_);
+  Snapshot snap;
+  absl::Status bad = absl::OkStatus();
+  auto st = Query(db_,
+                  "SELECT id, seq, state, request, repo, ttxla_commit, forge_commit, archs, "
+                  "playbooks, problems, created_by, error, created_ms, finished_ms FROM sweeps "
+                  "ORDER BY seq",
+                  [&](sqlite3_stmt* q) {
+                    SweepRecord r;
+                    r.id = ColText(q, 0);
+                    r.seq = ColInt(q, 1);
+                    auto state = ParseSweepState(ColText(q, 2));
+                    if (!state)
+                      bad = absl::DataLossError(util::StrCat("sweep ", r.id, ": bad state"));
+                    r.state = state.value_or(SweepState::kFailed);
+                    r.request.ParseFromString(ColBlob(q, 3));
+                    r.repo = ColText(q, 4);
+                    r.ttxla_commit = ColText(q, 5);
+                    r.forge_commit = ColText(q, 6);
+                    r.archs = Split(ColText(q, 7));
+                    r.playbooks = Split(ColText(q, 8));
+                    r.problems = Split(ColText(q, 9));
+                    r.created_by = ColText(q, 10);
+                    r.error = ColText(q, 11);
+                    r.created_at = FromUnixMillis(ColInt(q, 12));
+                    r.finished_at = FromUnixMillis(ColInt(q, 13));
+                    snap.sweeps.push_back(std::move(r));
+                  });
+  if (!st.ok()) return st;
+  st = Query(db_,
+             "SELECT id, sweep_id, seq, state, priority, expected_s, attempts, token, depends_on, "
+             "enqueued_ms, eligible_ms, last_error, archs, cpu_ok, spec, lease_id, lease_agent, "
+             "lease_session, lease_token, lease_granted_ms FROM shards ORDER BY seq",
+             [&](sqlite3_stmt* q) {
+               ShardRecord r;
+               r.id = ColText(q, 0);
+               r.sweep_id = ColText(q, 1);
+               r.seq = ColInt(q, 2);
+               auto state = ParseShardState(ColText(q, 3));
+               if (!state) bad = absl::DataLossError(util::StrCat("shard ", r.id, ": bad state"));
+               r.state = state.value_or(ShardState::kFailed);
+               r.priority = static_cast<int>(ColInt(q, 4));
+               r.expected_seconds = sqlite3_column_double(q, 5);
+               r.attempts = static_cast<int>(ColInt(q, 6));
+               r.token = ColInt(q, 7);
+               r.depends_on = ColText(q, 8);
+               r.enqueued_at = FromUnixMillis(ColInt(q, 9));
+               r.eligible_at = FromUnixMillis(ColInt(q, 10));
+               r.last_error = ColText(q, 11);
+               r.archs = Split(ColText(q, 12));
+               r.cpu_ok = ColInt(q, 13) != 0;
+               if (!r.spec.ParseFromString(ColBlob(q, 14))) {
+                 bad = absl::DataLossError(util::StrCat("shard ", r.id, ": unreadable spec"));
+               }
+               if (sqlite3_column_type(q, 15) != SQLITE_NULL) {
+                 LeaseInfo l;
+                 l.lease_id = ColText(q, 15);
+                 l.agent_id = ColText(q, 16);
+                 l.session_id = ColText(q, 17);
+                 l.token = ColInt(q, 18);
+                 l.granted_at = FromUnixMillis(ColInt(q, 19));
+                 r.lease = l;
+               }
+               snap.shards.push_back(std::move(r));
+             });
+  if (!st.ok()) return st;
+  st = Query(db_, "SELECT id, session, dims, draining, registered_ms FROM agents",
+             [&](sqlite3_stmt* q) {
+               AgentRecord a;
+               a.session_id = ColText(q, 1);
+               a.dims.ParseFromString(ColBlob(q, 2));
+               a.draining = ColInt(q, 3) != 0;
+               a.registered_at = FromUnixMillis(ColInt(q, 4));
+               snap.agents.push_back(std::move(a));
+             });
+  if (!st.ok()) return st;
+  st = Query(db_,
+             "SELECT lease_id, shard_id, sweep_id, token, accepted_ms, result FROM results "
+             "ORDER BY rowid",
+             [&](sqlite3_stmt* q) {
+               ResultRecord r;
+               r.lease_id = ColText(q, 0);
+               r.shard_id = ColText(q, 1);
+               r.sweep_id = ColText(q, 2);
+               r.token = ColInt(q, 3);
+               r.accepted_at = FromUnixMillis(ColInt(q, 4));
+               if (!r.result.ParseFromString(ColBlob(q, 5))) {
+                 bad = absl::DataLossError(util::StrCat("result ", r.lease_id, ": unreadable"));
+               }
+               snap.results.push_back(std::move(r));
+             });
+  if (!st.ok()) return st;
+  if (!bad.ok()) return bad;
+  return snap;
+}
+
+absl::StatusOr<std::vector<AttemptRecord>> SqliteStore::Attempts(const std::string& shard_id) {
+  std::lock_guard lock(mu_);
+  std::vector<AttemptRecord> out;
+  auto st = Query(
+      db_,
+      "SELECT shard_id, attempt, lease_id, agent_id, token, granted_ms, ended_ms, outcome, "
+      "reason FROM attempts WHERE shard_id = ?1 ORDER BY attempt, rowid",
+      [&](sqlite3_stmt* q) {
+        AttemptRecord a;
+        a.shard_id = ColText(q, 0);
+        a.attempt = static_cast<int>(ColInt(q, 1));
+        a.lease_id = ColText(q, 2);
+        a.agent_id = ColText(q, 3);
+        a.token = ColInt(q, 4);
+        a.granted_at = FromUnixMillis(ColInt(q, 5));
+        a.ended_at = FromUnixMillis(ColInt(q, 6));
+        a.outcome = ColText(q, 7);
+        a.reason = ColText(q, 8);
+        out.push_back(std::move(a));
+      },
+      shard_id, true);
+  if (!st.ok()) return st;
+  return out;
+}
+
+absl::StatusOr<std::vector<AuditRecord>> SqliteStore::AuditLog(int limit) {
+  std::lock_guard lock(mu_);
+  std::vector<AuditRecord> out;
+  auto st = Query(
+      db_, "SELECT ts_ms, who, role, action, target, reason FROM audit ORDER BY id DESC LIMIT ?1",
+      [&](sqlite3_stmt* q) {
+        AuditRecord a;
+        a.at = FromUnixMillis(ColInt(q, 0));
+        a.who = ColText(q, 1);
+        a.role = ColText(q, 2);
+        a.action = ColText(q, 3);
+        a.target = ColText(q, 4);
+        a.reason = ColText(q, 5);
+        out.push_back(std::move(a));
+      },
+      {}, false, limit);
+  if (!st.ok()) return st;
+  std::reverse(out.begin(), out.end());
+  return out;
+}
+
+absl::Status SqliteStore::Check() {
+  std::lock_guard lock(mu_);
+  if (fail_next_ > 0) return absl::UnavailableError("injected failure");
+  auto st = Exec("BEGIN IMMEDIATE; UPDATE meta SET value = value WHERE key = 'schema'; COMMIT;");
+  if (!st.ok()) (void)Exec("ROLLBACK;");
+  return st;
+}
+
+}  // namespace triage::coord

@@ -1,0 +1,68 @@
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace CLI {
+class App;
+}
+
+namespace triage::ctl {
+
+// How triagectl reaches the coordinator's control port.
+struct Connection {
+  std::string coordinator = "127.0.0.1:7602";
+  std::string token;
+  std::string token_file;
+  std::string tls_ca;
+  std::string tls_cert;
+  std::string tls_key;
+  bool insecure = false;
+};
+
+struct FarmOptions {
+  Connection conn;
+  std::string output = "table";  // table | json
+  // sweep start
+  std::string repo;
+  std::string git_url;
+  std::string git_ref;
+  std::vector<std::string> playbooks;
+  std::vector<std::string> archs;
+  std::string durations;
+  std::string executor;
+  std::string command;  // JSON argv array for the command executor
+  std::string per;
+  std::vector<std::string> params;  // k=v
+  int priority = 0;
+  int max_attempts = 0;
+  std::string reason;
+  std::string rules;
+  std::string agent_repo_url;
+  bool watch = false;
+  // ids and filters
+  std::string id;
+  std::string sweep;
+  std::string state;
+  bool stuck = false;
+  double stuck_minutes = 15;
+  // patch / apply / report
+  std::string out_dir;
+};
+
+// Registers `sweep`, `shards`, `shard` and `agents` on app; Run executes the parsed one.
+class FarmCommands {
+ public:
+  void Register(CLI::App& app);
+  // -1 when none of these commands was parsed.
+  int Run(std::ostream& out, std::ostream& err);
+
+ private:
+  FarmOptions o_;
+  std::map<std::string, CLI::App*> cmds_;
+};
+
+}  // namespace triage::ctl

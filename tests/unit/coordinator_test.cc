@@ -1,0 +1,753 @@
+// The coordinator's scheduling rules with a fake clock (no sleeps) and a real SQLite store in
+// memory: leases, renewals, expiry, backoff, quarantine, fencing, idempotency, drain, dead
+// agents, matching, order, waves of dependent shards, operator actions and recovery.
+
+#include "coordinator/core/coordinator.h"
+
+#include <map>
+
+#include "coordinator/store/sqlite_store.h"
+#include "gtest/gtest.h"
+#include "tests/unit/test_support.h"
+
+namespace triage::coord {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr char kTrainingFile[] =
+    "tests/runner/test_config/torch/test_config_training_single_device.yaml";
+constexpr char kTpFile[] =
+    "tests/runner/test_config/torch/test_config_training_tensor_parallel.yaml";
+constexpr char kUnpack[] =
+    "tt-forge-models doesn't implement unpack_forward_output for this model.";
+constexpr char kBf16[] = "RuntimeError: 'lu_cpu' not implemented for 'BFloat16'";
+
+std::string Entry(const std::string& key, const std::string& reason) {
+  return "  " + key +
+         ":\n    status: NOT_SUPPORTED_SKIP\n    bringup_status: FAILED_FE_COMPILATION\n" +
+         "    reason: \"" + reason + "\"\n";
+}
+
+// Two loaders with unpack entries (a: 2 variants, b: 1), one bf16 loader, one passing entry.
+std::string TrainingYaml() {
+  return "test_config:\n" + Entry("a/pytorch-V1-single_device-training", kUnpack) +
+         Entry("a/pytorch-V2-single_device-training", kUnpack) +
+         Entry("b/pytorch-single_device-training", kUnpack) +
+         Entry("c/pytorch-X-single_device-training", kBf16) +
+         "  d/pytorch-single_device-training:\n    status: EXPECTED_PASSING\n";
+}
+
+class RecordingMetrics : public CoordinatorMetrics {
+ public:
+  void LeaseExpired(std::string_view arch, std::string_view reason) override {
+    ++expired[std::string(arch) + "/" + std::string(reason)];
+  }
+  void Requeued(std::string_view, std::string_view source) override {
+    ++requeued[std::string(source)];
+  }
+  void StaleResultRejected(std::string_view reason) override { ++stale[std::string(reason)]; }
+  void ShardStateChanged(std::string_view arch, std::string_view from,
+                         std::string_view to) override {
+    if (!from.empty()) --shards[std::string(arch) + "/" + std::string(from)];
+    if (!to.empty()) ++shards[std::string(arch) + "/" + std::string(to)];
+  }
+  void AgentStateChanged(std::string_view arch, std::string_view from,
+                         std::string_view to) override {
+    if (!from.empty()) --agents[std::string(arch) + "/" + std::string(from)];
+    if (!to.empty()) ++agents[std::string(arch) + "/" + std::string(to)];
+  }
+  std::map<std::string, int> expired, requeued, stale, shards, agents;
+};
+
+class CoordinatorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto store = SqliteStore::Open(":memory:");
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = std::move(*store);
+    yaml_[kTrainingFile] = TrainingYaml();
+    Make();
+  }
+
+  void Make() {
+    coord_ = std::make_unique<Coordinator>(
+        options_, store_.get(), &clock_, [this](const v1::StartSweepRequest&) { return Input(); },
+        &metrics_);
+  }
+
+  absl::StatusOr<SweepInput> Input() {
+    SweepInput in;
+    in.repo = "/fake/tt-xla";
+    in.ttxla_commit = std::string(40, 'a');
+    in.forge_commit = std::string(40, 'b');
+    in.agent_repo_url = "file:///fake/tt-xla";
+    for (const auto& [path, text] : yaml_) {
+      in.inventory.documents.push_back(inventory::Document::Parse(path, text));
+      for (const auto& d : in.inventory.documents.back().diagnostics()) {
+        in.inventory.diagnostics.push_back(d);
+      }
+    }
+    return in;
+  }
+
+  std::string RegisterAgent(const std::string& id, const std::string& arch, bool cpu_only = false,
+                            std::vector<std::string> executors = {}) {
+    v1::RegisterRequest req;
+    auto* d = req.mutable_dimensions();
+    d->set_agent_id(id);
+    d->set_arch(arch);
+    d->set_cpu_only(cpu_only);
+    for (auto& e : executors) d->add_executors(e);
+    auto resp = coord_->Register(req);
+    EXPECT_TRUE(resp.ok()) << resp.status();
+    sessions_[id] = resp->session_id();
+    return resp->session_id();
+  }
+
+  v1::Sweep Start(std::vector<std::string> archs = {}, int priority = 0, std::string durations = "",
+                  std::vector<std::string> playbooks = {}) {
+    v1::StartSweepRequest req;
+    req.set_repo_path("/fake/tt-xla");
+    for (auto& a : archs) req.add_archs(a);
+    for (auto& p : playbooks) req.add_playbooks(p);
+    req.set_priority(priority);
+    req.set_durations_json(durations);
+    req.set_reason("test");
+    auto sweep = coord_->StartSweep(req, operator_);
+    EXPECT_TRUE(sweep.ok()) << sweep.status();
+    return sweep.ok() ? *sweep : v1::Sweep{};
+  }
+
+  // A Lease with no wait; returns the response.
+  v1::LeaseResponse LeaseNow(const std::string& agent) {
+    v1::LeaseRequest req;
+    req.set_agent_id(agent);
+    req.set_session_id(sessions_[agent]);
+    absl::StatusOr<v1::LeaseResponse> got = absl::UnknownError("not called");
+    coord_->Lease(req, [&](absl::StatusOr<v1::LeaseResponse> r) { got = std::move(r); });
+    EXPECT_TRUE(got.ok()) << got.status();
+    return got.ok() ? *got : v1::LeaseResponse{};
+  }
+
+  v1::ShardResult Succeeded(const v1::ShardSpec& spec) {
+    v1::ShardResult r;
+    r.set_status(v1::ShardResult::SUCCEEDED);
+    for (const auto& e : spec.entries()) {
+      auto* o = r.add_entries();
+      o->set_key(e.key());
+      o->set_file(e.file());
+      o->set_arch(spec.arch());
+      o->set_verdict("pass");
+      o->set_changed(true);
+      auto* edit = o->mutable_edit();
+      edit->set_file(e.file());
+      edit->set_key(e.key());
+      auto* f = edit->add_set();
+      f->set_name("status");
+      f->mutable_value()->set_string_value("EXPECTED_PASSING");
+      edit->add_delete_("bringup_status");
+      edit->add_delete_("reason");
+    }
+    return r;
+  }
+
+  v1::CompleteResponse CompleteLease(const std::string& agent, const v1::LeaseResponse& lease,
+                                     const v1::ShardResult& result) {
+    v1::CompleteRequest req;
+    req.set_agent_id(agent);
+    req.set_session_id(sessions_[agent]);
+    req.set_lease_id(lease.lease_id());
+    req.set_fencing_token(lease.fencing_token());
+    *req.mutable_result() = result;
+    auto resp = coord_->Complete(req);
+    EXPECT_TRUE(resp.ok()) << resp.status();
+    return resp.ok() ? *resp : v1::CompleteResponse{};
+  }
+
+  v1::HeartbeatResponse Beat(const std::string& agent, std::vector<std::string> leases = {}) {
+    v1::HeartbeatRequest req;
+    req.set_agent_id(agent);
+    req.set_session_id(sessions_[agent]);
+    for (auto& l : leases) req.add_lease_ids(l);
+    auto resp = coord_->Heartbeat(req);
+    EXPECT_TRUE(resp.ok());
+    return *resp;
+  }
+
+  v1::Shard ShardById(const std::string& id) {
+    v1::ListShardsRequest req;
+    auto shards = coord_->ListShards(req);
+    for (const auto& s : *shards) {
+      if (s.id() == id) return s;
+    }
+    ADD_FAILURE() << "no shard " << id;
+    return {};
+  }
+
+  // Completes every shard the agent can get until none is left.
+  int Drain(const std::string& agent) {
+    int n = 0;
+    for (;;) {
+      auto lease = LeaseNow(agent);
+      if (!lease.granted()) return n;
+      EXPECT_TRUE(CompleteLease(agent, lease, Succeeded(lease.shard())).accepted());
+      ++n;
+    }
+  }
+
+  CoordinatorOptions options_;
+  FakeClock clock_;
+  RecordingMetrics metrics_;
+  std::unique_ptr<SqliteStore> store_;
+  std::unique_ptr<Coordinator> coord_;
+  std::map<std::string, std::string> yaml_;
+  std::map<std::string, std::string> sessions_;
+  Caller operator_{"alice", "operator"};
+};
+
+TEST_F(CoordinatorTest, PlansOneShardPerPlaybookAndLoader) {
+  auto sweep = Start();
+  EXPECT_EQ(sweep.state(), "running");
+  EXPECT_EQ(sweep.entries().total(), 4);
+  EXPECT_EQ(sweep.shards_by_state().at("queued"), 3);  // a (2 entries), b, c
+  auto shards = coord_->ListShards({});
+  ASSERT_TRUE(shards.ok());
+  std::map<std::string, int> keys;
+  for (const auto& s : *shards) keys[s.loader()] = s.keys_size();
+  EXPECT_EQ(keys["third_party/tt_forge_models/a/pytorch/loader.py"], 2) << "loader-wide scope";
+  EXPECT_EQ(keys["third_party/tt_forge_models/b/pytorch/loader.py"], 1);
+  EXPECT_EQ(keys["third_party/tt_forge_models/c/pytorch/loader.py"], 1);
+  EXPECT_EQ(metrics_.shards["n150/queued"], 3);
+}
+
+TEST_F(CoordinatorTest, GrantRenewExpireRequeueWithBackoff) {
+  options_.agent_dead_after = 1h;  // only the lease deadline matters here
+  Make();
+  RegisterAgent("a1", "n150");
+  Start({}, 0, "", {"dtype_bfloat16"});
+  auto lease = LeaseNow("a1");
+  ASSERT_TRUE(lease.granted());
+  EXPECT_EQ(lease.fencing_token(), 1);
+  EXPECT_EQ(lease.shard().playbook(), "dtype_bfloat16");
+  EXPECT_EQ(ShardById(lease.shard().shard_id()).state(), "leased");
+
+  // Heartbeats extend the lease past its original deadline.
+  clock_.Advance(50s);
+  Beat("a1", {lease.lease_id()});
+  clock_.Advance(50s);
+  coord_->Tick();
+  EXPECT_EQ(ShardById(lease.shard().shard_id()).state(), "leased");
+
+  // Silence past the deadline expires it; the shard is requeued with a backoff.
+  clock_.Advance(61s);
+  coord_->Tick();
+  auto s = ShardById(lease.shard().shard_id());
+  EXPECT_EQ(s.state(), "queued");
+  EXPECT_EQ(metrics_.expired["n150/deadline"], 1);
+  EXPECT_EQ(metrics_.requeued["auto"], 1);
+  EXPECT_FALSE(LeaseNow("a1").granted()) << "still in backoff";
+  clock_.Advance(options_.backoff_base);
+  auto again = LeaseNow("a1");
+  ASSERT_TRUE(again.granted());
+  EXPECT_EQ(again.fencing_token(), 2) << "fencing tokens are monotonic per shard";
+  // The agent is told to stop the expired lease.
+  auto hb = Beat("a1", {lease.lease_id(), again.lease_id()});
+  ASSERT_EQ(hb.revoked_lease_ids_size(), 1);
+  EXPECT_EQ(hb.revoked_lease_ids(0), lease.lease_id());
+}
+
+TEST_F(CoordinatorTest, QuarantineAfterMaxAttemptsThenOperatorRequeue) {
+  options_.agent_dead_after = 1h;
+  Make();
+  RegisterAgent("a1", "n150");
+  Start({}, 0, "", {"dtype_bfloat16"});
+  std::string shard_id;
+  for (int i = 0; i < 3; ++i) {
+    auto lease = LeaseNow("a1");
+    ASSERT_TRUE(lease.granted()) << "attempt " << i + 1;
+    shard_id = lease.shard().shard_id();
+    clock_.Advance(options_.lease_ttl + 1s);
+    coord_->Tick();
+    clock_.Advance(options_.backoff_max);
+  }
+  auto s = ShardById(shard_id);
+  EXPECT_EQ(s.state(), "quarantined");
+  EXPECT_EQ(s.attempts(), 3);
+  EXPECT_FALSE(LeaseNow("a1").granted()) << "a quarantined shard waits for an operator";
+  EXPECT_EQ(coord_->GetSweep("sw-0001")->state(), "running");
+
+  EXPECT_FALSE(coord_->RequeueShard(shard_id, "", operator_).ok()) << "a reason is required";
+  auto requeued = coord_->RequeueShard(shard_id, "fixed the device", operator_);
+  ASSERT_TRUE(requeued.ok()) << requeued.status();
+  EXPECT_EQ(requeued->state(), "queued");
+  EXPECT_EQ(requeued->attempts(), 0);
+  EXPECT_EQ(metrics_.requeued["manual"], 1);
+  auto audit = store_->AuditLog(10);
+  ASSERT_TRUE(audit.ok());
+  ASSERT_GE(audit->size(), 2u);
+  EXPECT_EQ(audit->back().who, "alice");
+  EXPECT_EQ(audit->back().action, "requeue_shard");
+  EXPECT_EQ(audit->back().target, shard_id);
+  EXPECT_EQ(audit->back().reason, "fixed the device");
+  auto lease = LeaseNow("a1");
+  ASSERT_TRUE(lease.granted());
+  EXPECT_TRUE(CompleteLease("a1", lease, Succeeded(lease.shard())).accepted());
+  EXPECT_EQ(coord_->GetSweep("sw-0001")->state(), "succeeded");
+  auto attempts = store_->Attempts(shard_id);
+  ASSERT_TRUE(attempts.ok());
+  EXPECT_EQ(attempts->size(), 4u);
+  EXPECT_EQ(attempts->back().outcome, "succeeded");
+}
+
+TEST_F(CoordinatorTest, StaleTokenIsRejectedAndCountedAndCompleteIsIdempotent) {
+  options_.agent_dead_after = 1h;
+  Make();
+  RegisterAgent("a1", "n150");
+  RegisterAgent("a2", "n150");
+  Start({}, 0, "", {"dtype_bfloat16"});
+  auto old_lease = LeaseNow("a1");
+  clock_.Advance(options_.lease_ttl + options_.backoff_base + 1s);
+  coord_->Tick();
+  clock_.Advance(options_.backoff_base);
+  auto new_lease = LeaseNow("a2");
+  ASSERT_TRUE(new_lease.granted());
+  // The first agent wakes up and reports with its old lease.
+  auto stale = CompleteLease("a1", old_lease, Succeeded(old_lease.shard()));
+  EXPECT_FALSE(stale.accepted());
+  EXPECT_NE(stale.rejected_reason().find("not current"), std::string::npos)
+      << stale.rejected_reason();
+  // Same shard, current lease id but an old token.
+  v1::LeaseResponse forged = new_lease;
+  forged.set_fencing_token(1);
+  auto fenced = CompleteLease("a2", forged, Succeeded(new_lease.shard()));
+  EXPECT_FALSE(fenced.accepted());
+  EXPECT_NE(fenced.rejected_reason().find("stale fencing token 1"), std::string::npos);
+  EXPECT_EQ(metrics_.stale["unknown_lease"], 1);
+  EXPECT_EQ(metrics_.stale["fencing"], 1);
+
+  auto first = CompleteLease("a2", new_lease, Succeeded(new_lease.shard()));
+  EXPECT_TRUE(first.accepted());
+  EXPECT_FALSE(first.duplicate());
+  auto second = CompleteLease("a2", new_lease, Succeeded(new_lease.shard()));
+  EXPECT_TRUE(second.accepted());
+  EXPECT_TRUE(second.duplicate());
+  EXPECT_EQ(coord_->Results("sw-0001")->size(), 1u) << "acknowledged once, stored once";
+  EXPECT_EQ(store_->Load()->results.size(), 1u);
+}
+
+TEST_F(CoordinatorTest, OnlyTheHolderMayComplete) {
+  RegisterAgent("a1", "n150");
+  RegisterAgent("a2", "n150");
+  Start({}, 0, "", {"dtype_bfloat16"});
+  auto lease = LeaseNow("a1");
+  v1::CompleteRequest req;
+  req.set_agent_id("a2");
+  req.set_session_id(sessions_["a2"]);
+  req.set_lease_id(lease.lease_id());
+  req.set_fencing_token(lease.fencing_token());
+  *req.mutable_result() = Succeeded(lease.shard());
+  auto resp = coord_->Complete(req);
+  EXPECT_TRUE(absl::IsPermissionDenied(resp.status())) << resp.status();
+}
+
+TEST_F(CoordinatorTest, ResultsMayOnlyTouchOwnedFiles) {
+  RegisterAgent("a1", "n150");
+  Start({}, 0, "", {"dtype_bfloat16"});
+  auto lease = LeaseNow("a1");
+  struct Case {
+    std::string name;
+    std::function<void(v1::ShardResult&)> mutate;
+    std::string want;
+  };
+  const Case cases[] = {
+      {"foreign entry",
+       [](v1::ShardResult& r) {
+         r.mutable_entries(0)->set_key("a/pytorch-V1-single_device-training");
+       },
+       "not in shard"},
+      {"other loader",
+       [](v1::ShardResult& r) {
+         auto* fe = r.add_file_edits();
+         fe->set_repo("tt_forge_models");
+         fe->set_path("a/pytorch/loader.py");
+         fe->set_diff("--- a/a/pytorch/loader.py\n+++ b/a/pytorch/loader.py\n");
+       },
+       "outside the shard's loader directory c/pytorch/"},
+      {"path escape",
+       [](v1::ShardResult& r) {
+         auto* fe = r.add_file_edits();
+         fe->set_repo("tt_forge_models");
+         fe->set_path("c/pytorch/../../etc/passwd");
+       },
+       "unsafe path"},
+      {"raw tt-xla diff outside the YAML",
+       [](v1::ShardResult& r) {
+         r.set_ttxla_diff("diff --git a/setup.py b/setup.py\n--- a/setup.py\n+++ b/setup.py\n");
+       },
+       "may only change its YAML files"},
+      {"registry injection",
+       [](v1::ShardResult& r) {
+         auto* op = r.add_registry_ops();
+         op->set_kind(v1::RegistryOp::ADD);
+         op->set_cls("X\")\nimport os");
+         op->set_attr("logits");
+       },
+       "invalid names"},
+  };
+  options_.default_max_attempts = 100;
+  for (const auto& c : cases) {
+    v1::ShardResult r = Succeeded(lease.shard());
+    c.mutate(r);
+    auto resp = CompleteLease("a1", lease, r);
+    EXPECT_FALSE(resp.accepted()) << c.name;
+    EXPECT_NE(resp.rejected_reason().find(c.want), std::string::npos)
+        << c.name << ": " << resp.rejected_reason();
+    // The attempt failed; take the shard again for the next case.
+    clock_.Advance(options_.backoff_max);
+    lease = LeaseNow("a1");
+    if (!lease.granted()) break;
+  }
+  EXPECT_GE(metrics_.stale["disallowed_file"], 3);
+}
+
+TEST_F(CoordinatorTest, DrainLetsTheCurrentShardFinishAndHandsOutNothing) {
+  RegisterAgent("a1", "n150");
+  Start();
+  auto lease = LeaseNow("a1");
+  ASSERT_TRUE(lease.granted());
+  ASSERT_TRUE(coord_->SetDraining("a1", true, "maintenance", operator_).ok());
+  auto next = LeaseNow("a1");
+  EXPECT_FALSE(next.granted());
+  EXPECT_TRUE(next.draining());
+  EXPECT_TRUE(Beat("a1", {lease.lease_id()}).draining());
+  EXPECT_TRUE(CompleteLease("a1", lease, Succeeded(lease.shard())).accepted());
+  ASSERT_TRUE(coord_->SetDraining("a1", false, "done", operator_).ok());
+  EXPECT_TRUE(LeaseNow("a1").granted());
+}
+
+TEST_F(CoordinatorTest, SilentAgentGoesOfflineAndItsLeaseExpires) {
+  RegisterAgent("a1", "n150");
+  Start({}, 0, "", {"dtype_bfloat16"});
+  auto lease = LeaseNow("a1");
+  clock_.Advance(options_.agent_dead_after + 1s);
+  coord_->Tick();
+  EXPECT_EQ(metrics_.expired["n150/heartbeat_timeout"], 1);
+  EXPECT_EQ(metrics_.agents["n150/offline"], 1);
+  auto agents = coord_->ListAgents();
+  ASSERT_EQ(agents.size(), 1u);
+  EXPECT_EQ(agents[0].state(), "offline");
+  // It comes back: heartbeat revives it and tells it to drop the old lease.
+  auto hb = Beat("a1", {lease.lease_id()});
+  EXPECT_EQ(hb.revoked_lease_ids_size(), 1);
+  EXPECT_EQ(coord_->ListAgents()[0].state(), "idle");
+}
+
+TEST_F(CoordinatorTest, ReregisteredAgentGetsANewSessionAndItsLeasesAreFenced) {
+  RegisterAgent("a1", "n150");
+  Start({}, 0, "", {"dtype_bfloat16"});
+  auto lease = LeaseNow("a1");
+  const std::string old_session = sessions_["a1"];
+  const std::string new_session = RegisterAgent("a1", "n150");
+  EXPECT_NE(new_session, old_session);
+  EXPECT_EQ(ShardById(lease.shard().shard_id()).state(), "queued");
+  EXPECT_EQ(metrics_.expired["n150/agent_restart"], 1);
+  auto resp = CompleteLease("a1", lease, Succeeded(lease.shard()));
+  EXPECT_FALSE(resp.accepted());
+  // An old session is told to register again.
+  sessions_["a1"] = old_session;
+  EXPECT_TRUE(LeaseNow("a1").reregister());
+}
+
+TEST_F(CoordinatorTest, MatchesDimensions) {
+  yaml_[kTpFile] = "test_config:\n" + Entry("t/pytorch-Big-tensor_parallel-training", kUnpack);
+  Make();
+  RegisterAgent("p", "p150");
+  RegisterAgent("n", "n150", false, {"command"});
+  RegisterAgent("llm", "n300-llmbox");
+  RegisterAgent("n2", "n150");
+  Start({"n150"});
+  EXPECT_FALSE(LeaseNow("p").granted()) << "p150 is not a target arch";
+  EXPECT_FALSE(LeaseNow("n").granted()) << "the agent does not run the native executor";
+  auto tp = LeaseNow("llm");
+  ASSERT_TRUE(tp.granted());
+  EXPECT_EQ(tp.shard().loader(), "third_party/tt_forge_models/t/pytorch/loader.py");
+  EXPECT_EQ(tp.shard().arch(), "n300-llmbox");
+  EXPECT_FALSE(LeaseNow("llm").granted()) << "only tensor_parallel shards need the llmbox";
+  EXPECT_EQ(Drain("n2"), 3);
+}
+
+TEST_F(CoordinatorTest, PriorityThenLongestExpectedFirst) {
+  // b is the slowest, then c; a's two entries have no trusted durations.
+  const std::string durations = R"({
+    "tests/runner/test_models.py::test_all_models_torch[b/pytorch-single_device-training]": 5000,
+    "tests/runner/test_models.py::test_all_models_torch[c/pytorch-X-single_device-training]": 2500,
+    "tests/runner/test_models.py::test_all_models_torch[a/pytorch-V1-single_device-training]": 0.01
+  })";
+  options_.playbook_estimates = {{"unpack_forward_output", 100}, {"dtype_bfloat16", 100}};
+  Make();
+  RegisterAgent("a1", "n150");
+  Start({}, 0, durations);
+  std::vector<std::string> order;
+  for (int i = 0; i < 3; ++i) {
+    auto lease = LeaseNow("a1");
+    ASSERT_TRUE(lease.granted());
+    order.push_back(lease.shard().loader());
+    CompleteLease("a1", lease, Succeeded(lease.shard()));
+  }
+  EXPECT_EQ(order, (std::vector<std::string>{"third_party/tt_forge_models/b/pytorch/loader.py",
+                                             "third_party/tt_forge_models/c/pytorch/loader.py",
+                                             "third_party/tt_forge_models/a/pytorch/loader.py"}));
+  // A higher-priority sweep goes first.
+  Start({}, 0);
+  auto urgent = Start({}, 5);
+  auto lease = LeaseNow("a1");
+  EXPECT_EQ(lease.shard().sweep_id(), urgent.id());
+}
+
+TEST_F(CoordinatorTest, LongPollIsServedWhenWorkArrivesAndEndsAtItsLimit) {
+  RegisterAgent("a1", "n150");
+  v1::LeaseRequest req;
+  req.set_agent_id("a1");
+  req.set_session_id(sessions_["a1"]);
+  req.set_wait_ms(10'000);
+  int calls = 0;
+  v1::LeaseResponse got;
+  auto id = coord_->Lease(req, [&](absl::StatusOr<v1::LeaseResponse> r) {
+    ++calls;
+    got = *r;
+  });
+  EXPECT_GT(id, 0);
+  EXPECT_EQ(calls, 0) << "waiting";
+  Start();
+  EXPECT_EQ(calls, 1);
+  EXPECT_TRUE(got.granted());
+  // Another wait with nothing eligible ends at the server's limit.
+  calls = 0;
+  coord_->Lease(req, [&](absl::StatusOr<v1::LeaseResponse> r) {
+    ++calls;
+    got = *r;
+  });
+  Drain("a1");  // serves the rest to nobody else... the waiter gets one of them first
+  EXPECT_EQ(calls, 1);
+  calls = 0;
+  coord_->Lease(req, [&](absl::StatusOr<v1::LeaseResponse> r) {
+    ++calls;
+    got = *r;
+  });
+  clock_.Advance(options_.lease_wait_limit + 1s);
+  Beat("a1");
+  coord_->Tick();
+  EXPECT_EQ(calls, 1);
+  EXPECT_FALSE(got.granted());
+  // A cancelled wait answers CANCELLED.
+  absl::Status status;
+  auto wait = coord_->Lease(req, [&](absl::StatusOr<v1::LeaseResponse> r) { status = r.status(); });
+  coord_->CancelLease(wait);
+  EXPECT_TRUE(absl::IsCancelled(status));
+}
+
+TEST_F(CoordinatorTest, RetriedLeaseGetsTheSameGrant) {
+  RegisterAgent("a1", "n150");
+  Start();
+  v1::LeaseRequest req;
+  req.set_agent_id("a1");
+  req.set_session_id(sessions_["a1"]);
+  req.set_request_id("r-1");
+  v1::LeaseResponse first, second;
+  coord_->Lease(req, [&](absl::StatusOr<v1::LeaseResponse> r) { first = *r; });
+  coord_->Lease(req, [&](absl::StatusOr<v1::LeaseResponse> r) { second = *r; });
+  ASSERT_TRUE(first.granted());
+  EXPECT_EQ(first.lease_id(), second.lease_id());
+  EXPECT_EQ(coord_->GetSweep("sw-0001")->shards_by_state().at("leased"), 1);
+}
+
+TEST_F(CoordinatorTest, SecondArchVerifiesWithTheFirstArchsEditsPreApplied) {
+  RegisterAgent("n", "n150");
+  RegisterAgent("p", "p150");
+  Start({"n150", "p150"}, 0, "", {"dtype_bfloat16"});
+  EXPECT_FALSE(LeaseNow("p").granted()) << "p150 verification waits for the n150 shard";
+  auto full = LeaseNow("n");
+  ASSERT_TRUE(full.granted());
+  EXPECT_EQ(full.shard().phase(), v1::PHASE_FULL);
+  v1::ShardResult r = Succeeded(full.shard());
+  auto* fe = r.add_file_edits();
+  fe->set_repo("tt_forge_models");
+  fe->set_path("c/pytorch/loader.py");
+  fe->set_diff("--- a/c/pytorch/loader.py\n+++ b/c/pytorch/loader.py\n@@ -1 +1 @@\n-x\n+y\n");
+  ASSERT_TRUE(CompleteLease("n", full, r).accepted());
+  auto verify = LeaseNow("p");
+  ASSERT_TRUE(verify.granted());
+  EXPECT_EQ(verify.shard().phase(), v1::PHASE_VERIFY);
+  EXPECT_EQ(verify.shard().arch(), "p150");
+  ASSERT_EQ(verify.shard().pre_apply_size(), 1);
+  EXPECT_EQ(verify.shard().pre_apply(0).path(), "c/pytorch/loader.py");
+  ASSERT_TRUE(CompleteLease("p", verify, Succeeded(verify.shard())).accepted());
+  EXPECT_EQ(coord_->GetSweep("sw-0001")->state(), "succeeded");
+}
+
+TEST_F(CoordinatorTest, CpuOnlyAgentsTakeProbePhases) {
+  RegisterAgent("cpu", "", true);
+  RegisterAgent("n", "n150");
+  Start({"n150"}, 0, "", {"dtype_bfloat16"});
+  EXPECT_FALSE(LeaseNow("n").granted()) << "verification waits for the probe";
+  auto probe = LeaseNow("cpu");
+  ASSERT_TRUE(probe.granted());
+  EXPECT_EQ(probe.shard().phase(), v1::PHASE_PROBE);
+  ASSERT_TRUE(CompleteLease("cpu", probe, Succeeded(probe.shard())).accepted());
+  auto verify = LeaseNow("n");
+  ASSERT_TRUE(verify.granted());
+  EXPECT_EQ(verify.shard().phase(), v1::PHASE_VERIFY);
+  EXPECT_FALSE(LeaseNow("cpu").granted());
+}
+
+TEST_F(CoordinatorTest, CancelShardCascadesAndCancelSweepRevokes) {
+  RegisterAgent("n", "n150");
+  Start({"n150", "p150"}, 0, "", {"dtype_bfloat16"});
+  auto shards = *coord_->ListShards({});
+  ASSERT_EQ(shards.size(), 2u);
+  auto cancelled = coord_->CancelShard(shards[0].id(), "not needed", operator_);
+  ASSERT_TRUE(cancelled.ok());
+  EXPECT_EQ(ShardById(shards[1].id()).state(), "cancelled") << "its dependent too";
+  EXPECT_EQ(coord_->GetSweep("sw-0001")->state(), "succeeded")
+      << "operator cancellations end a sweep without failing it";
+
+  Start();
+  auto lease = LeaseNow("n");
+  ASSERT_TRUE(lease.granted());
+  auto sweep = coord_->CancelSweep(lease.shard().sweep_id(), "wrong commit", operator_);
+  ASSERT_TRUE(sweep.ok());
+  EXPECT_EQ(sweep->state(), "cancelled");
+  EXPECT_EQ(Beat("n", {lease.lease_id()}).revoked_lease_ids_size(), 1);
+  EXPECT_FALSE(CompleteLease("n", lease, Succeeded(lease.shard())).accepted());
+  EXPECT_FALSE(coord_->CancelSweep(lease.shard().sweep_id(), "again", operator_).ok());
+}
+
+TEST_F(CoordinatorTest, StuckShardsAreListed) {
+  RegisterAgent("n", "n150");
+  Start({}, 0, "", {"dtype_bfloat16"});
+  auto lease = LeaseNow("n");
+  v1::ProgressRequest p;
+  p.set_agent_id("n");
+  p.set_session_id(sessions_["n"]);
+  p.set_lease_id(lease.lease_id());
+  p.set_fencing_token(lease.fencing_token());
+  p.set_step("verify");
+  p.set_entry("c/pytorch-X-single_device-training");
+  p.add_log_tail("collected 1 item");
+  ASSERT_FALSE(coord_->ReportProgress(p)->revoked());
+  v1::ListShardsRequest stuck;
+  stuck.set_stuck_seconds(600);
+  EXPECT_TRUE(coord_->ListShards(stuck)->empty());
+  clock_.Advance(601s);
+  Beat("n", {lease.lease_id()});  // alive, but no progress
+  auto rows = coord_->ListShards(stuck);
+  ASSERT_EQ(rows->size(), 1u);
+  EXPECT_EQ((*rows)[0].agent_id(), "n");
+  EXPECT_EQ((*rows)[0].last_step(), "verify");
+  EXPECT_EQ((*rows)[0].state(), "running");
+  EXPECT_EQ((*rows)[0].log_tail(0), "collected 1 item");
+  v1::ListShardsRequest bad;
+  bad.set_state("stuck");
+  EXPECT_TRUE(absl::IsInvalidArgument(coord_->ListShards(bad).status()));
+}
+
+TEST_F(CoordinatorTest, StoreFailureChangesNothingAndIsReported) {
+  RegisterAgent("n", "n150");
+  Start({}, 0, "", {"dtype_bfloat16"});
+  store_->FailNextAppliesForTest(1);
+  v1::LeaseRequest req;
+  req.set_agent_id("n");
+  req.set_session_id(sessions_["n"]);
+  absl::StatusOr<v1::LeaseResponse> got = absl::UnknownError("x");
+  coord_->Lease(req, [&](absl::StatusOr<v1::LeaseResponse> r) { got = r; });
+  EXPECT_TRUE(absl::IsUnavailable(got.status())) << got.status();
+  EXPECT_FALSE(coord_->healthy());
+  EXPECT_EQ(coord_->GetSweep("sw-0001")->shards_by_state().at("queued"), 1);
+  coord_->Tick();  // the store check succeeds again
+  EXPECT_TRUE(coord_->healthy());
+  EXPECT_TRUE(LeaseNow("n").granted());
+}
+
+TEST_F(CoordinatorTest, RecoversFromTheStoreAfterARestart) {
+  testing::TempDir tmp;
+  auto file_store = SqliteStore::Open(tmp.path() / "state.db");
+  ASSERT_TRUE(file_store.ok());
+  store_ = std::move(*file_store);
+  Make();
+  RegisterAgent("n", "n150");
+  Start();
+  auto done = LeaseNow("n");
+  ASSERT_TRUE(CompleteLease("n", done, Succeeded(done.shard())).accepted());
+  auto open = LeaseNow("n");
+  ASSERT_TRUE(open.granted());
+
+  // "Restart": a new coordinator over the same database.
+  coord_.reset();
+  store_.reset();
+  file_store = SqliteStore::Open(tmp.path() / "state.db");
+  ASSERT_TRUE(file_store.ok());
+  store_ = std::move(*file_store);
+  Make();
+  ASSERT_TRUE(coord_->Recover().ok());
+  auto sweep = coord_->GetSweep("sw-0001");
+  ASSERT_TRUE(sweep.ok());
+  EXPECT_EQ(sweep->shards_by_state().at("succeeded"), 1);
+  EXPECT_EQ(sweep->shards_by_state().at("leased"), 1);
+  // The agent re-attaches with its session: its lease is still valid.
+  EXPECT_FALSE(Beat("n", {open.lease_id()}).reregister());
+  auto again = CompleteLease("n", done, Succeeded(done.shard()));
+  EXPECT_TRUE(again.duplicate()) << "a result accepted before the restart is not counted twice";
+  EXPECT_TRUE(CompleteLease("n", open, Succeeded(open.shard())).accepted());
+  EXPECT_EQ(Drain("n"), 1);
+  EXPECT_EQ(coord_->GetSweep("sw-0001")->state(), "succeeded");
+  EXPECT_EQ(coord_->Results("sw-0001")->size(), 3u);
+  // New ids continue after the recovered ones.
+  EXPECT_EQ(Start().id(), "sw-0002");
+}
+
+TEST_F(CoordinatorTest, InvalidSweepsAreRefused) {
+  v1::StartSweepRequest req;
+  EXPECT_TRUE(absl::IsInvalidArgument(coord_->StartSweep(req, operator_).status()));
+  req.set_repo_path("/x");
+  req.add_archs("n151");
+  EXPECT_TRUE(absl::IsInvalidArgument(coord_->StartSweep(req, operator_).status()));
+  req.clear_archs();
+  req.add_playbooks("nope");
+  EXPECT_TRUE(absl::IsInvalidArgument(coord_->StartSweep(req, operator_).status()));
+  req.clear_playbooks();
+  req.set_executor("command");
+  EXPECT_TRUE(absl::IsInvalidArgument(coord_->StartSweep(req, operator_).status()));
+  req.set_executor("native");
+  req.set_durations_json("{");
+  EXPECT_TRUE(absl::IsInvalidArgument(coord_->StartSweep(req, operator_).status()));
+}
+
+TEST_F(CoordinatorTest, FilesWithErrorsAreLeftOut) {
+  yaml_["tests/runner/test_config/torch/test_config_inference_single_device.yaml"] =
+      "test_config:\n  x/pytorch-single_device-inference:\n    status: BROKEN\n";
+  Make();
+  auto sweep = Start();
+  EXPECT_EQ(sweep.entries().total(), 4);
+  ASSERT_GE(sweep.problems_size(), 1);
+  EXPECT_NE(sweep.problems(0).find("invalid value 'BROKEN'"), std::string::npos);
+}
+
+TEST_F(CoordinatorTest, WatchSeesProgressUntilTheEnd) {
+  RegisterAgent("n", "n150");
+  Start({}, 0, "", {"dtype_bfloat16"});
+  std::vector<v1::SweepEvent> events;
+  auto id = coord_->Watch("sw-0001", [&](const v1::SweepEvent& e) { events.push_back(e); });
+  ASSERT_TRUE(id.ok());
+  Drain("n");
+  coord_->Unwatch(*id);
+  ASSERT_GE(events.size(), 3u);
+  EXPECT_EQ(events.front().sweep().state(), "running");
+  EXPECT_EQ(events.back().sweep().state(), "succeeded");
+  EXPECT_EQ(events.back().sweep().entries().done(), 1);
+  EXPECT_EQ(events.back().sweep().entries().by_outcome().at("EXPECTED_PASSING"), 1);
+  EXPECT_FALSE(coord_->Watch("sw-9999", [](const v1::SweepEvent&) {}).ok());
+}
+
+}  // namespace
+}  // namespace triage::coord

@@ -1,0 +1,341 @@
+#include "common/git/git.h"
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "common/inventory/inventory.h"
+#include "common/process/process.h"
+#include "common/util/strings.h"
+#include "common/util/text.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/unit/test_support.h"
+
+namespace triage::git {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+constexpr char kYamlPath[] =
+    "tests/runner/test_config/torch/test_config_inference_single_device.yaml";
+constexpr char kYaml[] =
+    "test_config:\n"
+    "  a/pytorch-A-single_device-inference:\n"
+    "    status: EXPECTED_PASSING\n"
+    "  b/pytorch-B-single_device-inference:\n"
+    "    status: KNOWN_FAILURE_XFAIL\n"
+    "    reason: \"boom\"\n";
+
+// Runs git for the test's own setup, isolated from the user's configuration.
+std::string Sh(const fs::path& dir, std::vector<std::string> args) {
+  process::RunOptions options;
+  options.argv = {"git",
+                  "-C",
+                  dir.string(),
+                  "-c",
+                  "protocol.file.allow=always",
+                  "-c",
+                  "init.defaultBranch=main",
+                  "-c",
+                  "commit.gpgsign=false"};
+  options.argv.insert(options.argv.end(), args.begin(), args.end());
+  options.env = {{"GIT_AUTHOR_NAME", "Test"},        {"GIT_AUTHOR_EMAIL", "test@example.com"},
+                 {"GIT_COMMITTER_NAME", "Test"},     {"GIT_COMMITTER_EMAIL", "test@example.com"},
+                 {"GIT_CONFIG_GLOBAL", "/dev/null"}, {"GIT_CONFIG_NOSYSTEM", "1"}};
+  options.timeout = std::chrono::seconds(60);
+  auto r = process::Run(options);
+  EXPECT_TRUE(r.ok()) << r.status();
+  if (!r.ok()) return "";
+  EXPECT_TRUE(r->ok()) << util::StrJoin(args, " ") << ": " << r->Describe() << "\n" << r->output;
+  return std::string(util::TrimWhitespace(r->output));
+}
+
+std::string Commit(const fs::path& dir, const std::string& message) {
+  Sh(dir, {"add", "-A"});
+  Sh(dir, {"commit", "-q", "-m", message});
+  return Sh(dir, {"rev-parse", "HEAD"});
+}
+
+// A tt-xla-shaped repository with its tt_forge_models submodule.
+class GitTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    forge_ = tmp_.path() / "forge-upstream";
+    ttxla_ = tmp_.path() / "ttxla-upstream";
+    fs::create_directories(forge_);
+    fs::create_directories(ttxla_);
+    Sh(forge_, {"init", "-q"});
+    testing::WriteFileOrDie(forge_ / "a" / "pytorch" / "loader.py", "class ModelLoader:\n  pass\n");
+    testing::WriteFileOrDie(forge_ / "training_utils.py", "# registry\n");
+    forge_sha_ = Commit(forge_, "forge 1");
+
+    Sh(ttxla_, {"init", "-q"});
+    testing::WriteFileOrDie(ttxla_ / kYamlPath, kYaml);
+    testing::WriteFileOrDie(ttxla_ / "tests" / "runner" / "conftest.py", "# conftest\n");
+    testing::WriteFileOrDie(ttxla_ / "README.md", "tt-xla\n");
+    testing::WriteFileOrDie(ttxla_ / "data.bin", std::string("\0\x01\xff\0binary\n\0", 12));
+    Sh(ttxla_, {"submodule", "add", "-q", forge_.string(), "third_party/tt_forge_models"});
+    ttxla_sha_ = Commit(ttxla_, "tt-xla 1");
+  }
+
+  testing::TempDir tmp_;
+  fs::path forge_, ttxla_;
+  std::string forge_sha_, ttxla_sha_;
+};
+
+TEST_F(GitTest, RevParse) {
+  Git git(ttxla_);
+  EXPECT_EQ(git.repo(), ttxla_);
+  auto head = git.RevParse("HEAD");
+  ASSERT_TRUE(head.ok()) << head.status();
+  EXPECT_EQ(*head, ttxla_sha_);
+  EXPECT_EQ(head->size(), 40u);
+  EXPECT_EQ(*git.RevParse("main"), ttxla_sha_);
+  EXPECT_EQ(*git.RevParse(ttxla_sha_.substr(0, 10)), ttxla_sha_);
+
+  auto unknown = git.RevParse("no-such-branch");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_TRUE(absl::IsNotFound(unknown.status())) << unknown.status();
+  EXPECT_THAT(util::MessageOf(unknown.status()), HasSubstr("no-such-branch"));
+
+  auto option = git.RevParse("--all");
+  EXPECT_TRUE(absl::IsInvalidArgument(option.status())) << option.status();
+}
+
+TEST_F(GitTest, SubmoduleCommit) {
+  Git git(ttxla_);
+  auto sha = git.SubmoduleCommit(ttxla_sha_, "third_party/tt_forge_models");
+  ASSERT_TRUE(sha.ok()) << sha.status();
+  EXPECT_EQ(*sha, forge_sha_);
+  EXPECT_EQ(*git.SubmoduleCommit("HEAD", "third_party/tt_forge_models/"), forge_sha_);
+
+  auto dir = git.SubmoduleCommit(ttxla_sha_, "tests");
+  ASSERT_FALSE(dir.ok());
+  EXPECT_TRUE(absl::IsFailedPrecondition(dir.status())) << dir.status();
+  EXPECT_THAT(util::MessageOf(dir.status()), HasSubstr("not a submodule"));
+
+  auto file = git.SubmoduleCommit(ttxla_sha_, "README.md");
+  EXPECT_TRUE(absl::IsFailedPrecondition(file.status())) << file.status();
+
+  auto missing = git.SubmoduleCommit(ttxla_sha_, "third_party/other");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_TRUE(absl::IsNotFound(missing.status())) << missing.status();
+  EXPECT_THAT(util::MessageOf(missing.status()), HasSubstr("third_party/other"));
+}
+
+TEST_F(GitTest, Show) {
+  Git git(ttxla_);
+  auto yaml = git.Show(ttxla_sha_, kYamlPath, 1 << 20);
+  ASSERT_TRUE(yaml.ok()) << yaml.status();
+  EXPECT_EQ(*yaml, kYaml);
+
+  auto binary = git.Show(ttxla_sha_, "data.bin", 1 << 20);
+  ASSERT_TRUE(binary.ok()) << binary.status();
+  EXPECT_EQ(*binary, std::string("\0\x01\xff\0binary\n\0", 12));
+
+  auto exact = git.Show(ttxla_sha_, "data.bin", 12);
+  EXPECT_TRUE(exact.ok()) << exact.status();
+  auto too_big = git.Show(ttxla_sha_, "data.bin", 11);
+  ASSERT_FALSE(too_big.ok());
+  EXPECT_TRUE(absl::IsResourceExhausted(too_big.status())) << too_big.status();
+
+  auto missing = git.Show(ttxla_sha_, "no/such/file", 100);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_TRUE(absl::IsNotFound(missing.status())) << missing.status();
+  EXPECT_THAT(util::MessageOf(missing.status()), HasSubstr("no/such/file"));
+
+  auto bad_rev = git.Show(std::string(40, '0'), "README.md", 100);
+  ASSERT_FALSE(bad_rev.ok());
+  EXPECT_THAT(util::MessageOf(bad_rev.status()), HasSubstr("unknown revision"));
+
+  auto directory = git.Show(ttxla_sha_, "tests", 1 << 20);
+  EXPECT_TRUE(absl::IsFailedPrecondition(directory.status())) << directory.status();
+}
+
+TEST_F(GitTest, ListFiles) {
+  Git git(ttxla_);
+  auto tests = git.ListFiles(ttxla_sha_, "tests");
+  ASSERT_TRUE(tests.ok()) << tests.status();
+  EXPECT_THAT(*tests, ElementsAre("tests/runner/conftest.py", kYamlPath));
+
+  auto all = git.ListFiles(ttxla_sha_, "");
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_THAT(*all, ElementsAre(".gitmodules", "README.md", "data.bin", "tests/runner/conftest.py",
+                                kYamlPath))
+      << "sorted, recursive, without the submodule";
+
+  EXPECT_EQ(*git.ListFiles(ttxla_sha_, "tests/runner/test_config/"),
+            std::vector<std::string>{kYamlPath});
+  auto missing = git.ListFiles(ttxla_sha_, "nope");
+  EXPECT_TRUE(absl::IsNotFound(missing.status())) << missing.status();
+  auto prefix_only = git.ListFiles(ttxla_sha_, "test");
+  EXPECT_TRUE(absl::IsNotFound(prefix_only.status())) << "a name prefix is not a directory";
+}
+
+TEST_F(GitTest, HasCommit) {
+  Git git(ttxla_);
+  EXPECT_TRUE(*git.HasCommit(ttxla_sha_));
+  EXPECT_FALSE(*git.HasCommit(std::string(40, '1')));
+  EXPECT_FALSE(*git.HasCommit(forge_sha_)) << "the submodule's commits live in its own repo";
+  EXPECT_FALSE(Git(tmp_.path()).HasCommit(ttxla_sha_).ok()) << "not a repository";
+}
+
+TEST_F(GitTest, RemoteUrl) {
+  EXPECT_EQ(*Git(ttxla_).RemoteUrl(), "");
+  const fs::path clone = tmp_.path() / "clone";
+  Sh(tmp_.path(), {"clone", "-q", ttxla_.string(), clone.string()});
+  EXPECT_EQ(*Git(clone).RemoteUrl("origin"), ttxla_.string());
+  EXPECT_EQ(*Git(clone).RemoteUrl("upstream"), "");
+}
+
+TEST_F(GitTest, NotARepositoryIsClear) {
+  const fs::path plain = tmp_.path() / "plain";
+  fs::create_directories(plain);
+  auto r = Git(plain).RevParse("HEAD");
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(absl::IsFailedPrecondition(r.status())) << r.status();
+  EXPECT_THAT(util::MessageOf(r.status()), HasSubstr("not a git repository"));
+
+  auto missing = Git(tmp_.path() / "missing").Run({"status"});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_THAT(util::MessageOf(missing.status()), HasSubstr("missing"));
+}
+
+TEST_F(GitTest, RunReportsCommandAndStderr) {
+  auto r = Git(ttxla_).Run({"log", "--no-such-option"});
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(util::MessageOf(r.status()), HasSubstr("git -C " + ttxla_.string() + " log"));
+  EXPECT_THAT(util::MessageOf(r.status()), HasSubstr("no-such-option"));
+
+  auto out = Git(ttxla_).Run({"log", "-1", "--format=%s"});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(*out, "tt-xla 1\n");
+}
+
+TEST_F(GitTest, GitSourceReadsTheCommitNotTheWorkingTree) {
+  GitSource source(ttxla_, ttxla_sha_);
+  EXPECT_EQ(source.Describe(), ttxla_.string() + "@" + ttxla_sha_.substr(0, 12));
+  // Later edits to the working tree do not matter.
+  testing::WriteFileOrDie(ttxla_ / kYamlPath, "test_config:\n  broken: [\n");
+  testing::WriteFileOrDie(ttxla_ / "tests/runner/test_config/torch/new.yaml", "test_config:\n");
+  auto inv = inventory::LoadInventory(source);
+  ASSERT_TRUE(inv.ok()) << inv.status();
+  ASSERT_EQ(inv->documents.size(), 1u);
+  EXPECT_EQ(inv->documents[0].path(), kYamlPath);
+  EXPECT_EQ(inv->TestEntries().size(), 2u);
+  EXPECT_TRUE(inv->ok());
+
+  fs::remove_all(ttxla_ / "tests");
+  auto again = inventory::LoadInventory(source);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->TestEntries().size(), 2u);
+
+  auto listed = source.List("tests/runner", ".py");
+  ASSERT_TRUE(listed.ok());
+  EXPECT_THAT(*listed, ElementsAre("tests/runner/conftest.py"));
+}
+
+TEST_F(GitTest, GitSourceWithoutTestConfig) {
+  GitSource source(forge_, forge_sha_);
+  auto inv = inventory::LoadInventory(source);
+  ASSERT_FALSE(inv.ok());
+  EXPECT_TRUE(absl::IsNotFound(inv.status())) << inv.status();
+  EXPECT_THAT(util::MessageOf(inv.status()), HasSubstr(forge_sha_.substr(0, 12)));
+}
+
+TEST_F(GitTest, PinCheckout) {
+  auto pinned = PinCheckout(ttxla_);
+  ASSERT_TRUE(pinned.ok()) << pinned.status();
+  EXPECT_EQ(pinned->ttxla_commit, ttxla_sha_);
+  EXPECT_EQ(pinned->forge_commit, forge_sha_);
+  EXPECT_EQ(pinned->origin_url, "");
+  EXPECT_EQ(pinned->repo, ttxla_);
+
+  // The recorded gitlink counts, not what the submodule has checked out.
+  const fs::path clone = tmp_.path() / "clone";
+  Sh(tmp_.path(), {"clone", "-q", ttxla_.string(), clone.string()});
+  Sh(clone, {"submodule", "update", "-q", "--init"});
+  testing::WriteFileOrDie(clone / "third_party/tt_forge_models/extra.py", "x = 1\n");
+  Commit(clone / "third_party/tt_forge_models", "local forge commit");
+  auto from_clone = PinCheckout(clone);
+  ASSERT_TRUE(from_clone.ok()) << from_clone.status();
+  EXPECT_EQ(from_clone->forge_commit, forge_sha_);
+  EXPECT_EQ(from_clone->origin_url, ttxla_.string());
+
+  auto not_ttxla = PinCheckout(forge_);
+  ASSERT_FALSE(not_ttxla.ok());
+  EXPECT_THAT(util::MessageOf(not_ttxla.status()), HasSubstr("third_party/tt_forge_models"));
+  EXPECT_THAT(util::MessageOf(not_ttxla.status()), HasSubstr(forge_.string()));
+}
+
+TEST_F(GitTest, FetchAndPin) {
+  const fs::path cache = tmp_.path() / "cache";
+  const std::string url = "file://" + ttxla_.string();
+  auto first = FetchAndPin(url, "", cache);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->ttxla_commit, ttxla_sha_);
+  EXPECT_EQ(first->forge_commit, forge_sha_);
+  EXPECT_EQ(first->origin_url, url);
+  EXPECT_EQ(first->repo, cache / CacheNameForUrl(url));
+  EXPECT_TRUE(fs::exists(first->repo / "HEAD"));
+  EXPECT_EQ(*Git(first->repo).Run({"rev-parse", "--is-bare-repository"}), "true\n");
+
+  // A new upstream commit on main and a tag: the second call fetches.
+  testing::WriteFileOrDie(ttxla_ / "README.md", "tt-xla v2\n");
+  const std::string second_sha = Commit(ttxla_, "tt-xla 2");
+  Sh(ttxla_, {"tag", "v1", ttxla_sha_});
+  auto second = FetchAndPin(url, "main", cache);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(second->ttxla_commit, second_sha);
+  EXPECT_EQ(second->repo, first->repo);
+  EXPECT_EQ(FetchAndPin(url, "v1", cache)->ttxla_commit, ttxla_sha_);
+  EXPECT_EQ(FetchAndPin(url, ttxla_sha_, cache)->ttxla_commit, ttxla_sha_);
+
+  // The committed files are readable from the cache.
+  GitSource source(second->repo, second->ttxla_commit);
+  auto inv = inventory::LoadInventory(source);
+  ASSERT_TRUE(inv.ok()) << inv.status();
+  EXPECT_EQ(inv->TestEntries().size(), 2u);
+
+  auto unknown = FetchAndPin(url, "no-such-branch", cache);
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_TRUE(absl::IsNotFound(unknown.status())) << unknown.status();
+  EXPECT_THAT(util::MessageOf(unknown.status()), HasSubstr("no-such-branch"));
+}
+
+TEST_F(GitTest, FetchAndPinRejectsBadUrls) {
+  const fs::path cache = tmp_.path() / "cache";
+  for (const char* url : {"", "-uhttps://x", "--upload-pack=touch /tmp/x",
+                          "ext::sh -c touch% /tmp/x", "EXT::sh", "fd::3", "https://host/a\nb"}) {
+    auto r = FetchAndPin(url, "", cache);
+    ASSERT_FALSE(r.ok()) << url;
+    EXPECT_TRUE(absl::IsInvalidArgument(r.status())) << url << ": " << r.status();
+  }
+  auto missing = FetchAndPin("file://" + (tmp_.path() / "nope").string(), "", cache);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_THAT(util::MessageOf(missing.status()), HasSubstr("cannot clone"));
+  EXPECT_THAT(util::MessageOf(missing.status()), HasSubstr("nope"));
+  // A failed clone leaves nothing behind that a later call could mistake for a cache.
+  for (const auto& entry : fs::directory_iterator(cache)) ADD_FAILURE() << entry.path();
+
+  auto bad_ref = FetchAndPin("file://" + ttxla_.string(), "--all", cache);
+  EXPECT_TRUE(absl::IsInvalidArgument(bad_ref.status())) << bad_ref.status();
+}
+
+TEST(CacheNameTest, StableSanitizedAndCredentialFree) {
+  const std::string name = CacheNameForUrl("https://token123@github.com/tenstorrent/tt-xla.git");
+  EXPECT_EQ(name, CacheNameForUrl("https://token123@github.com/tenstorrent/tt-xla.git"));
+  EXPECT_TRUE(name.starts_with("github.com_tenstorrent_tt-xla-")) << name;
+  EXPECT_TRUE(name.ends_with(".git")) << name;
+  EXPECT_EQ(name.find("token123"), std::string::npos);
+  EXPECT_NE(name, CacheNameForUrl("https://github.com/tenstorrent/tt-xla.git"));
+  const std::string odd = CacheNameForUrl("../../etc/passwd");
+  EXPECT_EQ(odd.find('/'), std::string::npos);
+  EXPECT_FALSE(odd.starts_with('.'));
+}
+
+}  // namespace
+}  // namespace triage::git
