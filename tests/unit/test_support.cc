@@ -1,6 +1,10 @@
 #include "tests/unit/test_support.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -77,6 +81,138 @@ int RunCommand(const std::vector<std::string>& argv, const std::filesystem::path
   waitpid(pid, &status, 0);
   if (output != nullptr) *output = out;
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+ChildProcess::~ChildProcess() {
+  if (pid_ > 0) {
+    ::kill(-pid_, SIGKILL);
+    ::kill(pid_, SIGKILL);
+    int status;
+    waitpid(pid_, &status, 0);
+  }
+}
+
+bool ChildProcess::Start(const std::vector<std::string>& argv, const std::filesystem::path& cwd,
+                         const std::filesystem::path& log_path,
+                         const std::vector<std::pair<std::string, std::string>>& env) {
+  pid_t pid = fork();
+  if (pid < 0) return false;
+  if (pid == 0) {
+    setpgid(0, 0);
+    int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd >= 0) {
+      dup2(fd, 1);
+      dup2(fd, 2);
+      close(fd);
+    }
+    int devnull = ::open("/dev/null", O_RDONLY);
+    if (devnull >= 0) dup2(devnull, 0);
+    if (!cwd.empty() && chdir(cwd.c_str()) != 0) _exit(127);
+    for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execvp(args[0], args.data());
+    _exit(127);
+  }
+  setpgid(pid, pid);
+  pid_ = pid;
+  return true;
+}
+
+void ChildProcess::Signal(int sig) {
+  if (pid_ > 0) ::kill(pid_, sig);
+}
+
+int ChildProcess::Wait(std::chrono::milliseconds timeout) {
+  if (pid_ <= 0) return -1;
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    int status = 0;
+    pid_t r = waitpid(pid_, &status, WNOHANG);
+    if (r == pid_) {
+      pid_ = -1;
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+    usleep(20'000);
+  }
+  return -1;
+}
+
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  int port = ntohs(addr.sin_port);
+  close(fd);
+  return port;
+}
+
+bool WaitFor(const std::function<bool()>& cond, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (cond()) return true;
+    usleep(20'000);
+  }
+  return cond();
+}
+
+std::vector<std::pair<std::string, std::string>> GitTestEnv() {
+  return {{"GIT_CONFIG_GLOBAL", "/dev/null"},    {"GIT_CONFIG_NOSYSTEM", "1"},
+          {"GIT_AUTHOR_NAME", "triage-test"},    {"GIT_AUTHOR_EMAIL", "test@triage.invalid"},
+          {"GIT_COMMITTER_NAME", "triage-test"}, {"GIT_COMMITTER_EMAIL", "test@triage.invalid"}};
+}
+
+void SetGitTestEnv() {
+  for (const auto& [k, v] : GitTestEnv()) setenv(k.c_str(), v.c_str(), 1);
+}
+
+namespace {
+
+void Git(const std::filesystem::path& dir, std::vector<std::string> args) {
+  args.insert(args.begin(), {"git", "-c", "protocol.file.allow=always"});
+  std::string out;
+  int rc = RunCommand(args, dir, &out);
+  if (rc != 0) ADD_FAILURE() << "git failed in " << dir << ": " << out;
+}
+
+}  // namespace
+
+std::filesystem::path MakeTtXlaRepo(const std::filesystem::path& dir,
+                                    const std::map<std::string, std::string>& yaml,
+                                    const std::map<std::string, std::string>& forge) {
+  SetGitTestEnv();
+  const auto forge_repo = dir / "tt-forge-models";
+  const auto repo = dir / "tt-xla";
+  std::filesystem::create_directories(forge_repo);
+  std::filesystem::create_directories(repo);
+  Git(forge_repo, {"init", "-q", "-b", "main"});
+  for (const auto& [path, text] : forge) WriteFileOrDie(forge_repo / path, text);
+  if (forge.empty()) WriteFileOrDie(forge_repo / "README", "tt-forge-models\n");
+  Git(forge_repo, {"add", "-A"});
+  Git(forge_repo, {"commit", "-q", "-m", "forge"});
+  Git(repo, {"init", "-q", "-b", "main"});
+  for (const auto& [path, text] : yaml) WriteFileOrDie(repo / path, text);
+  Git(repo, {"submodule", "add", "-q", forge_repo.string(), "third_party/tt_forge_models"});
+  Git(repo, {"add", "-A"});
+  Git(repo, {"commit", "-q", "-m", "tt-xla"});
+  return repo;
+}
+
+std::filesystem::path CloneWorkspace(const std::filesystem::path& repo,
+                                     const std::filesystem::path& dest) {
+  SetGitTestEnv();
+  Git(dest.parent_path(), {"clone", "-q", repo.string(), dest.string()});
+  Git(dest, {"submodule", "update", "-q", "--init"});
+  return dest;
 }
 
 }  // namespace triage::testing

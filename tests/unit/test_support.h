@@ -1,8 +1,13 @@
 #pragma once
 
+#include <chrono>
 #include <filesystem>
+#include <functional>
+#include <map>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -40,5 +45,45 @@ void WriteFileOrDie(const std::filesystem::path& path, std::string_view contents
 // Runs argv (no shell) with cwd; returns the exit code and fills output (stdout+stderr).
 int RunCommand(const std::vector<std::string>& argv, const std::filesystem::path& cwd,
                std::string* output);
+
+// A background process for tests that need real processes (coordinator, agents). Output goes
+// to log_path. The destructor kills the whole process group with SIGKILL.
+class ChildProcess {
+ public:
+  ChildProcess() = default;
+  ~ChildProcess();
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+  bool Start(const std::vector<std::string>& argv, const std::filesystem::path& cwd,
+             const std::filesystem::path& log_path,
+             const std::vector<std::pair<std::string, std::string>>& env = {});
+  void Signal(int sig);
+  // Waits for exit (up to timeout); returns the exit code, or -1 on timeout.
+  int Wait(std::chrono::milliseconds timeout);
+  bool running() const { return pid_ > 0; }
+  int pid() const { return pid_; }
+
+ private:
+  int pid_ = -1;
+};
+
+// A TCP port that was free a moment ago on 127.0.0.1.
+int FreePort();
+
+// Polls cond every 20 ms until it holds or timeout passes.
+bool WaitFor(const std::function<bool()>& cond, std::chrono::milliseconds timeout);
+
+// A tt-xla-shaped git repository: tests/runner/test_config/... files from `yaml` (path ->
+// text), a tt_forge_models submodule at third_party/tt_forge_models with `forge` files
+// (path -> text), both committed. Returns the tt-xla repo path (the forge repo sits beside it).
+std::filesystem::path MakeTtXlaRepo(const std::filesystem::path& dir,
+                                    const std::map<std::string, std::string>& yaml,
+                                    const std::map<std::string, std::string>& forge);
+// A workspace clone of such a repo (with the submodule checked out).
+std::filesystem::path CloneWorkspace(const std::filesystem::path& repo,
+                                     const std::filesystem::path& dest);
+// Environment that isolates git from the user's config, with an author identity.
+std::vector<std::pair<std::string, std::string>> GitTestEnv();
+void SetGitTestEnv();  // the same, on this process
 
 }  // namespace triage::testing
