@@ -11,6 +11,7 @@
 #include "agent/client/grpc_client.h"
 #include "agent/core/agent.h"
 #include "agent/executor/command_executor.h"
+#include "agent/executor/native_executor.h"
 #include "agent/metrics/prometheus_agent_metrics.h"
 #include "agent/workspace/workspace.h"
 #include "common/config/config.h"
@@ -44,11 +45,12 @@ struct AgentConfig {
   std::string pool = "default";
   bool cpu_only = false;
   std::vector<std::string> playbooks;
-  std::vector<std::string> executors = {"command"};
+  std::vector<std::string> executors = {"native", "command"};
   std::string workspace;
   std::string data_dir = "triage-agent-data";
   std::string python = "/usr/bin/python3";
-  std::string probe_script;
+  std::string scripts_dir;
+  std::string replay_dir;
   std::int64_t probe_timeout_seconds = 600;
   std::int64_t pytest_timeout_seconds = 3600;
   std::int64_t command_timeout_seconds = 0;
@@ -76,7 +78,10 @@ struct AgentConfig {
     s.Add("workspace", &workspace, "this agent's tt-xla checkout (with the submodule)");
     s.Add("data_dir", &data_dir, "shard directories and results not yet acknowledged");
     s.Add("python", &python, "the workspace's Python (probe, pytest)");
-    s.Add("probe_script", &probe_script, "path of triage_probe.py");
+    s.Add("scripts_dir", &scripts_dir,
+          "directory of triage_probe.py and triage_pytest_plugin.py (default: found next to "
+          "the binary or in the source tree)");
+    s.Add("replay_dir", &replay_dir, "evidence to answer the replay executor from (REPLAY.md)");
     s.Add("probe_timeout_seconds", &probe_timeout_seconds, "kill a probe after this long");
     s.Add("pytest_timeout_seconds", &pytest_timeout_seconds, "kill a pytest run after this long");
     s.Add("command_timeout_seconds", &command_timeout_seconds,
@@ -88,6 +93,19 @@ struct AgentConfig {
     s.Add("log_level", &log_level, "trace, debug, info, warn, error");
   }
 };
+
+// agent/scripts: next to an installed binary, or in the source tree of a build.
+std::string FindScripts(const char* argv0) {
+  std::error_code ec;
+  auto exe = std::filesystem::canonical("/proc/self/exe", ec);
+  if (ec) exe = std::filesystem::absolute(argv0, ec);
+  for (const auto& candidate : {exe.parent_path() / "scripts",
+                                exe.parent_path().parent_path() / "share/triage-farm/scripts",
+                                std::filesystem::path(TRIAGE_SOURCE_DIR) / "agent/scripts"}) {
+    if (std::filesystem::exists(candidate / "triage_probe.py", ec)) return candidate.string();
+  }
+  return (std::filesystem::path(TRIAGE_SOURCE_DIR) / "agent/scripts").string();
+}
 
 int Fail(const std::string& message) {
   std::cerr << "triage-agent: " << message << "\n";
@@ -157,17 +175,28 @@ int main(int argc, char** argv) {
     spdlog::info("metrics on port {}", metrics_server->port());
   }
 
+  if (cfg.scripts_dir.empty()) cfg.scripts_dir = FindScripts(argv[0]);
   agent::CommandExecutor command;
+  agent::NativeExecutor native(cfg.scripts_dir);
+  agent::NativeExecutor replay(cfg.scripts_dir, cfg.replay_dir);
   std::map<std::string, agent::Executor*> executors;
   for (const auto& name : cfg.executors) {
     if (name == "command") {
       executors[name] = &command;
+    } else if (name == "native") {
+      if (!std::filesystem::exists(std::filesystem::path(cfg.scripts_dir) / "triage_probe.py")) {
+        return Fail(util::StrCat("no triage_probe.py in scripts_dir '", cfg.scripts_dir, "'"));
+      }
+      executors[name] = &native;
+    } else if (name == "replay") {
+      if (cfg.replay_dir.empty()) return Fail("the replay executor needs replay_dir");
+      executors[name] = &replay;
     } else {
-      return Fail(util::StrCat("unknown executor '", name, "' (this build offers: command)"));
+      return Fail(util::StrCat("unknown executor '", name, "' (native, command, replay)"));
     }
   }
-  if (executors.count("command") && ws == nullptr) {
-    return Fail("the command executor needs a workspace");
+  if (!executors.empty() && ws == nullptr) {
+    return Fail("executors need a workspace (the agent's tt-xla checkout)");
   }
 
   agent::AgentOptions options;
@@ -183,7 +212,7 @@ int main(int argc, char** argv) {
   options.data_dir = cfg.data_dir;
   options.lease_wait = std::chrono::seconds(cfg.lease_wait_seconds);
   options.exec.python = cfg.python;
-  options.exec.probe_script = cfg.probe_script;
+  options.exec.probe_script = std::filesystem::path(cfg.scripts_dir) / "triage_probe.py";
   options.exec.probe_timeout = std::chrono::seconds(cfg.probe_timeout_seconds);
   options.exec.pytest_timeout = std::chrono::seconds(cfg.pytest_timeout_seconds);
   options.exec.command_timeout = std::chrono::seconds(cfg.command_timeout_seconds);

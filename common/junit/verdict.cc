@@ -1,5 +1,7 @@
 #include "common/junit/verdict.h"
 
+#include <cctype>
+
 #include <algorithm>
 #include <span>
 #include <utility>
@@ -281,8 +283,28 @@ class Classifier {
   }
 
   void SetReason(std::string reason, std::string_view source) {
-    f_.reason = std::move(reason);
+    f_.reason = StripTypeBeforeTtError(std::move(reason));
     f_.reason_source = std::string(source);
+  }
+
+  // "RuntimeError: TT_FATAL @ ..." -> "TT_FATAL @ ...": the compiler/runtime's own line is the
+  // reason tt-xla records for device errors; Python frontend errors keep their type
+  // ("RuntimeError: mat1 and mat2 ...").
+  static std::string StripTypeBeforeTtError(std::string reason) {
+    static constexpr std::string_view kTtStarts[] = {"TT_FATAL", "TT_THROW", "error: ",
+                                                     "Out of Memory", "ElementsAttr"};
+    std::size_t colon = reason.find(": ");
+    if (colon == std::string::npos || colon == 0) return reason;
+    std::string_view type = std::string_view(reason).substr(0, colon);
+    for (char c : type) {
+      if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.')) return reason;
+    }
+    if (!(type.ends_with("Error") || type.ends_with("Exception"))) return reason;
+    std::string_view rest = std::string_view(reason).substr(colon + 2);
+    for (auto start : kTtStarts) {
+      if (rest.starts_with(start)) return std::string(rest);
+    }
+    return reason;
   }
 
   // Fills reason/reason_source from the best evidence; false when nothing usable exists.

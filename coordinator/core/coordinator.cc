@@ -10,6 +10,7 @@
 #include "common/util/strings.h"
 #include "coordinator/core/planner.h"
 #include "coordinator/core/result_check.h"
+#include "coordinator/core/waves.h"
 #include "nlohmann/json.hpp"
 
 namespace triage::coord {
@@ -233,6 +234,17 @@ void Coordinator::CommitShard(ShardRecord updated) {
   shards_[updated.id] = std::move(updated);
 }
 
+void Coordinator::CommitResultLocked(const ResultRecord& r) {
+  accepted_leases_.insert(r.lease_id);
+  auto sw = sweeps_.find(r.sweep_id);
+  if (sw == sweeps_.end()) return;
+  for (const auto& o : r.result.entries()) {
+    auto e = sw->second.entries.find(o.file() + "\n" + o.key());
+    if (e != sw->second.entries.end()) e->second.outcome = Outcome(o);
+  }
+  sw->second.results.push_back(r);
+}
+
 void Coordinator::CommitAgent(AgentRecord updated) {
   auto it = agents_.find(updated.dims.agent_id());
   if (it == agents_.end()) {
@@ -263,6 +275,7 @@ absl::Status Coordinator::ApplyAndCommit(Mutation& m, std::vector<ShardRecord>& 
     return absl::UnavailableError(util::StrCat("store: ", util::MessageOf(st)));
   }
   healthy_ = true;
+  if (m.result) CommitResultLocked(*m.result);
   std::set<std::string> touched_sweeps;
   for (auto& a : agents) CommitAgent(std::move(a));
   for (auto& s : shards) {
@@ -689,21 +702,16 @@ absl::StatusOr<v1::CompleteResponse> Coordinator::Complete(const v1::CompleteReq
       }
       std::vector<AgentRecord> agents;
       if (auto st = ApplyAndCommit(m, shards, agents, after); !st.ok()) return st;
-      accepted_leases_.insert(lease.lease_id);
       metrics_->ShardCompleted(arch, s.spec.playbook(), "succeeded");
       metrics_->ShardAttempts(s.spec.playbook(), s.attempts);
-      auto& sweep = sweeps_.at(s.sweep_id);
-      sweep.results.push_back(r);
+      const auto& entries = sweeps_.at(s.sweep_id).entries;
       for (const auto& o : req.result().entries()) {
-        auto e = sweep.entries.find(o.file() + "\n" + o.key());
-        if (e == sweep.entries.end()) continue;
-        e->second.outcome = Outcome(o);
-        metrics_->EntryDecided(e->second.playbook, e->second.outcome, o.stage());
+        auto e = entries.find(o.file() + "\n" + o.key());
+        if (e != entries.end()) metrics_->EntryDecided(e->second.playbook, Outcome(o), o.stage());
       }
-      EmitLocked(s.sweep_id, util::StrCat("shard ", s.id, " completed by ", lease.agent_id), after);
+      EmitLocked(s.sweep_id, util::StrCat("shard ", s.id, " completed by ", lease.agent_id),
+                 after);
       resp.set_accepted(true);
-      // The sweep may have just finished (ApplyAndCommit checked before the result was indexed).
-      MaybeFinishSweepLocked(s.sweep_id, after);
     }
   }
   after.Run();
@@ -717,6 +725,25 @@ void Coordinator::CascadeLocked(const ShardRecord& ended, const v1::ShardResult*
     ShardRecord u = d;
     const TimePoint now = clock_->Now();
     if (ended.state == ShardState::kSucceeded && result != nullptr) {
+      // Only entries the earlier phase left for verification go on.
+      std::set<std::string> keep;
+      for (const auto& o : result->entries()) {
+        if (NeedsVerification(o)) keep.insert(o.file() + "\n" + o.key());
+      }
+      if (result->entries_size() > 0) {
+        auto* entries = u.spec.mutable_entries();
+        for (int i = entries->size() - 1; i >= 0; --i) {
+          if (!keep.count(entries->Get(i).file() + "\n" + entries->Get(i).key())) {
+            entries->DeleteSubrange(i, 1);
+          }
+        }
+        if (entries->empty()) {
+          u.state = ShardState::kSucceeded;
+          u.last_error = "nothing left to verify";
+          out.push_back(u);
+          continue;
+        }
+      }
       for (const auto& fe : result->file_edits()) *u.spec.add_pre_apply() = fe;
       for (const auto& op : result->registry_ops()) *u.spec.add_pre_registry() = op;
       if (!result->forge_diff().empty()) {
@@ -859,11 +886,53 @@ absl::StatusOr<v1::Sweep> Coordinator::StartSweep(const v1::StartSweepRequest& r
   return view;
 }
 
+bool Coordinator::PlanWaveLocked(const std::string& sweep_id, Deferred& after) {
+  constexpr int kMaxWaves = 3;
+  SweepRt& sweep = sweeps_.at(sweep_id);
+  std::vector<const ShardRecord*> shards;
+  int wave = 0;
+  for (const auto& id : sweep.shard_ids) {
+    shards.push_back(&shards_.at(id));
+    wave = std::max(wave, shards.back()->spec.wave());
+  }
+  if (wave >= kMaxWaves) return false;
+  const bool split = std::any_of(agents_.begin(), agents_.end(), [](const auto& a) {
+    return a.second.dims.cpu_only() && !a.second.offline && !a.second.draining;
+  });
+  WavePlan plan = PlanNextWave(sweep_id, shards, sweep.results, sweep.rec.archs, split,
+                               static_cast<int>(sweep.shard_ids.size()) + 1);
+  if (plan.shards.empty()) return false;
+  const TimePoint now = clock_->Now();
+  Mutation m;
+  m.name = "PlanWave";
+  for (auto& s : plan.shards) {
+    s.seq = next_seq_++;
+    s.enqueued_at = now;
+    s.eligible_at = now;
+    m.shard_specs.push_back(&s);
+  }
+  if (auto st = store_->Apply(m); !st.ok()) {
+    RecordFailure(st);
+    return false;  // retried on the next completion or Tick
+  }
+  for (auto& s : plan.shards) CommitShard(std::move(s));
+  EmitLocked(sweep_id,
+             util::StrCat("wave ", wave + 1, ": ", plan.shards.size(),
+                          " shard(s) re-verify entries touched by registry lines"),
+             after);
+  return true;
+}
+
 void Coordinator::MaybeFinishSweepLocked(const std::string& sweep_id, Deferred& after) {
   auto it = sweeps_.find(sweep_id);
   if (it == sweeps_.end() || it->second.rec.state != SweepState::kRunning) return;
   for (const auto& id : it->second.shard_ids) {
     if (!IsTerminal(shards_.at(id).state)) return;
+  }
+  // Registry lines proposed in this wave may touch entries verified without them.
+  if (PlanWaveLocked(sweep_id, after)) {
+    ServeWaitersLocked(after);
+    return;
   }
   // Every shard ended: merge (hook) outside the lock, then record the final state.
   it->second.rec.state = SweepState::kMerging;
@@ -1400,16 +1469,7 @@ absl::Status Coordinator::Recover() {
       }
       CommitShard(std::move(s));
     }
-    for (auto& r : snap->results) {
-      accepted_leases_.insert(r.lease_id);
-      auto sw = sweeps_.find(r.sweep_id);
-      if (sw == sweeps_.end()) continue;
-      for (const auto& o : r.result.entries()) {
-        auto e = sw->second.entries.find(o.file() + "\n" + o.key());
-        if (e != sw->second.entries.end()) e->second.outcome = Outcome(o);
-      }
-      sw->second.results.push_back(std::move(r));
-    }
+    for (const auto& r : snap->results) CommitResultLocked(r);
     for (auto& [id, sw] : sweeps_) MaybeFinishSweepLocked(id, after);
   }
   after.Run();

@@ -159,6 +159,7 @@ class Coordinator {
                               std::vector<AgentRecord>& agents, Deferred& after);
   void CommitShard(ShardRecord updated);
   void CommitAgent(AgentRecord updated);
+  void CommitResultLocked(const ResultRecord& r);
   // A failed attempt (expiry, infrastructure failure, rejected result): requeue with backoff,
   // or quarantine after max attempts. Fills the copy of the shard.
   void FailAttempt(ShardRecord& s, const std::string& outcome, const std::string& reason,
@@ -171,6 +172,8 @@ class Coordinator {
   void CascadeLocked(const ShardRecord& ended, const v1::ShardResult* result,
                      std::vector<ShardRecord>& out);
   void MaybeFinishSweepLocked(const std::string& sweep_id, Deferred& after);
+  // Plans the next registry wave of a sweep whose shards all ended; true when it made shards.
+  bool PlanWaveLocked(const std::string& sweep_id, Deferred& after);
   void FinishSweep(const std::string& sweep_id);
   void EmitLocked(const std::string& sweep_id, const std::string& message, Deferred& after);
   v1::Sweep ViewLocked(const SweepRt& s) const;

@@ -6,6 +6,7 @@
 
 #include <map>
 
+#include "coordinator/core/waves.h"
 #include "coordinator/store/sqlite_store.h"
 #include "gtest/gtest.h"
 #include "tests/unit/test_support.h"
@@ -747,6 +748,97 @@ TEST_F(CoordinatorTest, WatchSeesProgressUntilTheEnd) {
   EXPECT_EQ(events.back().sweep().entries().done(), 1);
   EXPECT_EQ(events.back().sweep().entries().by_outcome().at("EXPECTED_PASSING"), 1);
   EXPECT_FALSE(coord_->Watch("sw-9999", [](const v1::SweepEvent&) {}).ok());
+}
+
+
+TEST_F(CoordinatorTest, RegistryLinesStartAWaveForEntriesVerifiedWithoutThem) {
+  RegisterAgent("n", "n150");
+  Start({}, 0, "", {"unpack_forward_output", "dtype_bfloat16"});
+  std::map<std::string, v1::LeaseResponse> leases;
+  for (int i = 0; i < 3; ++i) {
+    auto l = LeaseNow("n");
+    ASSERT_TRUE(l.granted());
+    leases[l.shard().loader()] = l;
+  }
+  const std::string a = "third_party/tt_forge_models/a/pytorch/loader.py";
+  const std::string b = "third_party/tt_forge_models/b/pytorch/loader.py";
+  const std::string c = "third_party/tt_forge_models/c/pytorch/loader.py";
+  // a proposes a registry line for its class; c's model returns the same class but its
+  // (bfloat16) playbook stopped: unpack_forward_output failed for it.
+  v1::ShardResult ra = Succeeded(leases[a].shard());
+  for (auto& o : *ra.mutable_entries()) o.set_output_class("SharedOutput");
+  auto* op = ra.add_registry_ops();
+  op->set_kind(v1::RegistryOp::ADD);
+  op->set_cls("SharedOutput");
+  op->set_attr("logits");
+  v1::ShardResult rc = Succeeded(leases[c].shard());
+  for (auto& o : *rc.mutable_entries()) {
+    o.set_output_class("SharedOutput");
+    o.set_verdict("needs_unpack");
+    o.set_changed(false);
+    o.clear_edit();
+  }
+  ASSERT_TRUE(CompleteLease("n", leases[a], ra).accepted());
+  ASSERT_TRUE(CompleteLease("n", leases[c], rc).accepted());
+  ASSERT_TRUE(CompleteLease("n", leases[b], Succeeded(leases[b].shard())).accepted());
+  EXPECT_EQ(coord_->GetSweep("sw-0001")->state(), "running") << "a second wave follows";
+  auto wave2 = LeaseNow("n");
+  ASSERT_TRUE(wave2.granted());
+  EXPECT_EQ(wave2.shard().wave(), 2);
+  EXPECT_EQ(wave2.shard().loader(), c);
+  EXPECT_EQ(wave2.shard().playbook(), "dtype_bfloat16");
+  ASSERT_EQ(wave2.shard().pre_registry_size(), 1);
+  EXPECT_EQ(wave2.shard().pre_registry(0).cls(), "SharedOutput");
+  EXPECT_FALSE(LeaseNow("n").granted()) << "a's own entries were verified with the line";
+  ASSERT_TRUE(CompleteLease("n", wave2, Succeeded(wave2.shard())).accepted());
+  EXPECT_EQ(coord_->GetSweep("sw-0001")->state(), "succeeded");
+}
+
+TEST_F(CoordinatorTest, DifferentAttributesForOneClassAreAConflictWithoutAWave) {
+  std::vector<ResultRecord> results(2);
+  for (int i = 0; i < 2; ++i) {
+    auto* op = results[i].result.add_registry_ops();
+    op->set_kind(v1::RegistryOp::ADD);
+    op->set_cls("X");
+    op->set_attr(i == 0 ? "logits" : "pred");
+  }
+  WavePlan plan = MergeRegistry(results);
+  EXPECT_TRUE(plan.merged.empty());
+  ASSERT_EQ(plan.conflicts.size(), 1u);
+  EXPECT_NE(plan.conflicts[0].find("class X: attributes logits, pred"), std::string::npos);
+  // Identical proposals collapse.
+  results[1].result.mutable_registry_ops(0)->set_attr("logits");
+  plan = MergeRegistry(results);
+  ASSERT_EQ(plan.merged.size(), 1u);
+  EXPECT_TRUE(plan.conflicts.empty());
+}
+
+TEST_F(CoordinatorTest, LaterPhasesOnlyVerifyEntriesLeftForVerification) {
+  RegisterAgent("n", "n150");
+  RegisterAgent("p", "p150");
+  Start({"n150", "p150"}, 0, "", {"unpack_forward_output"});
+  v1::LeaseResponse full;
+  do {
+    full = LeaseNow("n");
+    ASSERT_TRUE(full.granted());
+    if (full.shard().entries_size() == 2) break;
+    ASSERT_TRUE(CompleteLease("n", full, Succeeded(full.shard())).accepted());
+  } while (true);
+  v1::ShardResult r = Succeeded(full.shard());
+  r.mutable_entries(1)->set_verdict("not_reproduced");
+  r.mutable_entries(1)->set_changed(false);
+  ASSERT_TRUE(CompleteLease("n", full, r).accepted());
+  for (;;) {
+    auto v = LeaseNow("p");
+    ASSERT_TRUE(v.granted());
+    if (v.shard().loader() != full.shard().loader()) {
+      CompleteLease("p", v, Succeeded(v.shard()));
+      continue;
+    }
+    ASSERT_EQ(v.shard().entries_size(), 1);
+    EXPECT_EQ(v.shard().entries(0).key(), full.shard().entries(0).key());
+    break;
+  }
 }
 
 }  // namespace

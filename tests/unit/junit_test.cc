@@ -575,7 +575,7 @@ std::vector<ClassifyCase> ClassifyCases() {
                Failed("x", "E   RuntimeError: TT_FATAL @ a.cpp:1: y",
                       {{"triage_stage", "FE_COMPILATION_START"}}),
                Ctx(), Verdict::kFailure, "FAILED_FE_COMPILATION", "stage_file",
-               "RuntimeError: TT_FATAL @ a.cpp:1: y", "failure_text"});
+               "TT_FATAL @ a.cpp:1: y", "failure_text"});
   c.push_back({"StageFileTtmlir",
                Failed("x", "E   ValueError: v", {{"triage_stage", "TTMLIR_COMPILATION_START"}}),
                Ctx(), Verdict::kFailure, "FAILED_TTMLIR_COMPILATION", "stage_file", "ValueError: v",
@@ -618,32 +618,40 @@ std::vector<ClassifyCase> ClassifyCases() {
                0, "tags property is not a Python literal"});
 
   // --- stage text rules
+  // Device errors are recorded without the Python exception type in front (as tt-xla's
+  // landed reasons read); frontend errors keep it.
   struct TextRule {
-    std::string name, line, stage;
+    std::string name, line, stage, reason;
   };
   for (const TextRule& r : std::vector<TextRule>{
-           {"TextTtFatal", "RuntimeError: TT_FATAL @ matmul.cpp:12: a == b", "FAILED_RUNTIME"},
-           {"TextTtThrow", "RuntimeError: TT_THROW @ device.cpp:9: bad core", "FAILED_RUNTIME"},
+           {"TextTtFatal", "RuntimeError: TT_FATAL @ matmul.cpp:12: a == b", "FAILED_RUNTIME",
+            "TT_FATAL @ matmul.cpp:12: a == b"},
+           {"TextTtThrow", "RuntimeError: TT_THROW @ device.cpp:9: bad core", "FAILED_RUNTIME",
+            "TT_THROW @ device.cpp:9: bad core"},
            {"TextOom",
             "RuntimeError: Out of Memory: Not enough space to allocate 1024 B DRAM buffer",
-            "FAILED_RUNTIME"},
+            "FAILED_RUNTIME", "Out of Memory: Not enough space to allocate 1024 B DRAM buffer"},
            {"TextCircularBuffers",
             "RuntimeError: Statically allocated circular buffers on core range grow to 1 B",
-            "FAILED_RUNTIME"},
+            "FAILED_RUNTIME",
+            "RuntimeError: Statically allocated circular buffers on core range grow to 1 B"},
            {"TextMlirError", "loc(\"conv\"): error: 'ttir.conv2d' op failed to legalize",
-            "FAILED_TTMLIR_COMPILATION"},
+            "FAILED_TTMLIR_COMPILATION", "loc(\"conv\"): error: 'ttir.conv2d' op failed to legalize"},
            {"TextTtir", "RuntimeError: failed to legalize ttir.gather",
-            "FAILED_TTMLIR_COMPILATION"},
-           {"TextTtnn", "RuntimeError: could not lower ttnn.conv2d", "FAILED_TTMLIR_COMPILATION"},
+            "FAILED_TTMLIR_COMPILATION", "RuntimeError: failed to legalize ttir.gather"},
+           {"TextTtnn", "RuntimeError: could not lower ttnn.conv2d", "FAILED_TTMLIR_COMPILATION",
+            "RuntimeError: could not lower ttnn.conv2d"},
            {"TextElementsAttr", "RuntimeError: ElementsAttr does not provide iteration facilities",
-            "FAILED_TTMLIR_COMPILATION"},
-           {"TextAborted", "RuntimeError: compiler Aborted", "FAILED_TTMLIR_COMPILATION"},
-           {"TextCoreDumped", "RuntimeError: core dumped in pass", "FAILED_TTMLIR_COMPILATION"},
+            "FAILED_TTMLIR_COMPILATION", "ElementsAttr does not provide iteration facilities"},
+           {"TextAborted", "RuntimeError: compiler Aborted", "FAILED_TTMLIR_COMPILATION",
+            "RuntimeError: compiler Aborted"},
+           {"TextCoreDumped", "RuntimeError: core dumped in pass", "FAILED_TTMLIR_COMPILATION",
+            "RuntimeError: core dumped in pass"},
            {"TextPythonException", "AttributeError: 'tuple' object has no attribute 'logits'",
-            "FAILED_FE_COMPILATION"},
+            "FAILED_FE_COMPILATION", "AttributeError: 'tuple' object has no attribute 'logits'"},
        }) {
     c.push_back({r.name, Failed(r.line, "E   " + r.line), Ctx(), Verdict::kFailure, r.stage, "text",
-                 r.line, "failure_text"});
+                 r.reason, "failure_text"});
   }
 
   // --- reason selection
@@ -651,8 +659,8 @@ std::vector<ClassifyCase> ClassifyCases() {
                Failed("RuntimeError: Error code: 13", "E   ValueError: outer",
                       {{"error_message", "RuntimeError: runner's view"},
                        {"triage_error", "RuntimeError: TT_FATAL @ eltwise.cpp:5: x\ninfo: more"}}),
-               Ctx(), Verdict::kFailure, "FAILED_RUNTIME", "text",
-               "RuntimeError: TT_FATAL @ eltwise.cpp:5: x", "triage_error"});
+               Ctx(), Verdict::kFailure, "FAILED_RUNTIME", "text", "TT_FATAL @ eltwise.cpp:5: x",
+               "triage_error"});
   c.push_back({"TrustedErrorMessage",
                Failed("RuntimeError: Error code: 13", "E   RuntimeError: Error code: 13",
                       {{"error_message", "error: 'ttir.scatter' op operand #0 mismatch"}}),
@@ -681,7 +689,7 @@ std::vector<ClassifyCase> ClassifyCases() {
                        {"tags", "{'bringup_status': 'FAILED_FE_COMPILATION', 'arch': None}"}}),
                Ctx(/*forced_skip=*/true, std::string(kUnpackReason)), Verdict::kFailure,
                "FAILED_RUNTIME", "text",
-               "RuntimeError: TT_FATAL @ /tt-metal/ttnn/cpp/ttnn/operations/matmul/"
+               "TT_FATAL @ /tt-metal/ttnn/cpp/ttnn/operations/matmul/"
                "matmul.cpp:120: a.dtype() == b.dtype()",
                "failure_text"});
   c.push_back({"FirstTtFatalLineWins",
@@ -689,7 +697,7 @@ std::vector<ClassifyCase> ClassifyCases() {
                       "E   ValueError: wrapper\nE   RuntimeError: TT_FATAL @ first.cpp:1: a\n"
                       "E   RuntimeError: TT_FATAL @ second.cpp:2: b\nE   KeyError: last"),
                Ctx(), Verdict::kFailure, "FAILED_RUNTIME", "text",
-               "RuntimeError: TT_FATAL @ first.cpp:1: a", "failure_text"});
+               "TT_FATAL @ first.cpp:1: a", "failure_text"});
   c.push_back({"MlirErrorLineBeatsException",
                Failed("RuntimeError: compile failed",
                       "E   RuntimeError: compile failed\nloc(\"x\"): error: 'ttir.gather' op "
@@ -818,7 +826,7 @@ TEST(ClassifyReasonTest, LongReasonCutAtUtf8Boundary) {
 
 TEST(ClassifyReasonTest, ColourCodesEscapedByPytestAreStripped) {
   TestCase tc = Failed("x", "E   RuntimeError: #x1B[31mTT_FATAL @ a.cpp:1: b#x1B[0m");
-  EXPECT_EQ(Classify(&tc, VerifyContext{}).reason, "RuntimeError: TT_FATAL @ a.cpp:1: b");
+  EXPECT_EQ(Classify(&tc, VerifyContext{}).reason, "TT_FATAL @ a.cpp:1: b");
 }
 
 TEST(ClassifyReasonTest, EndToEndFromXml) {
@@ -832,7 +840,7 @@ TEST(ClassifyReasonTest, EndToEndFromXml) {
   EXPECT_EQ(f.stage, "FAILED_RUNTIME");
   EXPECT_EQ(
       f.reason,
-      "RuntimeError: TT_FATAL @ /tt-metal/ttnn/cpp/ttnn/operations/conv/conv2d/conv2d.cpp:88: "
+      "TT_FATAL @ /tt-metal/ttnn/cpp/ttnn/operations/conv/conv2d/conv2d.cpp:88: "
       "input.dtype() == DataType::BFLOAT16");
   Decision d = Decide(f);
   EXPECT_TRUE(d.change);

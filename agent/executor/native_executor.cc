@@ -1,0 +1,51 @@
+#include "agent/executor/native_executor.h"
+
+#include "agent/playbooks/native_tools.h"
+#include "agent/playbooks/playbooks.h"
+#include "agent/playbooks/replay_tools.h"
+#include "agent/workspace/workspace.h"
+#include "common/evidence/evidence_layout.h"
+#include "common/util/strings.h"
+
+namespace triage::agent {
+
+NativeExecutor::NativeExecutor(std::filesystem::path scripts_dir, std::filesystem::path replay_dir)
+    : scripts_dir_(std::move(scripts_dir)), replay_dir_(std::move(replay_dir)) {}
+
+absl::StatusOr<v1::ShardResult> NativeExecutor::Run(ExecContext& ctx) {
+  if (ctx.workspace == nullptr) {
+    return absl::FailedPreconditionError("the native executor needs a workspace");
+  }
+  const v1::ShardSpec& spec = *ctx.spec;
+  std::unique_ptr<playbooks::PlaybookTools> tools;
+  if (replay_dir_.empty()) {
+    playbooks::NativeToolsOptions o;
+    o.workspace = ctx.workspace->root();
+    o.shard_dir = ctx.shard_dir;
+    o.scripts_dir = scripts_dir_;
+    o.python = ctx.settings.python;
+    o.arch = spec.arch().empty() ? "n150" : spec.arch();
+    o.probe_timeout = ctx.settings.probe_timeout;
+    o.pytest_timeout = ctx.settings.pytest_timeout;
+    o.cancelled = ctx.cancelled;
+    tools = std::make_unique<playbooks::NativeTools>(o);
+  } else {
+    std::filesystem::path dir = replay_dir_ / evidence::ShardDirName(spec);
+    std::error_code ec;
+    if (!std::filesystem::is_directory(dir, ec)) dir = replay_dir_;
+    auto replay = playbooks::ReplayTools::Load(dir);
+    if (!replay.ok()) return replay.status();
+    tools = std::move(*replay);
+  }
+  playbooks::PlaybookContext pc;
+  pc.spec = &spec;
+  pc.workspace = ctx.workspace->root();
+  pc.tools = tools.get();
+  pc.progress = [&ctx](const std::string& step, const std::string& entry) {
+    if (ctx.progress) ctx.progress(step, entry, {});
+  };
+  pc.cancelled = ctx.cancelled;
+  return playbooks::RunPlaybook(pc);
+}
+
+}  // namespace triage::agent

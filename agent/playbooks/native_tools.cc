@@ -1,0 +1,125 @@
+#include "agent/playbooks/native_tools.h"
+
+#include "common/process/process.h"
+#include "common/util/file.h"
+#include "common/util/strings.h"
+
+namespace triage::playbooks {
+
+std::string KeyFileName(const std::string& key) {
+  std::string out;
+  for (char c : key) {
+    if (c == '/') {
+      out += "__";
+    } else {
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<ProbeDoc>> NativeTools::Probe(const std::string& key,
+                                                         const std::string& mode) {
+  const auto run_dir = options_.shard_dir / "runs" / util::StrCat("probe-", ++runs_);
+  std::filesystem::create_directories(run_dir);
+  std::filesystem::create_directories(options_.shard_dir / "probes");
+  std::filesystem::create_directories(options_.shard_dir / "logs");
+  const auto log = options_.shard_dir / "logs" /
+                   util::StrCat(KeyFileName(key), ".probe-", mode, "-", runs_, ".log");
+  process::RunOptions run;
+  run.argv = {options_.python, (options_.scripts_dir / "triage_probe.py").string(), "--root",
+              options_.workspace.string(), "--key", key, "--mode", mode};
+  run.cwd = run_dir;
+  run.timeout = options_.probe_timeout;
+  run.separate_stderr = true;
+  run.cancelled = options_.cancelled;
+  auto res = process::Run(run);
+  if (!res.ok()) return res.status();
+  (void)util::WriteFileAtomic(log, util::StrCat(res->err, res->output));
+  evidence_[util::StrCat("logs/", log.filename().string())] = log;
+  if (res->timed_out) {
+    if (options_.on_timeout) options_.on_timeout("probe");
+    return absl::DeadlineExceededError(util::StrCat("probe of ", key, " ", res->Describe()));
+  }
+  if (res->cancelled) return absl::CancelledError("cancelled");
+  if (res->exit_code != 0) {
+    return absl::InternalError(util::StrCat("probe of ", key, " ", res->Describe(), ": ",
+                                            util::StrJoin(process::TailLines(res->err, 5), " | ")));
+  }
+  auto docs = ParseProbeOutput(res->output);
+  if (!docs.ok()) return docs.status();
+  for (auto& d : *docs) {
+    d.seq = seq_[util::StrCat(key, "\n", d.phase)]++;
+    d.raw["seq"] = d.seq;
+    const auto file = options_.shard_dir / "probes" /
+                      util::StrCat(KeyFileName(key), ".", d.phase, ".", d.seq, ".json");
+    (void)util::WriteFileAtomic(file, d.raw.dump(2) + "\n");
+    evidence_[util::StrCat("probes/", file.filename().string())] = file;
+  }
+  return docs;
+}
+
+absl::StatusOr<PytestRun> NativeTools::Pytest(const std::vector<std::string>& keys,
+                                              const std::string& label) {
+  const auto run_dir = options_.shard_dir / "runs" / util::StrCat("pytest-", ++runs_);
+  std::filesystem::create_directories(run_dir);
+  std::filesystem::create_directories(options_.shard_dir / "junit");
+  std::filesystem::create_directories(options_.shard_dir / "logs");
+  const std::string name = util::StrCat(runs_ < 10 ? "0" : "", runs_, "-", label);
+  const auto xml = options_.shard_dir / "junit" / util::StrCat(name, ".xml");
+  const auto log = options_.shard_dir / "logs" / util::StrCat(name, ".log");
+  std::filesystem::remove(log);
+  process::RunOptions run;
+  run.argv = {options_.python, "-m", "pytest", "-p", "triage_pytest_plugin", "--force-run",
+              "--runxfail", util::StrCat("--junitxml=", xml.string()), "-o",
+              "junit_family=xunit1", "--arch", options_.arch, "-q", "-rA",
+              "--rootdir", options_.workspace.string(), "-c",
+              (options_.workspace / "pytest.ini").string()};
+  for (const auto& k : keys) {
+    run.argv.push_back(util::StrCat((options_.workspace / "tests/runner/test_models.py").string(),
+                                    "::test_all_models_torch[", k, "]"));
+  }
+  run.cwd = run_dir;
+  run.timeout = options_.pytest_timeout;
+  run.log_path = log;
+  run.cancelled = options_.cancelled;
+  run.env = {{"ENABLE_BRINGUP_STAGE_LOGGING", "1"},
+             {"PYTHONPATH", options_.scripts_dir.string()},
+             {"PYTHONDONTWRITEBYTECODE", "1"}};
+  auto res = process::Run(run);
+  if (!res.ok()) return res.status();
+  if (res->cancelled) return absl::CancelledError("cancelled");
+  PytestRun out;
+  out.exit_code = res->exit_code;
+  out.timed_out = res->timed_out;
+  if (res->timed_out && options_.on_timeout) options_.on_timeout("verify");
+  auto text = util::ReadFile(log, 64 << 20);
+  if (text.ok()) out.log = std::move(*text);
+  evidence_[util::StrCat("logs/", log.filename().string())] = log;
+  out.evidence.push_back(util::StrCat("logs/", log.filename().string()));
+  junit::Report report;
+  if (std::filesystem::exists(xml)) {
+    auto parsed = junit::ParseJUnitFile(xml);
+    if (!parsed.ok()) return parsed.status();
+    report = std::move(*parsed);
+    out.xml = true;
+    evidence_[util::StrCat("junit/", xml.filename().string())] = xml;
+    out.evidence.push_back(util::StrCat("junit/", xml.filename().string()));
+  }
+  auto cases = junit::ForKeys(report, keys);
+  if (!cases.ok()) return cases.status();
+  out.cases = std::move(*cases);
+  // A run that left no testcase for a key (crash, kill): its log answers for it.
+  for (const auto& tc : out.cases) {
+    if (tc.outcome != junit::Outcome::kMissing) continue;
+    // REPLAY.md's layout: logs/<key>.log (keys contain '/': nested directories).
+    if (tc.key.find("..") != std::string::npos || tc.key.starts_with("/")) continue;
+    const auto key_log = options_.shard_dir / "logs" / util::StrCat(tc.key, ".log");
+    std::filesystem::create_directories(key_log.parent_path());
+    (void)util::WriteFileAtomic(key_log, out.log);
+    evidence_[util::StrCat("logs/", tc.key, ".log")] = key_log;
+  }
+  return out;
+}
+
+}  // namespace triage::playbooks

@@ -1,0 +1,204 @@
+#include "agent/playbooks/python_edit.h"
+
+#include <algorithm>
+
+#include "common/util/strings.h"
+#include "common/util/text.h"
+
+namespace triage::playbooks {
+namespace {
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> out;
+  for (auto l : util::SplitLines(text)) out.emplace_back(l);
+  return out;
+}
+
+std::string Join(const std::vector<std::string>& lines, bool final_newline) {
+  std::string out;
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    out += lines[i];
+    if (i + 1 < lines.size() || final_newline) out += '\n';
+  }
+  return out;
+}
+
+bool IsBlank(const std::string& l) { return util::TrimWhitespace(l).empty(); }
+
+// [first, last] line indices of a block opened at `start` (its header line): every following
+// line that is blank or indented deeper than the header.
+std::pair<int, int> BlockOf(const std::vector<std::string>& lines, int start) {
+  const int indent = util::IndentOf(lines[start]);
+  int last = start;
+  for (int i = start + 1; i < static_cast<int>(lines.size()); ++i) {
+    if (IsBlank(lines[i])) continue;
+    if (util::IndentOf(lines[i]) <= indent) break;
+    last = i;
+  }
+  return {start, last};
+}
+
+// End (exclusive) of the call whose '(' is at open, or npos when it does not close on the line.
+std::size_t CallEnd(const std::string& line, std::size_t open) {
+  int depth = 0;
+  char quote = 0;
+  for (std::size_t k = open; k < line.size(); ++k) {
+    char c = line[k];
+    if (quote != 0) {
+      if (c == '\\') {
+        ++k;
+      } else if (c == quote) {
+        quote = 0;
+      }
+      continue;
+    }
+    if (c == '"' || c == '\'') {
+      quote = c;
+    } else if (c == '(' || c == '[' || c == '{') {
+      ++depth;
+    } else if (c == ')' || c == ']' || c == '}') {
+      if (--depth == 0) return k + 1;
+    } else if (c == '#') {
+      return std::string::npos;
+    }
+  }
+  return std::string::npos;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> AddMethodToModelLoader(const std::string& text,
+                                                   const std::string& method_name,
+                                                   const std::string& method) {
+  std::vector<std::string> lines = Lines(text);
+  int cls = -1;
+  for (int i = 0; i < static_cast<int>(lines.size()); ++i) {
+    const std::string& l = lines[i];
+    if (l.starts_with("class ModelLoader(") || l.starts_with("class ModelLoader:")) cls = i;
+  }
+  if (cls < 0) return absl::NotFoundError("no top-level `class ModelLoader` in the loader");
+  auto [first, last] = BlockOf(lines, cls);
+  for (int i = first; i <= last; ++i) {
+    std::string_view t = util::TrimWhitespace(lines[i]);
+    if (t.starts_with(util::StrCat("def ", method_name, "("))) {
+      return absl::AlreadyExistsError(
+          util::StrCat("ModelLoader already defines ", method_name, " (line ", i + 1, ")"));
+    }
+  }
+  std::vector<std::string> insert = {""};
+  for (auto l : util::SplitLines(method)) insert.emplace_back(l);
+  lines.insert(lines.begin() + last + 1, insert.begin(), insert.end());
+  return Join(lines, text.empty() || text.back() == '\n');
+}
+
+std::string EnsureImportTorch(const std::string& text) {
+  std::vector<std::string> lines = Lines(text);
+  int last_import = -1;
+  for (int i = 0; i < static_cast<int>(lines.size()); ++i) {
+    const std::string& l = lines[i];
+    if (l == "import torch" || l.starts_with("import torch ") || l.starts_with("import torch,")) {
+      return text;
+    }
+    if (l.starts_with("import ") || l.starts_with("from ")) last_import = i;
+    if (!l.empty() && !l.starts_with("import ") && !l.starts_with("from ") && !l.starts_with("#") &&
+        !l.starts_with("\"\"\"") && last_import >= 0) {
+      break;
+    }
+  }
+  lines.insert(lines.begin() + last_import + 1, "import torch");
+  return Join(lines, text.empty() || text.back() == '\n');
+}
+
+std::optional<DtypeFix> FindDtypeFix(const std::string& text,
+                                     const std::vector<std::string>& offending) {
+  static constexpr std::string_view kCtors[] = {"zeros", "ones", "full", "empty", "randn",
+                                                "rand",  "tensor", "eye", "linspace"};
+  std::vector<std::string> lines = Lines(text);
+  struct Site {
+    int line;
+    std::string var;
+    std::size_t insert_at;  // where ", dtype=dtype_override" goes (before the closing paren)
+    bool empty_args;
+    bool constructor;
+  };
+  std::vector<Site> sites;
+  for (int i = 0; i < static_cast<int>(lines.size()); ++i) {
+    std::string_view t = util::TrimWhitespace(lines[i]);
+    if (!(t.starts_with("def load_inputs(") || t.starts_with("def load_model("))) continue;
+    auto [first, last] = BlockOf(lines, i);
+    for (int j = first + 1; j <= last; ++j) {
+      const std::string& l = lines[j];
+      // `<name> = <call>(...)`
+      std::size_t eq = l.find(" = ");
+      if (eq == std::string::npos) continue;
+      std::string var(util::TrimWhitespace(std::string_view(l).substr(0, eq)));
+      if (var.empty() || var.find_first_of(" ,[(.") != std::string::npos) continue;
+      std::string_view rhs = std::string_view(l).substr(eq + 3);
+      for (auto ctor : kCtors) {
+        std::string call = util::StrCat("torch.", ctor, "(");
+        std::size_t at = l.find(call, eq);
+        if (at == std::string::npos) continue;
+        std::size_t open = at + call.size() - 1;
+        std::size_t end = CallEnd(l, open);
+        if (end == std::string::npos) break;
+        std::string_view args = std::string_view(l).substr(open + 1, end - open - 2);
+        if (args.find("dtype=") != std::string_view::npos) break;
+        sites.push_back({j, var, end - 1, util::TrimWhitespace(args).empty(), true});
+        break;
+      }
+      if (!sites.empty() && sites.back().line == j) continue;
+      // A tensor from another call (a processor, a file): cast it after the assignment.
+      if (std::find(offending.begin(), offending.end(), var) != offending.end() &&
+          rhs.find('(') != std::string_view::npos) {
+        sites.push_back({j, var, 0, false, false});
+      }
+    }
+  }
+  const Site* chosen = nullptr;
+  for (const auto& s : sites) {
+    if (s.constructor && std::find(offending.begin(), offending.end(), s.var) != offending.end()) {
+      chosen = &s;
+      break;
+    }
+  }
+  if (chosen == nullptr) {
+    for (const auto& s : sites) {
+      if (!s.constructor) {
+        chosen = &s;
+        break;
+      }
+    }
+  }
+  if (chosen == nullptr) {
+    int constructors = 0;
+    for (const auto& s : sites) constructors += s.constructor ? 1 : 0;
+    if (constructors == 1 && offending.size() == 1) {
+      for (const auto& s : sites) {
+        if (s.constructor) chosen = &s;
+      }
+    }
+  }
+  if (chosen == nullptr) return std::nullopt;
+  DtypeFix fix;
+  fix.line = chosen->line + 1;
+  fix.variable = chosen->var;
+  if (chosen->constructor) {
+    std::string& l = lines[chosen->line];
+    l.insert(chosen->insert_at, chosen->empty_args ? "dtype=dtype_override" : ", dtype=dtype_override");
+    fix.description = util::StrCat("loader.py:", fix.line, ": `", util::TrimWhitespace(l),
+                                   "` (added dtype=dtype_override)");
+  } else {
+    const std::string pad(util::IndentOf(lines[chosen->line]), ' ');
+    std::string cast = util::StrCat(pad, chosen->var, " = ", chosen->var,
+                                    ".to(dtype_override) if dtype_override is not None else ",
+                                    chosen->var);
+    lines.insert(lines.begin() + chosen->line + 1, cast);
+    fix.line = chosen->line + 2;
+    fix.description = util::StrCat("loader.py:", fix.line, ": `", util::TrimWhitespace(cast),
+                                   "` (one .to(dtype_override) cast)");
+  }
+  fix.text = Join(lines, text.empty() || text.back() == '\n');
+  return fix;
+}
+
+}  // namespace triage::playbooks

@@ -1,0 +1,40 @@
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace triage::playbooks {
+
+// Minimal, textual edits of a loader (tt-forge-models' <model>/pytorch/loader.py). Nothing else
+// in the file changes; every edit is one method or one argument.
+
+// Adds a method to `class ModelLoader` (after the last line of its body, indented like the
+// body). method: the method's lines indented for a class body (4 spaces). Fails when the file
+// has no top-level ModelLoader class or it already defines the method.
+absl::StatusOr<std::string> AddMethodToModelLoader(const std::string& text,
+                                                   const std::string& method_name,
+                                                   const std::string& method);
+
+// Adds `import torch` after the module's imports unless it is already imported.
+std::string EnsureImportTorch(const std::string& text);
+
+// The dtype fix of seed 001 Step 5: exactly one `dtype=dtype_override` added to a tensor
+// constructor (torch.zeros/ones/full/empty/randn/rand/tensor/eye/linspace) in load_inputs or
+// load_model that has none, or, when the offending input comes from another call, one
+// `.to(dtype_override)` cast after its assignment.
+struct DtypeFix {
+  std::string text;         // the new file contents
+  int line = 0;             // 1-based line of the edit
+  std::string variable;     // the input it fixes
+  std::string description;  // "loader.py:42: torch.zeros(...) gets dtype=dtype_override"
+};
+// offending: names of floating inputs that stayed float32 in the bfloat16 phase. Chooses the
+// constructor assigned to one of them; with exactly one constructor and one offender, that one.
+// nullopt: no identifiable fix site (then the playbook falls back to xfail only).
+std::optional<DtypeFix> FindDtypeFix(const std::string& text,
+                                     const std::vector<std::string>& offending);
+
+}  // namespace triage::playbooks

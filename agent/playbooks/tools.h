@@ -1,0 +1,42 @@
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "agent/playbooks/probe.h"
+#include "common/junit/junit.h"
+
+namespace triage::playbooks {
+
+// One pytest verification run: a testcase per asked key (Outcome::kMissing when the run left
+// none, e.g. the process crashed), and what pytest printed.
+struct PytestRun {
+  std::vector<junit::TestCase> cases;
+  std::string log;
+  bool xml = false;         // a JUnit file was written
+  bool timed_out = false;   // the whole run was killed for running too long
+  int exit_code = 0;
+  std::vector<std::string> evidence;  // names of the files recorded for this run
+};
+
+// What a playbook asks of the machine: the CPU probe and pytest. NativeTools runs them for real
+// (and records the evidence in REPLAY.md's layout); ReplayTools answers from recorded evidence.
+class PlaybookTools {
+ public:
+  virtual ~PlaybookTools() = default;
+  // Runs the probe for one entry: mode "structure" (one document) or "dtype" (bfloat16 then
+  // float32). The n-th call for a key and phase answers with seq n.
+  virtual absl::StatusOr<std::vector<ProbeDoc>> Probe(const std::string& key,
+                                                      const std::string& mode) = 0;
+  // pytest --force-run --runxfail --junitxml over these keys (node ids of
+  // tests/runner/test_models.py::test_all_models_torch[<key>]).
+  virtual absl::StatusOr<PytestRun> Pytest(const std::vector<std::string>& keys,
+                                           const std::string& label) = 0;
+  // The evidence recorded so far (name -> file), to send with the result.
+  virtual std::map<std::string, std::filesystem::path> Evidence() const = 0;
+};
+
+}  // namespace triage::playbooks
