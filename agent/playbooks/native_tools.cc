@@ -27,8 +27,10 @@ absl::StatusOr<std::vector<ProbeDoc>> NativeTools::Probe(const std::string& key,
   const auto log = options_.shard_dir / "logs" /
                    util::StrCat(KeyFileName(key), ".probe-", mode, "-", runs_, ".log");
   process::RunOptions run;
-  run.argv = {options_.python, (options_.scripts_dir / "triage_probe.py").string(), "--root",
-              options_.workspace.string(), "--key", key, "--mode", mode};
+  run.argv = {options_.python, (options_.scripts_dir / "triage_probe.py").string(),
+              "--root",        options_.workspace.string(),
+              "--key",         key,
+              "--mode",        mode};
   run.cwd = run_dir;
   run.timeout = options_.probe_timeout;
   run.separate_stderr = true;
@@ -70,10 +72,23 @@ absl::StatusOr<PytestRun> NativeTools::Pytest(const std::vector<std::string>& ke
   const auto log = options_.shard_dir / "logs" / util::StrCat(name, ".log");
   std::filesystem::remove(log);
   process::RunOptions run;
-  run.argv = {options_.python, "-m", "pytest", "-p", "triage_pytest_plugin", "--force-run",
-              "--runxfail", util::StrCat("--junitxml=", xml.string()), "-o",
-              "junit_family=xunit1", "--arch", options_.arch, "-q", "-rA",
-              "--rootdir", options_.workspace.string(), "-c",
+  run.argv = {options_.python,
+              "-m",
+              "pytest",
+              "-p",
+              "triage_pytest_plugin",
+              "--force-run",
+              "--runxfail",
+              util::StrCat("--junitxml=", xml.string()),
+              "-o",
+              "junit_family=xunit1",
+              "--arch",
+              options_.arch,
+              "-q",
+              "-rA",
+              "--rootdir",
+              options_.workspace.string(),
+              "-c",
               (options_.workspace / "pytest.ini").string()};
   for (const auto& k : keys) {
     run.argv.push_back(util::StrCat((options_.workspace / "tests/runner/test_models.py").string(),

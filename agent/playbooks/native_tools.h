@@ -13,7 +13,7 @@ struct NativeToolsOptions {
   std::filesystem::path shard_dir;    // evidence goes to probes/, junit/, logs/ here
   std::filesystem::path scripts_dir;  // agent/scripts (triage_probe.py, the pytest plugin)
   std::string python = "/usr/bin/python3";
-  std::string arch = "n150";          // passed to the runner's --arch
+  std::string arch = "n150";  // passed to the runner's --arch
   std::chrono::seconds probe_timeout{600};
   std::chrono::seconds pytest_timeout{3600};
   std::function<bool()> cancelled;

@@ -20,9 +20,8 @@ constexpr std::string_view kForgePrefix = "third_party/tt_forge_models/";
 // classifiers -> logits; depth -> predicted_depth; segmentation masks; encoders ->
 // last_hidden_state (or pooler_output).
 constexpr std::string_view kAttrPreference[] = {
-    "logits",       "predicted_depth", "pred_masks",        "reconstruction", "spectrogram",
-    "sample",       "start_logits",    "logits_per_text",   "last_hidden_state",
-    "pooler_output"};
+    "logits", "predicted_depth", "pred_masks",      "reconstruction",    "spectrogram",
+    "sample", "start_logits",    "logits_per_text", "last_hidden_state", "pooler_output"};
 
 bool IsTensor(const nlohmann::json& n) { return n.is_object() && n.value("type", "") == "tensor"; }
 
@@ -53,8 +52,8 @@ UnpackPlan PlanUnpack(const ProbeDoc& doc, const registry::RegistryFile* reg) {
   p.structure = DescribeTree(tree);
   if (doc.unpacked_ok) {
     p.kind = UnpackPlan::Kind::kStale;
-    p.selected = util::StrCat("already handled: unpack_forward_output returns a ",
-                              doc.unpacked_kind);
+    p.selected =
+        util::StrCat("already handled: unpack_forward_output returns a ", doc.unpacked_kind);
     return p;
   }
   const std::string type = tree.value("type", "");
@@ -69,7 +68,8 @@ UnpackPlan PlanUnpack(const ProbeDoc& doc, const registry::RegistryFile* reg) {
       const auto it = attrs.find(existing->attr);
       p.kind = UnpackPlan::Kind::kRemoveAndOverride;
       p.attr = existing->attr;
-      if (it != attrs.end() && (it->value("type", "") == "tuple" || it->value("type", "") == "list") &&
+      if (it != attrs.end() &&
+          (it->value("type", "") == "tuple" || it->value("type", "") == "list") &&
           AllTensors((*it)["items"])) {
         p.expr = util::StrCat("forward_output.", existing->attr, "[0]");
         p.selected = util::StrCat("`", existing->attr, "` is a ", (*it)["items"].size(),
@@ -109,7 +109,8 @@ UnpackPlan PlanUnpack(const ProbeDoc& doc, const registry::RegistryFile* reg) {
       if (tensors.size() == 1) chosen = tensors[0];
       if (tensors.size() > 1) {
         p.review.push_back(util::StrCat("ambiguous loss target: ", p.cls, " has tensors ",
-                                        util::StrJoin(tensors, ", "), "; none is a known loss "
+                                        util::StrJoin(tensors, ", "),
+                                        "; none is a known loss "
                                         "target"));
       }
     }
@@ -122,9 +123,10 @@ UnpackPlan PlanUnpack(const ProbeDoc& doc, const registry::RegistryFile* reg) {
     p.attr = chosen;
     p.selected = util::StrCat("`", chosen, "` ", Shape(attrs[chosen]),
                               ": the loss-relevant tensor for this model family");
-    p.why_not_other = util::StrCat("a named output class whose loss target is one attribute: a "
-                                   "registry line (global for ", p.cls,
-                                   ") needs no per-loader code");
+    p.why_not_other = util::StrCat(
+        "a named output class whose loss target is one attribute: a "
+        "registry line (global for ",
+        p.cls, ") needs no per-loader code");
     return p;
   }
   if (type == "list" || type == "tuple") {
@@ -155,8 +157,7 @@ UnpackPlan PlanUnpack(const ProbeDoc& doc, const registry::RegistryFile* reg) {
                                         " tensors; the first was chosen"));
       }
     } else {
-      p.expr =
-          "torch.cat([t.flatten() for t in extract_tensors_recursive(forward_output)])";
+      p.expr = "torch.cat([t.flatten() for t in extract_tensors_recursive(forward_output)])";
       p.needs_torch = true;
       p.selected = "every tensor of the nested structure, flattened and concatenated";
       p.review.push_back("nested output: all tensors are returned; check the loss target");
@@ -193,10 +194,11 @@ UnpackPlan PlanUnpack(const ProbeDoc& doc, const registry::RegistryFile* reg) {
     for (auto it = items.begin(); it != items.end(); ++it) {
       if (it.key() != key) dropped.push_back(it.key());
     }
-    p.selected = util::StrCat("`", key, "` ", Shape(items[key]), ", the per-pixel prediction",
-                              dropped.empty() ? "" : util::StrCat("; auxiliary outputs (",
-                                                                  util::StrJoin(dropped, ", "),
-                                                                  ") are dropped"));
+    p.selected = util::StrCat(
+        "`", key, "` ", Shape(items[key]), ", the per-pixel prediction",
+        dropped.empty()
+            ? ""
+            : util::StrCat("; auxiliary outputs (", util::StrJoin(dropped, ", "), ") are dropped"));
     return p;
   }
   p.kind = UnpackPlan::Kind::kNoFix;
@@ -215,8 +217,9 @@ std::string RenderOverride(const UnpackPlan& plan) {
   util::StrAppend(&out, "            ", plan.selected, ".\n");
   util::StrAppend(&out, "        \"\"\"\n");
   if (plan.expr.find("extract_tensors_recursive") != std::string::npos) {
-    util::StrAppend(&out, "        from third_party.tt_forge_models.tools.utils import "
-                          "extract_tensors_recursive\n\n");
+    util::StrAppend(&out,
+                    "        from third_party.tt_forge_models.tools.utils import "
+                    "extract_tensors_recursive\n\n");
   }
   util::StrAppend(&out, "        return ", plan.expr, "\n");
   return out;
@@ -314,8 +317,8 @@ struct Work {
   std::string inference_key;
   std::string inference_status;
   std::string inference_reason;
-  std::optional<ProbeDoc> probe;   // structure (unpack) or bfloat16 (dtype)
-  std::optional<ProbeDoc> probe32; // float32 (dtype)
+  std::optional<ProbeDoc> probe;    // structure (unpack) or bfloat16 (dtype)
+  std::optional<ProbeDoc> probe32;  // float32 (dtype)
 };
 
 class Runner {
@@ -418,9 +421,7 @@ class Runner {
     return absl::OkStatus();
   }
 
-  absl::Status WriteLoader() {
-    return util::WriteFileAtomic(loader_path_, loader_text_);
-  }
+  absl::Status WriteLoader() { return util::WriteFileAtomic(loader_path_, loader_text_); }
   absl::Status WriteRegistry() {
     if (!registry_) return absl::OkStatus();
     return util::WriteFileAtomic(registry_path_, registry_->Text());
@@ -431,9 +432,9 @@ class Runner {
     // Cheap early exit: the loader already overrides unpack_forward_output.
     if (auto line = registry::FindUnpackOverride(loader_text_)) {
       for (auto& w : work_) {
-        w.out->set_probe_finding(util::StrCat(
-            "the loader already defines unpack_forward_output (loader.py:", *line,
-            "): the YAML reason is stale"));
+        w.out->set_probe_finding(
+            util::StrCat("the loader already defines unpack_forward_output (loader.py:", *line,
+                         "): the YAML reason is stale"));
         w.out->set_fix_path("none");
         w.out->set_why_not_other("nothing to fix");
       }
@@ -537,7 +538,8 @@ class Runner {
     if (override_plan) {
       std::string text = loader_text_;
       if (override_plan->needs_torch) text = EnsureImportTorch(text);
-      auto added = AddMethodToModelLoader(text, "unpack_forward_output", RenderOverride(*override_plan));
+      auto added =
+          AddMethodToModelLoader(text, "unpack_forward_output", RenderOverride(*override_plan));
       if (!added.ok()) {
         for (auto& [w, plan] : plans) {
           if (plan.kind != UnpackPlan::Kind::kRegistryAdd) {
@@ -559,14 +561,13 @@ class Runner {
           w->out->set_fix_path("registry");
           w->out->set_why_not_other(plan.why_not_other);
           w->out->set_probe_finding(util::StrCat(w->out->probe_finding(), "; registry line ",
-                                                 plan.cls, " -> ", plan.attr, ": ",
-                                                 plan.selected));
+                                                 plan.cls, " -> ", plan.attr, ": ", plan.selected));
           break;
         case UnpackPlan::Kind::kRemoveAndOverride:
         case UnpackPlan::Kind::kOverride:
           w->fixed = true;
-          w->out->set_fix_path(plan.kind == UnpackPlan::Kind::kOverride ? "override"
-                                                                       : "registry_remove+override");
+          w->out->set_fix_path(
+              plan.kind == UnpackPlan::Kind::kOverride ? "override" : "registry_remove+override");
           w->out->set_why_not_other(plan.why_not_other);
           w->out->set_probe_finding(util::StrCat(w->out->probe_finding(), "; override returns ",
                                                  plan.expr, ": ", plan.selected));
@@ -620,8 +621,9 @@ class Runner {
       const DtypeRow row = ClassifyDtype(*w.probe, *w.probe32);
       const std::string e16 = w.probe->error ? w.probe->error->Line() : "OK";
       const std::string e32 = w.probe32->error ? w.probe32->error->Line() : "OK";
-      w.out->set_probe_finding(util::StrCat("BFLOAT16: ", w.probe->ok ? "OK" : "FAILED - " + e16,
-                                            "; FLOAT32: ", w.probe32->ok ? "OK" : "FAILED - " + e32));
+      w.out->set_probe_finding(
+          util::StrCat("BFLOAT16: ", w.probe->ok ? "OK" : "FAILED - " + e16,
+                       "; FLOAT32: ", w.probe32->ok ? "OK" : "FAILED - " + e32));
       switch (row) {
         case DtypeRow::kProceed:
           proceeding.push_back(&w);
@@ -630,16 +632,18 @@ class Runner {
           Review(w, util::StrCat("escalate: float32 fails too (", e32, "); bfloat16: ", e16));
           break;
         case DtypeRow::kNotReproduced:
-          Review(w, "the failure did not reproduce on CPU (the bfloat16 phase passed): re-run "
-                    "pytest first; nothing edited");
+          Review(w,
+                 "the failure did not reproduce on CPU (the bfloat16 phase passed): re-run "
+                 "pytest first; nothing edited");
           break;
         case DtypeRow::kOtherError:
           Review(w, util::StrCat("the bfloat16 error has no dtype signature (", e16,
                                  "): another playbook applies"));
           break;
         case DtypeRow::kNeedsUnpack:
-          Review(w, "unpack_forward_output fails for this model: run the unpack_forward_output "
-                    "playbook first");
+          Review(w,
+                 "unpack_forward_output fails for this model: run the unpack_forward_output "
+                 "playbook first");
           break;
       }
       if (row != DtypeRow::kProceed) {
@@ -649,9 +653,8 @@ class Runner {
       }
     }
     if (proceeding.empty()) return absl::OkStatus();
-    const bool cross = std::any_of(proceeding.begin(), proceeding.end(), [](Work* w) {
-      return w->entry->flavor() == "cross_dtype";
-    });
+    const bool cross = std::any_of(proceeding.begin(), proceeding.end(),
+                                   [](Work* w) { return w->entry->flavor() == "cross_dtype"; });
     if (!cross) {
       for (Work* w : proceeding) {
         w->out->set_fix_path("none");
@@ -676,10 +679,10 @@ class Runner {
     if (!fix) {
       for (Work* w : proceeding) {
         w->out->set_fix_path("none");
-        w->out->set_why_not_other(util::StrCat(
-            "no fix site in the loader for the float32 input(s) ",
-            offending.empty() ? "(none reported)" : util::StrJoin(offending, ", "),
-            ": xfail with the verbatim error"));
+        w->out->set_why_not_other(
+            util::StrCat("no fix site in the loader for the float32 input(s) ",
+                         offending.empty() ? "(none reported)" : util::StrJoin(offending, ", "),
+                         ": xfail with the verbatim error"));
       }
       return absl::OkStatus();
     }
@@ -705,8 +708,9 @@ class Runner {
         w->fixed = true;
         w->out->set_probe_finding(util::StrCat(w->out->probe_finding(), "; after ",
                                                fix->description, ": BFLOAT16 OK, FLOAT32 OK"));
-        w->out->set_why_not_other("a float32 tensor built without dtype_override: the one-line "
-                                  "loader fix makes the inputs bfloat16");
+        w->out->set_why_not_other(
+            "a float32 tensor built without dtype_override: the one-line "
+            "loader fix makes the inputs bfloat16");
       } else if (!b.ok && b.error && HasBf16Signature(b.error->message) &&
                  !(b.error->message.find("not implemented for 'BFloat16'") != std::string::npos)) {
         revert = true;
@@ -714,12 +718,12 @@ class Runner {
                                 b.error->Line(), "): reverted, xfail only"));
       } else {
         w->fixed = true;
-        w->out->set_probe_finding(util::StrCat(w->out->probe_finding(), "; after ",
-                                               fix->description, ": BFLOAT16 FAILED - ",
-                                               b.error ? b.error->Line() : "?",
-                                               " (a new CPU error; the fix is kept)"));
-        w->out->set_why_not_other("the fix removed the dtype mismatch; the new CPU error is the "
-                                  "reason now");
+        w->out->set_probe_finding(util::StrCat(
+            w->out->probe_finding(), "; after ", fix->description, ": BFLOAT16 FAILED - ",
+            b.error ? b.error->Line() : "?", " (a new CPU error; the fix is kept)"));
+        w->out->set_why_not_other(
+            "the fix removed the dtype mismatch; the new CPU error is the "
+            "reason now");
       }
     }
     if (revert) {

@@ -39,19 +39,19 @@ absl::StatusOr<v1::ShardResult> RunPlaybook(PlaybookContext& ctx);
 // Seed 000 Step 5: how to make unpack_forward_output handle an output.
 struct UnpackPlan {
   enum class Kind {
-    kStale,             // the output is already handled (existing registry entry/override)
-    kRegistryAdd,       // _register_attr(cls, attr)
-    kRemoveAndOverride, // the registry entry for cls is wrong: delete it, add an override
-    kOverride,          // per-loader unpack_forward_output
-    kNoFix,             // nothing identifiable: review
+    kStale,              // the output is already handled (existing registry entry/override)
+    kRegistryAdd,        // _register_attr(cls, attr)
+    kRemoveAndOverride,  // the registry entry for cls is wrong: delete it, add an override
+    kOverride,           // per-loader unpack_forward_output
+    kNoFix,              // nothing identifiable: review
   };
   Kind kind = Kind::kNoFix;
   std::string cls;
   std::string attr;
-  std::string expr;         // override: the expression returned (forward_output...)
-  bool needs_torch = false; // override uses torch
-  std::string structure;    // "Forward output structure" (docstring and report)
-  std::string selected;     // "What is selected and why"
+  std::string expr;          // override: the expression returned (forward_output...)
+  bool needs_torch = false;  // override uses torch
+  std::string structure;     // "Forward output structure" (docstring and report)
+  std::string selected;      // "What is selected and why"
   std::string why_not_other;
   std::vector<std::string> review;
 };
@@ -62,11 +62,11 @@ std::string RenderOverride(const UnpackPlan& plan);
 
 // Seed 001 Step 4: what the bfloat16 and float32 phases say.
 enum class DtypeRow {
-  kProceed,         // bf16 failed with a BFloat16 signature, float32 ok
-  kEscalate,        // both failed
-  kNotReproduced,   // bf16 ok
-  kOtherError,      // bf16 failed without a dtype signature
-  kNeedsUnpack,     // unpack_forward_output raised in a phase: run the unpack playbook first
+  kProceed,        // bf16 failed with a BFloat16 signature, float32 ok
+  kEscalate,       // both failed
+  kNotReproduced,  // bf16 ok
+  kOtherError,     // bf16 failed without a dtype signature
+  kNeedsUnpack,    // unpack_forward_output raised in a phase: run the unpack playbook first
 };
 DtypeRow ClassifyDtype(const ProbeDoc& bf16, const ProbeDoc& f32);
 bool HasBf16Signature(const std::string& text);

@@ -14,8 +14,8 @@ std::string ProbeDoc::Error::Line() const {
 absl::StatusOr<ProbeDoc> ParseProbeDoc(const nlohmann::json& j) {
   if (!j.is_object()) return absl::InvalidArgumentError("probe document is not an object");
   if (j.value("schema", 0) != 1) {
-    return absl::InvalidArgumentError(util::StrCat("probe schema ", j.value("schema", 0),
-                                                   " is not 1"));
+    return absl::InvalidArgumentError(
+        util::StrCat("probe schema ", j.value("schema", 0), " is not 1"));
   }
   ProbeDoc d;
   d.raw = j;
@@ -91,7 +91,8 @@ absl::StatusOr<std::vector<ProbeDoc>> ParseProbeFile(const std::string& text,
   std::vector<ProbeDoc> out;
   auto add = [&](const nlohmann::json& doc) -> absl::Status {
     auto d = ParseProbeDoc(doc);
-    if (!d.ok()) return absl::InvalidArgumentError(util::StrCat(source, ": ", d.status().message()));
+    if (!d.ok())
+      return absl::InvalidArgumentError(util::StrCat(source, ": ", d.status().message()));
     out.push_back(std::move(*d));
     return absl::OkStatus();
   };

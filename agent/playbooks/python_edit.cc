@@ -111,8 +111,8 @@ std::string EnsureImportTorch(const std::string& text) {
 
 std::optional<DtypeFix> FindDtypeFix(const std::string& text,
                                      const std::vector<std::string>& offending) {
-  static constexpr std::string_view kCtors[] = {"zeros", "ones", "full", "empty", "randn",
-                                                "rand",  "tensor", "eye", "linspace"};
+  static constexpr std::string_view kCtors[] = {"zeros", "ones",   "full", "empty",   "randn",
+                                                "rand",  "tensor", "eye",  "linspace"};
   std::vector<std::string> lines = Lines(text);
   struct Site {
     int line;
@@ -134,19 +134,21 @@ std::optional<DtypeFix> FindDtypeFix(const std::string& text,
       std::string var(util::TrimWhitespace(std::string_view(l).substr(0, eq)));
       if (var.empty() || var.find_first_of(" ,[(.") != std::string::npos) continue;
       std::string_view rhs = std::string_view(l).substr(eq + 3);
+      bool torch_ctor = false;
       for (auto ctor : kCtors) {
         std::string call = util::StrCat("torch.", ctor, "(");
         std::size_t at = l.find(call, eq);
         if (at == std::string::npos) continue;
+        torch_ctor = true;
         std::size_t open = at + call.size() - 1;
         std::size_t end = CallEnd(l, open);
         if (end == std::string::npos) break;
         std::string_view args = std::string_view(l).substr(open + 1, end - open - 2);
-        if (args.find("dtype=") != std::string_view::npos) break;
+        if (args.find("dtype=") != std::string_view::npos) break;  // already explicit
         sites.push_back({j, var, end - 1, util::TrimWhitespace(args).empty(), true});
         break;
       }
-      if (!sites.empty() && sites.back().line == j) continue;
+      if (torch_ctor) continue;
       // A tensor from another call (a processor, a file): cast it after the assignment.
       if (std::find(offending.begin(), offending.end(), var) != offending.end() &&
           rhs.find('(') != std::string_view::npos) {
@@ -184,14 +186,15 @@ std::optional<DtypeFix> FindDtypeFix(const std::string& text,
   fix.variable = chosen->var;
   if (chosen->constructor) {
     std::string& l = lines[chosen->line];
-    l.insert(chosen->insert_at, chosen->empty_args ? "dtype=dtype_override" : ", dtype=dtype_override");
+    l.insert(chosen->insert_at,
+             chosen->empty_args ? "dtype=dtype_override" : ", dtype=dtype_override");
     fix.description = util::StrCat("loader.py:", fix.line, ": `", util::TrimWhitespace(l),
                                    "` (added dtype=dtype_override)");
   } else {
     const std::string pad(util::IndentOf(lines[chosen->line]), ' ');
-    std::string cast = util::StrCat(pad, chosen->var, " = ", chosen->var,
-                                    ".to(dtype_override) if dtype_override is not None else ",
-                                    chosen->var);
+    std::string cast =
+        util::StrCat(pad, chosen->var, " = ", chosen->var,
+                     ".to(dtype_override) if dtype_override is not None else ", chosen->var);
     lines.insert(lines.begin() + chosen->line + 1, cast);
     fix.line = chosen->line + 2;
     fix.description = util::StrCat("loader.py:", fix.line, ": `", util::TrimWhitespace(cast),

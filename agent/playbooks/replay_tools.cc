@@ -42,8 +42,8 @@ absl::StatusOr<std::unique_ptr<ReplayTools>> ReplayTools::Load(const std::filesy
     std::map<std::string, int> in_file;
     for (const auto& tc : report->cases) {
       if (++in_file[tc.key] > 1) {
-        return absl::InvalidArgumentError(util::StrCat(
-            f.string(), ": two testcases for ", tc.key, " (replay cannot tell which answers)"));
+        return absl::InvalidArgumentError(util::StrCat(f.string(), ": two testcases for ", tc.key,
+                                                       " (replay cannot tell which answers)"));
       }
     }
     for (auto& tc : report->cases) t->cases_[tc.key].push_back(std::move(tc));
@@ -53,8 +53,9 @@ absl::StatusOr<std::unique_ptr<ReplayTools>> ReplayTools::Load(const std::filesy
 
 absl::StatusOr<std::vector<ProbeDoc>> ReplayTools::Probe(const std::string& key,
                                                          const std::string& mode) {
-  std::vector<std::string> phases = mode == "dtype" ? std::vector<std::string>{"bfloat16", "float32"}
-                                                    : std::vector<std::string>{"structure"};
+  std::vector<std::string> phases = mode == "dtype"
+                                        ? std::vector<std::string>{"bfloat16", "float32"}
+                                        : std::vector<std::string>{"structure"};
   std::vector<ProbeDoc> out;
   for (const auto& phase : phases) {
     const int seq = probe_calls_[util::StrCat(key, "\n", phase)]++;

@@ -16,8 +16,8 @@ namespace triage::playbooks {
 struct PytestRun {
   std::vector<junit::TestCase> cases;
   std::string log;
-  bool xml = false;         // a JUnit file was written
-  bool timed_out = false;   // the whole run was killed for running too long
+  bool xml = false;        // a JUnit file was written
+  bool timed_out = false;  // the whole run was killed for running too long
   int exit_code = 0;
   std::vector<std::string> evidence;  // names of the files recorded for this run
 };

@@ -709,8 +709,7 @@ absl::StatusOr<v1::CompleteResponse> Coordinator::Complete(const v1::CompleteReq
         auto e = entries.find(o.file() + "\n" + o.key());
         if (e != entries.end()) metrics_->EntryDecided(e->second.playbook, Outcome(o), o.stage());
       }
-      EmitLocked(s.sweep_id, util::StrCat("shard ", s.id, " completed by ", lease.agent_id),
-                 after);
+      EmitLocked(s.sweep_id, util::StrCat("shard ", s.id, " completed by ", lease.agent_id), after);
       resp.set_accepted(true);
     }
   }

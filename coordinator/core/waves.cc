@@ -10,9 +10,9 @@
 namespace triage::coord {
 
 bool NeedsVerification(const v1::EntryOutcome& o) {
-  static const std::set<std::string> kStopped = {
-      "not_reproduced", "escalate", "needs_unpack", "gate_misfired", "no_fix",
-      "probe_failed",   "conflict", "fix_failed",   "no_evidence"};
+  static const std::set<std::string> kStopped = {"not_reproduced", "escalate",   "needs_unpack",
+                                                 "gate_misfired",  "no_fix",     "probe_failed",
+                                                 "conflict",       "fix_failed", "no_evidence"};
   return !kStopped.count(o.verdict());
 }
 
@@ -138,10 +138,10 @@ WavePlan PlanNextWave(const std::string& sweep_id, const std::vector<const Shard
       }
       return s;
     };
-    std::vector<std::string> targets = origin->archs.size() == 1 &&
-                                               origin->archs[0] == "n300-llmbox"
-                                           ? std::vector<std::string>{"n300-llmbox"}
-                                           : archs;
+    std::vector<std::string> targets =
+        origin->archs.size() == 1 && origin->archs[0] == "n300-llmbox"
+            ? std::vector<std::string>{"n300-llmbox"}
+            : archs;
     std::size_t verify_from = 0;
     if (split_probe) {
       plan.shards.push_back(make(v1::PHASE_PROBE, ""));

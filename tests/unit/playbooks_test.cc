@@ -1,0 +1,559 @@
+// The decision tables of both seeds, the loader edits, and whole playbook runs over fake tools
+// on a temporary workspace (no torch needed here; the e2e test runs the real thing).
+
+#include "agent/playbooks/playbooks.h"
+
+#include <deque>
+
+#include "agent/playbooks/python_edit.h"
+#include "agent/playbooks/replay_tools.h"
+#include "common/util/text.h"
+#include "gtest/gtest.h"
+#include "tests/unit/test_support.h"
+
+namespace triage::playbooks {
+namespace {
+
+using nlohmann::json;
+
+json Tensor(std::vector<int> shape) {
+  return {{"type", "tensor"}, {"shape", shape}, {"dtype", "torch.bfloat16"}};
+}
+
+ProbeDoc Doc(const std::string& key, const std::string& phase, json tree, bool unpacked_ok,
+             std::optional<ProbeDoc::Error> error = {}) {
+  ProbeDoc d;
+  d.key = key;
+  d.phase = phase;
+  d.ok = !error;
+  d.error = error;
+  d.has_output = !tree.is_null();
+  d.tree = tree;
+  if (tree.is_object() && tree.value("type", "") == "object") d.output_class = tree["class"];
+  d.has_unpacked = d.has_output;
+  d.unpacked_ok = unpacked_ok;
+  d.unpacked_kind = unpacked_ok ? "tensor" : "";
+  d.unpacked_error = unpacked_ok ? "" : "No handler for class X exists in `unpack_forward_output`";
+  return d;
+}
+
+json Object(const std::string& cls, json attrs) {
+  return {{"type", "object"}, {"class", cls}, {"attrs", attrs}};
+}
+
+// --- seed 000 Step 5 ---------------------------------------------------------------------------
+
+TEST(PlanUnpack, DecisionTable) {
+  auto reg = registry::RegistryFile::Parse("training_utils.py",
+                                           "_register_attr(\"WrongOutput\", \"logits\")\n");
+  ASSERT_TRUE(reg.ok());
+  struct Case {
+    std::string name;
+    json tree;
+    bool unpacked_ok;
+    UnpackPlan::Kind kind;
+    std::string cls, attr, expr;
+    bool review;
+  };
+  const Case cases[] = {
+      {"named class, logits -> registry",
+       Object("MiniCausalLMOutput",
+              {{"logits", Tensor({1, 4, 16})},
+               {"past_key_values", {{"type", "tuple"}, {"items", json::array()}}}}),
+       false, UnpackPlan::Kind::kRegistryAdd, "MiniCausalLMOutput", "logits", "", false},
+      {"encoder -> last_hidden_state",
+       Object("MiniEncoderOutput",
+              {{"last_hidden_state", Tensor({1, 4, 8})},
+               {"hidden_states", {{"type", "tuple"}, {"items", json::array()}}}}),
+       false, UnpackPlan::Kind::kRegistryAdd, "MiniEncoderOutput", "last_hidden_state", "", false},
+      {"one tensor attribute", Object("Weird", {{"scores", Tensor({2})}}), false,
+       UnpackPlan::Kind::kRegistryAdd, "Weird", "scores", "", false},
+      {"ambiguous named class", Object("Weird2", {{"a", Tensor({2})}, {"b", Tensor({3})}}), false,
+       UnpackPlan::Kind::kNoFix, "Weird2", "", "", true},
+      {"wrong registry entry -> remove + override",
+       Object("WrongOutput",
+              {{"logits",
+                {{"type", "tuple"}, {"items", {Tensor({1, 3}), Tensor({1, 5}), Tensor({1, 7})}}}}}),
+       false, UnpackPlan::Kind::kRemoveAndOverride, "WrongOutput", "logits",
+       "forward_output.logits[0]", true},
+      {"detection heads -> concat",
+       {{"type", "list"},
+        {"items", {Tensor({1, 8, 8, 8}), Tensor({1, 8, 4, 4}), Tensor({1, 8, 2, 2})}}},
+       false,
+       UnpackPlan::Kind::kOverride,
+       "",
+       "",
+       "torch.cat([t.flatten(1) for t in forward_output], dim=1)",
+       false},
+      {"plain tuple -> first element",
+       {{"type", "tuple"}, {"items", {Tensor({2, 2}), Tensor({2, 2}), Tensor({2, 8})}}},
+       false,
+       UnpackPlan::Kind::kOverride,
+       "",
+       "",
+       "forward_output[0]",
+       true},
+      {"dict with aux -> out",
+       {{"type", "dict"},
+        {"items", {{"aux", Tensor({1, 3, 8, 8})}, {"out", Tensor({1, 3, 8, 8})}}}},
+       false,
+       UnpackPlan::Kind::kOverride,
+       "",
+       "",
+       "forward_output[\"out\"]",
+       false},
+      {"nested -> every tensor",
+       {{"type", "list"}, {"items", {{{"type", "dict"}, {"items", {{"x", Tensor({1})}}}}}}},
+       false,
+       UnpackPlan::Kind::kOverride,
+       "",
+       "",
+       "torch.cat([t.flatten() for t in extract_tensors_recursive(forward_output)])",
+       true},
+      {"already handled -> stale",
+       Object("MiniBaseModelOutput", {{"last_hidden_state", Tensor({1})}}), true,
+       UnpackPlan::Kind::kStale, "", "", "", false},
+  };
+  for (const auto& c : cases) {
+    UnpackPlan p = PlanUnpack(Doc("k", "structure", c.tree, c.unpacked_ok), &*reg);
+    EXPECT_EQ(p.kind, c.kind) << c.name;
+    EXPECT_EQ(p.cls, c.cls) << c.name;
+    EXPECT_EQ(p.attr, c.attr) << c.name;
+    EXPECT_EQ(p.expr, c.expr) << c.name;
+    EXPECT_EQ(!p.review.empty(), c.review) << c.name;
+    if (p.kind == UnpackPlan::Kind::kOverride || p.kind == UnpackPlan::Kind::kRegistryAdd) {
+      EXPECT_FALSE(p.why_not_other.empty()) << c.name << ": say why the other path was not taken";
+    }
+  }
+}
+
+TEST(RenderOverride, CarriesTheTwoSectionDocstring) {
+  UnpackPlan p;
+  p.kind = UnpackPlan::Kind::kOverride;
+  p.structure = "list[3]: [Tensor(1, 8, 8, 8) torch.bfloat16, ...]";
+  p.selected = "the 3 detection-head tensors";
+  p.expr = "forward_output[0]";
+  std::string code = RenderOverride(p);
+  EXPECT_NE(code.find("    def unpack_forward_output(self, forward_output):\n"), std::string::npos);
+  EXPECT_NE(code.find("Forward output structure:\n            list[3]"), std::string::npos);
+  EXPECT_NE(code.find("What is selected and why:\n            the 3 detection-head tensors."),
+            std::string::npos);
+  EXPECT_NE(code.find("        return forward_output[0]\n"), std::string::npos);
+}
+
+// --- seed 001 Step 4 ---------------------------------------------------------------------------
+
+TEST(ClassifyDtype, DecisionTable) {
+  auto err = [](std::string m) { return ProbeDoc::Error{"RuntimeError", m, ""}; };
+  const json out = Tensor({1, 4});
+  auto phase = [&](const std::string& p, std::optional<ProbeDoc::Error> e, bool unpack_ok = true) {
+    ProbeDoc d = Doc("k", p, e && e->message.find("unpack") == std::string::npos ? json() : out,
+                     unpack_ok, e);
+    if (!unpack_ok) {
+      d.has_unpacked = true;
+      d.unpacked_ok = false;
+    }
+    return d;
+  };
+  struct Case {
+    std::string name;
+    ProbeDoc bf16, f32;
+    DtypeRow row;
+  };
+  const Case cases[] = {
+      {"bf16 signature, f32 ok",
+       phase("bfloat16", err("\"lu_cpu\" not implemented for 'BFloat16'")), phase("float32", {}),
+       DtypeRow::kProceed},
+      {"torch 1.13 wording without BFloat16",
+       phase("bfloat16", err("mat1 and mat2 must have the same dtype")), phase("float32", {}),
+       DtypeRow::kProceed},
+      {"both fail", phase("bfloat16", err("expected scalar type Float but found BFloat16")),
+       phase("float32", err("shape mismatch")), DtypeRow::kEscalate},
+      {"bf16 ok", phase("bfloat16", {}), phase("float32", {}), DtypeRow::kNotReproduced},
+      {"no signature", phase("bfloat16", err("CUDA out of memory")), phase("float32", {}),
+       DtypeRow::kOtherError},
+      {"unpack fails", phase("bfloat16", err("\"lu_cpu\" not implemented for 'BFloat16'")),
+       phase("float32", err("No handler for class X exists in `unpack_forward_output`"), false),
+       DtypeRow::kNeedsUnpack},
+  };
+  for (const auto& c : cases) EXPECT_EQ(ClassifyDtype(c.bf16, c.f32), c.row) << c.name;
+}
+
+TEST(EditFor, DecisionsBecomeFieldEdits) {
+  v1::ShardEntry e;
+  e.set_key("k");
+  e.set_file("f.yaml");
+  junit::Decision pass{true, "EXPECTED_PASSING", std::nullopt, std::nullopt, std::nullopt, {}};
+  auto edit = EditFor(pass, e, {});
+  ASSERT_EQ(edit.set_size(), 1);
+  EXPECT_EQ(edit.set(0).value().string_value(), "EXPECTED_PASSING");
+  EXPECT_EQ(std::vector<std::string>(edit.delete_().begin(), edit.delete_().end()),
+            (std::vector<std::string>{"bringup_status", "reason"}));
+  junit::Decision pcc{true, "EXPECTED_PASSING", std::nullopt, std::nullopt, false, {}};
+  edit = EditFor(pcc, e, {});
+  ASSERT_EQ(edit.set_size(), 2);
+  EXPECT_EQ(edit.set(1).name(), "assert_pcc");
+  EXPECT_FALSE(edit.set(1).value().bool_value());
+  junit::Decision timeout{true,         "KNOWN_FAILURE_XFAIL",
+                          std::nullopt, "Failed: Timeout >10.0s",
+                          std::nullopt, {"notimeout"}};
+  edit = EditFor(timeout, e, {"push", "nightly"});
+  const auto& markers = edit.set(edit.set_size() - 1);
+  EXPECT_EQ(markers.name(), "markers");
+  EXPECT_EQ(markers.value().list_value().items_size(), 3);
+  EXPECT_EQ(markers.value().list_value().items(2), "notimeout");
+}
+
+// --- loader edits --------------------------------------------------------------------------------
+
+constexpr char kLoader[] =
+    "import torch\n"
+    "from ...base import ModelLoader as Base\n"
+    "\n"
+    "\n"
+    "class ModelLoader(Base):\n"
+    "    def load_model(self, dtype_override=None):\n"
+    "        return Net()\n"
+    "\n"
+    "    def load_inputs(self, dtype_override=None, batch_size=1):\n"
+    "        decoder_input_values = torch.zeros((1, 4, 8))\n"
+    "        mask = torch.ones(2, dtype=torch.long)\n"
+    "        feats = processor(audio)\n"
+    "        return {\"decoder_input_values\": decoder_input_values, \"mask\": mask}\n"
+    "\n"
+    "\n"
+    "def helper():\n"
+    "    return 1\n";
+
+TEST(PythonEdit, AddsTheMethodAtTheEndOfModelLoader) {
+  auto out = AddMethodToModelLoader(kLoader, "unpack_forward_output",
+                                    "    def unpack_forward_output(self, forward_output):\n"
+                                    "        return forward_output[0]\n");
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_NE(out->find("\"mask\": mask}\n\n    def unpack_forward_output(self, forward_output):\n"
+                      "        return forward_output[0]\n\n\ndef helper():"),
+            std::string::npos)
+      << *out;
+  EXPECT_TRUE(
+      absl::IsAlreadyExists(AddMethodToModelLoader(*out, "unpack_forward_output", "x").status()));
+  EXPECT_TRUE(absl::IsNotFound(AddMethodToModelLoader("def f():\n    pass\n", "m", "x").status()));
+  EXPECT_EQ(EnsureImportTorch(kLoader), kLoader);
+  EXPECT_EQ(EnsureImportTorch("import os\n\nclass ModelLoader:\n    pass\n"),
+            "import os\nimport torch\n\nclass ModelLoader:\n    pass\n");
+}
+
+TEST(PythonEdit, DtypeFixIsOneArgumentOrOneCast) {
+  auto fix = FindDtypeFix(kLoader, {"decoder_input_values"});
+  ASSERT_TRUE(fix.has_value());
+  EXPECT_EQ(fix->line, 10);
+  EXPECT_NE(fix->text.find("decoder_input_values = torch.zeros((1, 4, 8), dtype=dtype_override)\n"),
+            std::string::npos);
+  // Exactly one line differs.
+  int diff = 0;
+  auto a = util::SplitLines(kLoader), b = util::SplitLines(fix->text);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) diff += a[i] != b[i];
+  EXPECT_EQ(diff, 1);
+  // A tensor from another call gets one cast after its assignment.
+  auto cast = FindDtypeFix(kLoader, {"feats"});
+  ASSERT_TRUE(cast.has_value());
+  EXPECT_NE(
+      cast->text.find("        feats = processor(audio)\n        feats = feats.to(dtype_override) "
+                      "if dtype_override is not None else feats\n"),
+      std::string::npos);
+  // Constructors that already take a dtype are not fix sites; unknown offenders with several
+  // candidates are not guessed.
+  EXPECT_FALSE(
+      FindDtypeFix("class ModelLoader:\n    def load_inputs(self, dtype_override=None):\n"
+                   "        x = torch.zeros(2, dtype=torch.float32)\n",
+                   {"x"}));
+  EXPECT_FALSE(
+      FindDtypeFix("class ModelLoader:\n    def load_inputs(self, dtype_override=None):\n"
+                   "        a = torch.zeros(2)\n        b = torch.ones(2)\n",
+                   {"c"}));
+  auto only = FindDtypeFix(
+      "class ModelLoader:\n    def load_inputs(self, dtype_override=None):\n"
+      "        buf = torch.empty()\n",
+      {"x"});
+  ASSERT_TRUE(only.has_value()) << "one constructor, one offender";
+  EXPECT_NE(only->text.find("torch.empty(dtype=dtype_override)"), std::string::npos);
+}
+
+// --- whole runs over fake tools ------------------------------------------------------------------
+
+class FakeTools : public PlaybookTools {
+ public:
+  std::map<std::string, std::deque<std::vector<ProbeDoc>>> probes;  // key -> answers in order
+  std::map<std::string, junit::TestCase> cases;                     // key -> testcase
+  std::vector<std::vector<std::string>> pytest_calls;
+  std::set<std::string> crash;  // keys whose run leaves no XML
+
+  absl::StatusOr<std::vector<ProbeDoc>> Probe(const std::string& key,
+                                              const std::string& /*mode*/) override {
+    auto& q = probes[key];
+    if (q.empty()) return absl::NotFoundError("no probe for " + key);
+    auto d = q.front();
+    if (q.size() > 1) q.pop_front();
+    return d;
+  }
+  absl::StatusOr<PytestRun> Pytest(const std::vector<std::string>& keys,
+                                   const std::string&) override {
+    pytest_calls.push_back(keys);
+    PytestRun run;
+    bool crashed = false;
+    for (const auto& k : keys) crashed |= crash.count(k) > 0;
+    for (const auto& k : keys) {
+      junit::TestCase tc;
+      if (crashed) {
+        tc.key = k;
+        tc.outcome = junit::Outcome::kMissing;
+        run.log = crash.count(k) && keys.size() == 1 ? "Fatal Python error: Aborted\n" : "";
+      } else {
+        tc = cases.count(k) ? cases[k] : junit::TestCase{};
+        tc.key = k;
+      }
+      run.cases.push_back(tc);
+    }
+    run.xml = !crashed;
+    return run;
+  }
+  std::map<std::string, std::filesystem::path> Evidence() const override { return {}; }
+};
+
+class PlaybookRunTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ws_ = tmp_.path();
+    testing::WriteFileOrDie(ws_ / "third_party/tt_forge_models/training_utils.py",
+                            "_register_attr(\"Alpha\", \"logits\")\n");
+    testing::WriteFileOrDie(ws_ / "third_party/tt_forge_models/m/pytorch/loader.py", kLoader);
+    testing::WriteFileOrDie(
+        ws_ / "tests/runner/test_config/torch/test_config_training_single_device.yaml",
+        "test_config:\n"
+        "  m/pytorch-A-single_device-training:\n"
+        "    status: NOT_SUPPORTED_SKIP\n"
+        "    bringup_status: FAILED_FE_COMPILATION\n"
+        "    reason: \"old\"\n"
+        "  m/pytorch-B-single_device-training:\n"
+        "    status: NOT_SUPPORTED_SKIP\n"
+        "    markers: [push]\n"
+        "    reason: \"old\"\n");
+    spec_.set_shard_id("s1");
+    spec_.set_loader("third_party/tt_forge_models/m/pytorch/loader.py");
+    spec_.set_phase(v1::PHASE_FULL);
+    spec_.set_arch("n150");
+    for (const char* k :
+         {"m/pytorch-A-single_device-training", "m/pytorch-B-single_device-training"}) {
+      auto* e = spec_.add_entries();
+      e->set_key(k);
+      e->set_file("tests/runner/test_config/torch/test_config_training_single_device.yaml");
+      e->set_status("NOT_SUPPORTED_SKIP");
+      e->set_reason("old");
+    }
+  }
+
+  absl::StatusOr<v1::ShardResult> Run(const std::string& playbook, const std::string& flavor) {
+    spec_.set_playbook(playbook);
+    for (auto& e : *spec_.mutable_entries()) e.set_flavor(flavor);
+    PlaybookContext ctx;
+    ctx.spec = &spec_;
+    ctx.workspace = ws_;
+    ctx.tools = &tools_;
+    return RunPlaybook(ctx);
+  }
+
+  static junit::TestCase Failed(const std::string& error) {
+    junit::TestCase tc;
+    tc.outcome = junit::Outcome::kFailed;
+    tc.message = error;
+    tc.text = "E   " + error;
+    tc.properties = {{"triage_error", error}};
+    return tc;
+  }
+
+  testing::TempDir tmp_;
+  std::filesystem::path ws_;
+  v1::ShardSpec spec_;
+  FakeTools tools_;
+};
+
+TEST_F(PlaybookRunTest, UnpackRegistryPathVerifiesAndDecidesEveryVariant) {
+  const json out = Object("MiniOutput", {{"logits", Tensor({1, 4})}});
+  for (const char* k :
+       {"m/pytorch-A-single_device-training", "m/pytorch-B-single_device-training"}) {
+    tools_.probes[k] = {{Doc(k, "structure", out, false)}, {Doc(k, "structure", out, true)}};
+  }
+  tools_.cases["m/pytorch-B-single_device-training"] =
+      Failed("RuntimeError: TT_FATAL @ op.cpp:1: boom");
+  auto r = Run("unpack_forward_output", "not_implemented");
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->registry_ops_size(), 1);
+  EXPECT_EQ(r->registry_ops(0).cls(), "MiniOutput");
+  EXPECT_EQ(r->registry_ops(0).attr(), "logits");
+  EXPECT_NE(testing::ReadFileOrDie(ws_ / "third_party/tt_forge_models/training_utils.py")
+                .find("_register_attr(\"MiniOutput\", \"logits\")"),
+            std::string::npos)
+      << "applied in the workspace before verification";
+  EXPECT_EQ(r->file_edits_size(), 0);
+  ASSERT_EQ(tools_.pytest_calls.size(), 1u) << "one pytest run for the shard's training entries";
+  EXPECT_EQ(tools_.pytest_calls[0].size(), 2u);
+  const auto& a = r->entries(0);
+  EXPECT_EQ(a.fix_path(), "registry");
+  EXPECT_EQ(a.output_class(), "MiniOutput");
+  EXPECT_TRUE(a.changed());
+  EXPECT_EQ(a.verdict(), "pass");
+  EXPECT_EQ(a.edit().set(0).value().string_value(), "EXPECTED_PASSING");
+  const auto& b = r->entries(1);
+  EXPECT_EQ(b.verdict(), "failure");
+  EXPECT_EQ(b.stage(), "FAILED_RUNTIME");
+  EXPECT_EQ(b.reason(), "TT_FATAL @ op.cpp:1: boom");
+  EXPECT_EQ(b.edit().set(0).value().string_value(), "KNOWN_FAILURE_XFAIL");
+}
+
+TEST_F(PlaybookRunTest, UnpackOverridePathWritesTheLoaderAndIsolatesACrash) {
+  const json out = {{"type", "tuple"}, {"items", {Tensor({2, 3}), Tensor({2, 5})}}};
+  for (const char* k :
+       {"m/pytorch-A-single_device-training", "m/pytorch-B-single_device-training"}) {
+    tools_.probes[k] = {{Doc(k, "structure", out, false)}, {Doc(k, "structure", out, true)}};
+  }
+  tools_.crash = {"m/pytorch-A-single_device-training"};
+  auto r = Run("unpack_forward_output", "not_implemented");
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->file_edits_size(), 1);
+  EXPECT_EQ(r->file_edits(0).path(), "m/pytorch/loader.py");
+  EXPECT_NE(r->file_edits(0).diff().find("+        return forward_output[0]"), std::string::npos);
+  // The crash took the shared run down: each missing entry ran alone.
+  ASSERT_EQ(tools_.pytest_calls.size(), 3u);
+  EXPECT_EQ(r->entries(0).verdict(), "crash");
+  EXPECT_EQ(r->entries(0).edit().set(0).value().string_value(), "NOT_SUPPORTED_SKIP");
+  EXPECT_EQ(r->entries(1).verdict(), "pass");
+  EXPECT_EQ(r->entries(0).fix_path(), "override");
+}
+
+TEST_F(PlaybookRunTest, ExistingOverrideSkipsTheProbe) {
+  testing::WriteFileOrDie(ws_ / "third_party/tt_forge_models/m/pytorch/loader.py",
+                          "class ModelLoader:\n    def unpack_forward_output(self, o):\n"
+                          "        return o[0]\n");
+  auto r = Run("unpack_forward_output", "not_implemented");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(tools_.probes.empty()) << "no probe was run";
+  EXPECT_NE(r->entries(0).probe_finding().find("already defines unpack_forward_output"),
+            std::string::npos);
+  EXPECT_EQ(r->entries(0).verdict(), "pass");
+}
+
+TEST_F(PlaybookRunTest, ProbePhaseFixesButDoesNotVerify) {
+  spec_.set_phase(v1::PHASE_PROBE);
+  const json out = Object("MiniOutput", {{"logits", Tensor({1, 4})}});
+  for (const char* k :
+       {"m/pytorch-A-single_device-training", "m/pytorch-B-single_device-training"}) {
+    tools_.probes[k] = {{Doc(k, "structure", out, false)}, {Doc(k, "structure", out, true)}};
+  }
+  auto r = Run("unpack_forward_output", "not_implemented");
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(tools_.pytest_calls.empty());
+  EXPECT_EQ(r->entries(0).verdict(), "ready");
+  EXPECT_FALSE(r->entries(0).changed());
+  EXPECT_EQ(r->registry_ops_size(), 1);
+}
+
+TEST_F(PlaybookRunTest, DtypeCrossFixIsOneArgumentThenVerified) {
+  auto bf16_fail = [](const std::string& k) {
+    ProbeDoc d = Doc(k, "bfloat16", json(), true,
+                     ProbeDoc::Error{"RuntimeError", "mat1 and mat2 must have the same dtype", ""});
+    d.inputs = {{"decoder_input_values", "torch.float32", "tensor"},
+                {"mask", "torch.int64", "tensor"}};
+    return d;
+  };
+  const json out = Tensor({1, 4});
+  for (const char* k :
+       {"m/pytorch-A-single_device-training", "m/pytorch-B-single_device-training"}) {
+    tools_.probes[k] = {{bf16_fail(k), Doc(k, "float32", out, true)},
+                        {Doc(k, "bfloat16", out, true), Doc(k, "float32", out, true)}};
+  }
+  auto r = Run("dtype_bfloat16", "cross_dtype");
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->file_edits_size(), 1);
+  EXPECT_NE(r->file_edits(0).diff().find(
+                "+        decoder_input_values = torch.zeros((1, 4, 8), dtype=dtype_override)"),
+            std::string::npos);
+  EXPECT_EQ(r->entries(0).fix_path(), "loader_dtype");
+  EXPECT_EQ(r->entries(0).verdict(), "pass");
+  EXPECT_EQ(r->entries(0).edit().set(0).value().string_value(), "EXPECTED_PASSING");
+}
+
+TEST_F(PlaybookRunTest, DtypeOpNotImplementedNeverEditsAndRowsStopEarly) {
+  const json out = Tensor({1, 4});
+  const std::string op = "\"reflection_pad2d\" not implemented for 'BFloat16'";
+  tools_.probes["m/pytorch-A-single_device-training"] = {
+      {Doc("a", "bfloat16", json(), true, ProbeDoc::Error{"RuntimeError", op, ""}),
+       Doc("a", "float32", out, true)}};
+  tools_.probes["m/pytorch-B-single_device-training"] = {
+      {Doc("b", "bfloat16", out, true), Doc("b", "float32", out, true)}};
+  tools_.cases["m/pytorch-A-single_device-training"] = Failed("RuntimeError: " + op);
+  auto r = Run("dtype_bfloat16", "op_not_implemented");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->file_edits_size(), 0);
+  EXPECT_EQ(r->entries(0).verdict(), "failure");
+  EXPECT_EQ(r->entries(0).stage(), "FAILED_FE_COMPILATION");
+  EXPECT_EQ(r->entries(0).reason(), "RuntimeError: " + op);
+  EXPECT_EQ(r->entries(1).verdict(), "not_reproduced");
+  EXPECT_FALSE(r->entries(1).changed());
+  EXPECT_GE(r->entries(1).review_size(), 1);
+  ASSERT_EQ(tools_.pytest_calls.size(), 1u);
+  EXPECT_EQ(tools_.pytest_calls[0].size(), 1u) << "only the reproducing variant is verified";
+}
+
+TEST_F(PlaybookRunTest, MissingEvidenceIsReviewNeverAGuess) {
+  auto r = Run("unpack_forward_output", "not_implemented");
+  ASSERT_TRUE(r.ok()) << r.status();
+  for (const auto& e : r->entries()) {
+    EXPECT_EQ(e.verdict(), "no_evidence");
+    EXPECT_FALSE(e.changed());
+    EXPECT_GE(e.review_size(), 1);
+  }
+}
+
+TEST(ReplayTools, MatchesProbesBySeqAndTestcasesByOrder) {
+  testing::TempDir tmp;
+  const std::string key = "m/pytorch-A-single_device-training";
+  auto doc = [&](int seq, bool ok) {
+    return json{{"schema", 1},
+                {"key", key},
+                {"loader", "l"},
+                {"phase", "structure"},
+                {"ok", ok},
+                {"seq", seq},
+                {"error", nullptr},
+                {"inputs", json::array()},
+                {"output", nullptr},
+                {"unpacked", nullptr},
+                {"backward", "skipped"}};
+  };
+  testing::WriteFileOrDie(tmp.path() / "probes/a.json",
+                          json::array({doc(0, false), doc(1, true)}).dump());
+  testing::WriteFileOrDie(tmp.path() / "junit/1.xml",
+                          "<testsuite><testcase name=\"test_all_models_torch[" + key +
+                              "]\"><failure message=\"x\">E   x</failure></testcase></testsuite>");
+  testing::WriteFileOrDie(
+      tmp.path() / "junit/2.xml",
+      "<testsuite><testcase name=\"test_all_models_torch[" + key + "]\"/></testsuite>");
+  auto tools = ReplayTools::Load(tmp.path());
+  ASSERT_TRUE(tools.ok()) << tools.status();
+  EXPECT_FALSE((*tools)->Probe(key, "structure")->front().ok);
+  EXPECT_TRUE((*tools)->Probe(key, "structure")->front().ok);
+  EXPECT_TRUE(absl::IsNotFound((*tools)->Probe(key, "structure").status())) << "no seq 2";
+  EXPECT_EQ((*tools)->Pytest({key}, "v")->cases[0].outcome, junit::Outcome::kFailed);
+  EXPECT_EQ((*tools)->Pytest({key}, "v")->cases[0].outcome, junit::Outcome::kPassed);
+  EXPECT_EQ((*tools)->Pytest({key}, "v")->cases[0].outcome, junit::Outcome::kPassed)
+      << "the last testcase answers when there are fewer";
+  EXPECT_EQ((*tools)->Pytest({"other"}, "v")->cases[0].outcome, junit::Outcome::kMissing);
+  testing::WriteFileOrDie(tmp.path() / "junit/3.xml",
+                          "<testsuite><testcase name=\"test_all_models_torch[" + key +
+                              "]\"/><testcase name=\"test_all_models_torch[" + key +
+                              "]\"/></testsuite>");
+  EXPECT_FALSE(ReplayTools::Load(tmp.path()).ok()) << "two testcases for one key in one file";
+}
+
+}  // namespace
+}  // namespace triage::playbooks
