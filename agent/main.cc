@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "CLI/CLI.hpp"
+#include "absl/synchronization/mutex.h"
 #include "agent/client/grpc_client.h"
 #include "agent/core/agent.h"
 #include "agent/executor/command_executor.h"
@@ -116,6 +117,9 @@ int Fail(const std::string& message) {
 
 int main(int argc, char** argv) {
   using namespace triage;
+  // Debian's abseil checks every absl::Mutex (gRPC's locks) for deadlock cycles, which about
+  // doubles the CPU cost of an RPC; the check is a debugging aid, not needed in production.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
@@ -153,6 +157,15 @@ int main(int argc, char** argv) {
   auto client = agent::GrpcCoordinatorClient::Create(client_options);
   if (!client.ok()) return Fail(util::MessageOf(client.status()));
 
+  // Subprocesses run in their own directories: every path handed to them is absolute.
+  std::error_code ec;
+  cfg.data_dir = std::filesystem::absolute(cfg.data_dir, ec).lexically_normal().string();
+  if (!cfg.workspace.empty()) {
+    cfg.workspace = std::filesystem::absolute(cfg.workspace, ec).lexically_normal().string();
+  }
+  if (!cfg.scripts_dir.empty()) {
+    cfg.scripts_dir = std::filesystem::absolute(cfg.scripts_dir, ec).lexically_normal().string();
+  }
   std::unique_ptr<workspace::Workspace> ws;
   if (!cfg.workspace.empty()) {
     if (!std::filesystem::is_directory(cfg.workspace)) {

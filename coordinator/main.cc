@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "CLI/CLI.hpp"
+#include "absl/synchronization/mutex.h"
 #include "common/clock/clock.h"
 #include "common/config/config.h"
 #include "common/metrics/metrics_server.h"
@@ -14,6 +15,7 @@
 #include "common/util/log.h"
 #include "common/util/strings.h"
 #include "coordinator/core/coordinator.h"
+#include "coordinator/merge/outputs.h"
 #include "coordinator/server/auth.h"
 #include "coordinator/server/prometheus_metrics.h"
 #include "coordinator/server/server.h"
@@ -82,6 +84,9 @@ int Fail(const std::string& message) {
 
 int main(int argc, char** argv) {
   using namespace triage;
+  // Debian's abseil checks every absl::Mutex (gRPC's locks) for deadlock cycles, which about
+  // doubles the CPU cost of an RPC; the check is a debugging aid, not needed in production.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   // SIGINT/SIGTERM are handled by sigwait in this thread: block them before any thread starts.
   sigset_t signals;
   sigemptyset(&signals);
@@ -141,6 +146,9 @@ int main(int argc, char** argv) {
     return Fail(util::StrCat("cannot recover from ", cfg.data_dir, ": ", util::MessageOf(st)));
   }
 
+  merge::SweepOutputs outputs(&coordinator, &metrics, cfg.data_dir);
+  coordinator.SetFinishHook([&outputs](const std::string& id) { return outputs.Build(id); });
+
   auto auth = cfg.tokens_file.empty() ? coord::Authenticator::Disabled()
                                       : coord::Authenticator::FromFile(cfg.tokens_file);
   if (!auth.ok()) return Fail(util::MessageOf(auth.status()));
@@ -151,8 +159,8 @@ int main(int argc, char** argv) {
   server_config.tls = {cfg.tls_cert, cfg.tls_key, cfg.tls_client_ca};
   server_config.insecure = cfg.insecure;
   server_config.tick = std::chrono::milliseconds(cfg.tick_ms);
-  auto server =
-      coord::CoordinatorServer::Start(server_config, &coordinator, std::move(*auth), &metrics);
+  auto server = coord::CoordinatorServer::Start(server_config, &coordinator, std::move(*auth),
+                                                &metrics, outputs.Providers());
   if (!server.ok()) return Fail(util::MessageOf(server.status()));
 
   const std::string ports =

@@ -72,6 +72,8 @@ absl::StatusOr<PytestRun> NativeTools::Pytest(const std::vector<std::string>& ke
   const auto log = options_.shard_dir / "logs" / util::StrCat(name, ".log");
   std::filesystem::remove(log);
   process::RunOptions run;
+  // Absolute node ids: pytest finds the workspace's pytest.ini and the runner's conftest (which
+  // defines --force-run and --arch) from them, while the run's own directory holds the stage file.
   run.argv = {options_.python,
               "-m",
               "pytest",
@@ -82,14 +84,9 @@ absl::StatusOr<PytestRun> NativeTools::Pytest(const std::vector<std::string>& ke
               util::StrCat("--junitxml=", xml.string()),
               "-o",
               "junit_family=xunit1",
-              "--arch",
-              options_.arch,
+              util::StrCat("--arch=", options_.arch),
               "-q",
-              "-rA",
-              "--rootdir",
-              options_.workspace.string(),
-              "-c",
-              (options_.workspace / "pytest.ini").string()};
+              "-rA"};
   for (const auto& k : keys) {
     run.argv.push_back(util::StrCat((options_.workspace / "tests/runner/test_models.py").string(),
                                     "::test_all_models_torch[", k, "]"));
@@ -106,6 +103,7 @@ absl::StatusOr<PytestRun> NativeTools::Pytest(const std::vector<std::string>& ke
   if (res->cancelled) return absl::CancelledError("cancelled");
   PytestRun out;
   out.exit_code = res->exit_code;
+  out.signal = res->timed_out ? 0 : res->signal;
   out.timed_out = res->timed_out;
   if (res->timed_out && options_.on_timeout) options_.on_timeout("verify");
   auto text = util::ReadFile(log, 64 << 20);

@@ -747,11 +747,12 @@ class Runner {
     return absl::OkStatus();
   }
 
-  void Decide(Work& w, const junit::TestCase* tc, const std::string& log) {
+  void Decide(Work& w, const junit::TestCase* tc, const std::string& log, int signal) {
     junit::VerifyContext vc;
     vc.forced_skip = w.status == "NOT_SUPPORTED_SKIP";
     vc.old_reason = w.reason;
     vc.log_text = log;
+    vc.exit_signal = signal;
     junit::Finding f = junit::Classify(tc, vc);
     junit::Decision d = junit::Decide(f);
     w.out->set_verdict(std::string(junit::VerdictName(f.verdict)));
@@ -776,12 +777,19 @@ class Runner {
     for (Work* w : todo) keys.push_back(w->entry->key());
     auto run = ctx_.tools->Pytest(keys, "verify");
     if (!run.ok()) return run.status();
-    std::map<std::string, std::pair<junit::TestCase, std::string>> cases;  // key -> case, log
-    for (std::size_t i = 0; i < keys.size(); ++i) cases[keys[i]] = {run->cases[i], run->log};
+    struct Answer {
+      junit::TestCase tc;
+      std::string log;
+      int signal = 0;
+    };
+    std::map<std::string, Answer> cases;
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      cases[keys[i]] = {run->cases[i], run->log, run->signal};
+    }
     // A process crash leaves no testcase for the rest of the run: run those alone.
     std::vector<std::string> missing;
     for (const auto& k : keys) {
-      if (cases[k].first.outcome == junit::Outcome::kMissing) missing.push_back(k);
+      if (cases[k].tc.outcome == junit::Outcome::kMissing) missing.push_back(k);
     }
     if (!missing.empty() && keys.size() > 1) {
       for (const auto& k : missing) {
@@ -789,12 +797,12 @@ class Runner {
         Progress("verify-alone", k);
         auto alone = ctx_.tools->Pytest({k}, "verify-alone");
         if (!alone.ok()) return alone.status();
-        cases[k] = {alone->cases[0], alone->log};
+        cases[k] = {alone->cases[0], alone->log, alone->signal};
       }
     }
     for (Work* w : todo) {
-      auto& [tc, log] = cases[w->entry->key()];
-      Decide(*w, tc.outcome == junit::Outcome::kMissing ? nullptr : &tc, log);
+      const Answer& a = cases[w->entry->key()];
+      Decide(*w, a.tc.outcome == junit::Outcome::kMissing ? nullptr : &a.tc, a.log, a.signal);
     }
     // The inference entry of the first variant, for information only.
     for (Work* w : todo) {

@@ -19,6 +19,7 @@ struct PytestRun {
   bool xml = false;        // a JUnit file was written
   bool timed_out = false;  // the whole run was killed for running too long
   int exit_code = 0;
+  int signal = 0;                     // the signal that killed pytest (a crash that left no XML)
   std::vector<std::string> evidence;  // names of the files recorded for this run
 };
 

@@ -248,10 +248,11 @@ class Classifier {
                            line.substr(line.size() - old.size() - 2, 2) == ": ");
   }
 
-  // A line that may be quoted as the reason.
+  // A line that may be quoted as the reason. Only the runner's error_message property echoes the
+  // old YAML reason (TrustedErrorMessage); the exception itself (triage_error, the traceback) is
+  // the real error even when it reads like the old reason (an op still without a kernel).
   bool Usable(std::string_view line) const {
-    return !line.empty() && !IsGeneric(line) && !IsNoise(line) && !IsEcho(line) &&
-           !IsXFailedLine(line);
+    return !line.empty() && !IsGeneric(line) && !IsNoise(line) && !IsXFailedLine(line);
   }
 
   std::string Quote(const Line& line, std::string_view marker) const {
@@ -291,8 +292,8 @@ class Classifier {
   // reason tt-xla records for device errors; Python frontend errors keep their type
   // ("RuntimeError: mat1 and mat2 ...").
   static std::string StripTypeBeforeTtError(std::string reason) {
-    static constexpr std::string_view kTtStarts[] = {"TT_FATAL", "TT_THROW", "error: ",
-                                                     "Out of Memory", "ElementsAttr"};
+    static constexpr std::string_view kTtStarts[] = {"TT_FATAL", "TT_THROW",
+                                                     "error: ", "Out of Memory", "ElementsAttr"};
     std::size_t colon = reason.find(": ");
     if (colon == std::string::npos || colon == 0) return reason;
     std::string_view type = std::string_view(reason).substr(0, colon);
@@ -370,9 +371,7 @@ class Classifier {
   // Stage by text (seed 001 "bringup_status selection", order as in DOMAIN.md): runtime markers
   // win over compiler markers; anything else is a Python exception before any TT call.
   std::string_view StageFromLines(const std::vector<Line>& lines) const {
-    auto evidence = [&](const Line& l) {
-      return !IsNoise(l.text) && !IsEcho(l.text) && !IsXFailedLine(l.text);
-    };
+    auto evidence = [&](const Line& l) { return !IsNoise(l.text) && !IsXFailedLine(l.text); };
     for (const Line& l : lines) {
       if (evidence(l) && ContainsAny(l.text, kRuntimeMarkers)) return kRuntimeStage;
     }
@@ -435,7 +434,7 @@ class Classifier {
   std::optional<std::string> FindLine(const std::vector<Line>& lines,
                                       std::string_view needle) const {
     for (const Line& l : lines) {
-      if (Contains(l.text, needle) && !IsEcho(l.text) && !IsXFailedLine(l.text)) {
+      if (Contains(l.text, needle) && !IsXFailedLine(l.text)) {
         return Clean(l.text);
       }
     }
@@ -502,7 +501,7 @@ class Classifier {
 
   // pytest died without writing the testcase: only the log can tell a crash or a timeout.
   Finding WithoutTestcase() {
-    if (util::TrimWhitespace(ctx_.log_text).empty()) {
+    if (util::TrimWhitespace(ctx_.log_text).empty() && ctx_.exit_signal == 0) {
       f_.verdict = Verdict::kNoEvidence;
       f_.review.push_back("no testcase and no log: nothing shows what happened");
       return f_;
@@ -529,9 +528,16 @@ class Classifier {
     }
     if (fatal != nullptr) {
       int from_fatal = SignalOfCrashText(fatal->text);
-      return Crash(from_fatal != 0 ? from_fatal : signal, Clean(fatal->text));
+      // pytest prints the crash on the test's progress line: the reason starts at the error.
+      std::string_view text = fatal->text;
+      text = text.substr(text.find("Fatal Python error:"));
+      return Crash(from_fatal != 0 ? from_fatal : signal, Clean(text));
     }
     if (shell != nullptr) return Crash(signal, Clean(shell->text));
+    // The process died by a signal and printed nothing about it.
+    if (ctx_.exit_signal > 0) {
+      return Crash(ctx_.exit_signal, util::StrCat("crashed with signal ", ctx_.exit_signal));
+    }
 
     if (std::optional<std::string> timeout = FindLine(lines, kTimeoutMarker)) {
       f_.verdict = Verdict::kTimeout;

@@ -42,6 +42,9 @@ struct VerifyContext {
   // without writing XML) and the fallback when the testcase carries only a generic error.
   std::string log_text;
   std::size_t max_reason_bytes = 300;
+  // The signal that killed the pytest process (0: it exited). With no testcase and nothing in
+  // the log, this is the crash's only trace.
+  int exit_signal = 0;
 };
 
 struct Finding {

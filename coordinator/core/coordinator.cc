@@ -203,6 +203,21 @@ void Coordinator::CommitShard(ShardRecord updated) {
         (IsTerminal(updated.state) ? 1 : 0) - (old != nullptr && IsTerminal(old_state) ? 1 : 0);
     const int d_active =
         (active(updated.state) ? 1 : 0) - (old != nullptr && active(old_state) ? 1 : 0);
+    // Entries a later phase no longer carries (the earlier phase settled them) are done as far
+    // as this shard is concerned.
+    if (old != nullptr && !IsTerminal(old_state) &&
+        old->spec.entries_size() > updated.spec.entries_size()) {
+      std::set<std::string> kept;
+      for (const auto& e : updated.spec.entries()) kept.insert(EntryKey(e));
+      for (const auto& e : old->spec.entries()) {
+        if (kept.count(EntryKey(e))) continue;
+        EntryRt& rt = sweep->second.entries[EntryKey(e)];
+        std::string before = EntryStateName(rt);
+        rt.terminal += 1;
+        std::string after = EntryStateName(rt);
+        if (before != after) metrics_->EntryStateChanged(rt.playbook, before, after);
+      }
+    }
     if (d_terminal != 0 || d_active != 0 || old == nullptr) {
       for (const auto& e : updated.spec.entries()) {
         EntryRt& rt = sweep->second.entries[EntryKey(e)];
@@ -218,6 +233,12 @@ void Coordinator::CommitShard(ShardRecord updated) {
       }
     }
     if (old == nullptr) sweep->second.shard_ids.push_back(updated.id);
+    const bool was_open = old != nullptr && !IsTerminal(old_state);
+    const bool is_open = !IsTerminal(updated.state);
+    sweep->second.unfinished += (is_open ? 1 : 0) - (was_open ? 1 : 0);
+  }
+  if (old == nullptr && !updated.depends_on.empty()) {
+    dependents_[updated.depends_on].push_back(updated.id);
   }
   if (updated.state == ShardState::kQueued) queue_.insert(KeyOf(updated));
   if (updated.lease &&
@@ -719,8 +740,11 @@ absl::StatusOr<v1::CompleteResponse> Coordinator::Complete(const v1::CompleteReq
 
 void Coordinator::CascadeLocked(const ShardRecord& ended, const v1::ShardResult* result,
                                 std::vector<ShardRecord>& out) {
-  for (auto& [id, d] : shards_) {
-    if (d.depends_on != ended.id || d.state != ShardState::kWaiting) continue;
+  auto deps = dependents_.find(ended.id);
+  if (deps == dependents_.end()) return;
+  for (const auto& id : deps->second) {
+    const ShardRecord& d = shards_.at(id);
+    if (d.state != ShardState::kWaiting) continue;
     ShardRecord u = d;
     const TimePoint now = clock_->Now();
     if (ended.state == ShardState::kSucceeded && result != nullptr) {
@@ -925,9 +949,7 @@ bool Coordinator::PlanWaveLocked(const std::string& sweep_id, Deferred& after) {
 void Coordinator::MaybeFinishSweepLocked(const std::string& sweep_id, Deferred& after) {
   auto it = sweeps_.find(sweep_id);
   if (it == sweeps_.end() || it->second.rec.state != SweepState::kRunning) return;
-  for (const auto& id : it->second.shard_ids) {
-    if (!IsTerminal(shards_.at(id).state)) return;
-  }
+  if (it->second.unfinished > 0) return;
   // Registry lines proposed in this wave may touch entries verified without them.
   if (PlanWaveLocked(sweep_id, after)) {
     ServeWaitersLocked(after);
@@ -999,6 +1021,15 @@ absl::StatusOr<SweepRecord> Coordinator::SweepInfo(const std::string& sweep_id) 
   auto it = sweeps_.find(sweep_id);
   if (it == sweeps_.end()) return absl::NotFoundError(util::StrCat("no sweep ", sweep_id));
   return it->second.rec;
+}
+
+absl::StatusOr<std::vector<ShardRecord>> Coordinator::Shards(const std::string& sweep_id) {
+  std::lock_guard lock(mu_);
+  auto it = sweeps_.find(sweep_id);
+  if (it == sweeps_.end()) return absl::NotFoundError(util::StrCat("no sweep ", sweep_id));
+  std::vector<ShardRecord> out;
+  for (const auto& id : it->second.shard_ids) out.push_back(shards_.at(id));
+  return out;
 }
 
 absl::StatusOr<std::vector<ResultRecord>> Coordinator::Results(const std::string& sweep_id) {

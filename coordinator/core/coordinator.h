@@ -95,6 +95,7 @@ class Coordinator {
   // Accepted results of a sweep, in acceptance order (for the patch and the report).
   absl::StatusOr<std::vector<ResultRecord>> Results(const std::string& sweep_id);
   absl::StatusOr<SweepRecord> SweepInfo(const std::string& sweep_id);
+  absl::StatusOr<std::vector<ShardRecord>> Shards(const std::string& sweep_id);
 
   // Expires leases, marks silent agents offline, ends long-polls, releases backoffs.
   void Tick();
@@ -119,6 +120,7 @@ class Coordinator {
   struct SweepRt {
     SweepRecord rec;
     std::vector<std::string> shard_ids;
+    int unfinished = 0;                      // shards not yet terminal (the sweep ends at 0)
     std::map<std::string, EntryRt> entries;  // file + '\n' + key
     std::vector<ResultRecord> results;
   };
@@ -204,8 +206,9 @@ class Coordinator {
   std::map<std::string, SweepRt> sweeps_;
   std::map<std::string, ShardRecord> shards_;
   std::map<std::string, AgentRecord> agents_;
-  std::map<std::string, std::string> lease_to_shard_;  // active leases
-  std::map<std::string, std::string> lease_request_;   // lease id -> the Lease request id
+  std::map<std::string, std::string> lease_to_shard_;           // active leases
+  std::map<std::string, std::vector<std::string>> dependents_;  // shard -> shards waiting on it
+  std::map<std::string, std::string> lease_request_;            // lease id -> the Lease request id
   std::set<std::string> accepted_leases_;
   std::set<std::string> finishing_;  // sweeps whose FinishSweep is scheduled or running
   std::set<QueueKey> queue_;

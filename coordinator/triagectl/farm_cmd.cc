@@ -6,6 +6,7 @@
 #include <ctime>
 
 #include "CLI/CLI.hpp"
+#include "common/process/process.h"
 #include "common/rpc/rpc.h"
 #include "common/util/file.h"
 #include "common/util/strings.h"
@@ -223,6 +224,85 @@ int Watch(Client& client, const std::string& id, std::ostream& out, std::ostream
   return kExitProblems;
 }
 
+// git with argv, in dir; output (stdout+stderr) to *out.
+int Git(const std::filesystem::path& dir, std::vector<std::string> args, std::string* out) {
+  process::RunOptions run;
+  args.insert(args.begin(), {"git", "-C", dir.string()});
+  run.argv = args;
+  run.env = {{"GIT_TERMINAL_PROMPT", "0"}, {"LC_ALL", "C"}};
+  auto res = process::Run(run);
+  if (!res.ok()) {
+    *out = util::MessageOf(res.status());
+    return -1;
+  }
+  *out = res->output;
+  return res->exit_code;
+}
+
+// `sweep apply`: both patches onto a clean checkout at the sweep's commits; nothing committed.
+int ApplyPatches(Client& client, const FarmOptions& o, std::ostream& out, std::ostream& err) {
+  v1::GetPatchRequest req;
+  req.set_sweep_id(o.id);
+  auto p = client.Call<v1::GetPatchRequest, v1::Patch>(&v1::ControlService::Stub::GetPatch, req);
+  if (!p.ok()) return Error(err, p.status());
+  const std::filesystem::path repo = o.repo;
+  const std::filesystem::path forge = repo / "third_party/tt_forge_models";
+  std::string text;
+  // Refuse anything but a clean checkout at exactly the sweep's commits.
+  for (const auto& [dir, commit, name] :
+       {std::tuple{repo, p->ttxla_commit(), "tt-xla"},
+        std::tuple{forge, p->forge_commit(), "tt_forge_models"}}) {
+    if (Git(dir, {"rev-parse", "HEAD"}, &text) != 0) {
+      err << "triagectl: " << dir.string() << " is not a git checkout: " << text;
+      return kExitProblems;
+    }
+    if (util::TrimWhitespace(text) != commit) {
+      err << "triagectl: " << name << " is at " << util::TrimWhitespace(text).substr(0, 12)
+          << ", the sweep read " << commit.substr(0, 12)
+          << ": check out the sweep's commits first\n";
+      return kExitProblems;
+    }
+    if (Git(dir, {"status", "--porcelain", "--ignore-submodules=none"}, &text) != 0 ||
+        !util::TrimWhitespace(text).empty()) {
+      err << "triagectl: " << name << " checkout " << dir.string()
+          << " has local changes; apply needs a clean tree:\n"
+          << text;
+      return kExitProblems;
+    }
+  }
+  const auto tmp = std::filesystem::temp_directory_path() / util::StrCat("triage-apply-", getpid());
+  std::filesystem::create_directories(tmp);
+  struct Step {
+    std::filesystem::path dir;
+    std::string patch;
+    std::string name;
+  };
+  const Step steps[] = {{repo, p->ttxla_patch(), "tt-xla.patch"},
+                        {forge, p->forge_patch(), "tt-forge-models.patch"}};
+  // Check both before changing either.
+  for (const auto& s : steps) {
+    if (s.patch.empty()) continue;
+    (void)util::WriteFileAtomic(tmp / s.name, s.patch);
+    if (Git(s.dir, {"apply", "--check", (tmp / s.name).string()}, &text) != 0) {
+      err << "triagectl: " << s.name << " does not apply to " << s.dir.string() << ":\n" << text;
+      std::filesystem::remove_all(tmp);
+      return kExitProblems;
+    }
+  }
+  for (const auto& s : steps) {
+    if (s.patch.empty()) continue;
+    if (Git(s.dir, {"apply", (tmp / s.name).string()}, &text) != 0) {
+      err << "triagectl: applying " << s.name << " failed:\n" << text;
+      std::filesystem::remove_all(tmp);
+      return kExitProblems;
+    }
+    out << "applied " << s.name << " to " << s.dir.string() << "\n";
+  }
+  std::filesystem::remove_all(tmp);
+  out << "nothing was committed: review with `git diff` in both repositories\n";
+  return kExitOk;
+}
+
 }  // namespace
 
 void FarmCommands::Register(CLI::App& app) {
@@ -289,6 +369,12 @@ void FarmCommands::Register(CLI::App& app) {
   patch->add_option("ID", o_.id, "Sweep id")->required();
   patch->add_option("--out", o_.out_dir, "Output directory")->required();
   cmds_["sweep patch"] = patch;
+  auto* apply = sweep->add_subcommand(
+      "apply", "Apply both patches to a clean checkout at the sweep's commits (never commits)");
+  conn(apply);
+  apply->add_option("ID", o_.id, "Sweep id")->required();
+  apply->add_option("--repo", o_.repo, "The tt-xla checkout (with its submodule)")->required();
+  cmds_["sweep apply"] = apply;
   auto* report = sweep->add_subcommand("report", "Write report.md and report.json");
   conn(report);
   report->add_option("ID", o_.id, "Sweep id")->required();
@@ -468,8 +554,18 @@ int FarmCommands::Run(std::ostream& out, std::ostream& err) {
       if (auto st = util::WriteFileAtomic(dir / name, text); !st.ok()) return Error(err, st);
       out << (dir / name).string() << "\n";
     }
+    int evidence = 0;
+    for (const auto& f : r->files()) {
+      const std::string& name = f.name();
+      if (!name.starts_with("evidence/") || name.find("..") != std::string::npos) continue;
+      std::filesystem::create_directories((dir / name).parent_path(), ec);
+      if (auto st = util::WriteFileAtomic(dir / name, f.content()); !st.ok()) return Error(err, st);
+      ++evidence;
+    }
+    if (evidence > 0) out << (dir / "evidence").string() << "/ (" << evidence << " files)\n";
     return kExitOk;
   }
+  if (which == "sweep apply") return ApplyPatches(*client, o_, out, err);
   if (which == "shards list") {
     v1::ListShardsRequest req;
     req.set_sweep_id(o_.sweep);

@@ -750,7 +750,6 @@ TEST_F(CoordinatorTest, WatchSeesProgressUntilTheEnd) {
   EXPECT_FALSE(coord_->Watch("sw-9999", [](const v1::SweepEvent&) {}).ok());
 }
 
-
 TEST_F(CoordinatorTest, RegistryLinesStartAWaveForEntriesVerifiedWithoutThem) {
   RegisterAgent("n", "n150");
   Start({}, 0, "", {"unpack_forward_output", "dtype_bfloat16"});

@@ -2,6 +2,7 @@
 #include <string>
 #include <vector>
 
+#include "common/diff/apply_diff.h"
 #include "common/diff/unified_diff.h"
 #include "gtest/gtest.h"
 #include "tests/unit/test_support.h"
@@ -101,6 +102,60 @@ TEST(UnifiedDiff, FallsBackToOneHunkBeyondTheEditDistanceLimit) {
   options.max_edit_distance = 10;
   bool ok = false;
   EXPECT_EQ(GitApply("f", a, UnifiedDiff("f", a, b, options), &ok), b);
+}
+
+TEST(ApplyDiff, RoundTripsOurDiffsIncludingEdgeCases) {
+  std::mt19937 rng(99);
+  const std::pair<std::string, std::string> fixed[] = {
+      {"a\nb", "a\nc\n"},
+      {"a\nb\n", "a\nb"},
+      {"", "x\n"},
+      {"x\n", ""},
+      {"1\n2\n3\n4\n5\n6\n7\n8\n9\n", "0\n1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n"}};
+  for (const auto& [a, b] : fixed) {
+    auto files = SplitDiff(UnifiedDiff("f", a, b));
+    ASSERT_TRUE(files.ok());
+    ASSERT_EQ(files->size(), 1u);
+    auto out = ApplyFileDiff(a, (*files)[0]);
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ(*out, b);
+  }
+  for (int round = 0; round < 50; ++round) {
+    std::vector<std::string> lines;
+    for (int i = 0; i < 60; ++i) lines.push_back("l" + std::to_string(i % 11));
+    std::string a;
+    for (const auto& l : lines) a += l + "\n";
+    for (int k = 0; k < 6; ++k) {
+      int at = static_cast<int>(rng() % lines.size());
+      if (rng() % 2) {
+        lines.insert(lines.begin() + at, "new" + std::to_string(k));
+      } else {
+        lines.erase(lines.begin() + at);
+      }
+    }
+    std::string b;
+    for (const auto& l : lines) b += l + "\n";
+    auto files = SplitDiff(UnifiedDiff("f", a, b));
+    ASSERT_TRUE(files.ok());
+    if (a == b) continue;
+    auto out = ApplyFileDiff(a, (*files)[0]);
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ(*out, b) << "round " << round;
+  }
+}
+
+TEST(ApplyDiff, SplitsMultiFileDiffsAndRefusesMismatches) {
+  std::string d = UnifiedDiff("x/a.py", "1\n2\n", "1\n3\n") + UnifiedDiff("b.py", "q\n", "r\n");
+  auto files = SplitDiff(d);
+  ASSERT_TRUE(files.ok());
+  ASSERT_EQ(files->size(), 2u);
+  EXPECT_EQ((*files)[0].path(), "x/a.py");
+  EXPECT_EQ((*files)[1].path(), "b.py");
+  auto bad = ApplyFileDiff("1\nX\n", (*files)[0]);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(std::string(bad.status().message()).find("does not apply at line 2"), std::string::npos)
+      << bad.status();
+  EXPECT_FALSE(SplitDiff("garbage\n").ok());
 }
 
 }  // namespace

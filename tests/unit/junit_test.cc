@@ -543,6 +543,16 @@ std::vector<ClassifyCase> ClassifyCases() {
   TestCase missing;
   missing.key = "m/pytorch-single_device-training";
   missing.outcome = Outcome::kMissing;
+  {
+    VerifyContext killed = Ctx(false, "", "");
+    killed.exit_signal = 9;
+    c.push_back({"KilledWithoutAWord", missing, killed, Verdict::kCrash, "FAILED_RUNTIME", "signal",
+                 "crashed with signal 9", "log", 9});
+    c.push_back({"FatalOnTheProgressLine", missing,
+                 Ctx(false, "", "tests/runner/test_models.py::t[k] Fatal Python error: Aborted\n"),
+                 Verdict::kCrash, "FAILED_RUNTIME", "signal", "Fatal Python error: Aborted", "log",
+                 6});
+  }
   c.push_back({"MissingTestcaseUsesLog", missing, Ctx(false, "", "Fatal Python error: Bus error\n"),
                Verdict::kCrash, "FAILED_RUNTIME", "signal", "Fatal Python error: Bus error", "log",
                7});
@@ -636,9 +646,10 @@ std::vector<ClassifyCase> ClassifyCases() {
             "FAILED_RUNTIME",
             "RuntimeError: Statically allocated circular buffers on core range grow to 1 B"},
            {"TextMlirError", "loc(\"conv\"): error: 'ttir.conv2d' op failed to legalize",
-            "FAILED_TTMLIR_COMPILATION", "loc(\"conv\"): error: 'ttir.conv2d' op failed to legalize"},
-           {"TextTtir", "RuntimeError: failed to legalize ttir.gather",
-            "FAILED_TTMLIR_COMPILATION", "RuntimeError: failed to legalize ttir.gather"},
+            "FAILED_TTMLIR_COMPILATION",
+            "loc(\"conv\"): error: 'ttir.conv2d' op failed to legalize"},
+           {"TextTtir", "RuntimeError: failed to legalize ttir.gather", "FAILED_TTMLIR_COMPILATION",
+            "RuntimeError: failed to legalize ttir.gather"},
            {"TextTtnn", "RuntimeError: could not lower ttnn.conv2d", "FAILED_TTMLIR_COMPILATION",
             "RuntimeError: could not lower ttnn.conv2d"},
            {"TextElementsAttr", "RuntimeError: ElementsAttr does not provide iteration facilities",
@@ -655,6 +666,17 @@ std::vector<ClassifyCase> ClassifyCases() {
   }
 
   // --- reason selection
+  // An op that still has no kernel fails with exactly the old reason: that is the real error,
+  // not an echo (only the runner's error_message property echoes).
+  c.push_back(
+      {"RealErrorEqualToOldReason",
+       Failed("RuntimeError: \"lu_cpu\" not implemented for 'BFloat16'",
+              "E   RuntimeError: \"lu_cpu\" not implemented for 'BFloat16'",
+              {{"error_message", "RuntimeError: \"lu_cpu\" not implemented for 'BFloat16'"},
+               {"triage_error", "RuntimeError: \"lu_cpu\" not implemented for 'BFloat16'"}}),
+       Ctx(/*forced_skip=*/true, "RuntimeError: \"lu_cpu\" not implemented for 'BFloat16'"),
+       Verdict::kFailure, "FAILED_FE_COMPILATION", "text",
+       "RuntimeError: \"lu_cpu\" not implemented for 'BFloat16'", "triage_error"});
   c.push_back({"TriageErrorFirst",
                Failed("RuntimeError: Error code: 13", "E   ValueError: outer",
                       {{"error_message", "RuntimeError: runner's view"},
@@ -696,8 +718,8 @@ std::vector<ClassifyCase> ClassifyCases() {
                Failed("x",
                       "E   ValueError: wrapper\nE   RuntimeError: TT_FATAL @ first.cpp:1: a\n"
                       "E   RuntimeError: TT_FATAL @ second.cpp:2: b\nE   KeyError: last"),
-               Ctx(), Verdict::kFailure, "FAILED_RUNTIME", "text",
-               "TT_FATAL @ first.cpp:1: a", "failure_text"});
+               Ctx(), Verdict::kFailure, "FAILED_RUNTIME", "text", "TT_FATAL @ first.cpp:1: a",
+               "failure_text"});
   c.push_back({"MlirErrorLineBeatsException",
                Failed("RuntimeError: compile failed",
                       "E   RuntimeError: compile failed\nloc(\"x\"): error: 'ttir.gather' op "
@@ -838,10 +860,9 @@ TEST(ClassifyReasonTest, EndToEndFromXml) {
   Finding f = Classify(&r->cases[1], ctx);
   EXPECT_EQ(f.verdict, Verdict::kFailure);
   EXPECT_EQ(f.stage, "FAILED_RUNTIME");
-  EXPECT_EQ(
-      f.reason,
-      "TT_FATAL @ /tt-metal/ttnn/cpp/ttnn/operations/conv/conv2d/conv2d.cpp:88: "
-      "input.dtype() == DataType::BFLOAT16");
+  EXPECT_EQ(f.reason,
+            "TT_FATAL @ /tt-metal/ttnn/cpp/ttnn/operations/conv/conv2d/conv2d.cpp:88: "
+            "input.dtype() == DataType::BFLOAT16");
   Decision d = Decide(f);
   EXPECT_TRUE(d.change);
   EXPECT_EQ(d.status, "KNOWN_FAILURE_XFAIL");

@@ -1,0 +1,151 @@
+#include "common/diff/apply_diff.h"
+
+#include <charconv>
+
+#include "common/util/strings.h"
+#include "common/util/text.h"
+
+namespace triage::diff {
+namespace {
+
+std::string StripAB(std::string_view p) {
+  if (auto tab = p.find('\t'); tab != std::string_view::npos) p = p.substr(0, tab);
+  if (p == "/dev/null") return "";
+  if (p.starts_with("a/") || p.starts_with("b/")) p.remove_prefix(2);
+  return std::string(p);
+}
+
+bool ParseRange(std::string_view s, int* start, int* count) {
+  // "12,3" or "12"
+  auto comma = s.find(',');
+  std::string_view a = s.substr(0, comma);
+  if (std::from_chars(a.data(), a.data() + a.size(), *start).ec != std::errc()) return false;
+  *count = 1;
+  if (comma != std::string_view::npos) {
+    std::string_view b = s.substr(comma + 1);
+    if (std::from_chars(b.data(), b.data() + b.size(), *count).ec != std::errc()) return false;
+  }
+  return true;
+}
+
+struct Line {
+  std::string text;
+  bool newline = true;
+};
+
+std::vector<Line> ToLines(std::string_view s) {
+  std::vector<Line> out;
+  std::size_t start = 0;
+  while (start < s.size()) {
+    std::size_t nl = s.find('\n', start);
+    if (nl == std::string_view::npos) {
+      out.push_back({std::string(s.substr(start)), false});
+      break;
+    }
+    out.push_back({std::string(s.substr(start, nl - start)), true});
+    start = nl + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<FileDiff>> SplitDiff(std::string_view diff) {
+  std::vector<FileDiff> out;
+  FileDiff* cur = nullptr;
+  bool saw_git_header = false;
+  for (auto line : util::SplitLines(diff)) {
+    std::string_view l = line;
+    if (l.starts_with("diff --git ")) {
+      out.emplace_back();
+      cur = &out.back();
+      saw_git_header = true;
+      std::string_view rest = l.substr(11);
+      if (auto sp = rest.find(" b/"); sp != std::string_view::npos) {
+        cur->old_path = StripAB(rest.substr(0, sp));
+        cur->new_path = StripAB(rest.substr(sp + 1));
+      }
+    } else if (l.starts_with("--- ") &&
+               (cur == nullptr || (!saw_git_header && !cur->text.empty() &&
+                                   cur->text.find("\n@@") != std::string::npos))) {
+      out.emplace_back();
+      cur = &out.back();
+    }
+    if (cur == nullptr) {
+      if (util::TrimWhitespace(l).empty()) continue;
+      return absl::InvalidArgumentError(
+          util::StrCat("diff: text before the first file header: '", l, "'"));
+    }
+    if (l.starts_with("--- ")) cur->old_path = StripAB(l.substr(4));
+    if (l.starts_with("+++ ")) cur->new_path = StripAB(l.substr(4));
+    cur->text.append(l);
+    cur->text.push_back('\n');
+  }
+  return out;
+}
+
+absl::StatusOr<std::string> ApplyFileDiff(std::string_view original, const FileDiff& d) {
+  const std::vector<Line> old_lines = ToLines(original);
+  std::vector<Line> out;
+  std::size_t next_old = 0;  // index into old_lines not yet copied
+  std::vector<std::string_view> lines;
+  for (auto l : util::SplitLines(d.text)) lines.push_back(l);
+  const std::string where = d.path();
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    std::string_view l = lines[i];
+    if (!l.starts_with("@@ ")) continue;
+    // @@ -a,b +c,d @@
+    std::size_t minus = l.find('-'), plus = l.find(" +"), end = l.find(" @@", 3);
+    int old_start = 0, old_count = 0, new_start = 0, new_count = 0;
+    if (minus == std::string_view::npos || plus == std::string_view::npos ||
+        end == std::string_view::npos ||
+        !ParseRange(l.substr(minus + 1, plus - minus - 1), &old_start, &old_count) ||
+        !ParseRange(l.substr(plus + 2, end - plus - 2), &new_start, &new_count)) {
+      return absl::InvalidArgumentError(util::StrCat(where, ": bad hunk header '", l, "'"));
+    }
+    // An empty old range names the line before the insertion.
+    std::size_t at = old_count == 0 ? static_cast<std::size_t>(old_start)
+                                    : static_cast<std::size_t>(old_start - 1);
+    if (at < next_old || at > old_lines.size()) {
+      return absl::FailedPreconditionError(
+          util::StrCat(where, ": hunk '", l, "' does not fit the file"));
+    }
+    while (next_old < at) out.push_back(old_lines[next_old++]);
+    int seen_old = 0, seen_new = 0;
+    for (++i; i < lines.size() && (seen_old < old_count || seen_new < new_count); ++i) {
+      std::string_view h = lines[i];
+      const bool no_newline = i + 1 < lines.size() && lines[i + 1].starts_with("\\ No newline");
+      char tag = h.empty() ? ' ' : h[0];
+      std::string_view body = h.empty() ? h : h.substr(1);
+      if (tag == ' ' || tag == '-') {
+        if (next_old >= old_lines.size() || old_lines[next_old].text != body) {
+          return absl::FailedPreconditionError(util::StrCat(
+              where, ": hunk '", l, "' does not apply at line ", next_old + 1, ": expected '", body,
+              "', found '",
+              next_old < old_lines.size() ? old_lines[next_old].text : "<end of file>", "'"));
+        }
+        if (tag == ' ') out.push_back({std::string(body), !no_newline});
+        ++next_old;
+        ++seen_old;
+        if (tag == ' ') ++seen_new;
+      } else if (tag == '+') {
+        out.push_back({std::string(body), !no_newline});
+        ++seen_new;
+      } else {
+        return absl::InvalidArgumentError(
+            util::StrCat(where, ": unexpected line in hunk '", h, "'"));
+      }
+      if (no_newline) ++i;
+    }
+    --i;
+  }
+  while (next_old < old_lines.size()) out.push_back(old_lines[next_old++]);
+  std::string result;
+  for (std::size_t k = 0; k < out.size(); ++k) {
+    result += out[k].text;
+    if (out[k].newline || k + 1 < out.size()) result.push_back('\n');
+  }
+  return result;
+}
+
+}  // namespace triage::diff

@@ -1,0 +1,498 @@
+#include "coordinator/merge/merge.h"
+
+#include <algorithm>
+#include <set>
+
+#include "common/diff/apply_diff.h"
+#include "common/diff/unified_diff.h"
+#include "common/inventory/document.h"
+#include "common/registry/registry.h"
+#include "common/util/strings.h"
+#include "coordinator/core/waves.h"
+
+namespace triage::merge {
+namespace {
+
+constexpr std::string_view kForgePrefix = "third_party/tt_forge_models/";
+
+int PhaseOrder(v1::ShardPhase p) {
+  switch (p) {
+    case v1::PHASE_PROBE:
+      return 0;
+    case v1::PHASE_FULL:
+      return 1;
+    case v1::PHASE_VERIFY:
+      return 2;
+    default:
+      return 3;
+  }
+}
+
+inventory::Value FromYaml(const v1::YamlValue& v) {
+  switch (v.kind_case()) {
+    case v1::YamlValue::kStringValue:
+      return inventory::Value::String(v.string_value());
+    case v1::YamlValue::kBoolValue:
+      return inventory::Value::Bool(v.bool_value());
+    case v1::YamlValue::kIntValue:
+      return inventory::Value::Int(v.int_value());
+    case v1::YamlValue::kFloatValue:
+      return inventory::Value::Float(v.float_value());
+    case v1::YamlValue::kListValue: {
+      std::vector<inventory::Value> items;
+      for (const auto& s : v.list_value().items()) items.push_back(inventory::Value::String(s));
+      return inventory::Value::List(std::move(items));
+    }
+    default:
+      return inventory::Value::Null();
+  }
+}
+
+v1::YamlValue ToYaml(const inventory::Value& v) {
+  v1::YamlValue out;
+  switch (v.kind) {
+    case inventory::Value::Kind::kBool:
+      out.set_bool_value(v.boolean);
+      break;
+    case inventory::Value::Kind::kInt:
+      out.set_int_value(v.integer);
+      break;
+    case inventory::Value::Kind::kFloat:
+      out.set_float_value(v.number);
+      break;
+    case inventory::Value::Kind::kList:
+      for (const auto& i : v.list) out.mutable_list_value()->add_items(i.string);
+      break;
+    default:
+      out.set_string_value(v.string);
+  }
+  return out;
+}
+
+// A canonical text of an edit's intent (set fields sorted, deletes sorted).
+std::string Canonical(const v1::EntryEdit& e) {
+  std::vector<std::string> parts;
+  for (const auto& f : e.set()) {
+    parts.push_back(util::StrCat("set ", f.name(), "=", FromYaml(f.value()).DebugString()));
+  }
+  for (const auto& d : e.delete_()) parts.push_back(util::StrCat("del ", d));
+  std::sort(parts.begin(), parts.end());
+  return util::StrJoin(parts, "; ");
+}
+
+inventory::EntryEdit ToEditorEdit(const v1::EntryEdit& e, const std::string& arch) {
+  inventory::EntryEdit out;
+  out.key = e.key();
+  if (!arch.empty()) out.arch = arch;
+  for (const auto& f : e.set()) out.set.emplace_back(f.name(), FromYaml(f.value()));
+  for (const auto& d : e.delete_()) out.del.push_back(d);
+  return out;
+}
+
+// Turns a command executor's raw diffs into the structured edits a native result carries:
+// YAML hunks -> per-entry field changes, training_utils.py hunks -> registry operations, loader
+// hunks -> file edits. Hunks outside the shard's files are dropped and reported.
+void Lift(const v1::ShardSpec& spec, v1::ShardResult& r, PinnedFiles* files,
+          std::vector<std::string>& notes) {
+  std::map<std::string, v1::EntryOutcome*> outcomes;
+  for (auto& o : *r.mutable_entries()) outcomes[o.file() + "\n" + o.key()] = &o;
+  if (!r.ttxla_diff().empty()) {
+    auto split = diff::SplitDiff(r.ttxla_diff());
+    if (!split.ok()) {
+      notes.push_back(util::StrCat(spec.shard_id(),
+                                   ": unreadable tt-xla diff: ", util::MessageOf(split.status())));
+    } else {
+      for (const auto& fd : *split) {
+        const std::string path = fd.path();
+        auto base = files->ReadTtXla(path);
+        if (!base.ok()) {
+          notes.push_back(
+              util::StrCat(spec.shard_id(), ": ", path, ": ", util::MessageOf(base.status())));
+          continue;
+        }
+        auto after = diff::ApplyFileDiff(*base, fd);
+        if (!after.ok()) {
+          notes.push_back(util::StrCat(spec.shard_id(), ": ", util::MessageOf(after.status())));
+          continue;
+        }
+        auto before_doc = inventory::Document::Parse(path, *base);
+        auto after_doc = inventory::Document::Parse(path, *after);
+        if (!after_doc.ok()) {
+          notes.push_back(util::StrCat(spec.shard_id(), ": the command left ", path,
+                                       " invalid: ", after_doc.diagnostics().front().ToString()));
+          continue;
+        }
+        for (const auto& e : after_doc.entries()) {
+          const inventory::Entry* old = before_doc.Find(e.key);
+          if (old != nullptr && old->value == e.value) continue;
+          auto it = outcomes.find(path + "\n" + e.key);
+          if (it == outcomes.end()) {
+            notes.push_back(util::StrCat(spec.shard_id(), ": change of entry '", e.key, "' in ",
+                                         path, " is outside the shard: dropped"));
+            continue;
+          }
+          v1::EntryEdit edit;
+          edit.set_file(path);
+          edit.set_key(e.key);
+          for (const auto& item : e.value.map) {
+            if (item.key == "arch_overrides") continue;
+            const inventory::Value* was = old != nullptr ? old->Field(item.key) : nullptr;
+            if (was != nullptr && *was == item.value) continue;
+            auto* f = edit.add_set();
+            f->set_name(item.key);
+            *f->mutable_value() = ToYaml(item.value);
+          }
+          if (old != nullptr) {
+            for (const auto& item : old->value.map) {
+              if (item.key != "arch_overrides" && e.Field(item.key) == nullptr) {
+                edit.add_delete_(item.key);
+              }
+            }
+            const inventory::Value* ao_old = old->Field("arch_overrides");
+            const inventory::Value* ao_new = e.Field("arch_overrides");
+            if ((ao_old == nullptr) != (ao_new == nullptr) || (ao_old && !(*ao_old == *ao_new))) {
+              it->second->add_review("the command changed arch_overrides: not lifted");
+            }
+          }
+          it->second->set_changed(edit.set_size() > 0 || edit.delete__size() > 0);
+          *it->second->mutable_edit() = edit;
+        }
+      }
+    }
+  }
+  if (!r.forge_diff().empty()) {
+    auto split = diff::SplitDiff(r.forge_diff());
+    std::string loader_dir = spec.loader().substr(0, spec.loader().rfind('/') + 1);
+    if (std::string_view(loader_dir).starts_with(kForgePrefix))
+      loader_dir.erase(0, kForgePrefix.size());
+    const std::string registry_path(registry::kTrainingUtilsPath.substr(kForgePrefix.size()));
+    if (!split.ok()) {
+      notes.push_back(util::StrCat(spec.shard_id(), ": unreadable tt_forge_models diff"));
+    } else {
+      for (const auto& fd : *split) {
+        const std::string path = fd.path();
+        if (path == registry_path) {
+          auto base = files->ReadForge(path);
+          if (!base.ok()) continue;
+          auto after = diff::ApplyFileDiff(*base, fd);
+          if (!after.ok()) {
+            notes.push_back(util::StrCat(spec.shard_id(), ": ", util::MessageOf(after.status())));
+            continue;
+          }
+          auto b = registry::RegistryFile::Parse(path, *base);
+          auto a = registry::RegistryFile::Parse(path, *after);
+          if (!b.ok() || !a.ok()) {
+            notes.push_back(util::StrCat(spec.shard_id(),
+                                         ": training_utils.py unreadable after "
+                                         "the command"));
+            continue;
+          }
+          for (const auto& reg : b->registrations()) {
+            const auto* now = a->Find(reg.cls);
+            if (now == nullptr || now->attr != reg.attr) {
+              auto* op = r.add_registry_ops();
+              op->set_kind(v1::RegistryOp::REMOVE);
+              op->set_cls(reg.cls);
+            }
+          }
+          for (const auto& reg : a->registrations()) {
+            const auto* was = b->Find(reg.cls);
+            if ((was == nullptr || was->attr != reg.attr) && !reg.attr.empty()) {
+              auto* op = r.add_registry_ops();
+              op->set_kind(v1::RegistryOp::ADD);
+              op->set_cls(reg.cls);
+              op->set_attr(reg.attr);
+            }
+          }
+          continue;
+        }
+        if (!std::string_view(path).starts_with(loader_dir)) {
+          notes.push_back(util::StrCat(spec.shard_id(), ": hunk for tt_forge_models/", path,
+                                       " is outside the shard's loader: dropped"));
+          continue;
+        }
+        auto* fe = r.add_file_edits();
+        fe->set_repo("tt_forge_models");
+        fe->set_path(path);
+        fe->set_diff(fd.text);
+        fe->set_against_pinned(true);
+      }
+    }
+  }
+  r.clear_ttxla_diff();
+  r.clear_forge_diff();
+}
+
+std::string EntryText(const inventory::Document& doc, const std::string& key) {
+  const inventory::Entry* e = doc.Find(key);
+  if (e == nullptr) return "";
+  std::string out;
+  for (int i = e->first_line; i <= e->last_line; ++i) util::StrAppend(&out, doc.Line(i), "\n");
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<MergeOutput> Merge(const MergeInput& input) {
+  MergeOutput out;
+  std::map<std::string, const coord::ShardRecord*> shards;
+  for (const auto& s : input.shards) shards[s.id] = &s;
+
+  // One result per shard (the latest attempt), in a canonical order: wave, phase, arch, shard.
+  std::map<std::string, const coord::ResultRecord*> latest;
+  for (const auto& r : input.results) {
+    if (!shards.count(r.shard_id)) continue;
+    auto& cur = latest[r.shard_id];
+    if (cur == nullptr || r.token > cur->token ||
+        (r.token == cur->token && r.lease_id > cur->lease_id)) {
+      cur = &r;
+    }
+  }
+  struct Item {
+    const coord::ShardRecord* shard;
+    v1::ShardResult result;
+    coord::ResultRecord record;
+  };
+  std::vector<Item> items;
+  for (const auto& [id, r] : latest) items.push_back({shards.at(id), r->result, *r});
+  std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) {
+    auto key = [](const Item& i) {
+      return std::make_tuple(i.shard->spec.wave(), PhaseOrder(i.shard->spec.phase()),
+                             i.shard->spec.arch(), i.shard->id);
+    };
+    return key(a) < key(b);
+  });
+  // Command executor results become structured edits first.
+  for (auto& it : items) {
+    if (!it.result.ttxla_diff().empty() || !it.result.forge_diff().empty()) {
+      Lift(it.shard->spec, it.result, input.files, out.conflicts);
+    }
+  }
+
+  // ---- entries: the deciding outcome per target arch
+  struct Acc {
+    EntryMerge m;
+    std::map<std::string, std::pair<int, std::string>> decided_at;  // arch -> (wave, canon)
+    bool stopped = false;
+    std::set<std::string> conflicting_archs;
+  };
+  std::map<std::pair<std::string, std::string>, Acc> acc;  // (file, key)
+  for (const auto& it : items) {
+    const auto& spec = it.shard->spec;
+    for (const auto& o : it.result.entries()) {
+      Acc& a = acc[{o.file(), o.key()}];
+      EntryMerge& m = a.m;
+      m.key = o.key();
+      m.file = o.file();
+      m.playbook = spec.playbook();
+      m.loader = spec.loader();
+      if (m.flavor.empty()) m.flavor = o.flavor();
+      m.wave = std::max(m.wave, spec.wave());
+      if (spec.phase() != v1::PHASE_VERIFY && (!m.probe || spec.wave() >= m.wave)) m.probe = o;
+      for (const auto& r : o.review()) {
+        if (std::find(m.review.begin(), m.review.end(), r) == m.review.end()) m.review.push_back(r);
+      }
+      if (!coord::NeedsVerification(o)) {
+        a.stopped = true;
+        continue;
+      }
+      if (o.verdict() == "ready") continue;  // probe phase: verified later
+      a.stopped = false;
+      const std::string arch = o.arch().empty() ? spec.arch() : o.arch();
+      const std::string canon = o.changed() ? Canonical(o.edit()) : "unchanged";
+      auto prev = a.decided_at.find(arch);
+      if (prev != a.decided_at.end() && prev->second.first == spec.wave() &&
+          prev->second.second != canon) {
+        a.conflicting_archs.insert(arch);
+      }
+      a.decided_at[arch] = {spec.wave(), canon};
+      m.outcomes[arch] = o;
+    }
+  }
+
+  // ---- YAML edits per file
+  std::map<std::string, std::vector<inventory::EntryEdit>> per_file;
+  for (auto& [id, a] : acc) {
+    EntryMerge& m = a.m;
+    if (!a.conflicting_archs.empty()) {
+      m.placement = EntryMerge::Placement::kConflict;
+      m.conflict = util::StrCat("results of one wave want different edits on ",
+                                util::StrJoin(a.conflicting_archs, ", "));
+      out.conflicts.push_back(util::StrCat(m.file, ": ", m.key, ": ", m.conflict));
+      out.conflict_counts["yaml"]++;
+      continue;
+    }
+    const bool tp = m.key.find("-tensor_parallel-") != std::string::npos;
+    const std::vector<std::string> targets =
+        tp ? std::vector<std::string>{"n300-llmbox"} : input.archs;
+    std::map<std::string, const v1::EntryOutcome*> changed;
+    for (const auto& t : targets) {
+      auto o = m.outcomes.find(t);
+      if (o != m.outcomes.end() && o->second.changed()) changed[t] = &o->second;
+    }
+    if (changed.empty()) continue;
+    std::set<std::string> kinds;
+    for (const auto& [t, o] : changed) kinds.insert(Canonical(o->edit()));
+    if (changed.size() == targets.size() && kinds.size() == 1) {
+      m.placement = EntryMerge::Placement::kTopLevel;
+      m.edits.push_back(ToEditorEdit(changed.begin()->second->edit(), ""));
+    } else {
+      m.placement = EntryMerge::Placement::kPerArch;
+      std::set<std::string> decided_fields;
+      for (const auto& [t, o] : changed) {
+        m.edits.push_back(ToEditorEdit(o->edit(), t));
+        for (const auto& f : o->edit().set()) decided_fields.insert(f.name());
+      }
+      // Every arch decided differently: the decided fields live only in the overrides.
+      if (changed.size() == targets.size()) {
+        inventory::EntryEdit top;
+        top.key = m.key;
+        top.del.assign(decided_fields.begin(), decided_fields.end());
+        m.edits.push_back(top);
+      }
+    }
+    for (const auto& e : m.edits) per_file[m.file].push_back(e);
+  }
+  for (auto& [file, edits] : per_file) {
+    auto base = input.files->ReadTtXla(file);
+    if (!base.ok()) {
+      return absl::FailedPreconditionError(util::StrCat(
+          "cannot read ", file, " at the pinned commit: ", util::MessageOf(base.status())));
+    }
+    inventory::Document doc = inventory::Document::Parse(file, *base);
+    // An entry whose edits the editor refuses (all of them tried together) is reported and kept
+    // as it was; the other entries still change.
+    std::map<std::string, std::vector<inventory::EntryEdit>> by_entry;
+    for (const auto& e : edits) by_entry[e.key].push_back(e);
+    std::set<std::string> refused;
+    for (const auto& [key, group] : by_entry) {
+      auto single = inventory::ApplyEdits(doc, group);
+      if (single.ok()) continue;
+      refused.insert(key);
+      out.conflicts.push_back(
+          util::StrCat(file, ": ", key, ": edit refused: ", util::MessageOf(single.status())));
+      out.conflict_counts["yaml"]++;
+      auto it = acc.find({file, key});
+      if (it != acc.end()) {
+        it->second.m.placement = EntryMerge::Placement::kConflict;
+        it->second.m.conflict = util::MessageOf(single.status());
+      }
+    }
+    std::vector<inventory::EntryEdit> accepted;
+    for (const auto& e : edits) {
+      if (!refused.count(e.key)) accepted.push_back(e);
+    }
+    auto edited = inventory::ApplyEdits(doc, accepted);
+    if (!edited.ok()) return edited.status();
+    if (*edited == *base) continue;
+    inventory::Document after = inventory::Document::Parse(file, *edited);
+    for (auto& [id, a] : acc) {
+      if (id.first != file || a.m.edits.empty()) continue;
+      a.m.yaml_before = EntryText(doc, a.m.key);
+      a.m.yaml_after = EntryText(after, a.m.key);
+    }
+    out.ttxla_patch += diff::UnifiedDiff(file, *base, *edited);
+    out.changed_files.push_back(util::StrCat("tt-xla/", file));
+  }
+
+  // ---- registry
+  std::vector<coord::ResultRecord> lifted_records;
+  for (const auto& it : items) {
+    coord::ResultRecord r = it.record;
+    r.result = it.result;
+    lifted_records.push_back(std::move(r));
+  }
+  coord::WavePlan registry = coord::MergeRegistry(lifted_records);
+  for (const auto& c : registry.conflicts) {
+    out.conflicts.push_back(c);
+    out.conflict_counts["registry"]++;
+  }
+  std::map<std::string, std::string> forge_after;  // path -> new text
+  std::map<std::string, std::string> forge_before;
+  if (!registry.merged.empty()) {
+    const std::string path(registry::kTrainingUtilsPath.substr(kForgePrefix.size()));
+    auto base = input.files->ReadForge(path);
+    if (!base.ok()) return base.status();
+    auto reg = registry::RegistryFile::Parse(path, *base);
+    if (!reg.ok()) return reg.status();
+    for (const auto& op : registry.merged) {
+      absl::Status st = op.kind() == v1::RegistryOp::REMOVE ? reg->Remove(op.cls())
+                                                            : reg->Add(op.cls(), op.attr());
+      if (!st.ok()) {
+        out.conflicts.push_back(util::StrCat("registry: ", util::MessageOf(st)));
+        out.conflict_counts["registry"]++;
+        continue;
+      }
+      out.registry.push_back(op);
+    }
+    if (reg->Text() != *base) {
+      forge_before[path] = *base;
+      forge_after[path] = reg->Text();
+    }
+  }
+
+  // ---- loader files: chained wave by wave
+  struct FileState {
+    std::string base;
+    std::string text;
+    int wave = 0;
+    std::string wave_result;  // what this wave made of it (to spot two different edits)
+    bool conflict = false;
+  };
+  std::map<std::string, FileState> loaders;
+  for (const auto& it : items) {
+    for (const auto& fe : it.result.file_edits()) {
+      if (fe.repo() != "tt_forge_models") continue;
+      auto split = diff::SplitDiff(fe.diff());
+      if (!split.ok()) continue;
+      for (const auto& fd : *split) {
+        const std::string path = fe.path().empty() || split->size() > 1 ? fd.path() : fe.path();
+        auto st_it = loaders.find(path);
+        if (st_it == loaders.end()) {
+          auto base = input.files->ReadForge(path);
+          FileState s;
+          s.base = base.ok() ? *base : "";
+          s.text = s.base;
+          st_it = loaders.emplace(path, s).first;
+        }
+        FileState& s = st_it->second;
+        if (s.conflict) continue;
+        const int wave = it.shard->spec.wave();
+        auto applied = diff::ApplyFileDiff(fe.against_pinned() ? s.base : s.text, fd);
+        if (!applied.ok()) {
+          // Not based on this file's state: two shards edited it independently.
+          s.conflict = true;
+          out.conflicts.push_back(util::StrCat("loader: tt_forge_models/", path, ": ",
+                                               util::MessageOf(applied.status())));
+          out.conflict_counts["loader"]++;
+          continue;
+        }
+        if (s.wave == wave && !s.wave_result.empty() && s.wave_result != *applied) {
+          s.conflict = true;
+          out.conflicts.push_back(util::StrCat("loader: tt_forge_models/", path,
+                                               ": two results of wave ", wave,
+                                               " edit it differently"));
+          out.conflict_counts["loader"]++;
+          continue;
+        }
+        s.wave = wave;
+        s.wave_result = *applied;
+        s.text = *applied;
+      }
+    }
+  }
+  for (const auto& [path, s] : loaders) {
+    if (s.conflict || s.text == s.base) continue;
+    forge_before[path] = s.base;
+    forge_after[path] = s.text;
+  }
+  for (const auto& [path, text] : forge_after) {
+    out.forge_patch += diff::UnifiedDiff(path, forge_before[path], text);
+    out.changed_files.push_back(util::StrCat("tt_forge_models/", path));
+  }
+  // Entries in file order (then key): the report's order.
+  for (auto& [id, a] : acc) out.entries.push_back(std::move(a.m));
+  return out;
+}
+
+}  // namespace triage::merge

@@ -1,0 +1,72 @@
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/inventory/editor.h"
+#include "coordinator/core/model.h"
+
+namespace triage::merge {
+
+// The files of a sweep's pinned commits.
+class PinnedFiles {
+ public:
+  virtual ~PinnedFiles() = default;
+  // Path relative to the tt-xla root / the tt_forge_models root. NotFound for a missing file.
+  virtual absl::StatusOr<std::string> ReadTtXla(const std::string& path) = 0;
+  virtual absl::StatusOr<std::string> ReadForge(const std::string& path) = 0;
+};
+
+struct MergeInput {
+  std::string sweep_id;
+  std::vector<std::string> archs;  // the sweep's target archs (single-device entries)
+  std::vector<coord::ShardRecord> shards;
+  std::vector<coord::ResultRecord> results;  // any order, duplicates and retries allowed
+  PinnedFiles* files = nullptr;
+};
+
+// What happened to one entry.
+struct EntryMerge {
+  std::string key;
+  std::string file;
+  std::string playbook;
+  std::string flavor;
+  std::string loader;
+  int wave = 0;
+  // The deciding outcome per target arch (absent: no verified outcome for that arch).
+  std::map<std::string, v1::EntryOutcome> outcomes;
+  std::optional<v1::EntryOutcome> probe;  // the playbook's findings (first phase)
+  enum class Placement { kUnchanged, kTopLevel, kPerArch, kConflict };
+  Placement placement = Placement::kUnchanged;
+  std::vector<inventory::EntryEdit> edits;  // what was applied to the YAML
+  std::vector<std::string> review;
+  std::string conflict;
+  // The entry's text in the YAML before and after (for "the YAML lines that changed").
+  std::string yaml_before;
+  std::string yaml_after;
+};
+
+struct MergeOutput {
+  std::string ttxla_patch;  // git apply in the tt-xla checkout
+  std::string forge_patch;  // git apply in third_party/tt_forge_models
+  std::vector<std::string> conflicts;
+  std::map<std::string, int> conflict_counts;  // yaml, registry, loader
+  std::vector<v1::RegistryOp> registry;        // merged registry operations
+  std::vector<EntryMerge> entries;             // in file order
+  std::vector<std::string> changed_files;      // "tt-xla/<path>", "tt_forge_models/<path>"
+};
+
+// Merges the accepted results of a sweep into one conflict-free patch per repository. A pure
+// function of the results: their order, duplicates and retried attempts do not change a byte.
+//  - YAML: per-entry field edits, the latest wave per entry and arch; equal outcomes on every
+//    target arch -> top-level fields, different -> arch_overrides per arch.
+//  - Registry: add/remove operations at their sorted position; identical proposals collapse;
+//    two attributes for one class are a conflict (no line).
+//  - Loader files: edits chained wave by wave (a later edit was made on top of the earlier).
+//  - A conflict is listed and the thing is left as it was; never last-writer-wins.
+absl::StatusOr<MergeOutput> Merge(const MergeInput& input);
+
+}  // namespace triage::merge

@@ -1,0 +1,263 @@
+#include "coordinator/merge/outputs.h"
+
+#include <chrono>
+
+#include "common/diff/apply_diff.h"
+#include "common/evidence/evidence_layout.h"
+#include "common/git/git.h"
+#include "common/util/file.h"
+#include "common/util/strings.h"
+#include "common/util/text.h"
+#include "coordinator/merge/report.h"
+
+namespace triage::merge {
+namespace {
+
+class GitPinnedFiles : public PinnedFiles {
+ public:
+  GitPinnedFiles(std::filesystem::path ttxla, std::string ttxla_commit, std::filesystem::path forge,
+                 std::string forge_commit, absl::Status forge_error)
+      : ttxla_(std::move(ttxla)),
+        ttxla_commit_(std::move(ttxla_commit)),
+        forge_(std::move(forge)),
+        forge_commit_(std::move(forge_commit)),
+        forge_error_(std::move(forge_error)) {}
+  absl::StatusOr<std::string> ReadTtXla(const std::string& path) override {
+    return ttxla_.Show(ttxla_commit_, path, 64 << 20);
+  }
+  absl::StatusOr<std::string> ReadForge(const std::string& path) override {
+    if (!forge_error_.ok()) return forge_error_;
+    return forge_.Show(forge_commit_, path, 64 << 20);
+  }
+
+ private:
+  git::Git ttxla_;
+  std::string ttxla_commit_;
+  git::Git forge_;
+  std::string forge_commit_;
+  absl::Status forge_error_;
+};
+
+bool SafeName(std::string_view name) {
+  if (name.empty() || name.starts_with("/") || name.find('\0') != std::string_view::npos) {
+    return false;
+  }
+  std::size_t start = 0;
+  while (start <= name.size()) {
+    std::size_t slash = name.find('/', start);
+    std::string_view part =
+        name.substr(start, slash == std::string_view::npos ? name.npos : slash - start);
+    if (part == ".." || part == "." || part.empty()) return false;
+    if (slash == std::string_view::npos) break;
+    start = slash + 1;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::unique_ptr<PinnedFiles> MakeGitPinnedFiles(const coord::SweepRecord& sweep,
+                                                const std::filesystem::path& cache_dir) {
+  std::filesystem::path ttxla;
+  std::filesystem::path forge;
+  absl::Status forge_error = absl::OkStatus();
+  if (!sweep.request.repo_path().empty()) {
+    ttxla = sweep.request.repo_path();
+    forge = ttxla / git::kForgeSubmodulePath;
+  } else {
+    auto pinned = git::FetchAndPin(sweep.request.git_url(), sweep.ttxla_commit, cache_dir);
+    if (pinned.ok()) ttxla = pinned->repo;
+    // The submodule's URL as recorded in the pinned .gitmodules.
+    git::Git g(ttxla);
+    auto url = g.Run({"config", "--blob", util::StrCat(sweep.ttxla_commit, ":.gitmodules"), "--get",
+                      "submodule.third_party/tt_forge_models.url"});
+    if (!url.ok()) {
+      forge_error = absl::FailedPreconditionError(util::StrCat(
+          "cannot find the tt_forge_models URL in .gitmodules: ", util::MessageOf(url.status())));
+    } else {
+      std::string u(util::TrimWhitespace(*url));
+      if (u.starts_with("../") || u.starts_with("./")) {
+        u = util::StrCat(sweep.request.git_url(), "/", u);
+      }
+      const auto dir = cache_dir / git::CacheNameForUrl(u);
+      git::Git cache(cache_dir);
+      std::error_code ec;
+      std::filesystem::create_directories(cache_dir, ec);
+      absl::StatusOr<std::string> fetched =
+          std::filesystem::exists(dir)
+              ? git::Git(dir).Run({"fetch", "--quiet", "origin", sweep.forge_commit})
+              : cache.Run({"clone", "--bare", "--quiet", "--", u, dir.string()});
+      if (!fetched.ok()) {
+        forge_error = absl::FailedPreconditionError(util::StrCat(
+            "cannot fetch tt_forge_models from ", u, ": ", util::MessageOf(fetched.status())));
+      }
+      forge = dir;
+    }
+  }
+  return std::make_unique<GitPinnedFiles>(ttxla, sweep.ttxla_commit, forge, sweep.forge_commit,
+                                          forge_error);
+}
+
+SweepOutputs::SweepOutputs(coord::Coordinator* coordinator, coord::CoordinatorMetrics* metrics,
+                           std::filesystem::path data_dir, FilesFactory files)
+    : coordinator_(coordinator),
+      metrics_(metrics),
+      data_dir_(std::move(data_dir)),
+      files_(std::move(files)) {
+  if (!files_) {
+    files_ = [cache = data_dir_ / "cache"](const coord::SweepRecord& s) {
+      return MakeGitPinnedFiles(s, cache);
+    };
+  }
+}
+
+std::filesystem::path SweepOutputs::Dir(const std::string& sweep_id) const {
+  return data_dir_ / "sweeps" / sweep_id;
+}
+
+absl::Status SweepOutputs::Build(const std::string& sweep_id) {
+  std::lock_guard lock(mu_);
+  const auto start = std::chrono::steady_clock::now();
+  auto sweep = coordinator_->SweepInfo(sweep_id);
+  if (!sweep.ok()) return sweep.status();
+  auto shards = coordinator_->Shards(sweep_id);
+  if (!shards.ok()) return shards.status();
+  auto results = coordinator_->Results(sweep_id);
+  if (!results.ok()) return results.status();
+  auto files = files_(*sweep);
+  MergeInput in;
+  in.sweep_id = sweep_id;
+  in.archs = sweep->archs;
+  in.shards = *shards;
+  in.results = *results;
+  in.files = files.get();
+  auto merged = Merge(in);
+  if (!merged.ok()) return merged.status();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (metrics_ != nullptr) {
+    metrics_->MergeDone(seconds);
+    for (const auto& [kind, n] : merged->conflict_counts) {
+      for (int i = 0; i < n; ++i) metrics_->MergeConflict(kind);
+    }
+  }
+
+  const auto dir = Dir(sweep_id);
+  std::error_code ec;
+  std::filesystem::remove_all(dir / "evidence", ec);
+  std::filesystem::create_directories(dir, ec);
+  // Evidence: the latest result of each shard, under evidence/<shard>/.
+  std::map<std::string, const coord::ShardRecord*> by_id;
+  for (const auto& s : *shards) by_id[s.id] = &s;
+  std::map<std::string, const coord::ResultRecord*> latest;
+  for (const auto& r : *results) {
+    auto& cur = latest[r.shard_id];
+    if (cur == nullptr || r.token > cur->token) cur = &r;
+  }
+  ReportInput report;
+  report.sweep = &*sweep;
+  report.merge = &*merged;
+  for (const auto& [id, r] : latest) {
+    auto s = by_id.find(id);
+    if (s == by_id.end()) continue;
+    const std::string shard_dir = evidence::ShardDirName(s->second->spec);
+    for (const auto& ev : r->result.evidence()) {
+      if (!SafeName(ev.name())) continue;
+      const auto path = dir / "evidence" / shard_dir / ev.name();
+      std::filesystem::create_directories(path.parent_path(), ec);
+      if (auto st = util::WriteFileAtomic(path, ev.content()); !st.ok()) return st;
+    }
+    for (const auto& o : r->result.entries()) {
+      auto& list = report.evidence[o.file() + "\n" + o.key()];
+      for (const auto& name : o.evidence()) {
+        if (SafeName(name)) list.push_back(util::StrCat("evidence/", shard_dir, "/", name));
+      }
+    }
+  }
+  // The YAML after the merge, for the report's resolved outcomes.
+  if (!merged->ttxla_patch.empty()) {
+    auto split = diff::SplitDiff(merged->ttxla_patch);
+    if (split.ok()) {
+      for (const auto& fd : *split) {
+        auto base = files->ReadTtXla(fd.path());
+        if (!base.ok()) continue;
+        auto after = diff::ApplyFileDiff(*base, fd);
+        if (after.ok()) report.yaml_after[fd.path()] = *after;
+      }
+    }
+  }
+  BuiltReport built = BuildReport(report);
+  for (const auto& [name, text] :
+       {std::pair{"tt-xla.patch", merged->ttxla_patch},
+        std::pair{"tt-forge-models.patch", merged->forge_patch},
+        std::pair{"report.md", built.markdown}, std::pair{"report.json", built.json},
+        std::pair{"conflicts.txt", util::StrJoin(merged->conflicts, "\n")}}) {
+    if (auto st = util::WriteFileAtomic(dir / name, text); !st.ok()) return st;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::Patch> SweepOutputs::Patch(const std::string& sweep_id) {
+  auto sweep = coordinator_->SweepInfo(sweep_id);
+  if (!sweep.ok()) return sweep.status();
+  const auto dir = Dir(sweep_id);
+  if (!std::filesystem::exists(dir / "tt-xla.patch")) {
+    if (sweep->state == coord::SweepState::kRunning) {
+      return absl::FailedPreconditionError(
+          util::StrCat("sweep ", sweep_id, " is still running: the patch is built when it ends"));
+    }
+    if (auto st = Build(sweep_id); !st.ok()) return st;
+  }
+  v1::Patch p;
+  p.set_sweep_id(sweep_id);
+  p.set_ttxla_commit(sweep->ttxla_commit);
+  p.set_forge_commit(sweep->forge_commit);
+  auto a = util::ReadFile(dir / "tt-xla.patch", 256 << 20);
+  auto b = util::ReadFile(dir / "tt-forge-models.patch", 256 << 20);
+  if (!a.ok()) return a.status();
+  if (!b.ok()) return b.status();
+  p.set_ttxla_patch(*a);
+  p.set_forge_patch(*b);
+  if (auto c = util::ReadFile(dir / "conflicts.txt", 16 << 20); c.ok()) {
+    for (auto line : util::SplitLines(*c)) {
+      if (!line.empty()) p.add_conflicts(std::string(line));
+    }
+  }
+  return p;
+}
+
+absl::StatusOr<v1::Report> SweepOutputs::Report(const std::string& sweep_id) {
+  auto patch = Patch(sweep_id);  // builds the outputs when needed
+  if (!patch.ok()) return patch.status();
+  const auto dir = Dir(sweep_id);
+  v1::Report r;
+  r.set_sweep_id(sweep_id);
+  auto md = util::ReadFile(dir / "report.md", 256 << 20);
+  auto js = util::ReadFile(dir / "report.json", 256 << 20);
+  if (!md.ok()) return md.status();
+  if (!js.ok()) return js.status();
+  r.set_markdown(*md);
+  r.set_json(*js);
+  std::error_code ec;
+  if (std::filesystem::is_directory(dir / "evidence", ec)) {
+    for (auto it = std::filesystem::recursive_directory_iterator(dir / "evidence", ec);
+         !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+      if (!it->is_regular_file()) continue;
+      auto content = util::ReadFile(it->path(), 64 << 20);
+      if (!content.ok()) continue;
+      v1::Evidence* ev = r.add_files();
+      ev->set_name(std::filesystem::relative(it->path(), dir).generic_string());
+      ev->set_content(*content);
+    }
+  }
+  return r;
+}
+
+coord::OutputProviders SweepOutputs::Providers() {
+  coord::OutputProviders p;
+  p.patch = [this](const std::string& id) { return Patch(id); };
+  p.report = [this](const std::string& id) { return Report(id); };
+  return p;
+}
+
+}  // namespace triage::merge

@@ -1,0 +1,46 @@
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "coordinator/core/coordinator.h"
+#include "coordinator/merge/merge.h"
+#include "coordinator/server/server.h"
+
+namespace triage::merge {
+
+// Reads a sweep's pinned files through git: tt-xla from the sweep's repository at its commit,
+// tt_forge_models from the checkout's submodule (or, for URL sweeps, from the submodule URL
+// recorded in .gitmodules, fetched into cache_dir).
+std::unique_ptr<PinnedFiles> MakeGitPinnedFiles(const coord::SweepRecord& sweep,
+                                                const std::filesystem::path& cache_dir);
+
+// The outputs of finished sweeps, built once when the last shard ends (the coordinator's
+// finish hook) and kept under data_dir/sweeps/<id>/: tt-xla.patch, tt-forge-models.patch,
+// report.md, report.json and evidence/<shard>/... (REPLAY.md's layout).
+class SweepOutputs {
+ public:
+  using FilesFactory = std::function<std::unique_ptr<PinnedFiles>(const coord::SweepRecord&)>;
+  SweepOutputs(coord::Coordinator* coordinator, coord::CoordinatorMetrics* metrics,
+               std::filesystem::path data_dir, FilesFactory files = {});
+
+  absl::Status Build(const std::string& sweep_id);
+  absl::StatusOr<v1::Patch> Patch(const std::string& sweep_id);
+  absl::StatusOr<v1::Report> Report(const std::string& sweep_id);
+  coord::OutputProviders Providers();
+
+ private:
+  std::filesystem::path Dir(const std::string& sweep_id) const;
+
+  coord::Coordinator* coordinator_;
+  coord::CoordinatorMetrics* metrics_;
+  std::filesystem::path data_dir_;
+  FilesFactory files_;
+  std::mutex mu_;  // one build at a time
+};
+
+}  // namespace triage::merge

@@ -1,0 +1,275 @@
+#include "coordinator/merge/report.h"
+
+#include <algorithm>
+#include <set>
+
+#include "common/diff/unified_diff.h"
+#include "common/inventory/document.h"
+#include "common/util/strings.h"
+#include "nlohmann/json.hpp"
+
+namespace triage::merge {
+namespace {
+
+using nlohmann::json;
+
+// The resolved fields a script cares about, or null when the entry did not change.
+json Resolved(const inventory::Entry* e, const std::string& arch) {
+  if (e == nullptr) return nullptr;
+  json o;
+  auto str = [&](const char* name) -> json {
+    const inventory::Value* v = e->FieldForArch(name, arch);
+    return v != nullptr && v->is_string() ? json(v->string) : json(nullptr);
+  };
+  o["status"] = std::string(e->StatusForArch(arch));
+  o["bringup_status"] = str("bringup_status");
+  o["reason"] = str("reason");
+  const inventory::Value* pcc = e->FieldForArch("assert_pcc", arch);
+  o["assert_pcc"] = pcc != nullptr && pcc->kind == inventory::Value::Kind::kBool
+                        ? json(pcc->boolean)
+                        : json(nullptr);
+  const inventory::Value* markers = e->FieldForArch("markers", arch);
+  if (markers != nullptr && markers->is_list()) {
+    json m = json::array();
+    for (const auto& i : markers->list) m.push_back(i.string);
+    o["markers"] = m;
+  } else {
+    o["markers"] = nullptr;
+  }
+  return o;
+}
+
+std::string OutcomeLabel(const json& o) {
+  if (o.is_null()) return "unchanged";
+  std::string s = o["status"].get<std::string>();
+  if (s == "EXPECTED_PASSING" && o["assert_pcc"].is_boolean() && !o["assert_pcc"].get<bool>()) {
+    return "EXPECTED_PASSING (assert_pcc false)";
+  }
+  return s;
+}
+
+std::string Md(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '|' || c == '`' || c == '*' || c == '_' || c == '<') out.push_back('\\');
+    out.push_back(c);
+  }
+  return out;
+}
+
+}  // namespace
+
+BuiltReport BuildReport(const ReportInput& in) {
+  const coord::SweepRecord& sweep = *in.sweep;
+  const MergeOutput& merge = *in.merge;
+  std::map<std::string, inventory::Document> after;
+  for (const auto& [file, text] : in.yaml_after) {
+    after.emplace(file, inventory::Document::Parse(file, text));
+  }
+  // How many entries each registry line covers.
+  std::map<std::string, int> per_class;
+  for (const auto& e : merge.entries) {
+    if (e.probe && !e.probe->output_class().empty()) per_class[e.probe->output_class()]++;
+  }
+
+  json j;
+  j["sweep"] = sweep.id;
+  j["state"] = std::string(coord::SweepStateName(sweep.state));
+  j["repo"] = sweep.repo;
+  j["commits"] = {{"tt-xla", sweep.ttxla_commit}, {"tt_forge_models", sweep.forge_commit}};
+  j["archs"] = sweep.archs;
+  j["playbooks"] = sweep.playbooks;
+  j["executor"] = sweep.request.executor();
+  j["conflicts"] = merge.conflicts;
+  json registry = json::array();
+  for (const auto& op : merge.registry) {
+    json r = {{"op", op.kind() == v1::RegistryOp::ADD ? "add" : "remove"}, {"class", op.cls()}};
+    if (op.kind() == v1::RegistryOp::ADD) r["attr"] = op.attr();
+    r["entries"] = per_class[op.cls()];
+    registry.push_back(r);
+  }
+  j["registry"] = registry;
+
+  std::map<std::string, std::map<std::string, int>> by_playbook;  // playbook -> outcome -> n
+  std::map<std::string, int> by_outcome, by_stage;
+  json entries = json::array();
+  const std::string first_arch = sweep.archs.empty() ? "n150" : sweep.archs.front();
+  std::string md_entries;
+  for (const auto& e : merge.entries) {
+    const inventory::Entry* final_entry = nullptr;
+    if (!e.edits.empty() && e.placement != EntryMerge::Placement::kConflict) {
+      auto doc = after.find(e.file);
+      if (doc != after.end()) final_entry = doc->second.Find(e.key);
+    }
+    const bool tp = e.key.find("-tensor_parallel-") != std::string::npos;
+    const std::vector<std::string> targets =
+        tp ? std::vector<std::string>{"n300-llmbox"} : sweep.archs;
+    json entry;
+    entry["key"] = e.key;
+    entry["file"] = e.file;
+    entry["playbook"] = e.playbook;
+    entry["flavor"] = e.flavor;
+    entry["loader"] = e.loader;
+    entry["wave"] = e.wave;
+    entry["outcome"] = Resolved(final_entry, targets.empty() ? first_arch : targets.front());
+    json arch_outcomes = json::object();
+    json verdicts = json::object();
+    for (const auto& t : targets) {
+      arch_outcomes[t] = Resolved(final_entry, t);
+      auto o = e.outcomes.find(t);
+      if (o != e.outcomes.end()) {
+        verdicts[t] = {{"verdict", o->second.verdict()},
+                       {"stage", o->second.stage()},
+                       {"reason", o->second.reason()}};
+      }
+    }
+    entry["arch_outcomes"] = arch_outcomes;
+    entry["verdicts"] = verdicts;
+    entry["placement"] = e.placement == EntryMerge::Placement::kTopLevel   ? "top_level"
+                         : e.placement == EntryMerge::Placement::kPerArch  ? "arch_overrides"
+                         : e.placement == EntryMerge::Placement::kConflict ? "conflict"
+                                                                           : "unchanged";
+    std::vector<std::string> review = e.review;
+    if (e.probe) {
+      entry["probe_finding"] = e.probe->probe_finding();
+      entry["fix_path"] = e.probe->fix_path();
+      entry["why_not_other"] = e.probe->why_not_other();
+      entry["output_class"] = e.probe->output_class();
+      if (e.probe->fix_path() == "registry" &&
+          per_class[e.probe->output_class()] >= in.many_entries) {
+        review.push_back(util::StrCat("the registry line for ", e.probe->output_class(),
+                                      " touched ", per_class[e.probe->output_class()],
+                                      " entries of this sweep"));
+      }
+    }
+    std::string inference;
+    for (const auto& [arch, o] : e.outcomes) {
+      if (!o.inference_outcome().empty()) inference = o.inference_outcome();
+    }
+    entry["inference"] = inference.empty() ? json(nullptr) : json(inference);
+    entry["review"] = review;
+    entry["conflict"] = e.placement == EntryMerge::Placement::kConflict;
+    if (!e.conflict.empty()) entry["conflict_reason"] = e.conflict;
+    auto ev = in.evidence.find(e.file + "\n" + e.key);
+    entry["evidence"] = ev != in.evidence.end() ? json(ev->second) : json::array();
+    entries.push_back(entry);
+
+    const std::string label = OutcomeLabel(entry["outcome"]);
+    by_playbook[e.playbook][label]++;
+    by_outcome[label]++;
+    if (!entry["outcome"].is_null() && entry["outcome"]["bringup_status"].is_string()) {
+      by_stage[entry["outcome"]["bringup_status"].get<std::string>()]++;
+    }
+
+    // Markdown for this entry.
+    util::StrAppend(&md_entries, "### ", Md(e.key), "\n\n");
+    util::StrAppend(&md_entries, "- **loader** `", e.loader, "` · playbook ", e.playbook, " / ",
+                    e.flavor, " · wave ", e.wave, "\n");
+    util::StrAppend(
+        &md_entries, "- **outcome** ", label,
+        e.placement == EntryMerge::Placement::kPerArch ? " (per arch: arch_overrides)" : "", "\n");
+    if (e.probe) {
+      if (!e.probe->probe_finding().empty()) {
+        util::StrAppend(&md_entries, "- **probe** ", Md(e.probe->probe_finding()), "\n");
+      }
+      if (!e.probe->fix_path().empty()) {
+        util::StrAppend(&md_entries, "- **fix** ", e.probe->fix_path(),
+                        e.probe->why_not_other().empty()
+                            ? ""
+                            : util::StrCat(" — ", Md(e.probe->why_not_other())),
+                        "\n");
+      }
+    }
+    for (const auto& [arch, o] : e.outcomes) {
+      util::StrAppend(&md_entries, "- **pytest (", arch.empty() ? "cpu" : arch, ")** ", o.verdict(),
+                      o.stage().empty() ? "" : util::StrCat(", ", o.stage()),
+                      o.reason().empty() ? "" : util::StrCat(": `", o.reason(), "`"), "\n");
+    }
+    if (!inference.empty()) util::StrAppend(&md_entries, "- **inference** ", Md(inference), "\n");
+    if (!e.yaml_before.empty() || !e.yaml_after.empty()) {
+      std::string d = diff::UnifiedDiff(e.file, e.yaml_before, e.yaml_after, {.context = 20});
+      // Keep only the hunk lines.
+      std::string body;
+      bool in_hunk = false;
+      for (std::size_t p = 0; p < d.size();) {
+        std::size_t nl = d.find('\n', p);
+        std::string_view line(d.data() + p, (nl == std::string::npos ? d.size() : nl) - p);
+        if (line.starts_with("@@")) {
+          in_hunk = true;
+        } else if (in_hunk) {
+          util::StrAppend(&body, line, "\n");
+        }
+        p = nl == std::string::npos ? d.size() : nl + 1;
+      }
+      util::StrAppend(&md_entries, "- **YAML**\n\n```diff\n", body, "```\n");
+    }
+    for (const auto& r : review) util::StrAppend(&md_entries, "- **review** ", Md(r), "\n");
+    if (!e.conflict.empty()) util::StrAppend(&md_entries, "- **conflict** ", Md(e.conflict), "\n");
+    if (ev != in.evidence.end() && !ev->second.empty()) {
+      std::string links;
+      for (const auto& path : ev->second) {
+        std::string name = path.substr(path.rfind('/') + 1);
+        util::StrAppend(&links, links.empty() ? "" : ", ", "[", Md(name), "](", path, ")");
+      }
+      util::StrAppend(&md_entries, "- **evidence** ", links, "\n");
+    }
+    md_entries += "\n";
+  }
+  j["entries"] = entries;
+  json totals;
+  totals["entries"] = merge.entries.size();
+  totals["by_playbook"] = by_playbook;
+  totals["by_outcome"] = by_outcome;
+  totals["by_stage"] = by_stage;
+  totals["conflicts"] = merge.conflicts.size();
+  j["totals"] = totals;
+
+  BuiltReport out;
+  out.json = j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+  std::string& md = out.markdown;
+  util::StrAppend(&md, "# Sweep ", sweep.id, " — ", coord::SweepStateName(sweep.state), "\n\n");
+  util::StrAppend(
+      &md, "- repo: `", sweep.repo, "`\n- commits: tt-xla `", sweep.ttxla_commit,
+      "`, tt_forge_models `", sweep.forge_commit, "`\n- archs: ", util::StrJoin(sweep.archs, ", "),
+      " · playbooks: ", util::StrJoin(sweep.playbooks, ", "),
+      " · executor: ", sweep.request.executor(), "\n- started by ", sweep.created_by, "\n\n");
+  util::StrAppend(&md, "## Totals\n\n| playbook | entries | outcomes |\n|---|---|---|\n");
+  for (const auto& [pb, outcomes] : by_playbook) {
+    int n = 0;
+    std::string parts;
+    for (const auto& [o, c] : outcomes) {
+      n += c;
+      util::StrAppend(&parts, parts.empty() ? "" : ", ", o, ": ", c);
+    }
+    util::StrAppend(&md, "| ", pb, " | ", n, " | ", parts, " |\n");
+  }
+  if (!by_stage.empty()) {
+    util::StrAppend(&md, "\nStages of the new failures: ");
+    std::string parts;
+    for (const auto& [s, c] : by_stage)
+      util::StrAppend(&parts, parts.empty() ? "" : ", ", s, " ", c);
+    util::StrAppend(&md, parts, "\n");
+  }
+  if (!merge.registry.empty()) {
+    util::StrAppend(&md, "\n## Registry (training_utils.py)\n\n");
+    for (const auto& op : merge.registry) {
+      util::StrAppend(
+          &md, "- ",
+          op.kind() == v1::RegistryOp::ADD
+              ? util::StrCat("add `_register_attr(\"", op.cls(), "\", \"", op.attr(), "\")`")
+              : util::StrCat("remove the line for `", op.cls(), "`"),
+          " — ", per_class[op.cls()], " entr", per_class[op.cls()] == 1 ? "y" : "ies",
+          " of this sweep return this class\n");
+    }
+  }
+  util::StrAppend(&md, "\n## Conflicts\n\n");
+  if (merge.conflicts.empty()) {
+    md += "None.\n";
+  } else {
+    for (const auto& c : merge.conflicts) util::StrAppend(&md, "- ", Md(c), "\n");
+  }
+  util::StrAppend(&md, "\n## Entries\n\n", md_entries);
+  return out;
+}
+
+}  // namespace triage::merge
