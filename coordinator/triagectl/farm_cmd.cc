@@ -201,16 +201,18 @@ int Watch(Client& client, const std::string& id, std::ostream& out, std::ostream
   auto reader = client.stub()->WatchSweep(&ctx, req);
   v1::SweepEvent ev;
   v1::Sweep last;
-  std::string last_line;
+  // Not a terminal (a log, CI): one line per change of entries or sweep state, not per shard move.
+  std::string last_key;
   while (reader->Read(&ev)) {
     last = ev.sweep();
     std::string line = ProgressLine(last);
     if (tty) {
       out << "\r\033[K" << line << std::flush;
-    } else if (line != last_line) {
-      out << line << "\n" << std::flush;
+      continue;
     }
-    last_line = line;
+    std::string key = util::StrCat(line.substr(0, line.find("  | shards")), " ", last.state());
+    if (key != last_key) out << line << "\n" << std::flush;
+    last_key = std::move(key);
   }
   grpc::Status st = reader->Finish();
   if (tty) out << "\n";
