@@ -1455,8 +1455,28 @@ void Coordinator::Tick() {
       }
     }
     if (!healthy_) healthy_ = store_->Check().ok();
+    ReportOnCallAgesLocked(now);
   }
   after.Run();
+}
+
+void Coordinator::ReportOnCallAgesLocked(TimePoint now) {
+  std::map<std::string, std::pair<double, double>> ages;  // arch -> {progress, queued}
+  for (const auto& arch : on_call_archs_) ages[arch] = {0, 0};
+  auto seconds = [](Duration d) { return std::chrono::duration<double>(d).count(); };
+  for (const auto& [id, s] : shards_) {
+    if (s.state == ShardState::kLeased || s.state == ShardState::kRunning) {
+      auto& a = ages[ShardArch(s)];
+      a.first = std::max(a.first, seconds(now - s.last_progress_at));
+    } else if (s.state == ShardState::kQueued && s.eligible_at <= now) {
+      auto& a = ages[ShardArch(s)];
+      a.second = std::max(a.second, seconds(now - s.eligible_at));
+    }
+  }
+  for (const auto& [arch, a] : ages) {
+    on_call_archs_.insert(arch);
+    metrics_->OnCallAges(arch, a.first, a.second);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

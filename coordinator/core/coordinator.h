@@ -148,6 +148,7 @@ class Coordinator {
   static QueueKey KeyOf(const ShardRecord& s);
   static std::string EntryKey(const v1::ShardEntry& e) { return e.file() + "\n" + e.key(); }
   static std::string ShardArch(const ShardRecord& s);
+  void ReportOnCallAgesLocked(TimePoint now);
   std::string AgentStateName(const AgentRecord& a) const;
   std::string EntryStateName(const EntryRt& e) const;
 
@@ -199,6 +200,7 @@ class Coordinator {
   std::mutex start_mu_;  // one StartSweep planning at a time (outside mu_)
   bool healthy_ = true;
   bool serving_waiters_ = false;
+  std::set<std::string> on_call_archs_;  // archs whose on-call ages were reported once
   std::int64_t next_seq_ = 1;
   std::int64_t next_sweep_ = 1;
   std::int64_t next_wait_id_ = 1;

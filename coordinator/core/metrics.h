@@ -32,6 +32,10 @@ class CoordinatorMetrics {
   virtual void HeartbeatAge(std::string_view /*arch*/, double /*seconds*/) {}
   virtual void MergeDone(double /*seconds*/) {}
   virtual void MergeConflict(std::string_view /*kind*/) {}
+  // Every tick, per arch: the longest time a leased/running shard went without progress and the
+  // age of the oldest queued shard (0 when none). Archs seen once keep reporting (as 0).
+  virtual void OnCallAges(std::string_view /*arch*/, double /*max_progress_age_seconds*/,
+                          double /*oldest_queued_seconds*/) {}
 };
 
 }  // namespace triage::coord

@@ -81,7 +81,15 @@ struct PrometheusMetrics::Families {
         rpc(prometheus::BuildHistogram()
                 .Name("triage_rpc_seconds")
                 .Help("Server-side RPC latency")
-                .Register(r)) {
+                .Register(r)),
+        progress_age(prometheus::BuildGauge()
+                         .Name("triage_shard_progress_age_max_seconds")
+                         .Help("Longest time a leased or running shard went without progress")
+                         .Register(r)),
+        queued_age(prometheus::BuildGauge()
+                       .Name("triage_shard_queued_oldest_seconds")
+                       .Help("Age of the oldest shard waiting in the queue (past its backoff)")
+                       .Register(r)) {
     last_success_gauge = &last_success.Add({});
   }
   prometheus::Family<prometheus::Gauge>& sweeps;
@@ -101,6 +109,8 @@ struct PrometheusMetrics::Families {
   prometheus::Family<prometheus::Counter>& conflicts;
   prometheus::Family<prometheus::Gauge>& last_success;
   prometheus::Family<Histogram>& rpc;
+  prometheus::Family<prometheus::Gauge>& progress_age;
+  prometheus::Family<prometheus::Gauge>& queued_age;
   prometheus::Gauge* last_success_gauge;
 };
 
@@ -195,6 +205,12 @@ void PrometheusMetrics::MergeDone(double seconds) {
 
 void PrometheusMetrics::MergeConflict(std::string_view kind) {
   f_->conflicts.Add({{"kind", S(kind)}}).Increment();
+}
+
+void PrometheusMetrics::OnCallAges(std::string_view arch, double max_progress_age_seconds,
+                                   double oldest_queued_seconds) {
+  f_->progress_age.Add({{"arch", S(arch)}}).Set(max_progress_age_seconds);
+  f_->queued_age.Add({{"arch", S(arch)}}).Set(oldest_queued_seconds);
 }
 
 void PrometheusMetrics::Rpc(std::string_view method, std::string_view code, double seconds) {
