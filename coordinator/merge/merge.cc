@@ -362,8 +362,13 @@ absl::StatusOr<MergeOutput> Merge(const MergeInput& input) {
     inventory::Document doc = inventory::Document::Parse(file, *base);
     // An entry whose edits the editor refuses (all of them tried together) is reported and kept
     // as it was; the other entries still change.
+    // The whole batch first: one pass over the file. Only when the editor refuses it are the
+    // entries tried one by one (each try re-parses the whole file).
+    auto edited = inventory::ApplyEdits(doc, edits);
     std::map<std::string, std::vector<inventory::EntryEdit>> by_entry;
-    for (const auto& e : edits) by_entry[e.key].push_back(e);
+    if (!edited.ok()) {
+      for (const auto& e : edits) by_entry[e.key].push_back(e);
+    }
     std::set<std::string> refused;
     for (const auto& [key, group] : by_entry) {
       auto single = inventory::ApplyEdits(doc, group);
@@ -378,12 +383,14 @@ absl::StatusOr<MergeOutput> Merge(const MergeInput& input) {
         it->second.m.conflict = util::MessageOf(single.status());
       }
     }
-    std::vector<inventory::EntryEdit> accepted;
-    for (const auto& e : edits) {
-      if (!refused.count(e.key)) accepted.push_back(e);
+    if (!edited.ok()) {
+      std::vector<inventory::EntryEdit> accepted;
+      for (const auto& e : edits) {
+        if (!refused.count(e.key)) accepted.push_back(e);
+      }
+      edited = inventory::ApplyEdits(doc, accepted);
+      if (!edited.ok()) return edited.status();
     }
-    auto edited = inventory::ApplyEdits(doc, accepted);
-    if (!edited.ok()) return edited.status();
     if (*edited == *base) continue;
     inventory::Document after = inventory::Document::Parse(file, *edited);
     for (auto& [id, a] : acc) {
@@ -435,6 +442,8 @@ absl::StatusOr<MergeOutput> Merge(const MergeInput& input) {
   struct FileState {
     std::string base;
     std::string text;
+    std::string wave_start;  // the text before the current wave's edits
+    bool started = false;
     int wave = 0;
     std::string wave_result;  // what this wave made of it (to spot two different edits)
     bool conflict = false;
@@ -458,7 +467,9 @@ absl::StatusOr<MergeOutput> Merge(const MergeInput& input) {
         FileState& s = st_it->second;
         if (s.conflict) continue;
         const int wave = it.shard->spec.wave();
-        auto applied = diff::ApplyFileDiff(fe.against_pinned() ? s.base : s.text, fd);
+        if (!s.started || s.wave != wave) s.wave_start = s.text;
+        // Edits of one wave were made independently, on the state the earlier waves left.
+        auto applied = diff::ApplyFileDiff(fe.against_pinned() ? s.base : s.wave_start, fd);
         if (!applied.ok()) {
           // Not based on this file's state: two shards edited it independently.
           s.conflict = true;
@@ -467,7 +478,7 @@ absl::StatusOr<MergeOutput> Merge(const MergeInput& input) {
           out.conflict_counts["loader"]++;
           continue;
         }
-        if (s.wave == wave && !s.wave_result.empty() && s.wave_result != *applied) {
+        if (s.started && s.wave == wave && s.wave_result != *applied) {
           s.conflict = true;
           out.conflicts.push_back(util::StrCat("loader: tt_forge_models/", path,
                                                ": two results of wave ", wave,
@@ -475,6 +486,7 @@ absl::StatusOr<MergeOutput> Merge(const MergeInput& input) {
           out.conflict_counts["loader"]++;
           continue;
         }
+        s.started = true;
         s.wave = wave;
         s.wave_result = *applied;
         s.text = *applied;

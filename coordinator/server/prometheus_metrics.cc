@@ -1,5 +1,7 @@
 #include "coordinator/server/prometheus_metrics.h"
 
+#include <mutex>
+#include <set>
 #include <string>
 
 #include "prometheus/counter.h"
@@ -112,6 +114,31 @@ struct PrometheusMetrics::Families {
   prometheus::Family<prometheus::Gauge>& progress_age;
   prometheus::Family<prometheus::Gauge>& queued_age;
   prometheus::Gauge* last_success_gauge;
+
+  // The first time an arch shows up, every series of its label sets is created at 0, so that
+  // dashboards and alerts see "0 quarantined" rather than nothing.
+  void EnsureArch(std::string_view arch_view) {
+    std::string arch(arch_view);
+    {
+      std::lock_guard lock(mu);
+      if (!archs.insert(arch).second) return;
+    }
+    for (const char* st : {"waiting", "queued", "leased", "running", "succeeded", "failed",
+                           "quarantined", "cancelled"}) {
+      shards.Add({{"arch", arch}, {"state", st}});
+    }
+    for (const char* st : {"idle", "busy", "draining", "offline"}) {
+      agents.Add({{"arch", arch}, {"state", st}});
+    }
+    for (const char* src : {"manual", "auto"}) requeues.Add({{"arch", arch}, {"source", src}});
+    for (const char* why : {"deadline", "heartbeat_timeout", "agent_restart"}) {
+      expirations.Add({{"arch", arch}, {"reason", why}});
+    }
+    progress_age.Add({{"arch", arch}});
+    queued_age.Add({{"arch", arch}});
+  }
+  std::mutex mu;
+  std::set<std::string> archs;
 };
 
 PrometheusMetrics::PrometheusMetrics(std::shared_ptr<prometheus::Registry> registry)
@@ -152,6 +179,7 @@ void PrometheusMetrics::EntryDecided(std::string_view playbook, std::string_view
 
 void PrometheusMetrics::ShardStateChanged(std::string_view arch, std::string_view from,
                                           std::string_view to) {
+  f_->EnsureArch(arch);
   if (!from.empty()) f_->shards.Add({{"arch", S(arch)}, {"state", S(from)}}).Decrement();
   if (!to.empty()) f_->shards.Add({{"arch", S(arch)}, {"state", S(to)}}).Increment();
 }
@@ -191,6 +219,7 @@ void PrometheusMetrics::StaleResultRejected(std::string_view reason) {
 
 void PrometheusMetrics::AgentStateChanged(std::string_view arch, std::string_view from,
                                           std::string_view to) {
+  f_->EnsureArch(arch);
   if (!from.empty()) f_->agents.Add({{"arch", S(arch)}, {"state", S(from)}}).Decrement();
   if (!to.empty()) f_->agents.Add({{"arch", S(arch)}, {"state", S(to)}}).Increment();
 }
@@ -209,6 +238,7 @@ void PrometheusMetrics::MergeConflict(std::string_view kind) {
 
 void PrometheusMetrics::OnCallAges(std::string_view arch, double max_progress_age_seconds,
                                    double oldest_queued_seconds) {
+  f_->EnsureArch(arch);
   f_->progress_age.Add({{"arch", S(arch)}}).Set(max_progress_age_seconds);
   f_->queued_age.Add({{"arch", S(arch)}}).Set(oldest_queued_seconds);
 }

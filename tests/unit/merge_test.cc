@@ -1,0 +1,848 @@
+// The merge of a sweep's results (coordinator/merge/merge.h) against in-memory pinned files:
+// top-level vs per-arch placement, YAML / registry / loader conflicts, lifting of command-executor
+// diffs, patches that `git apply --check` accepts, and a property test that the patches do not
+// depend on the order, duplicates or retried attempts of the results.
+
+#include "coordinator/merge/merge.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <random>
+
+#include "common/diff/unified_diff.h"
+#include "common/inventory/document.h"
+#include "common/inventory/editor.h"
+#include "common/util/strings.h"
+#include "gtest/gtest.h"
+#include "tests/unit/test_support.h"
+
+namespace triage::merge {
+namespace {
+
+constexpr char kYamlPath[] =
+    "tests/runner/test_config/torch/test_config_training_single_device.yaml";
+constexpr char kUtilsPath[] = "training_utils.py";  // relative to tt_forge_models
+constexpr char kLoaderA[] = "a/pytorch/loader.py";
+constexpr char kLoaderB[] = "b/pytorch/loader.py";
+constexpr char kUnpack[] =
+    "tt-forge-models doesn't implement unpack_forward_output for this model.";
+
+constexpr char kV1[] = "a/pytorch-V1-single_device-training";
+constexpr char kV2[] = "a/pytorch-V2-single_device-training";
+constexpr char kB[] = "b/pytorch-single_device-training";
+constexpr char kC[] = "c/pytorch-X-single_device-training";
+constexpr char kD[] = "d/pytorch-single_device-training";
+
+std::string Entry(const std::string& key, const std::string& reason) {
+  return "  " + key +
+         ":\n    status: NOT_SUPPORTED_SKIP\n    bringup_status: FAILED_FE_COMPILATION\n" +
+         "    reason: \"" + reason + "\"\n";
+}
+
+// Shaped like tt-xla's training YAML (written for this test).
+std::string TrainingYaml() {
+  return "# Training single-device test configuration.\n"
+         "test_config:\n" +
+         Entry(kV1, kUnpack) + Entry(kV2, kUnpack) + Entry(kB, kUnpack) +
+         Entry(kC, "RuntimeError: 'lu_cpu' not implemented for 'BFloat16'") + "  " + kD +
+         ":\n    status: EXPECTED_PASSING\n    markers: [push, nightly]\n";
+}
+
+// Shaped like tt-forge-models' training_utils.py (written for this test).
+constexpr char kUtils[] =
+    "import torch\n"
+    "\n"
+    "_HANDLER_REGISTRY = {}\n"
+    "\n"
+    "\n"
+    "def _register_attr(cls_name, attr):\n"
+    "    pass\n"
+    "\n"
+    "\n"
+    "# One registration per line, sorted by class name (case-insensitive).\n"
+    "_register_attr(\"MiniBaseModelOutput\", \"last_hidden_state\")\n"
+    "_register_attr(\"MiniCLIPLikeOutput\", \"logits_per_text\")\n"
+    "_register_attr(\"MiniMgpstrOutput\", \"logits\")\n"
+    "_register_attr(\"MiniSeq2SeqOutput\", \"logits\")\n";
+
+std::string Loader(const std::string& name) {
+  return "\"\"\"" + name +
+         ": a tiny model.\"\"\"\n"
+         "import torch\n"
+         "\n"
+         "\n"
+         "class ModelLoader:\n"
+         "    def load_model(self, dtype_override=None):\n"
+         "        model = Model()\n"
+         "        if dtype_override is not None:\n"
+         "            model = model.to(dtype_override)\n"
+         "        return model\n"
+         "\n"
+         "    def load_inputs(self, dtype_override=None):\n"
+         "        inputs = torch.randn(1, 3, 8, 8)\n"
+         "        return inputs\n";
+}
+
+class MapFiles : public PinnedFiles {
+ public:
+  std::map<std::string, std::string> ttxla;
+  std::map<std::string, std::string> forge;
+  absl::StatusOr<std::string> ReadTtXla(const std::string& path) override {
+    auto it = ttxla.find(path);
+    if (it == ttxla.end()) return absl::NotFoundError("no " + path);
+    return it->second;
+  }
+  absl::StatusOr<std::string> ReadForge(const std::string& path) override {
+    auto it = forge.find(path);
+    if (it == forge.end()) return absl::NotFoundError("no " + path);
+    return it->second;
+  }
+};
+
+MapFiles DefaultFiles() {
+  MapFiles f;
+  f.ttxla[kYamlPath] = TrainingYaml();
+  f.forge[kUtilsPath] = kUtils;
+  f.forge[kLoaderA] = Loader("a");
+  f.forge[kLoaderB] = Loader("b");
+  return f;
+}
+
+// ---- builders
+
+v1::YamlValue Str(const std::string& s) {
+  v1::YamlValue v;
+  v.set_string_value(s);
+  return v;
+}
+
+// "passes now": status EXPECTED_PASSING, bringup_status and reason removed.
+v1::EntryEdit PassEdit(const std::string& key) {
+  v1::EntryEdit e;
+  e.set_file(kYamlPath);
+  e.set_key(key);
+  auto* f = e.add_set();
+  f->set_name("status");
+  *f->mutable_value() = Str("EXPECTED_PASSING");
+  e.add_delete_("bringup_status");
+  e.add_delete_("reason");
+  return e;
+}
+
+// "fails at runtime": status KNOWN_FAILURE_XFAIL, bringup_status FAILED_RUNTIME, a reason.
+v1::EntryEdit XfailEdit(const std::string& key, const std::string& reason) {
+  v1::EntryEdit e;
+  e.set_file(kYamlPath);
+  e.set_key(key);
+  auto* f = e.add_set();
+  f->set_name("status");
+  *f->mutable_value() = Str("KNOWN_FAILURE_XFAIL");
+  f = e.add_set();
+  f->set_name("bringup_status");
+  *f->mutable_value() = Str("FAILED_RUNTIME");
+  f = e.add_set();
+  f->set_name("reason");
+  *f->mutable_value() = Str(reason);
+  return e;
+}
+
+v1::EntryOutcome Outcome(const std::string& key, const std::string& arch,
+                         const std::optional<v1::EntryEdit>& edit,
+                         const std::string& verdict = "pass") {
+  v1::EntryOutcome o;
+  o.set_key(key);
+  o.set_file(kYamlPath);
+  o.set_arch(arch);
+  o.set_verdict(verdict);
+  o.set_flavor("unpack");
+  if (edit) {
+    o.set_changed(true);
+    *o.mutable_edit() = *edit;
+  }
+  return o;
+}
+
+v1::RegistryOp AddOp(const std::string& cls, const std::string& attr) {
+  v1::RegistryOp op;
+  op.set_kind(v1::RegistryOp::ADD);
+  op.set_cls(cls);
+  op.set_attr(attr);
+  return op;
+}
+
+v1::FileEdit LoaderEdit(const std::string& path, const std::string& before,
+                        const std::string& after, bool against_pinned = false) {
+  v1::FileEdit fe;
+  fe.set_repo("tt_forge_models");
+  fe.set_path(path);
+  fe.set_diff(diff::UnifiedDiff(path, before, after));
+  fe.set_against_pinned(against_pinned);
+  return fe;
+}
+
+std::string Replace(std::string text, const std::string& from, const std::string& to) {
+  auto pos = text.find(from);
+  EXPECT_NE(pos, std::string::npos) << from;
+  if (pos != std::string::npos) text.replace(pos, from.size(), to);
+  return text;
+}
+
+struct Sweep {
+  MapFiles files = DefaultFiles();
+  std::vector<std::string> archs = {"n150", "p150"};
+  std::vector<coord::ShardRecord> shards;
+  std::vector<coord::ResultRecord> results;
+  int next_token = 1;
+
+  // A shard for loader `loader` (a, b, c, d), wave, arch ("" = probe phase).
+  std::string AddShard(const std::string& loader, int wave, const std::string& arch,
+                       v1::ShardPhase phase = v1::PHASE_FULL) {
+    coord::ShardRecord s;
+    s.id = util::StrCat("sh-", loader, "-w", wave, "-", arch.empty() ? "probe" : arch, "-",
+                        shards.size());
+    s.sweep_id = "sw-1";
+    s.seq = static_cast<std::int64_t>(shards.size());
+    s.spec.set_shard_id(s.id);
+    s.spec.set_sweep_id("sw-1");
+    s.spec.set_playbook("unpack");
+    s.spec.set_loader(util::StrCat("third_party/tt_forge_models/", loader, "/pytorch/loader.py"));
+    s.spec.set_wave(wave);
+    s.spec.set_phase(phase);
+    s.spec.set_arch(arch);
+    s.spec.set_executor("native");
+    shards.push_back(s);
+    return s.id;
+  }
+
+  coord::ResultRecord& AddResult(const std::string& shard_id, v1::ShardResult r) {
+    coord::ResultRecord rec;
+    rec.shard_id = shard_id;
+    rec.sweep_id = "sw-1";
+    rec.token = next_token++;
+    rec.lease_id = util::StrCat("lease-", rec.token);
+    r.set_status(v1::ShardResult::SUCCEEDED);
+    rec.result = std::move(r);
+    results.push_back(std::move(rec));
+    return results.back();
+  }
+
+  MergeInput Input() {
+    MergeInput in;
+    in.sweep_id = "sw-1";
+    in.archs = archs;
+    in.shards = shards;
+    in.results = results;
+    in.files = &files;
+    return in;
+  }
+};
+
+v1::ShardResult WithOutcomes(std::vector<v1::EntryOutcome> os) {
+  v1::ShardResult r;
+  for (auto& o : os) *r.add_entries() = std::move(o);
+  return r;
+}
+
+const EntryMerge* FindEntry(const MergeOutput& out, const std::string& key) {
+  for (const auto& e : out.entries) {
+    if (e.key == key) return &e;
+  }
+  return nullptr;
+}
+
+std::string Joined(const std::vector<std::string>& v) { return util::StrJoin(v, "\n"); }
+
+// Writes the pinned files into two git repositories and runs `git apply --check` (and then the
+// real apply) of both patches. Returns the patched texts by path ("tt-xla/..", "forge/..").
+void ExpectPatchesApply(const MapFiles& files, const MergeOutput& out,
+                        std::map<std::string, std::string>* patched = nullptr) {
+  testing::SetGitTestEnv();
+  testing::TempDir tmp;
+  struct Repo {
+    std::filesystem::path dir;
+    const std::map<std::string, std::string>* files;
+    const std::string* patch;
+    std::string prefix;
+  };
+  std::vector<Repo> repos = {{tmp.path() / "tt-xla", &files.ttxla, &out.ttxla_patch, "tt-xla/"},
+                             {tmp.path() / "forge", &files.forge, &out.forge_patch, "forge/"}};
+  for (const auto& r : repos) {
+    std::filesystem::create_directories(r.dir);
+    std::string log;
+    ASSERT_EQ(testing::RunCommand({"git", "init", "-q", "."}, r.dir, &log), 0) << log;
+    for (const auto& [path, text] : *r.files) {
+      std::filesystem::create_directories((r.dir / path).parent_path());
+      testing::WriteFileOrDie(r.dir / path, text);
+    }
+    ASSERT_EQ(testing::RunCommand({"git", "add", "-A"}, r.dir, &log), 0) << log;
+    ASSERT_EQ(testing::RunCommand({"git", "commit", "-q", "-m", "pinned"}, r.dir, &log), 0) << log;
+    if (r.patch->empty()) continue;
+    testing::WriteFileOrDie(tmp.path() / "p.diff", *r.patch);
+    const std::string patch_file = (tmp.path() / "p.diff").string();
+    ASSERT_EQ(testing::RunCommand({"git", "apply", "--check", patch_file}, r.dir, &log), 0)
+        << log << "\n"
+        << *r.patch;
+    ASSERT_EQ(testing::RunCommand({"git", "apply", patch_file}, r.dir, &log), 0) << log;
+    if (patched != nullptr) {
+      for (const auto& [path, text] : *r.files) {
+        (*patched)[r.prefix + path] = testing::ReadFileOrDie(r.dir / path);
+      }
+    }
+  }
+}
+
+// ---- a. equal outcomes on every arch -> top-level fields
+
+TEST(Merge, EqualOutcomesOnAllArchsGoTopLevel) {
+  Sweep s;
+  for (const std::string arch : {"n150", "p150"}) {
+    auto id = s.AddShard("a", 1, arch);
+    s.AddResult(id, WithOutcomes({Outcome(kV1, arch, PassEdit(kV1))}));
+  }
+  auto out = Merge(s.Input());
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_TRUE(out->conflicts.empty()) << Joined(out->conflicts);
+  const EntryMerge* e = FindEntry(*out, kV1);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->placement, EntryMerge::Placement::kTopLevel);
+  ASSERT_EQ(e->edits.size(), 1u);
+  EXPECT_FALSE(e->edits[0].arch.has_value());
+  EXPECT_EQ(e->outcomes.size(), 2u);
+  EXPECT_NE(out->ttxla_patch.find("+    status: EXPECTED_PASSING\n"), std::string::npos)
+      << out->ttxla_patch;
+  EXPECT_NE(out->ttxla_patch.find("-    bringup_status: FAILED_FE_COMPILATION\n"),
+            std::string::npos);
+  EXPECT_EQ(out->ttxla_patch.find("arch_overrides"), std::string::npos);
+  EXPECT_TRUE(out->forge_patch.empty());
+  EXPECT_EQ(out->changed_files, std::vector<std::string>{std::string("tt-xla/") + kYamlPath});
+  EXPECT_NE(e->yaml_after.find("status: EXPECTED_PASSING"), std::string::npos) << e->yaml_after;
+
+  std::map<std::string, std::string> patched;
+  ExpectPatchesApply(s.files, *out, &patched);
+  const std::string yaml = patched[std::string("tt-xla/") + kYamlPath];
+  auto doc = inventory::Document::Parse(kYamlPath, yaml);
+  const inventory::Entry* v1 = doc.Find(kV1);
+  ASSERT_NE(v1, nullptr);
+  ASSERT_NE(v1->Field("status"), nullptr);
+  EXPECT_EQ(v1->Field("status")->string, "EXPECTED_PASSING");
+  EXPECT_EQ(v1->Field("reason"), nullptr);
+  EXPECT_EQ(v1->Field("arch_overrides"), nullptr);
+  // Other entries untouched.
+  EXPECT_EQ(doc.Find(kV2)->Field("status")->string, "NOT_SUPPORTED_SKIP");
+}
+
+// Only one of the two target archs changed: the edit goes into that arch's override.
+TEST(Merge, OutcomeOnOneArchOnlyGoesPerArch) {
+  Sweep s;
+  auto id = s.AddShard("a", 1, "n150");
+  s.AddResult(id, WithOutcomes({Outcome(kV1, "n150", PassEdit(kV1))}));
+  auto out = Merge(s.Input());
+  ASSERT_TRUE(out.ok()) << out.status();
+  const EntryMerge* e = FindEntry(*out, kV1);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->placement, EntryMerge::Placement::kPerArch);
+  EXPECT_NE(out->ttxla_patch.find("arch_overrides"), std::string::npos) << out->ttxla_patch;
+  ExpectPatchesApply(s.files, *out);
+}
+
+// ---- b. different outcomes -> arch_overrides per arch
+
+TEST(Merge, DifferentOutcomesGoPerArch) {
+  Sweep s;
+  auto n = s.AddShard("a", 1, "n150");
+  auto p = s.AddShard("a", 1, "p150");
+  s.AddResult(n, WithOutcomes({Outcome(kV1, "n150", PassEdit(kV1))}));
+  s.AddResult(
+      p, WithOutcomes({Outcome(kV1, "p150", XfailEdit(kV1, "TT_FATAL: p150 only"), "failure")}));
+  auto out = Merge(s.Input());
+  ASSERT_TRUE(out.ok()) << out.status();
+  const EntryMerge* e = FindEntry(*out, kV1);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->placement, EntryMerge::Placement::kPerArch) << e->conflict;
+  std::set<std::string> archs;
+  for (const auto& ed : e->edits) {
+    if (ed.arch) archs.insert(*ed.arch);
+  }
+  EXPECT_EQ(archs, (std::set<std::string>{"n150", "p150"}));
+  EXPECT_TRUE(out->conflicts.empty()) << Joined(out->conflicts);
+
+  std::map<std::string, std::string> patched;
+  ExpectPatchesApply(s.files, *out, &patched);
+  auto doc = inventory::Document::Parse(kYamlPath, patched[std::string("tt-xla/") + kYamlPath]);
+  const inventory::Entry* v1 = doc.Find(kV1);
+  ASSERT_NE(v1, nullptr);
+  const inventory::Value* ao = v1->Field("arch_overrides");
+  ASSERT_NE(ao, nullptr) << patched[std::string("tt-xla/") + kYamlPath];
+  const inventory::Value* n150 = nullptr;
+  const inventory::Value* p150 = nullptr;
+  for (const auto& item : ao->map) {
+    if (item.key == "n150") n150 = &item.value;
+    if (item.key == "p150") p150 = &item.value;
+  }
+  ASSERT_NE(n150, nullptr);
+  ASSERT_NE(p150, nullptr);
+  auto field = [](const inventory::Value* m, const std::string& k) -> std::string {
+    for (const auto& item : m->map) {
+      if (item.key == k) return item.value.string;
+    }
+    return "<absent>";
+  };
+  EXPECT_EQ(field(n150, "status"), "EXPECTED_PASSING");
+  EXPECT_EQ(field(p150, "status"), "KNOWN_FAILURE_XFAIL");
+  EXPECT_EQ(field(p150, "reason"), "TT_FATAL: p150 only");
+  // Every arch decided differently: the decided fields are gone from the top level.
+  EXPECT_EQ(v1->Field("status"), nullptr);
+}
+
+// A later wave's outcome decides an arch (not last-writer-wins inside one wave).
+TEST(Merge, LaterWaveDecides) {
+  Sweep s;
+  for (const std::string arch : {"n150", "p150"}) {
+    auto w1 = s.AddShard("a", 1, arch);
+    s.AddResult(
+        w1, WithOutcomes({Outcome(kV1, arch, XfailEdit(kV1, "TT_FATAL: wave one"), "failure")}));
+    auto w2 = s.AddShard("a", 2, arch, v1::PHASE_VERIFY);
+    s.AddResult(w2, WithOutcomes({Outcome(kV1, arch, PassEdit(kV1))}));
+  }
+  auto out = Merge(s.Input());
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_TRUE(out->conflicts.empty()) << Joined(out->conflicts);
+  const EntryMerge* e = FindEntry(*out, kV1);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->placement, EntryMerge::Placement::kTopLevel);
+  EXPECT_EQ(e->wave, 2);
+  EXPECT_NE(out->ttxla_patch.find("+    status: EXPECTED_PASSING"), std::string::npos);
+  EXPECT_EQ(out->ttxla_patch.find("wave one"), std::string::npos);
+}
+
+// ---- c. two accepted results of one wave wanting different edits of one entry
+
+TEST(Merge, ConflictingEditsOfOneEntryAreListedAndLeftUnchanged) {
+  Sweep s;
+  auto x = s.AddShard("a", 1, "n150");
+  auto y = s.AddShard("a", 1, "n150");
+  auto p = s.AddShard("a", 1, "p150");
+  s.AddResult(
+      x, WithOutcomes({Outcome(kV1, "n150", PassEdit(kV1)), Outcome(kV2, "n150", PassEdit(kV2))}));
+  s.AddResult(y,
+              WithOutcomes({Outcome(kV1, "n150", XfailEdit(kV1, "TT_FATAL: flaky"), "failure")}));
+  s.AddResult(
+      p, WithOutcomes({Outcome(kV1, "p150", PassEdit(kV1)), Outcome(kV2, "p150", PassEdit(kV2))}));
+  auto out = Merge(s.Input());
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->conflict_counts["yaml"], 1);
+  ASSERT_EQ(out->conflicts.size(), 1u) << Joined(out->conflicts);
+  EXPECT_NE(out->conflicts[0].find(kV1), std::string::npos) << out->conflicts[0];
+  EXPECT_NE(out->conflicts[0].find("n150"), std::string::npos) << out->conflicts[0];
+  const EntryMerge* e = FindEntry(*out, kV1);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->placement, EntryMerge::Placement::kConflict);
+  EXPECT_FALSE(e->conflict.empty());
+  EXPECT_TRUE(e->edits.empty());
+  // V2 still changes, V1 is left as it was.
+  EXPECT_EQ(FindEntry(*out, kV2)->placement, EntryMerge::Placement::kTopLevel);
+  std::map<std::string, std::string> patched;
+  ExpectPatchesApply(s.files, *out, &patched);
+  auto doc = inventory::Document::Parse(kYamlPath, patched[std::string("tt-xla/") + kYamlPath]);
+  auto before = inventory::Document::Parse(kYamlPath, s.files.ttxla[kYamlPath]);
+  EXPECT_TRUE(doc.Find(kV1)->value == before.Find(kV1)->value);
+  EXPECT_EQ(doc.Find(kV2)->Field("status")->string, "EXPECTED_PASSING");
+  EXPECT_EQ(out->ttxla_patch.find("TT_FATAL: flaky"), std::string::npos);
+}
+
+// An edit the editor refuses (an unknown field) is a conflict of that entry only.
+TEST(Merge, RefusedEditIsAConflictAndOtherEntriesStillChange) {
+  Sweep s;
+  v1::EntryEdit bad = PassEdit(kV2);
+  auto* f = bad.add_set();
+  f->set_name("no_such_field");
+  *f->mutable_value() = Str("x");
+  for (const std::string arch : {"n150", "p150"}) {
+    auto id = s.AddShard("a", 1, arch);
+    s.AddResult(id, WithOutcomes({Outcome(kV1, arch, PassEdit(kV1)), Outcome(kV2, arch, bad)}));
+  }
+  auto out = Merge(s.Input());
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->conflict_counts["yaml"], 1) << Joined(out->conflicts);
+  ASSERT_EQ(out->conflicts.size(), 1u);
+  EXPECT_NE(out->conflicts[0].find(kV2), std::string::npos) << out->conflicts[0];
+  EXPECT_EQ(FindEntry(*out, kV2)->placement, EntryMerge::Placement::kConflict);
+  EXPECT_EQ(FindEntry(*out, kV1)->placement, EntryMerge::Placement::kTopLevel);
+  std::map<std::string, std::string> patched;
+  ExpectPatchesApply(s.files, *out, &patched);
+  auto doc = inventory::Document::Parse(kYamlPath, patched[std::string("tt-xla/") + kYamlPath]);
+  EXPECT_EQ(doc.Find(kV1)->Field("status")->string, "EXPECTED_PASSING");
+  EXPECT_EQ(doc.Find(kV2)->Field("status")->string, "NOT_SUPPORTED_SKIP");
+}
+
+// ---- d. registry
+
+TEST(Merge, IdenticalRegistryAddsCollapseIntoOneLine) {
+  Sweep s;
+  for (const std::string arch : {"n150", "p150"}) {
+    auto id = s.AddShard("b", 1, arch);
+    v1::ShardResult r = WithOutcomes({Outcome(kB, arch, PassEdit(kB))});
+    *r.add_registry_ops() = AddOp("MiniCausalLMOutput", "logits");
+    s.AddResult(id, r);
+  }
+  auto out = Merge(s.Input());
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_TRUE(out->conflicts.empty()) << Joined(out->conflicts);
+  ASSERT_EQ(out->registry.size(), 1u);
+  EXPECT_EQ(out->registry[0].cls(), "MiniCausalLMOutput");
+  const std::string line = "+_register_attr(\"MiniCausalLMOutput\", \"logits\")\n";
+  auto first = out->forge_patch.find(line);
+  ASSERT_NE(first, std::string::npos) << out->forge_patch;
+  EXPECT_EQ(out->forge_patch.find(line, first + 1), std::string::npos) << out->forge_patch;
+  std::map<std::string, std::string> patched;
+  ExpectPatchesApply(s.files, *out, &patched);
+  // At its sorted position: after MiniCLIPLikeOutput, before MiniMgpstrOutput.
+  const std::string& utils = patched[std::string("forge/") + kUtilsPath];
+  auto clip = utils.find("MiniCLIPLikeOutput");
+  auto causal = utils.find("MiniCausalLMOutput");
+  auto mgp = utils.find("MiniMgpstrOutput");
+  ASSERT_NE(causal, std::string::npos);
+  EXPECT_LT(causal, mgp);
+  EXPECT_TRUE(clip < causal || causal < clip);  // case-insensitive order: either side is sorted
+}
+
+TEST(Merge, TwoAttrsForOneClassAreARegistryConflict) {
+  Sweep s;
+  auto x = s.AddShard("b", 1, "n150");
+  auto y = s.AddShard("a", 1, "n150");
+  v1::ShardResult rx = WithOutcomes({Outcome(kB, "n150", PassEdit(kB))});
+  *rx.add_registry_ops() = AddOp("MiniCausalLMOutput", "logits");
+  *rx.add_registry_ops() = AddOp("MiniVitOutput", "logits");
+  v1::ShardResult ry = WithOutcomes({Outcome(kV1, "n150", PassEdit(kV1))});
+  *ry.add_registry_ops() = AddOp("MiniCausalLMOutput", "last_hidden_state");
+  *ry.add_registry_ops() = AddOp("MiniVitOutput", "logits");
+  s.AddResult(x, rx);
+  s.AddResult(y, ry);
+  auto out = Merge(s.Input());
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->conflict_counts["registry"], 1);
+  ASSERT_EQ(out->conflicts.size(), 1u) << Joined(out->conflicts);
+  EXPECT_NE(out->conflicts[0].find("MiniCausalLMOutput"), std::string::npos);
+  EXPECT_EQ(out->forge_patch.find("MiniCausalLMOutput"), std::string::npos) << out->forge_patch;
+  // The uncontested class is still added, once.
+  ASSERT_EQ(out->registry.size(), 1u);
+  EXPECT_EQ(out->registry[0].cls(), "MiniVitOutput");
+  EXPECT_NE(out->forge_patch.find("+_register_attr(\"MiniVitOutput\", \"logits\")"),
+            std::string::npos);
+  ExpectPatchesApply(s.files, *out);
+}
+
+// An existing class with a different attribute is refused by the registry file: a conflict.
+TEST(Merge, RegistryAddForAnAlreadyRegisteredClassIsAConflict) {
+  Sweep s;
+  auto x = s.AddShard("b", 1, "n150");
+  v1::ShardResult rx = WithOutcomes({Outcome(kB, "n150", PassEdit(kB))});
+  *rx.add_registry_ops() = AddOp("MiniSeq2SeqOutput", "last_hidden_state");
+  s.AddResult(x, rx);
+  auto out = Merge(s.Input());
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->conflict_counts["registry"], 1) << Joined(out->conflicts);
+  EXPECT_TRUE(out->forge_patch.empty()) << out->forge_patch;
+  EXPECT_TRUE(out->registry.empty());
+}
+
+// ---- e. loader edits
+
+TEST(Merge, LoaderEditsChainWaveByWave) {
+  Sweep s;
+  const std::string base = s.files.forge[kLoaderA];
+  const std::string w1 = Replace(base, "        inputs = torch.randn(1, 3, 8, 8)\n",
+                                 "        inputs = torch.randn(1, 3, 16, 16)\n");
+  const std::string w2 = Replace(w1, "            model = model.to(dtype_override)\n",
+                                 "            model = model.to(torch.float32)\n");
+  auto a1 = s.AddShard("a", 1, "n150");
+  auto a2 = s.AddShard("a", 2, "n150");
+  v1::ShardResult r1 = WithOutcomes({Outcome(kV1, "n150", PassEdit(kV1))});
+  *r1.add_file_edits() = LoaderEdit(kLoaderA, base, w1);
+  v1::ShardResult r2 = WithOutcomes({Outcome(kV1, "n150", PassEdit(kV1))});
+  *r2.add_file_edits() = LoaderEdit(kLoaderA, w1, w2);  // made on top of wave 1
+  // Inserted in reverse order: the merge orders by wave.
+  s.AddResult(a2, r2);
+  s.AddResult(a1, r1);
+  auto out = Merge(s.Input());
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->conflict_counts["loader"], 0) << Joined(out->conflicts);
+  EXPECT_NE(out->forge_patch.find("+        inputs = torch.randn(1, 3, 16, 16)"), std::string::npos)
+      << out->forge_patch;
+  EXPECT_NE(out->forge_patch.find("+            model = model.to(torch.float32)"),
+            std::string::npos);
+  std::map<std::string, std::string> patched;
+  ExpectPatchesApply(s.files, *out, &patched);
+  EXPECT_EQ(patched[std::string("forge/") + kLoaderA], w2);
+}
+
+TEST(Merge, TwoDifferentLoaderEditsOfOneWaveAreAConflict) {
+  Sweep s;
+  const std::string base = s.files.forge[kLoaderA];
+  const std::string x = Replace(base, "        inputs = torch.randn(1, 3, 8, 8)\n",
+                                "        inputs = torch.randn(1, 3, 16, 16)\n");
+  const std::string y = Replace(base, "        inputs = torch.randn(1, 3, 8, 8)\n",
+                                "        inputs = torch.zeros(1, 3, 8, 8)\n");
+  auto sx = s.AddShard("a", 1, "n150");
+  auto sy = s.AddShard("a", 1, "p150");
+  // A loader edit to another file still lands.
+  const std::string b_after =
+      Replace(s.files.forge[kLoaderB], "torch.randn(1, 3, 8, 8)", "torch.randn(1, 3, 4, 4)");
+  v1::ShardResult rx = WithOutcomes({Outcome(kV1, "n150", PassEdit(kV1))});
+  *rx.add_file_edits() = LoaderEdit(kLoaderA, base, x);
+  v1::ShardResult ry = WithOutcomes({Outcome(kV1, "p150", PassEdit(kV1))});
+  *ry.add_file_edits() = LoaderEdit(kLoaderA, base, y);
+  auto sb = s.AddShard("b", 1, "n150");
+  v1::ShardResult rb = WithOutcomes({Outcome(kB, "n150", PassEdit(kB))});
+  *rb.add_file_edits() = LoaderEdit(kLoaderB, s.files.forge[kLoaderB], b_after);
+  s.AddResult(sx, rx);
+  s.AddResult(sy, ry);
+  s.AddResult(sb, rb);
+  auto out = Merge(s.Input());
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->conflict_counts["loader"], 1) << Joined(out->conflicts);
+  EXPECT_NE(Joined(out->conflicts).find(kLoaderA), std::string::npos);
+  EXPECT_EQ(out->forge_patch.find(kLoaderA), std::string::npos) << out->forge_patch;
+  EXPECT_NE(out->forge_patch.find(kLoaderB), std::string::npos);
+  ExpectPatchesApply(s.files, *out);
+}
+
+// The same loader fix found independently by two shards of one wave is no conflict.
+TEST(Merge, IdenticalLoaderEditsOfOneWaveAreNoConflict) {
+  Sweep s;
+  const std::string base = s.files.forge[kLoaderA];
+  const std::string x = Replace(base, "        inputs = torch.randn(1, 3, 8, 8)\n",
+                                "        inputs = torch.randn(1, 3, 16, 16)\n");
+  for (const std::string arch : {"n150", "p150"}) {
+    auto id = s.AddShard("a", 1, arch);
+    v1::ShardResult r = WithOutcomes({Outcome(kV1, arch, PassEdit(kV1))});
+    *r.add_file_edits() = LoaderEdit(kLoaderA, base, x);
+    s.AddResult(id, r);
+  }
+  auto out = Merge(s.Input());
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->conflict_counts["loader"], 0) << Joined(out->conflicts);
+  std::map<std::string, std::string> patched;
+  ExpectPatchesApply(s.files, *out, &patched);
+  EXPECT_EQ(patched[std::string("forge/") + kLoaderA], x);
+}
+
+// ---- f. command-executor results are lifted into structured edits
+
+TEST(Merge, CommandDiffsMergeLikeTheNativeResult) {
+  MapFiles files = DefaultFiles();
+  const std::string yaml = files.ttxla[kYamlPath];
+  auto doc = inventory::Document::Parse(kYamlPath, yaml);
+  inventory::EntryEdit pass{kB,
+                            std::nullopt,
+                            {{"status", inventory::Value::String("EXPECTED_PASSING")}},
+                            {"bringup_status", "reason"}};
+  auto yaml_after = inventory::ApplyEdits(doc, std::vector<inventory::EntryEdit>{pass});
+  ASSERT_TRUE(yaml_after.ok()) << yaml_after.status();
+  const std::string utils = files.forge[kUtilsPath];
+  const std::string utils_after =
+      Replace(utils, "_register_attr(\"MiniMgpstrOutput\", \"logits\")\n",
+              "_register_attr(\"MiniCausalLMOutput\", \"logits\")\n"
+              "_register_attr(\"MiniMgpstrOutput\", \"logits\")\n");
+  const std::string loader = files.forge[kLoaderB];
+  const std::string loader_after =
+      Replace(loader, "torch.randn(1, 3, 8, 8)", "torch.randn(1, 3, 4, 4)");
+
+  auto build = [&](bool command, bool outside) {
+    Sweep s;
+    s.files = files;
+    for (const std::string arch : {"n150", "p150"}) {
+      auto id = s.AddShard("b", 1, arch);
+      v1::ShardResult r;
+      if (command) {
+        v1::EntryOutcome o = Outcome(kB, arch, std::nullopt);
+        *r.add_entries() = o;
+        std::string ttxla_diff = diff::UnifiedDiff(kYamlPath, yaml, *yaml_after);
+        std::string forge_diff = diff::UnifiedDiff(kUtilsPath, utils, utils_after) +
+                                 diff::UnifiedDiff(kLoaderB, loader, loader_after);
+        if (outside) {
+          // A loader outside the shard's, and a YAML entry outside the shard.
+          forge_diff += diff::UnifiedDiff(
+              kLoaderA, files.forge[kLoaderA],
+              Replace(files.forge[kLoaderA], "torch.randn(1, 3, 8, 8)", "torch.ones(1)"));
+          inventory::EntryEdit other{
+              kD, std::nullopt, {{"status", inventory::Value::String("NOT_SUPPORTED_SKIP")}}, {}};
+          auto both = inventory::ApplyEdits(doc, std::vector<inventory::EntryEdit>{pass, other});
+          EXPECT_TRUE(both.ok()) << both.status();
+          ttxla_diff = diff::UnifiedDiff(kYamlPath, yaml, *both);
+        }
+        r.set_ttxla_diff(ttxla_diff);
+        r.set_forge_diff(forge_diff);
+      } else {
+        *r.add_entries() = Outcome(kB, arch, PassEdit(kB));
+        *r.add_registry_ops() = AddOp("MiniCausalLMOutput", "logits");
+        *r.add_file_edits() = LoaderEdit(kLoaderB, loader, loader_after, /*against_pinned=*/true);
+      }
+      s.AddResult(id, r);
+    }
+    return s;
+  };
+  Sweep native = build(false, false);
+  auto n = Merge(native.Input());
+  ASSERT_TRUE(n.ok()) << n.status();
+  Sweep command = build(true, false);
+  auto c = Merge(command.Input());
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(n->conflicts.empty()) << Joined(n->conflicts);
+  EXPECT_TRUE(c->conflicts.empty()) << Joined(c->conflicts);
+  EXPECT_FALSE(n->ttxla_patch.empty());
+  EXPECT_NE(n->forge_patch.find("MiniCausalLMOutput"), std::string::npos);
+  EXPECT_NE(n->forge_patch.find(kLoaderB), std::string::npos);
+  EXPECT_EQ(c->ttxla_patch, n->ttxla_patch);
+  EXPECT_EQ(c->forge_patch, n->forge_patch);
+  EXPECT_EQ(FindEntry(*c, kB)->placement, EntryMerge::Placement::kTopLevel);
+  ASSERT_EQ(c->registry.size(), 1u);
+  EXPECT_EQ(c->registry[0].cls(), "MiniCausalLMOutput");
+  ExpectPatchesApply(command.files, *c);
+
+  // Hunks outside the shard's files are dropped (and reported); the rest is the same.
+  Sweep outside = build(true, true);
+  auto o = Merge(outside.Input());
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->ttxla_patch, n->ttxla_patch);
+  EXPECT_EQ(o->forge_patch, n->forge_patch);
+  EXPECT_EQ(o->forge_patch.find(kLoaderA), std::string::npos);
+  EXPECT_EQ(o->ttxla_patch.find(kD), std::string::npos);
+  const std::string notes = Joined(o->conflicts);
+  EXPECT_NE(notes.find("a/pytorch/loader.py is outside the shard's loader"), std::string::npos)
+      << notes;
+  EXPECT_NE(notes.find(util::StrCat("'", kD, "'")), std::string::npos) << notes;
+}
+
+// ---- g. property: order, duplicates and retried attempts change no byte
+
+struct Realistic {
+  Sweep s;
+  std::vector<std::string> final_ids;  // shard of each result in s.results
+};
+
+// ~30 results: 4 loaders x 2 archs over 2 waves (plus probe phases), registry ops, loader edits.
+Realistic BuildRealistic() {
+  Realistic r;
+  Sweep& s = r.s;
+  const std::string a0 = s.files.forge[kLoaderA];
+  const std::string a1 = Replace(a0, "torch.randn(1, 3, 8, 8)", "torch.randn(1, 3, 16, 16)");
+  const std::string a2 = Replace(a1, "model.to(dtype_override)", "model.to(torch.float32)");
+  const std::string b0 = s.files.forge[kLoaderB];
+  const std::string b1 = Replace(b0, "torch.randn(1, 3, 8, 8)", "torch.randn(2, 3, 8, 8)");
+  for (const std::string arch : {"n150", "p150"}) {
+    // loader a: wave 1 xfail, wave 2 passes (with a chained loader edit).
+    auto id = s.AddShard("a", 1, arch);
+    v1::ShardResult r1 =
+        WithOutcomes({Outcome(kV1, arch, XfailEdit(kV1, "TT_FATAL: first try"), "failure"),
+                      Outcome(kV2, arch, PassEdit(kV2))});
+    *r1.add_registry_ops() = AddOp("MiniCausalLMOutput", "logits");
+    *r1.add_file_edits() = LoaderEdit(kLoaderA, a0, a1);
+    s.AddResult(id, r1);  // both archs propose the same loader edit: it lands once
+    id = s.AddShard("a", 1, arch, v1::PHASE_VERIFY);
+    s.AddResult(id, WithOutcomes({Outcome(kV2, arch, PassEdit(kV2))}));
+    id = s.AddShard("a", 2, arch);
+    v1::ShardResult r2 = WithOutcomes({Outcome(kV1, arch, PassEdit(kV1))});
+    if (arch == "p150") *r2.add_file_edits() = LoaderEdit(kLoaderA, a1, a2);
+    s.AddResult(id, r2);
+    id = s.AddShard("a", 2, arch, v1::PHASE_VERIFY);
+    s.AddResult(id, WithOutcomes({Outcome(kV1, arch, PassEdit(kV1))}));
+    // loader b: per-arch outcomes, identical registry adds, a loader edit.
+    id = s.AddShard("b", 1, arch);
+    v1::ShardResult rb = WithOutcomes(
+        {arch == "n150" ? Outcome(kB, arch, PassEdit(kB))
+                        : Outcome(kB, arch, XfailEdit(kB, "TT_FATAL: p150 b"), "failure")});
+    *rb.add_registry_ops() = AddOp("MiniVitOutput", "logits");
+    if (arch == "n150") *rb.add_file_edits() = LoaderEdit(kLoaderB, b0, b1);
+    s.AddResult(id, rb);
+    // loader c: a probe phase then verification; one wave-1 conflict on n150.
+    id = s.AddShard("c", 1, "", v1::PHASE_PROBE);
+    s.AddResult(id, WithOutcomes({Outcome(kC, "", std::nullopt, "ready")}));
+    id = s.AddShard("c", 1, arch, v1::PHASE_VERIFY);
+    s.AddResult(id, WithOutcomes({Outcome(kC, arch, XfailEdit(kC, "TT_FATAL: bf16"), "failure")}));
+    if (arch == "n150") {
+      id = s.AddShard("c", 1, arch, v1::PHASE_VERIFY);
+      s.AddResult(id, WithOutcomes({Outcome(kC, arch, PassEdit(kC))}));
+    }
+    // loader d: passes already, unchanged; an escalation.
+    id = s.AddShard("d", 1, arch);
+    s.AddResult(id, WithOutcomes({Outcome(kD, arch, std::nullopt)}));
+    id = s.AddShard("d", 2, arch);
+    s.AddResult(id, WithOutcomes({Outcome(kD, arch, std::nullopt, "escalate")}));
+    // A registry conflict between the archs.
+    id = s.AddShard("b", 2, arch);
+    v1::ShardResult rc = WithOutcomes({Outcome(kB, arch, std::nullopt, "no_fix")});
+    *rc.add_registry_ops() = AddOp("MiniSpeechOutput", arch == "n150" ? "logits" : "loss");
+    s.AddResult(id, rc);
+  }
+  for (const auto& rec : s.results) r.final_ids.push_back(rec.shard_id);
+  return r;
+}
+
+TEST(Merge, ResultOrderDuplicatesAndRetriesChangeNoByte) {
+  Realistic base = BuildRealistic();
+  ASSERT_GE(base.s.results.size(), 20u);
+  auto baseline = Merge(base.s.Input());
+  ASSERT_TRUE(baseline.ok()) << baseline.status();
+  // The baseline itself is meaningful: changes in both repos, and the planted conflicts.
+  EXPECT_FALSE(baseline->ttxla_patch.empty());
+  EXPECT_NE(baseline->forge_patch.find("MiniCausalLMOutput"), std::string::npos);
+  EXPECT_NE(baseline->forge_patch.find(kLoaderA), std::string::npos);
+  EXPECT_NE(baseline->forge_patch.find(kLoaderB), std::string::npos);
+  EXPECT_EQ(baseline->conflict_counts["yaml"], 1) << Joined(baseline->conflicts);
+  EXPECT_EQ(baseline->conflict_counts["registry"], 1) << Joined(baseline->conflicts);
+  EXPECT_EQ(baseline->conflict_counts["loader"], 0) << Joined(baseline->conflicts);
+  ExpectPatchesApply(base.s.files, *baseline);
+
+  // A stale attempt: same shard, lower token, a different (wrong) result.
+  auto stale = [](const coord::ResultRecord& r, std::int64_t token) {
+    coord::ResultRecord x = r;
+    x.token = token;
+    x.lease_id = util::StrCat("stale-", token);
+    x.result.clear_file_edits();
+    x.result.clear_registry_ops();
+    *x.result.add_registry_ops() = AddOp("StaleOutput", "nope");
+    for (auto& o : *x.result.mutable_entries()) {
+      o.set_changed(true);
+      *o.mutable_edit() = XfailEdit(o.key(), "TT_FATAL: stale attempt");
+      o.set_verdict("failure");
+    }
+    return x;
+  };
+  for (int seed = 0; seed < 200; ++seed) {
+    SCOPED_TRACE(seed);
+    std::mt19937 rng(seed);
+    Sweep s = base.s;
+    // Retries: the accepted attempts get new, higher tokens; older attempts stay around.
+    std::vector<coord::ResultRecord> all;
+    for (auto rec : s.results) {
+      const int retries = static_cast<int>(rng() % 3);
+      const std::int64_t final_token = 1000 + rec.token * 10;
+      for (int k = 0; k < retries; ++k) all.push_back(stale(rec, final_token - 1 - k));
+      rec.token = final_token;
+      rec.lease_id = util::StrCat("final-", final_token);
+      all.push_back(rec);
+      if (rng() % 4 == 0) all.push_back(rec);  // delivered twice
+    }
+    // A result for a shard the sweep does not know.
+    if (rng() % 2 == 0) {
+      coord::ResultRecord ghost = stale(s.results[0], 99999);
+      ghost.shard_id = "unknown-shard";
+      all.push_back(ghost);
+    }
+    std::shuffle(all.begin(), all.end(), rng);
+    s.results = all;
+    // The shard list order must not matter either.
+    std::shuffle(s.shards.begin(), s.shards.end(), rng);
+    auto out = Merge(s.Input());
+    ASSERT_TRUE(out.ok()) << out.status();
+    ASSERT_EQ(out->ttxla_patch, baseline->ttxla_patch);
+    ASSERT_EQ(out->forge_patch, baseline->forge_patch);
+    ASSERT_EQ(out->conflicts, baseline->conflicts);
+    ASSERT_EQ(out->changed_files, baseline->changed_files);
+  }
+}
+
+}  // namespace
+}  // namespace triage::merge
