@@ -27,7 +27,8 @@ using nlohmann::json;
 
 const std::string kBin = TRIAGE_BINARY_DIR;
 const std::string kSrc = TRIAGE_SOURCE_DIR;
-const std::string kTraining = "tests/runner/test_config/torch/test_config_training_single_device.yaml";
+const std::string kTraining =
+    "tests/runner/test_config/torch/test_config_training_single_device.yaml";
 
 class FixtureSweepTest : public ::testing::Test {
  protected:
@@ -35,20 +36,21 @@ class FixtureSweepTest : public ::testing::Test {
     testing::SetGitTestEnv();
     dir_ = tmp_.path();
     std::string out;
-    ASSERT_EQ(testing::RunCommand({kSrc + "/tests/fixtures/make-workspace.sh", (dir_ / "src").string()},
-                                  dir_, &out),
-              0)
+    ASSERT_EQ(
+        testing::RunCommand({kSrc + "/tests/fixtures/make-workspace.sh", (dir_ / "src").string()},
+                            dir_, &out),
+        0)
         << out;
     repo_ = dir_ / "src" / "tt-xla";
     agent_port_ = testing::FreePort();
     control_port_ = testing::FreePort();
     coordinator_ = std::make_unique<testing::ChildProcess>();
-    ASSERT_TRUE(coordinator_->Start(
-        {kBin + "/coordinator/triage-coordinator", "--insecure", "--data_dir",
-         (dir_ / "cdata").string(), "--agent_address", Addr(agent_port_), "--control_address",
-         Addr(control_port_), "--metrics_address", "", "--tick_ms", "200",
-         "--heartbeat_interval_seconds", "2"},
-        dir_, dir_ / "coordinator.log", testing::GitTestEnv()));
+    ASSERT_TRUE(
+        coordinator_->Start({kBin + "/coordinator/triage-coordinator", "--insecure", "--data_dir",
+                             (dir_ / "cdata").string(), "--agent_address", Addr(agent_port_),
+                             "--control_address", Addr(control_port_), "--metrics_address", "",
+                             "--tick_ms", "200", "--heartbeat_interval_seconds", "2"},
+                            dir_, dir_ / "coordinator.log", testing::GitTestEnv()));
     ASSERT_TRUE(testing::WaitFor([&] { return Ctl({"sweep", "list"}, &out) == 0; }, 15s)) << out;
   }
 
@@ -78,11 +80,21 @@ class FixtureSweepTest : public ::testing::Test {
                                     dir_, &out),
                 0)
           << out;
-      std::vector<std::string> argv = {kBin + "/agent/triage-agent", "--insecure",
-                                       "--coordinator", Addr(agent_port_), "--agent_id", id,
-                                       "--workspace", ws.string(), "--data_dir",
-                                       (dir_ / ("data-" + id)).string(), "--executors", executor,
-                                       "--lease_wait_seconds", "2", "--pytest_timeout_seconds",
+      std::vector<std::string> argv = {kBin + "/agent/triage-agent",
+                                       "--insecure",
+                                       "--coordinator",
+                                       Addr(agent_port_),
+                                       "--agent_id",
+                                       id,
+                                       "--workspace",
+                                       ws.string(),
+                                       "--data_dir",
+                                       (dir_ / ("data-" + id)).string(),
+                                       "--executors",
+                                       executor,
+                                       "--lease_wait_seconds",
+                                       "2",
+                                       "--pytest_timeout_seconds",
                                        "240"};
       if (arch == "cpu") {
         argv.push_back("--cpu_only");
@@ -119,8 +131,8 @@ class FixtureSweepTest : public ::testing::Test {
   // Starts a sweep and follows it to its end; returns the sweep id.
   std::string RunSweep(const std::string& executor) {
     std::string out;
-    EXPECT_EQ(Ctl({"sweep", "start", "--repo", repo_.string(), "--arch", "n150,p150",
-                   "--executor", executor, "--reason", "e2e", "-o", "json"},
+    EXPECT_EQ(Ctl({"sweep", "start", "--repo", repo_.string(), "--arch", "n150,p150", "--executor",
+                   executor, "--reason", "e2e", "-o", "json"},
                   &out),
               0)
         << out;
@@ -155,7 +167,7 @@ json Expected(const YAML::Node& n) {
     o[f] = n[f] && !n[f].IsNull() ? json(n[f].as<std::string>()) : json(nullptr);
   }
   o["assert_pcc"] = n["assert_pcc"] && !n["assert_pcc"].IsNull() ? json(n["assert_pcc"].as<bool>())
-                                                                  : json(nullptr);
+                                                                 : json(nullptr);
   if (n["markers"] && n["markers"].IsSequence()) {
     o["markers"] = json::array();
     for (const auto& m : n["markers"]) o["markers"].push_back(m.as<std::string>());
@@ -252,18 +264,23 @@ TEST_F(FixtureSweepTest, NativeSweepReachesTheGroundTruthAndReplayAgrees) {
                                 dir_, &out),
             0);
   ASSERT_EQ(Ctl({"sweep", "apply", native, "--repo", fresh.string()}, &out), 0) << out;
-  inventory::Document yaml = inventory::Document::Parse(
-      kTraining, testing::ReadFileOrDie(fresh / kTraining));
+  inventory::Document yaml =
+      inventory::Document::Parse(kTraining, testing::ReadFileOrDie(fresh / kTraining));
   ASSERT_TRUE(yaml.ok());
   for (const std::string arch : {"n150", "p150"}) {
     SCOPED_TRACE(arch);
     const auto xml = dir_ / ("truth-" + arch + ".xml");
-    std::vector<std::string> argv = {"/usr/bin/python3", "-m", "pytest", "-q",
-                                     "-p", "no:cacheprovider", "--arch=" + arch,
+    std::vector<std::string> argv = {"/usr/bin/python3",
+                                     "-m",
+                                     "pytest",
+                                     "-q",
+                                     "-p",
+                                     "no:cacheprovider",
+                                     "--arch=" + arch,
                                      "--junitxml=" + xml.string()};
     for (const auto& e : yaml.entries()) {
-      argv.push_back((fresh / "tests/runner/test_models.py").string() +
-                     "::test_all_models_torch[" + e.key + "]");
+      argv.push_back((fresh / "tests/runner/test_models.py").string() + "::test_all_models_torch[" +
+                     e.key + "]");
     }
     testing::RunCommand(argv, dir_, &out);
     auto parsed = junit::ParseJUnitFile(xml);
