@@ -469,7 +469,7 @@ absl::StatusOr<v1::LeaseResponse> Coordinator::GrantLocked(AgentRecord& agent, S
   a.token = lease.token;
   a.granted_at = now;
   m.attempts.push_back(a);
-  metrics_->ShardQueueWait(ShardArch(s),
+  metrics_->ShardQueueWait(ShardArch(s), s.spec.playbook(),
                            std::max(0.0, ToSeconds(now - std::max(s.enqueued_at, s.eligible_at))));
   std::vector<ShardRecord> shards{s};
   std::vector<AgentRecord> agents;

@@ -20,7 +20,8 @@ class CoordinatorMetrics {
                                  std::string_view /*to*/) {}
   virtual void ShardCompleted(std::string_view /*arch*/, std::string_view /*playbook*/,
                               std::string_view /*outcome*/) {}
-  virtual void ShardQueueWait(std::string_view /*arch*/, double /*seconds*/) {}
+  virtual void ShardQueueWait(std::string_view /*arch*/, std::string_view /*playbook*/,
+                              double /*seconds*/) {}
   virtual void ShardRunTime(std::string_view /*arch*/, std::string_view /*playbook*/,
                             double /*seconds*/) {}
   virtual void ShardAttempts(std::string_view /*playbook*/, int /*attempts*/) {}

@@ -190,8 +190,10 @@ void PrometheusMetrics::ShardCompleted(std::string_view arch, std::string_view p
       .Increment();
 }
 
-void PrometheusMetrics::ShardQueueWait(std::string_view arch, double seconds) {
-  f_->queue_seconds.Add({{"arch", S(arch)}}, SecondsBuckets()).Observe(seconds);
+void PrometheusMetrics::ShardQueueWait(std::string_view arch, std::string_view playbook,
+                                       double seconds) {
+  f_->queue_seconds.Add({{"arch", S(arch)}, {"playbook", S(playbook)}}, SecondsBuckets())
+      .Observe(seconds);
 }
 
 void PrometheusMetrics::ShardRunTime(std::string_view arch, std::string_view playbook,

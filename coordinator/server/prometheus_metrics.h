@@ -27,7 +27,7 @@ class PrometheusMetrics : public CoordinatorMetrics {
                          std::string_view to) override;
   void ShardCompleted(std::string_view arch, std::string_view playbook,
                       std::string_view outcome) override;
-  void ShardQueueWait(std::string_view arch, double seconds) override;
+  void ShardQueueWait(std::string_view arch, std::string_view playbook, double seconds) override;
   void ShardRunTime(std::string_view arch, std::string_view playbook, double seconds) override;
   void ShardAttempts(std::string_view playbook, int attempts) override;
   void LeaseExpired(std::string_view arch, std::string_view reason) override;

@@ -1,0 +1,187 @@
+#!/usr/bin/python3
+"""Writes the Grafana dashboards dashboards/*.json from the panel lists below.
+
+    /usr/bin/python3 dashboards/generate.py          rewrite the JSON files
+    /usr/bin/python3 dashboards/generate.py --check  exit 1 if a JSON file differs from this source
+
+Every expression here is evaluated against a real Prometheus during a fixture sweep by
+tests/observability/dashboards_test.py. Variables: $arch, $playbook (multi-value, regex match).
+"""
+import json
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DS = {"type": "prometheus", "uid": "${datasource}"}
+
+
+def panel(title, exprs, unit="short", kind="timeseries", legend=None, description=""):
+    if isinstance(exprs, str):
+        exprs = [exprs]
+    targets = []
+    for i, e in enumerate(exprs):
+        t = {"refId": chr(ord("A") + i), "datasource": DS, "expr": e}
+        if legend:
+            t["legendFormat"] = legend[i] if isinstance(legend, list) else legend
+        targets.append(t)
+    return {
+        "type": kind,
+        "title": title,
+        "description": description,
+        "datasource": DS,
+        "targets": targets,
+        "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
+        "options": {},
+    }
+
+
+def variables(names):
+    out = [{
+        "name": "datasource", "label": "Prometheus", "type": "datasource", "query": "prometheus",
+        "current": {}, "hide": 0,
+    }]
+    queries = {
+        "arch": "label_values(triage_shards, arch)",
+        "playbook": "label_values(triage_entries, playbook)",
+    }
+    for n in names:
+        out.append({
+            "name": n, "label": n, "type": "query", "datasource": DS,
+            "definition": queries[n], "query": {"query": queries[n], "refId": n},
+            "multi": True, "includeAll": True, "allValue": ".*", "current": {}, "refresh": 2,
+            "hide": 0,
+        })
+    return {"list": out}
+
+
+def dashboard(uid, title, description, panels, vars_):
+    laid = []
+    for i, p in enumerate(panels):
+        p = dict(p, id=i + 1, gridPos={"h": 8, "w": 12, "x": (i % 2) * 12, "y": (i // 2) * 8})
+        laid.append(p)
+    return {
+        "uid": uid,
+        "title": title,
+        "description": description,
+        "tags": ["triage-farm"],
+        "timezone": "utc",
+        "schemaVersion": 38,
+        "version": 1,
+        "refresh": "30s",
+        "time": {"from": "now-24h", "to": "now"},
+        "templating": variables(vars_),
+        "annotations": {"list": []},
+        "panels": laid,
+    }
+
+
+RI = "$__rate_interval"
+
+SWEEP = dashboard(
+    "triage-sweep-progress", "triage-farm / sweep progress",
+    "Entries decided by outcome and stage, what remains, shards per arch, queue and run times.",
+    [
+        panel("Entries decided by outcome and stage",
+              f'sum by (outcome, stage) (increase(triage_entry_outcomes_total{{playbook=~"$playbook"}}[{RI}]))',
+              legend="{{outcome}} {{stage}}"),
+        panel("Entries remaining",
+              'sum by (state) (triage_entries{playbook=~"$playbook", state!="done"})',
+              legend="{{state}}"),
+        panel("ETA of the running sweeps (remaining / decision rate over 15m)",
+              'sum(triage_entries{playbook=~"$playbook", state!="done"}) / '
+              'clamp_min(sum(rate(triage_entry_outcomes_total{playbook=~"$playbook"}[15m])), 0.0001)',
+              unit="s", kind="stat"),
+        panel("Shards by state per arch", 'sum by (arch, state) (triage_shards{arch=~"$arch"})',
+              legend="{{arch}} {{state}}"),
+        panel("Queue wait p50 / p90 per playbook",
+              [f'histogram_quantile(0.5, sum by (le, playbook) (rate(triage_shard_queue_seconds_bucket{{arch=~"$arch", playbook=~"$playbook"}}[{RI}])))',
+               f'histogram_quantile(0.9, sum by (le, playbook) (rate(triage_shard_queue_seconds_bucket{{arch=~"$arch", playbook=~"$playbook"}}[{RI}])))'],
+              unit="s", legend=["p50 {{playbook}}", "p90 {{playbook}}"]),
+        panel("Run time p50 / p90 per playbook",
+              [f'histogram_quantile(0.5, sum by (le, playbook) (rate(triage_shard_run_seconds_bucket{{arch=~"$arch", playbook=~"$playbook"}}[{RI}])))',
+               f'histogram_quantile(0.9, sum by (le, playbook) (rate(triage_shard_run_seconds_bucket{{arch=~"$arch", playbook=~"$playbook"}}[{RI}])))'],
+              unit="s", legend=["p50 {{playbook}}", "p90 {{playbook}}"]),
+        panel("Merge conflicts", 'sum by (kind) (triage_merge_conflicts_total)', legend="{{kind}}"),
+        panel("Sweeps by state", 'sum by (state) (triage_sweeps)', legend="{{state}}"),
+    ],
+    ["arch", "playbook"])
+
+FLEET = dashboard(
+    "triage-fleet", "triage-farm / fleet",
+    "Agents per arch, heartbeats, lease expirations, requeues, rejected results, quarantine.",
+    [
+        panel("Agents by state per arch", 'sum by (arch, state) (triage_agents{arch=~"$arch"})',
+              legend="{{arch}} {{state}}"),
+        panel("Heartbeat age p90 per arch",
+              f'histogram_quantile(0.9, sum by (le, arch) (rate(triage_agent_heartbeat_age_seconds_bucket{{arch=~"$arch"}}[{RI}])))',
+              unit="s", legend="{{arch}}"),
+        panel("Lease expirations",
+              f'sum by (arch, reason) (increase(triage_lease_expirations_total{{arch=~"$arch"}}[{RI}]))',
+              legend="{{arch}} {{reason}}"),
+        panel("Requeues, manual vs auto",
+              f'sum by (source) (increase(triage_requeues_total{{arch=~"$arch"}}[{RI}]))',
+              legend="{{source}}"),
+        panel("Stale results rejected",
+              f'sum by (reason) (increase(triage_stale_results_rejected_total[{RI}]))',
+              legend="{{reason}}"),
+        panel("Quarantined shards", 'sum by (arch) (triage_shards{arch=~"$arch", state="quarantined"})',
+              legend="{{arch}}"),
+        panel("Agent step time p90",
+              f'histogram_quantile(0.9, sum by (le, playbook, step) (rate(triage_agent_step_seconds_bucket{{playbook=~"$playbook"}}[{RI}])))',
+              unit="s", legend="{{playbook}} {{step}}"),
+        panel("Agents scraped up", 'sum by (job) (up{job=~"triage.*"})', legend="{{job}}"),
+    ],
+    ["arch", "playbook"])
+
+ONCALL = dashboard(
+    "triage-on-call", "triage-farm / on-call",
+    "What needs a person: stuck and quarantined shards, the queue, offline agents, the last sweep.",
+    [
+        panel("Longest time a shard went without progress (stuck above 30m)",
+              'max by (arch) (triage_shard_progress_age_max_seconds{arch=~"$arch"})', unit="s",
+              legend="{{arch}}",
+              description="triagectl shards list --stuck; triagectl shard requeue ID --reason ..."),
+        panel("Oldest queued shard", 'max by (arch) (triage_shard_queued_oldest_seconds{arch=~"$arch"})',
+              unit="s", legend="{{arch}}"),
+        panel("Shards quarantined", 'sum(triage_shards{arch=~"$arch", state="quarantined"})',
+              kind="stat"),
+        panel("Time since the last successful sweep",
+              'time() - max(triage_sweep_last_success_timestamp_seconds)', unit="s", kind="stat"),
+        panel("Agents offline", 'sum by (arch) (triage_agents{arch=~"$arch", state="offline"})',
+              legend="{{arch}}"),
+        panel("Subprocess timeouts on agents",
+              f'sum by (step) (increase(triage_agent_subprocess_timeouts_total[{RI}]))',
+              legend="{{step}}"),
+    ],
+    ["arch"])
+
+DASHBOARDS = {"sweep-progress.json": SWEEP, "fleet.json": FLEET, "on-call.json": ONCALL}
+
+
+def main():
+    check = "--check" in sys.argv[1:]
+    stale = []
+    for name, d in DASHBOARDS.items():
+        path = os.path.join(HERE, name)
+        text = json.dumps(d, indent=2, sort_keys=True) + "\n"
+        if check:
+            try:
+                with open(path, encoding="utf-8") as f:
+                    if f.read() != text:
+                        stale.append(name)
+            except FileNotFoundError:
+                stale.append(name)
+        else:
+            tmp = path + ".tmp"
+            with open(tmp, "w", encoding="utf-8") as f:
+                f.write(text)
+            os.replace(tmp, path)
+    if stale:
+        print("dashboards out of date (run /usr/bin/python3 dashboards/generate.py): "
+              + ", ".join(stale), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
