@@ -17,7 +17,7 @@ build_pkgs=(
 # which belong to /usr/bin/python3.
 python_pkgs=(python3 python3-torch python3-pytest)
 # A real Prometheus for the dashboard/alert tests, and linters for the chart.
-tool_pkgs=(prometheus yamllint sqlite3 git)
+tool_pkgs=(prometheus yamllint sqlite3 git python3-jsonschema)
 
 want=("${build_pkgs[@]}")
 if [[ "${1:-}" != "--build" ]]; then
