@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Writes the Grafana dashboards dashboards/*.json from the panel lists below.
 
-    /usr/bin/python3 dashboards/generate.py          rewrite the JSON files
+    /usr/bin/python3 dashboards/generate.py          rewrite the JSON files (and the Helm chart's copies)
     /usr/bin/python3 dashboards/generate.py --check  exit 1 if a JSON file differs from this source
 
 Every expression here is evaluated against a real Prometheus during a fixture sweep by
@@ -12,6 +12,7 @@ import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+CHART = os.path.join(HERE, "..", "charts", "triage-farm", "dashboards")
 DS = {"type": "prometheus", "uid": "${datasource}"}
 
 
@@ -161,16 +162,16 @@ DASHBOARDS = {"sweep-progress.json": SWEEP, "fleet.json": FLEET, "on-call.json":
 def main():
     check = "--check" in sys.argv[1:]
     stale = []
-    for name, d in DASHBOARDS.items():
-        path = os.path.join(HERE, name)
+    for name, path in [(n, os.path.join(dir_, n)) for n in DASHBOARDS for dir_ in (HERE, CHART)]:
+        d = DASHBOARDS[name]
         text = json.dumps(d, indent=2, sort_keys=True) + "\n"
         if check:
             try:
                 with open(path, encoding="utf-8") as f:
                     if f.read() != text:
-                        stale.append(name)
+                        stale.append(os.path.relpath(path, os.path.join(HERE, "..")))
             except FileNotFoundError:
-                stale.append(name)
+                stale.append(os.path.relpath(path, os.path.join(HERE, "..")))
         else:
             tmp = path + ".tmp"
             with open(tmp, "w", encoding="utf-8") as f:
