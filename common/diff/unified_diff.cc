@@ -124,31 +124,10 @@ std::string Range(int start, int count) {
   return util::StrCat(start + 1, ",", count);
 }
 
-}  // namespace
-
-std::string UnifiedDiff(std::string_view path, std::string_view old_text, std::string_view new_text,
-                        const DiffOptions& options, bool old_exists, bool new_exists) {
-  if (old_text == new_text && old_exists == new_exists) return "";
-  const std::vector<Line> a = Split(old_text);
-  const std::vector<Line> b = Split(new_text);
-  const int n = static_cast<int>(a.size()), m = static_cast<int>(b.size());
-
-  int prefix = 0;
-  while (prefix < n && prefix < m && a[prefix] == b[prefix]) ++prefix;
-  int suffix = 0;
-  while (suffix < n - prefix && suffix < m - prefix && a[n - 1 - suffix] == b[m - 1 - suffix]) {
-    ++suffix;
-  }
-
-  std::vector<Edit> edits;
-  edits.reserve(static_cast<std::size_t>(n + m));
-  for (int i = 0; i < prefix; ++i) edits.push_back({Op::kEqual, i, i});
-  if (!Myers(a, prefix, n - suffix, b, prefix, m - suffix, options.max_edit_distance, edits)) {
-    for (int i = prefix; i < n - suffix; ++i) edits.push_back({Op::kDelete, i, prefix});
-    for (int j = prefix; j < m - suffix; ++j) edits.push_back({Op::kInsert, n - suffix, j});
-  }
-  for (int i = 0; i < suffix; ++i) edits.push_back({Op::kEqual, n - suffix + i, m - suffix + i});
-
+// The git-style header and the hunks of an edit script over a and b.
+std::string Render(std::string_view path, const std::vector<Line>& a, const std::vector<Line>& b,
+                   const std::vector<Edit>& edits, const DiffOptions& options, bool old_exists,
+                   bool new_exists) {
   std::string out;
   util::StrAppend(&out, "diff --git a/", path, " b/", path, "\n");
   if (!old_exists) util::StrAppend(&out, "new file mode 100644\n");
@@ -209,6 +188,77 @@ std::string UnifiedDiff(std::string_view path, std::string_view old_text, std::s
     i = end;
   }
   return out;
+}
+
+}  // namespace
+
+std::string UnifiedDiff(std::string_view path, std::string_view old_text, std::string_view new_text,
+                        const DiffOptions& options, bool old_exists, bool new_exists) {
+  if (old_text == new_text && old_exists == new_exists) return "";
+  const std::vector<Line> a = Split(old_text);
+  const std::vector<Line> b = Split(new_text);
+  const int n = static_cast<int>(a.size()), m = static_cast<int>(b.size());
+
+  int prefix = 0;
+  while (prefix < n && prefix < m && a[prefix] == b[prefix]) ++prefix;
+  int suffix = 0;
+  while (suffix < n - prefix && suffix < m - prefix && a[n - 1 - suffix] == b[m - 1 - suffix]) {
+    ++suffix;
+  }
+
+  std::vector<Edit> edits;
+  edits.reserve(static_cast<std::size_t>(n + m));
+  for (int i = 0; i < prefix; ++i) edits.push_back({Op::kEqual, i, i});
+  if (!Myers(a, prefix, n - suffix, b, prefix, m - suffix, options.max_edit_distance, edits)) {
+    for (int i = prefix; i < n - suffix; ++i) edits.push_back({Op::kDelete, i, prefix});
+    for (int j = prefix; j < m - suffix; ++j) edits.push_back({Op::kInsert, n - suffix, j});
+  }
+  for (int i = 0; i < suffix; ++i) edits.push_back({Op::kEqual, n - suffix + i, m - suffix + i});
+
+  return Render(path, a, b, edits, options, old_exists, new_exists);
+}
+
+std::string UnifiedDiffOfRegions(std::string_view path, std::string_view old_text,
+                                 std::string_view new_text, std::span<const Region> regions,
+                                 const DiffOptions& options) {
+  if (old_text == new_text) return "";
+  const std::vector<Line> a = Split(old_text);
+  const std::vector<Line> b = Split(new_text);
+  const int n = static_cast<int>(a.size()), m = static_cast<int>(b.size());
+  std::vector<Edit> edits;
+  edits.reserve(static_cast<std::size_t>(n + m));
+  int i = 0, j = 0;
+  bool in_step = true;
+  for (const Region& r : regions) {
+    if (r.old_begin < i || r.new_begin < j || r.old_end < r.old_begin || r.new_end < r.new_begin ||
+        r.old_end > n || r.new_end > m || r.old_begin - i != r.new_begin - j) {
+      in_step = false;
+      break;
+    }
+    for (; i < r.old_begin; ++i, ++j) {
+      if (!(a[i] == b[j])) break;
+      edits.push_back({Op::kEqual, i, j});
+    }
+    if (i != r.old_begin) {
+      in_step = false;
+      break;
+    }
+    if (!Myers(a, r.old_begin, r.old_end, b, r.new_begin, r.new_end, options.max_edit_distance,
+               edits)) {
+      for (int k = r.old_begin; k < r.old_end; ++k) edits.push_back({Op::kDelete, k, r.new_begin});
+      for (int k = r.new_begin; k < r.new_end; ++k) edits.push_back({Op::kInsert, r.old_end, k});
+    }
+    i = r.old_end;
+    j = r.new_end;
+  }
+  if (in_step && n - i == m - j) {
+    for (; i < n; ++i, ++j) {
+      if (!(a[i] == b[j])) break;
+      edits.push_back({Op::kEqual, i, j});
+    }
+  }
+  if (!in_step || i != n || j != m) return UnifiedDiff(path, old_text, new_text, options);
+  return Render(path, a, b, edits, options, true, true);
 }
 
 }  // namespace triage::diff

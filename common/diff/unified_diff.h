@@ -1,5 +1,6 @@
 #pragma once
 
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -18,5 +19,22 @@ struct DiffOptions {
 std::string UnifiedDiff(std::string_view path, std::string_view old_text, std::string_view new_text,
                         const DiffOptions& options = {}, bool old_exists = true,
                         bool new_exists = true);
+
+// Where two texts differ, when the caller knows it: old lines [old_begin, old_end) became new
+// lines [new_begin, new_end) (0-based line indexes).
+struct Region {
+  int old_begin = 0;
+  int old_end = 0;
+  int new_begin = 0;
+  int new_end = 0;
+};
+
+// UnifiedDiff when the changed regions are known (sorted, disjoint): only the regions are
+// compared line by line, so scattered small changes in a long file cost their own size rather
+// than the file's. The lines outside the regions are checked to be equal and in step; when they
+// are not, this falls back to UnifiedDiff. git apply accepts the result against old_text.
+std::string UnifiedDiffOfRegions(std::string_view path, std::string_view old_text,
+                                 std::string_view new_text, std::span<const Region> regions,
+                                 const DiffOptions& options = {});
 
 }  // namespace triage::diff

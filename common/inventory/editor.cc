@@ -531,6 +531,12 @@ std::string DoubleQuote(std::string_view s) {
 }
 
 absl::StatusOr<std::string> ApplyEdits(const Document& doc, std::span<const EntryEdit> edits) {
+  return ApplyEdits(doc, edits, nullptr);
+}
+
+absl::StatusOr<std::string> ApplyEdits(const Document& doc, std::span<const EntryEdit> edits,
+                                       EditDetail* detail) {
+  if (detail != nullptr) *detail = EditDetail{};
   if (!doc.ok()) {
     return absl::FailedPreconditionError(util::StrCat(
         doc.path(), ": the file has validation errors and is never written (",
@@ -572,6 +578,8 @@ absl::StatusOr<std::string> ApplyEdits(const Document& doc, std::span<const Entr
   std::string out;
   out.reserve(doc.bytes().size() + 256);
   const int n = doc.line_count();
+  std::vector<EditDetail::Block> blocks;
+  int new_line = 0;
   for (int i = 0; i < n;) {
     auto it = replacement.find(i);
     if (it != replacement.end()) {
@@ -579,12 +587,17 @@ absl::StatusOr<std::string> ApplyEdits(const Document& doc, std::span<const Entr
         out += l;
         out += '\n';
       }
-      i = touched[i]->last_line + 1;
+      const int end = touched[i]->last_line + 1;
+      const int added = static_cast<int>(it->second.size());
+      blocks.push_back({i, end, new_line, new_line + added});
+      new_line += added;
+      i = end;
       continue;
     }
     out += doc.Line(i);
     if (i + 1 < n || doc.ends_with_newline()) out += '\n';
     ++i;
+    ++new_line;
   }
 
   // Re-read what we wrote: it must parse cleanly, keep every entry in place, and differ from
@@ -607,6 +620,10 @@ absl::StatusOr<std::string> ApplyEdits(const Document& doc, std::span<const Entr
           doc.path(), ": entry '", before.key, "' did not re-parse to the intended fields (got ",
           after.value.DebugString(), ", want ", want.DebugString(), ")"));
     }
+  }
+  if (detail != nullptr) {
+    detail->after.emplace(std::move(check));
+    detail->blocks = std::move(blocks);
   }
   return out;
 }

@@ -33,6 +33,22 @@ struct EntryEdit {
 // re-parsed and checked against the intended changes before it is returned.
 absl::StatusOr<std::string> ApplyEdits(const Document& doc, std::span<const EntryEdit> edits);
 
+// What ApplyEdits knows besides the new text, for callers that need it (the merge): the
+// re-parsed new document, and the replaced line ranges (old [old_first, old_end) became new
+// [new_first, new_end), 0-based, in file order).
+struct EditDetail {
+  struct Block {
+    int old_first = 0;
+    int old_end = 0;
+    int new_first = 0;
+    int new_end = 0;
+  };
+  std::optional<Document> after;
+  std::vector<Block> blocks;
+};
+absl::StatusOr<std::string> ApplyEdits(const Document& doc, std::span<const EntryEdit> edits,
+                                       EditDetail* detail);
+
 // Renders a string as a YAML double-quoted scalar: ", \ and control characters escaped, UTF-8
 // kept as is.
 std::string DoubleQuote(std::string_view s);

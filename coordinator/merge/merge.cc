@@ -364,7 +364,8 @@ absl::StatusOr<MergeOutput> Merge(const MergeInput& input) {
     // as it was; the other entries still change.
     // The whole batch first: one pass over the file. Only when the editor refuses it are the
     // entries tried one by one (each try re-parses the whole file).
-    auto edited = inventory::ApplyEdits(doc, edits);
+    inventory::EditDetail detail;
+    auto edited = inventory::ApplyEdits(doc, edits, &detail);
     std::map<std::string, std::vector<inventory::EntryEdit>> by_entry;
     if (!edited.ok()) {
       for (const auto& e : edits) by_entry[e.key].push_back(e);
@@ -388,17 +389,24 @@ absl::StatusOr<MergeOutput> Merge(const MergeInput& input) {
       for (const auto& e : edits) {
         if (!refused.count(e.key)) accepted.push_back(e);
       }
-      edited = inventory::ApplyEdits(doc, accepted);
+      edited = inventory::ApplyEdits(doc, accepted, &detail);
       if (!edited.ok()) return edited.status();
     }
     if (*edited == *base) continue;
-    inventory::Document after = inventory::Document::Parse(file, *edited);
+    // The editor re-parsed its output and knows which line ranges it replaced: reuse both.
+    inventory::Document after =
+        detail.after ? std::move(*detail.after) : inventory::Document::Parse(file, *edited);
     for (auto& [id, a] : acc) {
       if (id.first != file || a.m.edits.empty()) continue;
       a.m.yaml_before = EntryText(doc, a.m.key);
       a.m.yaml_after = EntryText(after, a.m.key);
     }
-    out.ttxla_patch += diff::UnifiedDiff(file, *base, *edited);
+    std::vector<diff::Region> regions;
+    regions.reserve(detail.blocks.size());
+    for (const auto& b : detail.blocks) {
+      regions.push_back({b.old_first, b.old_end, b.new_first, b.new_end});
+    }
+    out.ttxla_patch += diff::UnifiedDiffOfRegions(file, *base, *edited, regions);
     out.changed_files.push_back(util::StrCat("tt-xla/", file));
   }
 

@@ -158,5 +158,58 @@ TEST(ApplyDiff, SplitsMultiFileDiffsAndRefusesMismatches) {
   EXPECT_FALSE(SplitDiff("garbage\n").ok());
 }
 
+// Random block replacements with their regions: the region diff equals the whole-file diff when
+// blocks are far apart, and always applies with git apply.
+TEST(UnifiedDiffOfRegions, MatchesTheWholeFileDiffAndApplies) {
+  std::mt19937 rng(7);
+  for (int round = 0; round < 20; ++round) {
+    std::vector<std::string> old_lines;
+    for (int i = 0; i < 200; ++i) old_lines.push_back("line " + std::to_string(i));
+    std::string a, b;
+    std::vector<Region> regions;
+    int new_line = 0;
+    for (int i = 0; i < 200;) {
+      if (rng() % 20 == 0 && i + 3 <= 200) {
+        const int len = 1 + static_cast<int>(rng() % 3);
+        const int added = static_cast<int>(rng() % 4);
+        for (int k = 0; k < len; ++k) a += old_lines[i + k] + "\n";
+        b += old_lines[i] + "\n";  // the block's first line stays (like an entry's key line)
+        for (int k = 0; k < added; ++k)
+          b += "new " + std::to_string(round * 1000 + i * 10 + k) + "\n";
+        regions.push_back({i, i + len, new_line, new_line + 1 + added});
+        new_line += 1 + added;
+        i += len + 8;  // keep blocks more than 2 * context apart
+        for (int k = i - 8; k < i && k < 200; ++k) {
+          a += old_lines[k] + "\n";
+          b += old_lines[k] + "\n";
+          ++new_line;
+        }
+        continue;
+      }
+      a += old_lines[i] + "\n";
+      b += old_lines[i] + "\n";
+      ++new_line;
+      ++i;
+    }
+    const std::string whole = UnifiedDiff("f", a, b);
+    const std::string by_regions = UnifiedDiffOfRegions("f", a, b, regions);
+    EXPECT_EQ(by_regions, whole) << "round " << round;
+    if (!by_regions.empty()) {
+      bool ok = false;
+      EXPECT_EQ(GitApply("f", a, by_regions, &ok), b);
+    }
+  }
+}
+
+TEST(UnifiedDiffOfRegions, WrongRegionsFallBackToTheWholeFileDiff) {
+  const std::string a = "1\n2\n3\n4\n5\n", b = "1\n2\nX\n4\n5\n";
+  const std::vector<Region> wrong = {{0, 1, 0, 1}};  // the change is at line 2, not 0
+  EXPECT_EQ(UnifiedDiffOfRegions("f", a, b, wrong), UnifiedDiff("f", a, b));
+  const std::vector<Region> overlapping = {{2, 3, 2, 3}, {1, 2, 1, 2}};
+  EXPECT_EQ(UnifiedDiffOfRegions("f", a, b, overlapping), UnifiedDiff("f", a, b));
+  const std::vector<Region> right = {{2, 3, 2, 3}};
+  EXPECT_EQ(UnifiedDiffOfRegions("f", a, b, right), UnifiedDiff("f", a, b));
+}
+
 }  // namespace
 }  // namespace triage::diff
