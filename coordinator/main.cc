@@ -98,13 +98,8 @@ int main(int argc, char** argv) {
   config::Schema schema;
   cfg.Register(schema);
   CLI::App app{"triage-coordinator: plans sweeps and leases shards to agents"};
-  schema.AddFlags(app);
-  CLI11_PARSE(app, argc, argv);
-  if (auto st = schema.Apply(); !st.ok()) return Fail(util::MessageOf(st));
-  if (schema.print_requested()) {
-    std::cout << schema.Describe();
-    return 0;
-  }
+  if (auto exit_code = config::ParseCommandLine(schema, app, argc, argv, "triage-coordinator"))
+    return *exit_code;
   spdlog::set_level(spdlog::level::from_str(cfg.log_level));
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ [coordinator] %v");
 

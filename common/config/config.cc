@@ -3,6 +3,7 @@
 #include <cctype>
 #include <charconv>
 #include <cstdlib>
+#include <iostream>
 
 #include "CLI/CLI.hpp"
 #include "common/util/file.h"
@@ -210,6 +211,25 @@ std::string Schema::Describe() const {
     util::StrAppend(&out, f.name, ": ", value, "  # ", f.doc, "\n");
   }
   return out;
+}
+
+std::optional<int> ParseCommandLine(Schema& schema, CLI::App& app, int argc, char** argv,
+                                    std::string_view program) {
+  schema.AddFlags(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  if (auto st = schema.Apply(); !st.ok()) {
+    std::cerr << program << ": " << util::MessageOf(st) << "\n";
+    return 2;
+  }
+  if (schema.print_requested()) {
+    std::cout << schema.Describe();
+    return 0;
+  }
+  return std::nullopt;
 }
 
 }  // namespace triage::config

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -59,6 +60,13 @@ class Schema {
  public:
   bool print_requested() const { return print_config_; }
 };
+
+// A daemon's command line in one call: flags from schema on app, parse, then Apply (file,
+// environment, flags). Returns the exit code when main should stop now: after --help or
+// --print-config (0), or on a bad flag or value (2, message on stderr prefixed with program).
+// nullopt: go on.
+std::optional<int> ParseCommandLine(Schema& schema, CLI::App& app, int argc, char** argv,
+                                    std::string_view program);
 
 // TRIAGE_LEASE_TTL_SECONDS for "lease_ttl_seconds".
 std::string EnvName(std::string_view field);

@@ -1212,13 +1212,7 @@ absl::StatusOr<v1::Shard> Coordinator::RequeueShard(const std::string& id,
     const TimePoint now = clock_->Now();
     Mutation m;
     m.name = "RequeueShard";
-    if (s.lease) {
-      m.attempts.push_back(
-          EndedAttempt(s, now, "revoked", util::StrCat("requeued by ", caller.name, ": ", reason)));
-      auto agent = agents_.find(s.lease->agent_id);
-      if (agent != agents_.end()) agent->second.revoked.insert(s.lease->lease_id);
-      s.lease.reset();
-    }
+    RevokeLeaseLocked(s, now, util::StrCat("requeued by ", caller.name, ": ", reason), m);
     s.state = ShardState::kQueued;
     s.attempts = 0;  // a fresh attempt budget
     s.enqueued_at = now;
@@ -1248,6 +1242,15 @@ absl::StatusOr<v1::Shard> Coordinator::RequeueShard(const std::string& id,
   return view;
 }
 
+void Coordinator::RevokeLeaseLocked(ShardRecord& s, TimePoint now, const std::string& why,
+                                    Mutation& m) {
+  if (!s.lease) return;
+  m.attempts.push_back(EndedAttempt(s, now, "revoked", why));
+  auto agent = agents_.find(s.lease->agent_id);
+  if (agent != agents_.end()) agent->second.revoked.insert(s.lease->lease_id);
+  s.lease.reset();
+}
+
 absl::StatusOr<v1::Shard> Coordinator::CancelShard(const std::string& id, const std::string& reason,
                                                    const Caller& caller) {
   Deferred after;
@@ -1264,13 +1267,7 @@ absl::StatusOr<v1::Shard> Coordinator::CancelShard(const std::string& id, const 
     const TimePoint now = clock_->Now();
     Mutation m;
     m.name = "CancelShard";
-    if (s.lease) {
-      m.attempts.push_back(
-          EndedAttempt(s, now, "revoked", util::StrCat("cancelled by ", caller.name)));
-      auto agent = agents_.find(s.lease->agent_id);
-      if (agent != agents_.end()) agent->second.revoked.insert(s.lease->lease_id);
-      s.lease.reset();
-    }
+    RevokeLeaseLocked(s, now, util::StrCat("cancelled by ", caller.name), m);
     s.state = ShardState::kCancelled;
     s.last_error = util::StrCat("cancelled by ", caller.name, reason.empty() ? "" : ": ", reason);
     AuditLocked(m, caller, "cancel_shard", id, reason);
@@ -1304,12 +1301,7 @@ absl::StatusOr<v1::Sweep> Coordinator::CancelSweep(const std::string& id, const 
     for (const auto& sid : it->second.shard_ids) {
       ShardRecord s = shards_.at(sid);
       if (IsTerminal(s.state)) continue;
-      if (s.lease) {
-        auto agent = agents_.find(s.lease->agent_id);
-        if (agent != agents_.end()) agent->second.revoked.insert(s.lease->lease_id);
-        m.attempts.push_back(EndedAttempt(s, now, "revoked", "sweep cancelled"));
-        s.lease.reset();
-      }
+      RevokeLeaseLocked(s, now, "sweep cancelled", m);
       s.state = ShardState::kCancelled;
       s.last_error = "sweep cancelled";
       shards.push_back(std::move(s));

@@ -149,6 +149,9 @@ class Coordinator {
   static std::string EntryKey(const v1::ShardEntry& e) { return e.file() + "\n" + e.key(); }
   static std::string ShardArch(const ShardRecord& s);
   void ReportOnCallAgesLocked(TimePoint now);
+  // Ends the shard's lease (if any) as "revoked": the attempt is recorded in m and the agent is
+  // told to stop at its next heartbeat.
+  void RevokeLeaseLocked(ShardRecord& s, TimePoint now, const std::string& why, Mutation& m);
   std::string AgentStateName(const AgentRecord& a) const;
   std::string EntryStateName(const EntryRt& e) const;
 

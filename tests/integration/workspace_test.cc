@@ -76,21 +76,8 @@ struct Output {
 
 Output Try(const fs::path& dir, std::vector<std::string> args, std::string stdin_data = "") {
   process::RunOptions options;
-  options.argv = {"git",
-                  "-C",
-                  dir.string(),
-                  "-c",
-                  "protocol.file.allow=always",
-                  "-c",
-                  "init.defaultBranch=main",
-                  "-c",
-                  "commit.gpgsign=false",
-                  "-c",
-                  "advice.detachedHead=false"};
-  options.argv.insert(options.argv.end(), args.begin(), args.end());
-  options.env = {{"GIT_AUTHOR_NAME", "Test"},        {"GIT_AUTHOR_EMAIL", "test@example.com"},
-                 {"GIT_COMMITTER_NAME", "Test"},     {"GIT_COMMITTER_EMAIL", "test@example.com"},
-                 {"GIT_CONFIG_GLOBAL", "/dev/null"}, {"GIT_CONFIG_NOSYSTEM", "1"}};
+  options.argv = testing::GitTestArgv(dir, args);
+  options.env = testing::GitTestEnv();
   options.stdin_data = std::move(stdin_data);
   options.timeout = std::chrono::seconds(60);
   auto r = process::Run(options);

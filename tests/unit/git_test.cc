@@ -32,19 +32,8 @@ constexpr char kYaml[] =
 // Runs git for the test's own setup, isolated from the user's configuration.
 std::string Sh(const fs::path& dir, std::vector<std::string> args) {
   process::RunOptions options;
-  options.argv = {"git",
-                  "-C",
-                  dir.string(),
-                  "-c",
-                  "protocol.file.allow=always",
-                  "-c",
-                  "init.defaultBranch=main",
-                  "-c",
-                  "commit.gpgsign=false"};
-  options.argv.insert(options.argv.end(), args.begin(), args.end());
-  options.env = {{"GIT_AUTHOR_NAME", "Test"},        {"GIT_AUTHOR_EMAIL", "test@example.com"},
-                 {"GIT_COMMITTER_NAME", "Test"},     {"GIT_COMMITTER_EMAIL", "test@example.com"},
-                 {"GIT_CONFIG_GLOBAL", "/dev/null"}, {"GIT_CONFIG_NOSYSTEM", "1"}};
+  options.argv = testing::GitTestArgv(dir, args);
+  options.env = testing::GitTestEnv();
   options.timeout = std::chrono::seconds(60);
   auto r = process::Run(options);
   EXPECT_TRUE(r.ok()) << r.status();

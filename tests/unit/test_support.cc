@@ -175,6 +175,23 @@ void SetGitTestEnv() {
   for (const auto& [k, v] : GitTestEnv()) setenv(k.c_str(), v.c_str(), 1);
 }
 
+std::vector<std::string> GitTestArgv(const std::filesystem::path& dir,
+                                     const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {"git",
+                                   "-C",
+                                   dir.string(),
+                                   "-c",
+                                   "protocol.file.allow=always",
+                                   "-c",
+                                   "init.defaultBranch=main",
+                                   "-c",
+                                   "commit.gpgsign=false",
+                                   "-c",
+                                   "advice.detachedHead=false"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return argv;
+}
+
 namespace {
 
 void Git(const std::filesystem::path& dir, std::vector<std::string> args) {

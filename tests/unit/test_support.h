@@ -85,5 +85,9 @@ std::filesystem::path CloneWorkspace(const std::filesystem::path& repo,
 // Environment that isolates git from the user's config, with an author identity.
 std::vector<std::pair<std::string, std::string>> GitTestEnv();
 void SetGitTestEnv();  // the same, on this process
+// argv for git in dir, with the options tests need (file:// submodules, main branch, no signing,
+// no detached-HEAD advice) before args. Run it with GitTestEnv().
+std::vector<std::string> GitTestArgv(const std::filesystem::path& dir,
+                                     const std::vector<std::string>& args);
 
 }  // namespace triage::testing
