@@ -61,13 +61,12 @@ struct Options {
   double seconds = 10;
   std::int64_t cycles = 0;  // > 0: a fixed number of cycles instead of a duration
   double warmup = 1;        // seconds left out of the figures (duration mode)
-  std::int64_t shards = 0;  // shards in the sweep (0: --cycles, or 20,000 + agents)
+  std::int64_t shards = 0;  // shards in the sweep (0: --cycles, or 100,000 + agents)
   int client_threads = 2;
   int channels = 0;  // 0: one per agent
   bool json = false;
   bool keep_db = false;
-  bool no_deadlock_detection = false;  // absl::Mutex deadlock detection off (see the docs)
-  bool first_shard_last = false;       // diagnostic: see --first-shard-last
+  bool deadlock_detection = false;  // absl::Mutex deadlock detection on (see the docs)
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -475,7 +474,7 @@ int Run(const Options& opt) {
   using coord::CoordinatorServer;
   const bool fixed_cycles = opt.cycles > 0;
   const std::int64_t shards =
-      opt.shards > 0 ? opt.shards : (fixed_cycles ? opt.cycles : 20000 + opt.agents);
+      opt.shards > 0 ? opt.shards : (fixed_cycles ? opt.cycles : 100000 + opt.agents);
   const int channels = opt.channels > 0 ? std::min(opt.channels, opt.agents) : opt.agents;
   const int threads = std::max(1, opt.client_threads);
   auto say = [&](const std::string& s) { std::cerr << "farm_bench: " << s << std::endl; };
@@ -596,14 +595,6 @@ int Run(const Options& opt) {
   v1::StartSweepRequest sweep_req;
   sweep_req.set_repo_path("/bench/tt-xla");
   sweep_req.set_reason("farm_bench");
-  if (opt.first_shard_last) {
-    // A short trusted pytest duration for the first shard's entry: the queue orders longer
-    // shards first, so shard 1 is leased last and the sweep-finished scan (which walks the
-    // sweep's shards in creation order up to the first unfinished one) stops at once.
-    sweep_req.set_durations_json(util::StrCat(
-        "{\"tests/runner/test_models.py::test_all_models_torch[m000000/pytorch-V-single_device-"
-        "training]\": 6}"));
-  }
   auto sweep = coordinator.StartSweep(sweep_req, coord::Caller{"farm_bench", "operator"});
   if (!sweep.ok()) {
     say(util::StrCat("StartSweep: ", util::MessageOf(sweep.status())));
@@ -637,7 +628,14 @@ int Run(const Options& opt) {
   std::vector<ThreadStats> farm;
   const double farm_cpu0 = ProcessCpuSeconds();
   const MachineCpu farm_machine0 = ReadMachineCpu();
+  const auto commits0 = coordinator.commit_stats();
   RunPhase(agents, threads, /*echo=*/false, &farm_ctl, &farm);
+  const auto commits1 = coordinator.commit_stats();
+  const auto farm_flushes = static_cast<std::int64_t>(commits1.flushes - commits0.flushes);
+  const auto farm_committed = static_cast<std::int64_t>(commits1.committed - commits0.committed);
+  const double group_size =
+      farm_flushes > 0 ? static_cast<double>(farm_committed) / static_cast<double>(farm_flushes)
+                       : 0;
   const double farm_cpu_s = ProcessCpuSeconds() - farm_cpu0;
   const double farm_machine_cores = BusyCores(farm_machine0, ReadMachineCpu());
   const double farm_wall_s = Seconds(SteadyClock::now() - farm_start);
@@ -753,8 +751,7 @@ int Run(const Options& opt) {
                    {"shards", shards},
                    {"hardware_threads", std::thread::hardware_concurrency()},
                    {"load_average_at_start", load_at_start},
-                   {"first_shard_last", opt.first_shard_last},
-                   {"deadlock_detection", !opt.no_deadlock_detection}};
+                   {"deadlock_detection", opt.deadlock_detection}};
     j["cpu"] = {{"farm_cores", farm_wall_s > 0 ? farm_cpu_s / farm_wall_s : 0},
                 {"farm_us_per_call", farm_cpu_us_per_call},
                 {"echo_cores", echo_wall_s > 0 ? echo_cpu_s / echo_wall_s : 0},
@@ -780,7 +777,11 @@ int Run(const Options& opt) {
                     {"cycles_per_s_met", cycles_ok},
                     {"lease_echo_ratio", kTargetLatencyRatio},
                     {"lease_echo_ratio_met", ratio_ok}};
-    j["coordinator"] = {{"succeeded_shards", succeeded}, {"results", results}};
+    j["coordinator"] = {{"succeeded_shards", succeeded},
+                        {"results", results},
+                        {"commits", farm_flushes},
+                        {"mutations_committed", farm_committed},
+                        {"mean_group_size", group_size}};
     j["errors"] = errors;
     std::cout << j.dump(2) << std::endl;
   } else {
@@ -832,6 +833,8 @@ int Run(const Options& opt) {
                     Fixed(cycles_per_s, 0), "  ", cycles_ok ? "PASS" : "MISS", "\n");
     util::StrAppend(&out, "  target Lease p50 <= ", Fixed(kTargetLatencyRatio, 1),
                     "x echo p50: ", Fixed(ratio_p50, 2), "x  ", ratio_ok ? "PASS" : "MISS", "\n");
+    util::StrAppend(&out, "  group commit (whole phase): ", farm_committed, " mutations in ",
+                    farm_flushes, " commits, ", Fixed(group_size, 1), " per commit\n");
     util::StrAppend(&out, "  completes rejected: ", rejected, ", duplicate: ", duplicates,
                     ", failed calls: ", farm_rpc_errors + echo_rpc_errors,
                     "; coordinator: ", succeeded, " shards succeeded, ", results, " results\n");
@@ -864,7 +867,7 @@ int main(int argc, char** argv) {
   app.add_option("--warmup", opt.warmup, "seconds left out of the figures (duration mode)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--shards", opt.shards,
-                 "shards in the sweep (default: --cycles, or 20000 + agents)")
+                 "shards in the sweep (default: --cycles, or 100000 + agents)")
       ->check(CLI::PositiveNumber);
   app.add_option("--client-threads", opt.client_threads, "threads driving the agents' calls")
       ->check(CLI::Range(1, 64));
@@ -872,15 +875,12 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_flag("--json", opt.json, "machine-readable output on stdout");
   app.add_flag("--keep-db", opt.keep_db, "keep the SQLite directory under /tmp");
-  app.add_flag("--first-shard-last", opt.first_shard_last,
-               "diagnostic: plan the sweep so that its first shard is leased last, which makes "
-               "Coordinator::MaybeFinishSweepLocked's scan O(1); isolates that cost");
-  app.add_flag("--no-deadlock-detection", opt.no_deadlock_detection,
-               "turn off absl::Mutex deadlock detection (on in Debian's abseil build, which gRPC's "
-               "locks use); default: as the production coordinator runs");
+  app.add_flag("--deadlock-detection", opt.deadlock_detection,
+               "keep absl::Mutex deadlock detection on (Debian's abseil build turns it on for "
+               "every absl::Mutex, which gRPC's locks use); default off, as the coordinator and "
+               "agent binaries run");
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::err);  // the insecure-mode warnings are expected here
-  if (opt.no_deadlock_detection)
-    absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  if (!opt.deadlock_detection) absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   return triage::farmbench::Run(opt);
 }

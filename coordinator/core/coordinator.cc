@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <future>
 #include <random>
 
 #include "common/classify/classify.h"
 #include "common/inventory/schema.h"
+#include "common/util/log.h"
 #include "common/util/strings.h"
 #include "coordinator/core/planner.h"
 #include "coordinator/core/result_check.h"
@@ -64,9 +66,11 @@ Coordinator::Coordinator(CoordinatorOptions options, Store* store, Clock* clock,
       store_(store),
       clock_(clock),
       reader_(std::move(reader)),
-      metrics_(metrics != nullptr ? metrics : &default_metrics_) {}
+      metrics_(metrics != nullptr ? metrics : &default_metrics_),
+      commits_(store, [this](const absl::Status& st) { OnFlushFailure(st); }) {}
 
 Coordinator::~Coordinator() {
+  commits_.Stop();  // its threads run callbacks that use the members below
   std::list<Waiter> waiters;
   {
     std::lock_guard lock(mu_);
@@ -74,6 +78,8 @@ Coordinator::~Coordinator() {
   }
   for (auto& w : waiters) w.done(absl::UnavailableError("coordinator shutting down"));
 }
+
+void Coordinator::StartCommitter() { commits_.Start(); }
 
 void Coordinator::SetFinishHook(FinishHook hook) {
   std::lock_guard lock(mu_);
@@ -290,11 +296,12 @@ absl::Status Coordinator::ApplyAndCommit(Mutation& m, std::vector<ShardRecord>& 
   for (const auto& s : shards) m.shards.push_back(&s);
   m.agents.clear();
   for (const auto& a : agents) m.agents.push_back(&a);
-  absl::Status st = store_->Apply(m);
-  if (!st.ok()) {
-    RecordFailure(st);
-    return absl::UnavailableError(util::StrCat("store: ", util::MessageOf(st)));
+  auto ticket = store_->Stage(m);
+  if (!ticket.ok()) {
+    RecordFailure(ticket.status());
+    return absl::UnavailableError(util::StrCat("store: ", util::MessageOf(ticket.status())));
   }
+  after.ticket = last_staged_ = *ticket;
   healthy_ = true;
   if (m.result) CommitResultLocked(*m.result);
   std::set<std::string> touched_sweeps;
@@ -380,7 +387,7 @@ absl::StatusOr<v1::RegisterResponse> Coordinator::Register(const v1::RegisterReq
         std::chrono::duration_cast<std::chrono::milliseconds>(options_.lease_wait_limit).count());
     resp.set_resumed(resumed);
   }
-  after.Run();
+  if (auto st = SettleAndWait(after); !st.ok()) return st;
   return resp;
 }
 
@@ -435,7 +442,7 @@ absl::StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(const v1::Heartbeat
     resp.set_draining(agent.draining);
     ServeWaitersLocked(after);
   }
-  after.Run();
+  Settle(after);
   return resp;
 }
 
@@ -471,18 +478,21 @@ absl::StatusOr<v1::LeaseResponse> Coordinator::GrantLocked(AgentRecord& agent, S
   m.attempts.push_back(a);
   metrics_->ShardQueueWait(ShardArch(s), s.spec.playbook(),
                            std::max(0.0, ToSeconds(now - std::max(s.enqueued_at, s.eligible_at))));
-  std::vector<ShardRecord> shards{s};
+  const std::string id = s.id;
+  const std::string sweep_id = s.sweep_id;
+  std::vector<ShardRecord> shards;
+  shards.push_back(std::move(s));
   std::vector<AgentRecord> agents;
   if (auto st = ApplyAndCommit(m, shards, agents, after); !st.ok()) return st;
   if (!request_id.empty()) lease_request_[lease.lease_id] = request_id;
-  const ShardRecord& granted = shards_.at(s.id);
+  const ShardRecord& granted = shards_.at(id);
   v1::LeaseResponse resp;
   resp.set_granted(true);
   resp.set_lease_id(lease.lease_id);
   resp.set_fencing_token(lease.token);
   resp.set_deadline_unix_ms(ToUnixMillis(lease.deadline));
   *resp.mutable_shard() = granted.spec;
-  EmitLocked(s.sweep_id, util::StrCat("shard ", s.id, " leased by ", lease.agent_id), after);
+  EmitLocked(sweep_id, util::StrCat("shard ", id, " leased by ", lease.agent_id), after);
   return resp;
 }
 
@@ -496,7 +506,7 @@ std::int64_t Coordinator::Lease(const v1::LeaseRequest& req, LeaseCallback done)
     v1::LeaseResponse resp;
     if (it == agents_.end() || it->second.session_id != req.session_id()) {
       resp.set_reregister(true);
-      after.push_back([done, resp] { done(resp); });
+      after.Reply([done, resp] { done(resp); }, [done](const absl::Status& st) { done(st); });
     } else {
       AgentRecord& agent = it->second;
       agent.last_heartbeat = now;
@@ -520,15 +530,16 @@ std::int64_t Coordinator::Lease(const v1::LeaseRequest& req, LeaseCallback done)
         resp.set_fencing_token(s.lease->token);
         resp.set_deadline_unix_ms(ToUnixMillis(s.lease->deadline));
         *resp.mutable_shard() = s.spec;
-        after.push_back([done, resp] { done(resp); });
+        after.Reply([done, resp] { done(resp); }, [done](const absl::Status& st) { done(st); });
       } else if (agent.draining) {
         resp.set_draining(true);
-        after.push_back([done, resp] { done(resp); });
+        after.Reply([done, resp] { done(resp); }, [done](const absl::Status& st) { done(st); });
       } else if (ShardRecord* shard = FindMatch(agent, now)) {
         auto granted = GrantLocked(agent, *shard, req.request_id(), after);
-        after.push_back([done, granted] { done(granted); });
+        after.Reply([done, granted = std::move(granted)]() mutable { done(std::move(granted)); },
+                    [done](const absl::Status& st) { done(st); });
       } else if (req.wait_ms() <= 0) {
-        after.push_back([done, resp] { done(resp); });
+        after.Reply([done, resp] { done(resp); }, [done](const absl::Status& st) { done(st); });
       } else {
         Duration wait =
             std::min<Duration>(std::chrono::milliseconds(req.wait_ms()), options_.lease_wait_limit);
@@ -537,8 +548,11 @@ std::int64_t Coordinator::Lease(const v1::LeaseRequest& req, LeaseCallback done)
                                   now + wait, std::move(done)});
       }
     }
+    // A retried grant, or an answer that reflects writes still being committed, is sent once
+    // they are durable.
+    after.ticket = last_staged_;
   }
-  after.Run();
+  Settle(after);
   return wait_id;
 }
 
@@ -567,7 +581,8 @@ void Coordinator::ServeWaitersLocked(Deferred& after) {
     if (agent == agents_.end() || agent->second.session_id != it->session_id) {
       v1::LeaseResponse resp;
       resp.set_reregister(true);
-      after.push_back([done = std::move(it->done), resp] { done(resp); });
+      after.Reply([done = it->done, resp] { done(resp); },
+                  [done = it->done](const absl::Status& st) { done(st); });
       it = waiters_.erase(it);
       continue;
     }
@@ -577,7 +592,9 @@ void Coordinator::ServeWaitersLocked(Deferred& after) {
       continue;
     }
     auto granted = GrantLocked(agent->second, *shard, it->request_id, after);
-    after.push_back([done = std::move(it->done), granted] { done(granted); });
+    after.Reply(
+        [done = it->done, granted = std::move(granted)]() mutable { done(std::move(granted)); },
+        [done = it->done](const absl::Status& st) { done(st); });
     it = waiters_.erase(it);
   }
   serving_waiters_ = false;
@@ -615,7 +632,7 @@ absl::StatusOr<v1::ProgressResponse> Coordinator::ReportProgress(const v1::Progr
                             req.entry().empty() ? "" : util::StrCat(" ", req.entry())),
                after);
   }
-  after.Run();
+  Settle(after);
   return resp;
 }
 
@@ -625,116 +642,139 @@ absl::Status Coordinator::CheckResultLocked(const ShardRecord& shard,
 }
 
 absl::StatusOr<v1::CompleteResponse> Coordinator::Complete(const v1::CompleteRequest& req) {
+  std::promise<absl::StatusOr<v1::CompleteResponse>> answer;
+  auto got = answer.get_future();
+  Complete(req,
+           [&answer](absl::StatusOr<v1::CompleteResponse> r) { answer.set_value(std::move(r)); });
+  return got.get();
+}
+
+void Coordinator::Complete(const v1::CompleteRequest& req, CompleteCallback done) {
   Deferred after;
-  v1::CompleteResponse resp;
+  absl::StatusOr<v1::CompleteResponse> r;
   {
     std::lock_guard lock(mu_);
-    const TimePoint now = clock_->Now();
-    if (accepted_leases_.count(req.lease_id())) {
-      resp.set_accepted(true);
-      resp.set_duplicate(true);
-      return resp;
-    }
-    auto reject = [&](std::string_view metric_reason, std::string why) {
-      metrics_->StaleResultRejected(metric_reason);
-      resp.set_accepted(false);
-      resp.set_rejected_reason(std::move(why));
-      return resp;
-    };
-    auto sid = lease_to_shard_.find(req.lease_id());
-    if (sid == lease_to_shard_.end()) {
-      return reject("unknown_lease", util::StrCat("lease ", req.lease_id(),
-                                                  " is not current (expired, requeued or "
-                                                  "cancelled)"));
-    }
-    ShardRecord s = shards_.at(sid->second);
-    if (!s.lease || s.lease->token != req.fencing_token()) {
-      return reject("fencing",
-                    util::StrCat("stale fencing token ", req.fencing_token(), " for shard ", s.id,
-                                 " (current ", s.lease ? s.lease->token : s.token, ")"));
-    }
-    if (s.lease->agent_id != req.agent_id()) {
-      return absl::PermissionDeniedError(
-          util::StrCat("agent ", req.agent_id(), " does not hold lease ", req.lease_id()));
-    }
-    Mutation m;
-    std::vector<ShardRecord> shards;
-    const LeaseInfo lease = *s.lease;
-    const std::string arch = ShardArch(s);
-    metrics_->ShardRunTime(arch, s.spec.playbook(), ToSeconds(now - lease.granted_at));
-    if (absl::Status owned = CheckResultLocked(s, req.result()); !owned.ok()) {
-      m.name = "RejectResult";
-      FailAttempt(s, "rejected", util::MessageOf(owned), now, m);
-      metrics_->ShardCompleted(arch, s.spec.playbook(), "rejected");
-      std::string why = util::MessageOf(owned);
-      const bool ended = s.state != ShardState::kQueued;
-      shards.push_back(s);
-      if (ended && s.state == ShardState::kQuarantined)
-        metrics_->ShardAttempts(s.spec.playbook(), s.attempts);
-      std::vector<AgentRecord> agents;
-      if (auto st = ApplyAndCommit(m, shards, agents, after); !st.ok()) return st;
-      EmitLocked(s.sweep_id, util::StrCat("shard ", s.id, " result rejected: ", why), after);
-      metrics_->StaleResultRejected("disallowed_file");
-      resp.set_accepted(false);
-      resp.set_rejected_reason(why);
-    } else if (req.result().status() != v1::ShardResult::SUCCEEDED) {
-      m.name = "FailAttempt";
-      std::string why =
-          req.result().error().empty() ? "the agent reported a failure" : req.result().error();
-      FailAttempt(s, "failed", why, now, m);
-      metrics_->ShardCompleted(arch, s.spec.playbook(), "failed");
-      if (s.state == ShardState::kQuarantined)
-        metrics_->ShardAttempts(s.spec.playbook(), s.attempts);
-      shards.push_back(s);
-      std::vector<AgentRecord> agents;
-      if (auto st = ApplyAndCommit(m, shards, agents, after); !st.ok()) return st;
-      EmitLocked(s.sweep_id, util::StrCat("shard ", s.id, " attempt failed: ", why), after);
-      resp.set_accepted(true);
-    } else {
-      m.name = "RecordResult";
-      AttemptRecord a;
-      a.shard_id = s.id;
-      a.attempt = static_cast<int>(lease.token);
-      a.lease_id = lease.lease_id;
-      a.agent_id = lease.agent_id;
-      a.token = lease.token;
-      a.granted_at = lease.granted_at;
-      a.ended_at = now;
-      a.outcome = "succeeded";
-      m.attempts.push_back(a);
-      ResultRecord r;
-      r.lease_id = lease.lease_id;
-      r.shard_id = s.id;
-      r.sweep_id = s.sweep_id;
-      r.token = lease.token;
-      r.accepted_at = now;
-      r.result = req.result();
-      m.result = r;
-      s.lease.reset();
-      s.state = ShardState::kSucceeded;
-      s.last_error.clear();
-      shards.push_back(s);
-      CascadeLocked(s, &req.result(), shards);
-      for (const auto& d : shards) {
-        if (d.id != s.id &&
-            d.spec.SerializeAsString() != shards_.at(d.id).spec.SerializeAsString()) {
-          m.shard_specs.push_back(&d);
-        }
-      }
-      std::vector<AgentRecord> agents;
-      if (auto st = ApplyAndCommit(m, shards, agents, after); !st.ok()) return st;
-      metrics_->ShardCompleted(arch, s.spec.playbook(), "succeeded");
-      metrics_->ShardAttempts(s.spec.playbook(), s.attempts);
-      const auto& entries = sweeps_.at(s.sweep_id).entries;
-      for (const auto& o : req.result().entries()) {
-        auto e = entries.find(o.file() + "\n" + o.key());
-        if (e != entries.end()) metrics_->EntryDecided(e->second.playbook, Outcome(o), o.stage());
-      }
-      EmitLocked(s.sweep_id, util::StrCat("shard ", s.id, " completed by ", lease.agent_id), after);
-      resp.set_accepted(true);
-    }
+    r = CompleteLocked(req, after);
+    // Answered once everything staged so far is durable: also a duplicate, whose first copy
+    // may still be in the commit under way.
+    after.ticket = last_staged_;
   }
-  after.Run();
+  after.Reply([done, r = std::move(r)]() mutable { done(std::move(r)); },
+              [done](const absl::Status& st) { done(st); });
+  Settle(after);
+}
+
+absl::StatusOr<v1::CompleteResponse> Coordinator::CompleteLocked(const v1::CompleteRequest& req,
+                                                                 Deferred& after) {
+  v1::CompleteResponse resp;
+  const TimePoint now = clock_->Now();
+  if (accepted_leases_.count(req.lease_id())) {
+    resp.set_accepted(true);
+    resp.set_duplicate(true);
+    return resp;
+  }
+  auto reject = [&](std::string_view metric_reason, std::string why) {
+    metrics_->StaleResultRejected(metric_reason);
+    resp.set_accepted(false);
+    resp.set_rejected_reason(std::move(why));
+    return resp;
+  };
+  auto sid = lease_to_shard_.find(req.lease_id());
+  if (sid == lease_to_shard_.end()) {
+    return reject("unknown_lease", util::StrCat("lease ", req.lease_id(),
+                                                " is not current (expired, requeued or "
+                                                "cancelled)"));
+  }
+  ShardRecord s = shards_.at(sid->second);
+  if (!s.lease || s.lease->token != req.fencing_token()) {
+    return reject("fencing",
+                  util::StrCat("stale fencing token ", req.fencing_token(), " for shard ", s.id,
+                               " (current ", s.lease ? s.lease->token : s.token, ")"));
+  }
+  if (s.lease->agent_id != req.agent_id()) {
+    return absl::PermissionDeniedError(
+        util::StrCat("agent ", req.agent_id(), " does not hold lease ", req.lease_id()));
+  }
+  Mutation m;
+  std::vector<ShardRecord> shards;
+  const LeaseInfo lease = *s.lease;
+  const std::string arch = ShardArch(s);
+  metrics_->ShardRunTime(arch, s.spec.playbook(), ToSeconds(now - lease.granted_at));
+  if (absl::Status owned = CheckResultLocked(s, req.result()); !owned.ok()) {
+    m.name = "RejectResult";
+    FailAttempt(s, "rejected", util::MessageOf(owned), now, m);
+    metrics_->ShardCompleted(arch, s.spec.playbook(), "rejected");
+    std::string why = util::MessageOf(owned);
+    const bool ended = s.state != ShardState::kQueued;
+    shards.push_back(s);
+    if (ended && s.state == ShardState::kQuarantined)
+      metrics_->ShardAttempts(s.spec.playbook(), s.attempts);
+    std::vector<AgentRecord> agents;
+    if (auto st = ApplyAndCommit(m, shards, agents, after); !st.ok()) return st;
+    EmitLocked(s.sweep_id, util::StrCat("shard ", s.id, " result rejected: ", why), after);
+    metrics_->StaleResultRejected("disallowed_file");
+    resp.set_accepted(false);
+    resp.set_rejected_reason(why);
+  } else if (req.result().status() != v1::ShardResult::SUCCEEDED) {
+    m.name = "FailAttempt";
+    std::string why =
+        req.result().error().empty() ? "the agent reported a failure" : req.result().error();
+    FailAttempt(s, "failed", why, now, m);
+    metrics_->ShardCompleted(arch, s.spec.playbook(), "failed");
+    if (s.state == ShardState::kQuarantined) metrics_->ShardAttempts(s.spec.playbook(), s.attempts);
+    shards.push_back(s);
+    std::vector<AgentRecord> agents;
+    if (auto st = ApplyAndCommit(m, shards, agents, after); !st.ok()) return st;
+    EmitLocked(s.sweep_id, util::StrCat("shard ", s.id, " attempt failed: ", why), after);
+    resp.set_accepted(true);
+  } else {
+    m.name = "RecordResult";
+    AttemptRecord a;
+    a.shard_id = s.id;
+    a.attempt = static_cast<int>(lease.token);
+    a.lease_id = lease.lease_id;
+    a.agent_id = lease.agent_id;
+    a.token = lease.token;
+    a.granted_at = lease.granted_at;
+    a.ended_at = now;
+    a.outcome = "succeeded";
+    m.attempts.push_back(a);
+    ResultRecord r;
+    r.lease_id = lease.lease_id;
+    r.shard_id = s.id;
+    r.sweep_id = s.sweep_id;
+    r.token = lease.token;
+    r.accepted_at = now;
+    r.result = req.result();
+    m.result = r;
+    s.lease.reset();
+    s.state = ShardState::kSucceeded;
+    s.last_error.clear();
+    std::vector<ShardRecord> dependents;
+    CascadeLocked(s, &req.result(), dependents);
+    const std::string id = s.id;
+    const std::string sweep_id = s.sweep_id;
+    const std::string playbook = s.spec.playbook();
+    const int attempts = s.attempts;
+    shards.push_back(std::move(s));
+    for (auto& d : dependents) shards.push_back(std::move(d));
+    for (const auto& d : shards) {
+      if (d.id != id && d.spec.SerializeAsString() != shards_.at(d.id).spec.SerializeAsString()) {
+        m.shard_specs.push_back(&d);
+      }
+    }
+    std::vector<AgentRecord> agents;
+    if (auto st = ApplyAndCommit(m, shards, agents, after); !st.ok()) return st;
+    metrics_->ShardCompleted(arch, playbook, "succeeded");
+    metrics_->ShardAttempts(playbook, attempts);
+    const auto& entries = sweeps_.at(sweep_id).entries;
+    for (const auto& o : req.result().entries()) {
+      auto e = entries.find(o.file() + "\n" + o.key());
+      if (e != entries.end()) metrics_->EntryDecided(e->second.playbook, Outcome(o), o.stage());
+    }
+    EmitLocked(sweep_id, util::StrCat("shard ", id, " completed by ", lease.agent_id), after);
+    resp.set_accepted(true);
+  }
   return resp;
 }
 
@@ -905,7 +945,7 @@ absl::StatusOr<v1::Sweep> Coordinator::StartSweep(const v1::StartSweepRequest& r
     view = ViewLocked(sweeps_.at(rec.id));
     EmitLocked(rec.id, util::StrCat("sweep started: ", plan.shards.size(), " shards"), after);
   }
-  after.Run();
+  if (auto st = SettleAndWait(after); !st.ok()) return st;
   return view;
 }
 
@@ -934,10 +974,12 @@ bool Coordinator::PlanWaveLocked(const std::string& sweep_id, Deferred& after) {
     s.eligible_at = now;
     m.shard_specs.push_back(&s);
   }
-  if (auto st = store_->Apply(m); !st.ok()) {
-    RecordFailure(st);
+  auto ticket = store_->Stage(m);
+  if (!ticket.ok()) {
+    RecordFailure(ticket.status());
     return false;  // retried on the next completion or Tick
   }
+  after.ticket = last_staged_ = *ticket;
   for (auto& s : plan.shards) CommitShard(std::move(s));
   EmitLocked(sweep_id,
              util::StrCat("wave ", wave + 1, ": ", plan.shards.size(),
@@ -959,7 +1001,8 @@ void Coordinator::MaybeFinishSweepLocked(const std::string& sweep_id, Deferred& 
   it->second.rec.state = SweepState::kMerging;
   metrics_->SweepStateChanged("running", "merging");
   if (finishing_.insert(sweep_id).second) {
-    after.last.push_back([this, sweep_id] { FinishSweep(sweep_id); });
+    after.last.push_back({[this, sweep_id] { FinishSweep(sweep_id); },
+                          [this, sweep_id](const absl::Status&) { Unfinish(sweep_id); }});
   }
 }
 
@@ -987,11 +1030,12 @@ void Coordinator::FinishSweep(const std::string& sweep_id) {
     Mutation m;
     m.name = "FinishSweep";
     m.sweeps.push_back(&rec);
-    absl::Status st = store_->Apply(m);
-    if (!st.ok()) {
-      RecordFailure(st);
+    auto ticket = store_->Stage(m);
+    if (!ticket.ok()) {
+      RecordFailure(ticket.status());
       return;  // stays merging; retried on the next Tick
     }
+    after.ticket = last_staged_ = *ticket;
     metrics_->SweepStateChanged("merging", SweepStateName(rec.state));
     if (rec.state == SweepState::kSucceeded) {
       metrics_->SweepSucceeded(ToSeconds(rec.finished_at.time_since_epoch()));
@@ -999,7 +1043,7 @@ void Coordinator::FinishSweep(const std::string& sweep_id) {
     it->second.rec = rec;
     EmitLocked(sweep_id, util::StrCat("sweep ", SweepStateName(rec.state)), after);
   }
-  after.Run();
+  Settle(after);
 }
 
 absl::StatusOr<v1::Sweep> Coordinator::GetSweep(const std::string& id) {
@@ -1238,7 +1282,7 @@ absl::StatusOr<v1::Shard> Coordinator::RequeueShard(const std::string& id,
     EmitLocked(s.sweep_id, util::StrCat("shard ", id, " requeued by ", caller.name), after);
     view = ShardViewLocked(shards_.at(id));
   }
-  after.Run();
+  if (auto st = SettleAndWait(after); !st.ok()) return st;
   return view;
 }
 
@@ -1278,7 +1322,7 @@ absl::StatusOr<v1::Shard> Coordinator::CancelShard(const std::string& id, const 
     EmitLocked(s.sweep_id, util::StrCat("shard ", id, " cancelled by ", caller.name), after);
     view = ShardViewLocked(shards_.at(id));
   }
-  after.Run();
+  if (auto st = SettleAndWait(after); !st.ok()) return st;
   return view;
 }
 
@@ -1323,7 +1367,7 @@ absl::StatusOr<v1::Sweep> Coordinator::CancelSweep(const std::string& id, const 
     EmitLocked(id, util::StrCat("sweep cancelled by ", caller.name), after);
     view = ViewLocked(it->second);
   }
-  after.Run();
+  if (auto st = SettleAndWait(after); !st.ok()) return st;
   return view;
 }
 
@@ -1372,7 +1416,8 @@ absl::StatusOr<v1::Agent> Coordinator::SetDraining(const std::string& agent_id, 
         if (w->agent_id == agent_id) {
           v1::LeaseResponse resp;
           resp.set_draining(true);
-          after.push_back([done = std::move(w->done), resp] { done(resp); });
+          after.Reply([done = w->done, resp] { done(resp); },
+                      [done = w->done](const absl::Status& st) { done(st); });
           w = waiters_.erase(w);
         } else {
           ++w;
@@ -1380,7 +1425,7 @@ absl::StatusOr<v1::Agent> Coordinator::SetDraining(const std::string& agent_id, 
       }
     }
   }
-  after.Run();
+  if (auto st = SettleAndWait(after); !st.ok()) return st;
   return view;
 }
 
@@ -1432,7 +1477,8 @@ void Coordinator::Tick() {
     // Long-polls that reached their limit.
     for (auto w = waiters_.begin(); w != waiters_.end();) {
       if (w->deadline <= now) {
-        after.push_back([done = std::move(w->done)] { done(v1::LeaseResponse{}); });
+        after.Reply([done = w->done] { done(v1::LeaseResponse{}); },
+                    [done = w->done](const absl::Status& st) { done(st); });
         w = waiters_.erase(w);
       } else {
         ++w;
@@ -1443,13 +1489,14 @@ void Coordinator::Tick() {
     // A finished sweep whose final state could not be stored is retried.
     for (const auto& [id, sw] : sweeps_) {
       if (sw.rec.state == SweepState::kMerging && finishing_.insert(id).second) {
-        after.last.push_back([this, sweep_id = id] { FinishSweep(sweep_id); });
+        after.last.push_back({[this, sweep_id = id] { FinishSweep(sweep_id); },
+                              [this, sweep_id = id](const absl::Status&) { Unfinish(sweep_id); }});
       }
     }
     if (!healthy_) healthy_ = store_->Check().ok();
     ReportOnCallAgesLocked(now);
   }
-  after.Run();
+  Settle(after);
 }
 
 void Coordinator::ReportOnCallAgesLocked(TimePoint now) {
@@ -1480,42 +1527,117 @@ absl::Status Coordinator::Recover() {
   Deferred after;
   {
     std::lock_guard lock(mu_);
-    const TimePoint now = clock_->Now();
-    for (auto& a : snap->agents) {
-      a.last_heartbeat = now;  // a grace period to re-attach
-      a.offline = false;
-      a.leases.clear();
-      metrics_->AgentStateChanged(a.dims.arch(), "", AgentStateName(a));
-      agents_[a.dims.agent_id()] = std::move(a);
-    }
-    for (auto& r : snap->sweeps) {
-      next_seq_ = std::max(next_seq_, r.seq + 1);
-      long long n = 0;
-      if (std::sscanf(r.id.c_str(), "sw-%lld", &n) == 1) {
-        next_sweep_ = std::max<std::int64_t>(next_sweep_, n + 1);
-      }
-      SweepRt rt;
-      rt.rec = r;
-      // Sweeps caught between their last shard and their final state merge again.
-      if (rt.rec.state == SweepState::kMerging) rt.rec.state = SweepState::kRunning;
-      metrics_->SweepStateChanged("", SweepStateName(rt.rec.state));
-      sweeps_[r.id] = std::move(rt);
-    }
-    std::sort(snap->shards.begin(), snap->shards.end(),
-              [](const ShardRecord& a, const ShardRecord& b) { return a.seq < b.seq; });
-    for (auto& s : snap->shards) {
-      next_seq_ = std::max(next_seq_, s.seq + 1);
-      if (s.lease) {
-        s.lease->deadline = now + options_.lease_ttl;
-        s.last_progress_at = now;
-      }
-      CommitShard(std::move(s));
-    }
-    for (const auto& r : snap->results) CommitResultLocked(r);
-    for (auto& [id, sw] : sweeps_) MaybeFinishSweepLocked(id, after);
+    RecoverLocked(std::move(*snap), after);
   }
-  after.Run();
+  Settle(after);
   return absl::OkStatus();
+}
+
+void Coordinator::RecoverLocked(Snapshot snap, Deferred& after) {
+  const TimePoint now = clock_->Now();
+  for (auto& a : snap.agents) {
+    a.last_heartbeat = now;  // a grace period to re-attach
+    a.offline = false;
+    a.leases.clear();
+    metrics_->AgentStateChanged(a.dims.arch(), "", AgentStateName(a));
+    agents_[a.dims.agent_id()] = std::move(a);
+  }
+  for (auto& r : snap.sweeps) {
+    next_seq_ = std::max(next_seq_, r.seq + 1);
+    long long n = 0;
+    if (std::sscanf(r.id.c_str(), "sw-%lld", &n) == 1) {
+      next_sweep_ = std::max<std::int64_t>(next_sweep_, n + 1);
+    }
+    SweepRt rt;
+    rt.rec = r;
+    // Sweeps caught between their last shard and their final state merge again.
+    if (rt.rec.state == SweepState::kMerging) rt.rec.state = SweepState::kRunning;
+    metrics_->SweepStateChanged("", SweepStateName(rt.rec.state));
+    sweeps_[r.id] = std::move(rt);
+  }
+  std::sort(snap.shards.begin(), snap.shards.end(),
+            [](const ShardRecord& a, const ShardRecord& b) { return a.seq < b.seq; });
+  for (auto& s : snap.shards) {
+    next_seq_ = std::max(next_seq_, s.seq + 1);
+    if (s.lease) {
+      s.lease->deadline = now + options_.lease_ttl;
+      s.last_progress_at = now;
+    }
+    CommitShard(std::move(s));
+  }
+  for (const auto& r : snap.results) CommitResultLocked(r);
+  for (auto& [id, sw] : sweeps_) MaybeFinishSweepLocked(id, after);
+}
+
+void Coordinator::ResetLocked() {
+  for (const auto& [id, a] : agents_)
+    metrics_->AgentStateChanged(a.dims.arch(), AgentStateName(a), "");
+  for (const auto& [id, s] : shards_)
+    metrics_->ShardStateChanged(ShardArch(s), ShardStateName(s.state), "");
+  for (const auto& [id, sw] : sweeps_) {
+    for (const auto& [key, e] : sw.entries)
+      metrics_->EntryStateChanged(e.playbook, EntryStateName(e), "");
+    metrics_->SweepStateChanged(SweepStateName(sw.rec.state), "");
+  }
+  sweeps_.clear();
+  shards_.clear();
+  agents_.clear();
+  lease_to_shard_.clear();
+  dependents_.clear();
+  lease_request_.clear();
+  accepted_leases_.clear();
+  queue_.clear();
+}
+
+void Coordinator::OnFlushFailure(const absl::Status& status) {
+  Deferred after;
+  {
+    std::lock_guard lock(mu_);
+    RecordFailure(status);
+    // Everything staged since the last good commit is gone from the store (also what was
+    // staged while the commit ran: it was built on top of the lost state). Memory follows.
+    commits_.Lost(store_->Abort());
+    auto snap = store_->Load();
+    if (!snap.ok()) {
+      spdlog::critical(
+          "coordinator: a commit failed ({}) and the state cannot be reloaded "
+          "({}); exiting so that a restart recovers from the database",
+          util::MessageOf(status), util::MessageOf(snap.status()));
+      std::abort();
+    }
+    spdlog::error(
+        "coordinator: a commit failed ({}); state reloaded from the database, the "
+        "operations in that commit were answered UNAVAILABLE",
+        util::MessageOf(status));
+    ResetLocked();
+    RecoverLocked(std::move(*snap), after);
+  }
+  Settle(after);
+}
+
+void Coordinator::Settle(Deferred& after) {
+  std::vector<GroupCommit::Item> items = std::move(after.now);
+  for (auto& item : after.last) {
+    item.last = true;
+    items.push_back(std::move(item));
+  }
+  after.now.clear();
+  after.last.clear();
+  commits_.Submit(after.ticket, std::move(items));
+}
+
+absl::Status Coordinator::SettleAndWait(Deferred& after) {
+  auto result = std::make_shared<std::promise<absl::Status>>();
+  auto got = result->get_future();
+  after.Reply([result] { result->set_value(absl::OkStatus()); },
+              [result](const absl::Status& st) { result->set_value(st); });
+  Settle(after);
+  return got.get();
+}
+
+void Coordinator::Unfinish(const std::string& sweep_id) {
+  std::lock_guard lock(mu_);
+  finishing_.erase(sweep_id);
 }
 
 }  // namespace triage::coord

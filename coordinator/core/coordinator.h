@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "common/clock/clock.h"
 #include "common/inventory/inventory.h"
+#include "coordinator/core/group_commit.h"
 #include "coordinator/core/metrics.h"
 #include "coordinator/core/model.h"
 #include "coordinator/core/store.h"
@@ -57,6 +58,10 @@ class Coordinator {
               CoordinatorMetrics* metrics = nullptr);
   ~Coordinator();
 
+  // Commits and acknowledgements move to a committer thread (see GroupCommit); call it once the
+  // coordinator serves concurrent callers. Without it, each call commits before it returns.
+  void StartCommitter();
+
   // Rebuilds the state from the store (after a restart). Leases found are re-armed with a fresh
   // deadline so their agents can re-attach.
   absl::Status Recover();
@@ -70,6 +75,11 @@ class Coordinator {
   std::int64_t Lease(const v1::LeaseRequest& req, LeaseCallback done);
   void CancelLease(std::int64_t wait_id);  // the RPC went away: done is called with CANCELLED
   absl::StatusOr<v1::ProgressResponse> ReportProgress(const v1::ProgressRequest& req);
+  using CompleteCallback = std::function<void(absl::StatusOr<v1::CompleteResponse>)>;
+  // Calls done exactly once, when the result is durable (or was refused); possibly before
+  // Complete returns, possibly on another thread.
+  void Complete(const v1::CompleteRequest& req, CompleteCallback done);
+  // The same, waiting for the answer.
   absl::StatusOr<v1::CompleteResponse> Complete(const v1::CompleteRequest& req);
 
   // ControlService.
@@ -108,6 +118,8 @@ class Coordinator {
   void SetFinishHook(FinishHook hook);
 
   const CoordinatorOptions& options() const { return options_; }
+  // Commits so far and the mutations they made durable (their ratio is the mean group size).
+  GroupCommit::Stats commit_stats() const { return commits_.stats(); }
 
  private:
   struct EntryRt {
@@ -133,17 +145,28 @@ class Coordinator {
     LeaseCallback done;
   };
   using QueueKey = std::tuple<int, double, std::int64_t, std::string>;
-  // Work to do once the lock is released: callbacks in order, then sweep finishing (so a
-  // watcher sees "completed" before "succeeded").
+  // Work to do once the lock is released and the operation's writes are durable (ticket):
+  // callbacks in order, then sweep finishing (so a watcher sees "completed" before
+  // "succeeded"). If the writes were lost, replies get the error and the rest is dropped.
   struct Deferred {
-    std::vector<std::function<void()>> now;
-    std::vector<std::function<void()>> last;
-    void push_back(std::function<void()> f) { now.push_back(std::move(f)); }
-    void Run() {
-      for (auto& f : now) f();
-      for (auto& f : last) f();
+    std::vector<GroupCommit::Item> now;
+    std::vector<GroupCommit::Item> last;
+    std::uint64_t ticket = 0;
+    void push_back(std::function<void()> f) { now.push_back({std::move(f), nullptr}); }
+    void Reply(std::function<void()> ok, std::function<void(const absl::Status&)> failed) {
+      now.push_back({std::move(ok), std::move(failed)});
     }
   };
+  // Hands the deferred work to the group commit (see GroupCommit).
+  void Settle(Deferred& after);
+  // The same, and waits until it ran: OK, or the error that lost the operation's writes.
+  absl::Status SettleAndWait(Deferred& after);
+  // After a failed commit: the store's state is the truth; reload it.
+  void OnFlushFailure(const absl::Status& status);
+  void ResetLocked();
+  void RecoverLocked(Snapshot snap, Deferred& after);
+  absl::StatusOr<v1::CompleteResponse> CompleteLocked(const v1::CompleteRequest& req,
+                                                      Deferred& after);
 
   static QueueKey KeyOf(const ShardRecord& s);
   static std::string EntryKey(const v1::ShardEntry& e) { return e.file() + "\n" + e.key(); }
@@ -181,6 +204,8 @@ class Coordinator {
   // Plans the next registry wave of a sweep whose shards all ended; true when it made shards.
   bool PlanWaveLocked(const std::string& sweep_id, Deferred& after);
   void FinishSweep(const std::string& sweep_id);
+  // A scheduled FinishSweep that will not run (its trigger was lost): Tick schedules it again.
+  void Unfinish(const std::string& sweep_id);
   void EmitLocked(const std::string& sweep_id, const std::string& message, Deferred& after);
   v1::Sweep ViewLocked(const SweepRt& s) const;
   v1::Shard ShardViewLocked(const ShardRecord& s) const;
@@ -198,10 +223,12 @@ class Coordinator {
   CoordinatorMetrics default_metrics_;
   CoordinatorMetrics* metrics_;
   FinishHook finish_hook_;
+  GroupCommit commits_;
 
   mutable std::mutex mu_;
   std::mutex start_mu_;  // one StartSweep planning at a time (outside mu_)
   bool healthy_ = true;
+  std::uint64_t last_staged_ = 0;  // the store ticket of the latest staged mutation
   bool serving_waiters_ = false;
   std::set<std::string> on_call_archs_;  // archs whose on-call ages were reported once
   std::int64_t next_seq_ = 1;

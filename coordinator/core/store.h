@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -10,9 +11,9 @@
 
 namespace triage::coord {
 
-// A named state change applied atomically: all of its parts are written in one transaction or
-// none is. The coordinator builds one per operation (GrantLease, ExpireLease, RecordResult, ...)
-// and acknowledges the caller only after Apply returned OK.
+// A named state change applied atomically: all of its parts are written or none is. The
+// coordinator builds one per operation (GrantLease, ExpireLease, RecordResult, ...) and
+// acknowledges the caller only after the store made it durable (see Store).
 struct Mutation {
   std::string name;
   std::vector<const SweepRecord*> sweeps;       // upserted (with their static data)
@@ -33,10 +34,23 @@ struct Snapshot {
   std::vector<ResultRecord> results;  // accepted results, in acceptance order
 };
 
+// Writes are group-committed: Stage writes one Mutation into the store's open transaction and
+// returns its ticket; Flush commits everything staged so far. A mutation is durable once a
+// Flush returned a ticket at least as high as its own, and only then may the coordinator
+// acknowledge it. Tickets are increasing and start at 1.
 class Store {
  public:
   virtual ~Store() = default;
-  virtual absl::Status Apply(const Mutation& m) = 0;
+  // All of m or none of it (a failed Stage leaves the open transaction as it was).
+  virtual absl::StatusOr<std::uint64_t> Stage(const Mutation& m) = 0;
+  // Commits the open transaction; returns the highest durable ticket (the same as last time
+  // when nothing was staged). On error everything staged since the last successful Flush is
+  // lost.
+  virtual absl::StatusOr<std::uint64_t> Flush() = 0;
+  // Drops the open transaction, if any (after a failed Flush, before the state is reloaded);
+  // returns the highest ticket handed out so far: every ticket above the last durable one, up
+  // to it, is lost.
+  virtual std::uint64_t Abort() = 0;
   virtual absl::StatusOr<Snapshot> Load() = 0;
   virtual absl::StatusOr<std::vector<AttemptRecord>> Attempts(const std::string& shard_id) = 0;
   virtual absl::StatusOr<std::vector<AuditRecord>> AuditLog(int limit) = 0;

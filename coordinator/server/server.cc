@@ -209,11 +209,22 @@ class AgentServiceImpl final : public v1::AgentService::CallbackService {
   grpc::ServerUnaryReactor* Complete(grpc::CallbackServerContext* ctx,
                                      const v1::CompleteRequest* req,
                                      v1::CompleteResponse* resp) override {
-    return g_->Unary(ctx, "Complete", Permission::kAgent, [&](const Caller&) {
-      auto r = c_->Complete(*req);
+    // Answered when the result is durable, from whichever thread committed it: the handler
+    // thread does not wait for the commit.
+    auto* reactor = ctx->DefaultReactor();
+    const auto start = Clock::now();
+    auto caller = g_->Check(ctx, Permission::kAgent, "Complete");
+    if (!caller.ok()) {
+      g_->Observe("Complete", caller.status(), start);
+      reactor->Finish(rpc::ToGrpc(caller.status()));
+      return reactor;
+    }
+    c_->Complete(*req, [reactor, resp, g = g_, start](absl::StatusOr<v1::CompleteResponse> r) {
       if (r.ok()) *resp = std::move(*r);
-      return r.status();
+      g->Observe("Complete", r.status(), start);
+      reactor->Finish(rpc::ToGrpc(r.status()));
     });
+    return reactor;
   }
 
  private:
@@ -484,6 +495,8 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   }
   if (!auth.enabled()) spdlog::warn("insecure mode: no bearer tokens, every caller is trusted");
 
+  // Concurrent RPCs from here on: commits go to the committer thread (group commit).
+  coordinator->StartCommitter();
   std::unique_ptr<CoordinatorServer> server(new CoordinatorServer());
   server->coordinator_ = coordinator;
   server->services_ =

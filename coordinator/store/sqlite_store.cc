@@ -133,6 +133,52 @@ struct SqliteStore::Statements {
       upsert_agent, insert_audit;
 };
 
+// One statement of a staged mutation, with its values: a mutation is encoded when it is staged
+// (so the caller's records may change afterwards) and executed when it is flushed.
+struct SqliteStore::Op {
+  struct Value {
+    enum class Kind : std::uint8_t { kNull, kInt, kReal, kText, kBlob };
+    Kind kind = Kind::kNull;
+    std::int64_t i = 0;
+    double d = 0;
+    std::string s;
+  };
+  Stmt* stmt = nullptr;
+  std::vector<Value> values;
+  std::string must_change;  // non-empty: an UPDATE that must find its row (named here)
+
+  Value& At(int i) {
+    if (values.size() < static_cast<std::size_t>(i)) values.resize(static_cast<std::size_t>(i));
+    return values[static_cast<std::size_t>(i) - 1];
+  }
+  Op& Text(int i, std::string_view v) {
+    At(i) = {Value::Kind::kText, 0, 0, std::string(v)};
+    return *this;
+  }
+  Op& Blob(int i, std::string v) {
+    At(i) = {Value::Kind::kBlob, 0, 0, std::move(v)};
+    return *this;
+  }
+  Op& Int(int i, std::int64_t v) {
+    At(i) = {Value::Kind::kInt, v, 0, {}};
+    return *this;
+  }
+  Op& Real(int i, double v) {
+    At(i) = {Value::Kind::kReal, 0, v, {}};
+    return *this;
+  }
+  Op& Null(int i) {
+    At(i) = {};
+    return *this;
+  }
+};
+
+struct SqliteStore::Pending {
+  std::uint64_t ticket = 0;
+  std::string name;
+  std::vector<Op> ops;
+};
+
 absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::filesystem::path& path,
                                                                const SqliteOptions& options) {
   sqlite3* db = nullptr;
@@ -228,168 +274,232 @@ absl::Status SqliteStore::Prepare() {
 }
 
 void SqliteStore::FailNextAppliesForTest(int n) {
-  std::lock_guard lock(mu_);
+  std::lock_guard lock(queue_mu_);
   fail_next_ = n;
 }
 
-absl::Status SqliteStore::Apply(const Mutation& m) {
-  std::lock_guard lock(mu_);
+void SqliteStore::FailNextFlushesForTest(int n) {
+  std::lock_guard lock(queue_mu_);
+  fail_flush_ = n;
+}
+
+absl::StatusOr<std::uint64_t> SqliteStore::Stage(const Mutation& m) {
+  Pending p;
+  p.name = m.name;
+  Encode(m, &p.ops);
+  std::lock_guard lock(queue_mu_);
   if (fail_next_ > 0) {
     --fail_next_;
     return absl::UnavailableError(util::StrCat("injected failure of ", m.name));
   }
-  Statements& s = *stmts_;
-  if (auto st = s.begin.Run(db_); !st.ok()) return st;
-  absl::Status st = ApplyLocked(m);
-  if (st.ok()) st = s.commit.Run(db_);
-  if (!st.ok()) {
-    (void)s.rollback.Run(db_);
-    return absl::InternalError(util::StrCat(m.name, ": ", util::MessageOf(st)));
+  p.ticket = ++staged_;
+  pending_.push_back(std::move(p));
+  return staged_;
+}
+
+absl::Status SqliteStore::Run(const Op& op) {
+  sqlite3_stmt* st = op.stmt->get();
+  for (std::size_t i = 0; i < op.values.size(); ++i) {
+    const auto& v = op.values[i];
+    const int col = static_cast<int>(i) + 1;
+    switch (v.kind) {
+      case Op::Value::Kind::kNull:
+        sqlite3_bind_null(st, col);
+        break;
+      case Op::Value::Kind::kInt:
+        sqlite3_bind_int64(st, col, v.i);
+        break;
+      case Op::Value::Kind::kReal:
+        sqlite3_bind_double(st, col, v.d);
+        break;
+      case Op::Value::Kind::kText:
+        sqlite3_bind_text(st, col, v.s.data(), static_cast<int>(v.s.size()), SQLITE_STATIC);
+        break;
+      case Op::Value::Kind::kBlob:
+        sqlite3_bind_blob(st, col, v.s.data(), static_cast<int>(v.s.size()), SQLITE_STATIC);
+        break;
+    }
+  }
+  if (auto r = op.stmt->Run(db_); !r.ok()) return r;
+  if (!op.must_change.empty() && sqlite3_changes(db_) == 0) {
+    return absl::InternalError(util::StrCat("no row for ", op.must_change));
   }
   return absl::OkStatus();
 }
 
-absl::Status SqliteStore::ApplyLocked(const Mutation& m) {
+absl::StatusOr<std::uint64_t> SqliteStore::Flush() {
+  std::lock_guard lock(mu_);  // the one writer
+  std::vector<Pending> batch;
+  bool inject = false;
+  {
+    std::lock_guard queue(queue_mu_);
+    batch.swap(pending_);
+    if (batch.empty()) return durable_;
+    inject = fail_flush_ > 0;
+    if (inject) --fail_flush_;
+  }
   Statements& s = *stmts_;
+  absl::Status st = inject ? absl::UnavailableError("injected commit failure") : s.begin.Run(db_);
+  for (const Pending& p : batch) {
+    for (const Op& op : p.ops) {
+      if (!st.ok()) break;
+      st = Run(op);
+      if (!st.ok()) st = absl::InternalError(util::StrCat(p.name, ": ", util::MessageOf(st)));
+    }
+  }
+  if (st.ok()) st = s.commit.Run(db_);
+  if (!st.ok()) {
+    // SQLite rolls back by itself after most commit errors; make sure nothing stays open.
+    if (sqlite3_get_autocommit(db_) == 0) (void)s.rollback.Run(db_);
+    return absl::InternalError(
+        util::StrCat("commit of ", batch.size(), " mutation(s): ", util::MessageOf(st)));
+  }
+  std::lock_guard queue(queue_mu_);
+  durable_ = batch.back().ticket;
+  return durable_;
+}
+
+std::uint64_t SqliteStore::Abort() {
+  std::lock_guard lock(queue_mu_);
+  pending_.clear();
+  return staged_;
+}
+
+absl::Status SqliteStore::Apply(const Mutation& m) {
+  if (auto t = Stage(m); !t.ok()) return t.status();
+  auto d = Flush();
+  return d.ok() ? absl::OkStatus() : d.status();
+}
+
+void SqliteStore::Encode(const Mutation& m, std::vector<Op>* ops) {
+  Statements& s = *stmts_;
+  auto add = [&](Stmt& stmt) -> Op& {
+    ops->emplace_back();
+    ops->back().stmt = &stmt;
+    return ops->back();
+  };
   for (const SweepRecord* r : m.sweeps) {
     std::string request;
     r->request.SerializeToString(&request);
-    auto st = s.upsert_sweep.Text(1, r->id)
-                  .Int(2, r->seq)
-                  .Text(3, SweepStateName(r->state))
-                  .Blob(4, request)
-                  .Text(5, r->repo)
-                  .Text(6, r->ttxla_commit)
-                  .Text(7, r->forge_commit)
-                  .Text(8, Join(r->archs))
-                  .Text(9, Join(r->playbooks))
-                  .Text(10, Join(r->problems))
-                  .Text(11, r->created_by)
-                  .Text(12, r->error)
-                  .Int(13, ToUnixMillis(r->created_at))
-                  .Int(14, ToUnixMillis(r->finished_at))
-                  .Run(db_);
-    if (!st.ok()) return st;
+    add(s.upsert_sweep)
+        .Text(1, r->id)
+        .Int(2, r->seq)
+        .Text(3, SweepStateName(r->state))
+        .Blob(4, std::move(request))
+        .Text(5, r->repo)
+        .Text(6, r->ttxla_commit)
+        .Text(7, r->forge_commit)
+        .Text(8, Join(r->archs))
+        .Text(9, Join(r->playbooks))
+        .Text(10, Join(r->problems))
+        .Text(11, r->created_by)
+        .Text(12, r->error)
+        .Int(13, ToUnixMillis(r->created_at))
+        .Int(14, ToUnixMillis(r->finished_at));
   }
   for (const auto& [sweep_id, e] : m.entries) {
     std::string data;
     e.SerializeToString(&data);
-    auto st = s.insert_entry.Text(1, sweep_id)
-                  .Text(2, e.file())
-                  .Text(3, e.key())
-                  .Text(4, e.flavor())
-                  .Blob(5, data)
-                  .Run(db_);
-    if (!st.ok()) return st;
+    add(s.insert_entry)
+        .Text(1, sweep_id)
+        .Text(2, e.file())
+        .Text(3, e.key())
+        .Text(4, e.flavor())
+        .Blob(5, std::move(data));
   }
-  auto bind_lease = [](Stmt& stmt, int first, const ShardRecord& r) {
+  auto bind_lease = [](Op& op, int first, const ShardRecord& r) {
     if (r.lease) {
-      stmt.Text(first, r.lease->lease_id)
+      op.Text(first, r.lease->lease_id)
           .Text(first + 1, r.lease->agent_id)
           .Text(first + 2, r.lease->session_id)
           .Int(first + 3, r.lease->token)
           .Int(first + 4, ToUnixMillis(r.lease->granted_at));
     } else {
-      stmt.Null(first).Null(first + 1).Null(first + 2).Null(first + 3).Null(first + 4);
+      op.Null(first).Null(first + 1).Null(first + 2).Null(first + 3).Null(first + 4);
     }
   };
-  std::set<const ShardRecord*> full(m.shard_specs.begin(), m.shard_specs.end());
-  std::set<std::string> written;
   auto write_full = [&](const ShardRecord& r) {
     std::string spec;
     r.spec.SerializeToString(&spec);
-    s.upsert_shard_full.Text(1, r.id)
-        .Text(2, r.sweep_id)
-        .Int(3, r.seq)
-        .Text(4, ShardStateName(r.state))
-        .Int(5, r.priority)
-        .Real(6, r.expected_seconds)
-        .Int(7, r.attempts)
-        .Int(8, r.token)
-        .Text(9, r.depends_on)
-        .Int(10, ToUnixMillis(r.enqueued_at))
-        .Int(11, ToUnixMillis(r.eligible_at))
-        .Text(12, r.last_error)
-        .Text(13, Join(r.archs))
-        .Int(14, r.cpu_ok ? 1 : 0)
-        .Blob(15, spec);
-    bind_lease(s.upsert_shard_full, 16, r);
-    return s.upsert_shard_full.Run(db_);
+    Op& op = add(s.upsert_shard_full)
+                 .Text(1, r.id)
+                 .Text(2, r.sweep_id)
+                 .Int(3, r.seq)
+                 .Text(4, ShardStateName(r.state))
+                 .Int(5, r.priority)
+                 .Real(6, r.expected_seconds)
+                 .Int(7, r.attempts)
+                 .Int(8, r.token)
+                 .Text(9, r.depends_on)
+                 .Int(10, ToUnixMillis(r.enqueued_at))
+                 .Int(11, ToUnixMillis(r.eligible_at))
+                 .Text(12, r.last_error)
+                 .Text(13, Join(r.archs))
+                 .Int(14, r.cpu_ok ? 1 : 0)
+                 .Blob(15, std::move(spec));
+    bind_lease(op, 16, r);
   };
-  // Shards whose spec changed are written whole; for the others only the mutable columns.
-  std::map<std::string, const ShardRecord*> specs;
-  for (const ShardRecord* r : m.shard_specs) specs[r->id] = r;
-  for (const ShardRecord* r : m.shards) {
-    if (specs.count(r->id)) {
-      if (auto st = write_full(*r); !st.ok()) return st;
-      written.insert(r->id);
-      continue;
-    }
-    s.update_shard.Text(1, r->id)
-        .Text(2, ShardStateName(r->state))
-        .Int(3, r->attempts)
-        .Int(4, r->token)
-        .Int(5, ToUnixMillis(r->enqueued_at))
-        .Int(6, ToUnixMillis(r->eligible_at))
-        .Text(7, r->last_error);
-    bind_lease(s.update_shard, 8, *r);
-    if (auto st = s.update_shard.Run(db_); !st.ok()) return st;
-    if (sqlite3_changes(db_) == 0) {
-      if (auto st = write_full(*r); !st.ok()) return st;
-    }
-    written.insert(r->id);
+  // Shards whose spec changed (or that are new) are written whole; for the others only the
+  // mutable columns, and their row must exist.
+  std::set<std::string> written;
+  for (const ShardRecord* r : m.shard_specs) {
+    if (written.insert(r->id).second) write_full(*r);
   }
-  for (const auto& [id, r] : specs) {
-    if (written.count(id)) continue;
-    if (auto st = write_full(*r); !st.ok()) return st;
+  for (const ShardRecord* r : m.shards) {
+    if (written.count(r->id)) continue;
+    Op& op = add(s.update_shard)
+                 .Text(1, r->id)
+                 .Text(2, ShardStateName(r->state))
+                 .Int(3, r->attempts)
+                 .Int(4, r->token)
+                 .Int(5, ToUnixMillis(r->enqueued_at))
+                 .Int(6, ToUnixMillis(r->eligible_at))
+                 .Text(7, r->last_error);
+    bind_lease(op, 8, *r);
+    op.must_change = util::StrCat("shard ", r->id);
   }
   for (const AttemptRecord& a : m.attempts) {
-    auto st = s.upsert_attempt.Text(1, a.shard_id)
-                  .Int(2, a.attempt)
-                  .Text(3, a.lease_id)
-                  .Text(4, a.agent_id)
-                  .Int(5, a.token)
-                  .Int(6, ToUnixMillis(a.granted_at))
-                  .Int(7, ToUnixMillis(a.ended_at))
-                  .Text(8, a.outcome)
-                  .Text(9, a.reason)
-                  .Run(db_);
-    if (!st.ok()) return st;
+    add(s.upsert_attempt)
+        .Text(1, a.shard_id)
+        .Int(2, a.attempt)
+        .Text(3, a.lease_id)
+        .Text(4, a.agent_id)
+        .Int(5, a.token)
+        .Int(6, ToUnixMillis(a.granted_at))
+        .Int(7, ToUnixMillis(a.ended_at))
+        .Text(8, a.outcome)
+        .Text(9, a.reason);
   }
   if (m.result) {
     std::string blob;
     m.result->result.SerializeToString(&blob);
-    auto st = s.insert_result.Text(1, m.result->lease_id)
-                  .Text(2, m.result->shard_id)
-                  .Text(3, m.result->sweep_id)
-                  .Int(4, m.result->token)
-                  .Int(5, ToUnixMillis(m.result->accepted_at))
-                  .Blob(6, blob)
-                  .Run(db_);
-    if (!st.ok()) return st;
+    add(s.insert_result)
+        .Text(1, m.result->lease_id)
+        .Text(2, m.result->shard_id)
+        .Text(3, m.result->sweep_id)
+        .Int(4, m.result->token)
+        .Int(5, ToUnixMillis(m.result->accepted_at))
+        .Blob(6, std::move(blob));
   }
   for (const AgentRecord* a : m.agents) {
     std::string dims;
     a->dims.SerializeToString(&dims);
-    auto st = s.upsert_agent.Text(1, a->dims.agent_id())
-                  .Text(2, a->session_id)
-                  .Blob(3, dims)
-                  .Int(4, a->draining ? 1 : 0)
-                  .Int(5, ToUnixMillis(a->registered_at))
-                  .Run(db_);
-    if (!st.ok()) return st;
+    add(s.upsert_agent)
+        .Text(1, a->dims.agent_id())
+        .Text(2, a->session_id)
+        .Blob(3, std::move(dims))
+        .Int(4, a->draining ? 1 : 0)
+        .Int(5, ToUnixMillis(a->registered_at));
   }
   for (const AuditRecord& a : m.audit) {
-    auto st = s.insert_audit.Int(1, ToUnixMillis(a.at))
-                  .Text(2, a.who)
-                  .Text(3, a.role)
-                  .Text(4, a.action)
-                  .Text(5, a.target)
-                  .Text(6, a.reason)
-                  .Run(db_);
-    if (!st.ok()) return st;
+    add(s.insert_audit)
+        .Int(1, ToUnixMillis(a.at))
+        .Text(2, a.who)
+        .Text(3, a.role)
+        .Text(4, a.action)
+        .Text(5, a.target)
+        .Text(6, a.reason);
   }
-  return absl::OkStatus();
 }
 
 absl::StatusOr<Snapshot> SqliteStore::Load() {
@@ -537,7 +647,10 @@ absl::StatusOr<std::vector<AuditRecord>> SqliteStore::AuditLog(int limit) {
 
 absl::Status SqliteStore::Check() {
   std::lock_guard lock(mu_);
-  if (fail_next_ > 0) return absl::UnavailableError("injected failure");
+  {
+    std::lock_guard queue(queue_mu_);
+    if (fail_next_ > 0) return absl::UnavailableError("injected failure");
+  }
   auto st = Exec("BEGIN IMMEDIATE; UPDATE meta SET value = value WHERE key = 'schema'; COMMIT;");
   if (!st.ok()) (void)Exec("ROLLBACK;");
   return st;

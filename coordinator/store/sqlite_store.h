@@ -4,6 +4,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "coordinator/core/store.h"
 
@@ -19,7 +20,10 @@ struct SqliteOptions {
 };
 
 // The coordinator's durable state in one SQLite database (WAL mode): sweeps, entries, shards,
-// attempts, results, agents and the audit log. Every Mutation is one transaction.
+// attempts, results, agents and the audit log. Stage only encodes a mutation and queues it (no
+// database access, so it is cheap under the coordinator's lock); Flush writes everything queued
+// in one transaction, so one commit and one WAL write serve every mutation staged since the
+// last Flush. If any statement fails the whole transaction is rolled back.
 class SqliteStore : public Store {
  public:
   // path ":memory:" for a private in-memory database (tests).
@@ -27,26 +31,42 @@ class SqliteStore : public Store {
                                                            const SqliteOptions& options = {});
   ~SqliteStore() override;
 
-  absl::Status Apply(const Mutation& m) override;
+  absl::StatusOr<std::uint64_t> Stage(const Mutation& m) override;
+  absl::StatusOr<std::uint64_t> Flush() override;
+  std::uint64_t Abort() override;
+  // Stage then Flush: one mutation in its own transaction.
+  absl::Status Apply(const Mutation& m);
   absl::StatusOr<Snapshot> Load() override;
   absl::StatusOr<std::vector<AttemptRecord>> Attempts(const std::string& shard_id) override;
   absl::StatusOr<std::vector<AuditRecord>> AuditLog(int limit) override;
   absl::Status Check() override;
 
-  // For fault-injection tests: the next n Apply calls fail.
+  // For fault-injection tests: the next n Stage calls fail (and Check, while n > 0).
   void FailNextAppliesForTest(int n);
+  // For fault-injection tests: the next n Flush calls fail and lose what was staged.
+  void FailNextFlushesForTest(int n);
 
  private:
   explicit SqliteStore(sqlite3* db);
   struct Statements;
   absl::Status Exec(const char* sql);
   absl::Status Prepare();
-  absl::Status ApplyLocked(const Mutation& m);
+  struct Op;
+  struct Pending;
+  // Encodes m as statements with their values (no database access).
+  void Encode(const Mutation& m, std::vector<Op>* ops);
+  absl::Status Run(const Op& op);
 
   sqlite3* db_;
   std::unique_ptr<Statements> stmts_;
-  std::mutex mu_;
+  std::mutex mu_;  // the connection: Flush and the reads
+  // Staged mutations, in ticket order. Lock order: mu_, then queue_mu_.
+  std::mutex queue_mu_;
+  std::vector<Pending> pending_;
+  std::uint64_t staged_ = 0;   // the last ticket handed out
+  std::uint64_t durable_ = 0;  // the last ticket committed
   int fail_next_ = 0;
+  int fail_flush_ = 0;
 };
 
 }  // namespace triage::coord

@@ -670,6 +670,68 @@ TEST_F(CoordinatorTest, StoreFailureChangesNothingAndIsReported) {
   EXPECT_TRUE(LeaseNow("n").granted());
 }
 
+// A failed commit loses everything staged since the last good one: the operations in it are
+// answered UNAVAILABLE and the coordinator reloads its state from the database.
+TEST_F(CoordinatorTest, LostGrantIsAnsweredUnavailableAndTheShardStaysQueued) {
+  RegisterAgent("n", "n150");
+  Start({}, 0, "", {"dtype_bfloat16"});
+  const auto before = metrics_.shards;
+  store_->FailNextFlushesForTest(1);
+  v1::LeaseRequest req;
+  req.set_agent_id("n");
+  req.set_session_id(sessions_["n"]);
+  absl::StatusOr<v1::LeaseResponse> got = absl::UnknownError("not called");
+  coord_->Lease(req, [&](absl::StatusOr<v1::LeaseResponse> r) { got = std::move(r); });
+  EXPECT_TRUE(absl::IsUnavailable(got.status())) << got.status();
+  EXPECT_FALSE(coord_->healthy());
+  EXPECT_EQ(coord_->GetSweep("sw-0001")->shards_by_state().at("queued"), 1);
+  auto nonzero = [](std::map<std::string, int> m) {
+    std::erase_if(m, [](const auto& kv) { return kv.second == 0; });
+    return m;
+  };
+  EXPECT_EQ(nonzero(metrics_.shards), nonzero(before)) << "the reload keeps the gauges right";
+  EXPECT_EQ(metrics_.agents["n150/idle"], 1);
+  coord_->Tick();
+  EXPECT_TRUE(coord_->healthy());
+  auto lease = LeaseNow("n");
+  ASSERT_TRUE(lease.granted());
+  EXPECT_EQ(lease.fencing_token(), 1) << "the lost grant left no trace";
+  EXPECT_TRUE(CompleteLease("n", lease, Succeeded(lease.shard())).accepted());
+  EXPECT_EQ(coord_->GetSweep("sw-0001")->state(), "succeeded");
+}
+
+TEST_F(CoordinatorTest, LostResultIsAnsweredUnavailableAndTheRetryIsAccepted) {
+  RegisterAgent("n", "n150");
+  Start({}, 0, "", {"dtype_bfloat16"});
+  auto lease = LeaseNow("n");
+  ASSERT_TRUE(lease.granted());
+  store_->FailNextFlushesForTest(1);
+  v1::CompleteRequest req;
+  req.set_agent_id("n");
+  req.set_session_id(sessions_["n"]);
+  req.set_lease_id(lease.lease_id());
+  req.set_fencing_token(lease.fencing_token());
+  *req.mutable_result() = Succeeded(lease.shard());
+  auto lost = coord_->Complete(req);
+  EXPECT_TRUE(absl::IsUnavailable(lost.status())) << lost.status();
+  // Reloaded: the lease (committed earlier) still holds, the result is not there.
+  EXPECT_EQ(ShardById(lease.shard().shard_id()).state(), "leased");
+  EXPECT_TRUE(coord_->Results("sw-0001")->empty());
+  // The agent keeps the result and sends it again: accepted once, not as a duplicate.
+  auto again = coord_->Complete(req);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE(again->accepted());
+  EXPECT_FALSE(again->duplicate());
+  EXPECT_EQ(coord_->Results("sw-0001")->size(), 1u);
+  EXPECT_TRUE(coord_->Complete(req)->duplicate());
+  // And it is in the database: a restarted coordinator sees the sweep finished.
+  coord_.reset();
+  Make();
+  ASSERT_TRUE(coord_->Recover().ok());
+  EXPECT_EQ(coord_->Results("sw-0001")->size(), 1u);
+  EXPECT_EQ(coord_->GetSweep("sw-0001")->state(), "succeeded");
+}
+
 TEST_F(CoordinatorTest, RecoversFromTheStoreAfterARestart) {
   testing::TempDir tmp;
   auto file_store = SqliteStore::Open(tmp.path() / "state.db");
