@@ -131,6 +131,11 @@ FLEET = dashboard(
               f'histogram_quantile(0.9, sum by (le, playbook, step) (rate(triage_agent_step_seconds_bucket{{playbook=~"$playbook"}}[{RI}])))',
               unit="s", legend="{{playbook}} {{step}}"),
         panel("Agents scraped up", 'sum by (job) (up{job=~"triage.*"})', legend="{{job}}"),
+        panel("Coordinator database commit time p50 / p99",
+              [f'histogram_quantile(0.5, sum by (le) (rate(triage_store_commit_seconds_bucket[{RI}])))',
+               f'histogram_quantile(0.99, sum by (le) (rate(triage_store_commit_seconds_bucket[{RI}])))'],
+              unit="s", legend=["p50", "p99"],
+              description="One commit carries every state change staged meanwhile (group commit)."),
     ],
     ["arch", "playbook"])
 
@@ -150,6 +155,8 @@ ONCALL = dashboard(
               'time() - max(triage_sweep_last_success_timestamp_seconds)', unit="s", kind="stat"),
         panel("Agents offline", 'sum by (arch) (triage_agents{arch=~"$arch", state="offline"})',
               legend="{{arch}}"),
+        panel("Database commits failed (changes answered UNAVAILABLE, state reloaded)",
+              f'sum(increase(triage_store_commit_failures_total[{RI}]))', kind="stat"),
         panel("Subprocess timeouts on agents",
               f'sum by (step) (increase(triage_agent_subprocess_timeouts_total[{RI}]))',
               legend="{{step}}"),

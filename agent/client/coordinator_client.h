@@ -18,6 +18,9 @@ class CoordinatorClient {
   virtual absl::StatusOr<v1::LeaseResponse> Lease(const v1::LeaseRequest& req) = 0;
   virtual absl::StatusOr<v1::ProgressResponse> ReportProgress(const v1::ProgressRequest& req) = 0;
   virtual absl::StatusOr<v1::CompleteResponse> Complete(const v1::CompleteRequest& req) = 0;
+  // Ends the Lease long-polls in progress (they return CANCELLED) and makes later ones return
+  // CANCELLED at once: the agent is stopping and should not wait out the server's wait limit.
+  virtual void CancelWaits() {}
 };
 
 }  // namespace triage::agent

@@ -1,5 +1,8 @@
 #include "agent/client/grpc_client.h"
 
+#include <mutex>
+#include <set>
+
 #include "grpcpp/grpcpp.h"
 #include "triage/v1/agent.grpc.pb.h"
 
@@ -9,18 +12,38 @@ struct GrpcCoordinatorClient::Impl {
   GrpcClientOptions options;
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<v1::AgentService::Stub> stub;
+  std::mutex mu;
+  std::set<grpc::ClientContext*> waits;  // Lease long-polls in progress
+  bool waits_cancelled = false;
 
+  // cancellable: a long-poll that CancelWaits ends.
   template <typename Req, typename Resp, typename Method>
-  absl::StatusOr<Resp> Call(Method method, const Req& req, std::chrono::milliseconds timeout) {
+  absl::StatusOr<Resp> Call(Method method, const Req& req, std::chrono::milliseconds timeout,
+                            bool cancellable = false) {
     grpc::ClientContext ctx;
     rpc::AddBearer(ctx, options.token);
     ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+    if (cancellable) {
+      std::lock_guard lock(mu);
+      if (waits_cancelled) return absl::CancelledError("the agent is stopping");
+      waits.insert(&ctx);
+    }
     Resp resp;
     grpc::Status st = (stub.get()->*method)(&ctx, req, &resp);
+    if (cancellable) {
+      std::lock_guard lock(mu);
+      waits.erase(&ctx);
+    }
     if (!st.ok()) return rpc::FromGrpc(st);
     return resp;
   }
 };
+
+void GrpcCoordinatorClient::CancelWaits() {
+  std::lock_guard lock(impl_->mu);
+  impl_->waits_cancelled = true;
+  for (auto* ctx : impl_->waits) ctx->TryCancel();
+}
 
 GrpcCoordinatorClient::GrpcCoordinatorClient(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 GrpcCoordinatorClient::~GrpcCoordinatorClient() = default;
@@ -52,7 +75,8 @@ absl::StatusOr<v1::LeaseResponse> GrpcCoordinatorClient::Lease(const v1::LeaseRe
   // The server holds the call up to its wait limit; allow that plus the usual call time.
   return impl_->Call<v1::LeaseRequest, v1::LeaseResponse>(
       &v1::AgentService::Stub::Lease, req,
-      std::chrono::milliseconds(req.wait_ms()) + impl_->options.call_timeout);
+      std::chrono::milliseconds(req.wait_ms()) + impl_->options.call_timeout,
+      /*cancellable=*/true);
 }
 
 absl::StatusOr<v1::ProgressResponse> GrpcCoordinatorClient::ReportProgress(

@@ -27,6 +27,7 @@ class GrpcCoordinatorClient : public CoordinatorClient {
   absl::StatusOr<v1::LeaseResponse> Lease(const v1::LeaseRequest& req) override;
   absl::StatusOr<v1::ProgressResponse> ReportProgress(const v1::ProgressRequest& req) override;
   absl::StatusOr<v1::CompleteResponse> Complete(const v1::CompleteRequest& req) override;
+  void CancelWaits() override;
 
  private:
   struct Impl;

@@ -42,6 +42,7 @@ void Agent::Stop() {
   stop_.store(true);
   cancel_current_.store(true);
   cv_.notify_all();
+  client_->CancelWaits();  // a Lease long-poll would otherwise hold the exit for its wait
 }
 
 std::string Agent::session() const {

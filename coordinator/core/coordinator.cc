@@ -67,7 +67,11 @@ Coordinator::Coordinator(CoordinatorOptions options, Store* store, Clock* clock,
       clock_(clock),
       reader_(std::move(reader)),
       metrics_(metrics != nullptr ? metrics : &default_metrics_),
-      commits_(store, [this](const absl::Status& st) { OnFlushFailure(st); }) {}
+      commits_(
+          store, [this](const absl::Status& st) { OnFlushFailure(st); },
+          [this](double seconds, std::uint64_t mutations, bool ok) {
+            metrics_->StoreCommit(seconds, static_cast<int>(mutations), ok);
+          }) {}
 
 Coordinator::~Coordinator() {
   commits_.Stop();  // its threads run callbacks that use the members below

@@ -1,6 +1,7 @@
 #include "coordinator/core/group_commit.h"
 
 #include <algorithm>
+#include <chrono>
 
 namespace triage::coord {
 namespace {
@@ -13,8 +14,9 @@ const absl::Status& LostStatus() {
 
 }  // namespace
 
-GroupCommit::GroupCommit(Store* store, std::function<void(const absl::Status&)> on_flush_failure)
-    : store_(store), on_flush_failure_(std::move(on_flush_failure)) {}
+GroupCommit::GroupCommit(Store* store, std::function<void(const absl::Status&)> on_flush_failure,
+                         Observer observe)
+    : store_(store), on_flush_failure_(std::move(on_flush_failure)), observe_(std::move(observe)) {}
 
 GroupCommit::~GroupCommit() { Stop(); }
 
@@ -72,13 +74,21 @@ void GroupCommit::ResolveLocked(std::vector<Item>* ready, std::vector<Item>* los
 bool GroupCommit::FlushLocked(std::unique_lock<std::mutex>& lock) {
   if (waiting_.empty() || flushing_) return false;
   flushing_ = true;
+  const std::uint64_t before = durable_;  // only this thread moves it
   lock.unlock();
+  const auto start = std::chrono::steady_clock::now();
   auto durable = store_->Flush();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!durable.ok()) on_flush_failure_(durable.status());
+  const bool committed = durable.ok() && *durable > before;
+  if (observe_ && (committed || !durable.ok())) {
+    observe_(seconds, committed ? *durable - before : 0, durable.ok());
+  }
   lock.lock();
   flushing_ = false;
-  if (!durable.ok() || *durable > durable_) ++stats_.flushes;
-  if (durable.ok() && *durable > durable_) {
+  if (!durable.ok() || committed) ++stats_.flushes;
+  if (committed) {
     stats_.committed += *durable - durable_;
     durable_ = *durable;
   }

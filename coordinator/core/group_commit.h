@@ -37,7 +37,10 @@ class GroupCommit {
   };
   // on_flush_failure runs on the flushing thread, without locks of this class, after a Flush
   // failed. It must leave the coordinator consistent with the store and call Lost().
-  GroupCommit(Store* store, std::function<void(const absl::Status&)> on_flush_failure);
+  // observe(seconds, mutations, ok) is called after each Flush that committed or failed.
+  using Observer = std::function<void(double seconds, std::uint64_t mutations, bool ok)>;
+  GroupCommit(Store* store, std::function<void(const absl::Status&)> on_flush_failure,
+              Observer observe = nullptr);
   ~GroupCommit();
 
   void Start();
@@ -69,6 +72,7 @@ class GroupCommit {
 
   Store* const store_;
   const std::function<void(const absl::Status&)> on_flush_failure_;
+  const Observer observe_;
   mutable std::mutex mu_;
   std::condition_variable wake_;           // committer: something waits, or stop
   std::condition_variable finisher_wake_;  // finisher: work, or stop

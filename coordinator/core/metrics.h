@@ -37,6 +37,9 @@ class CoordinatorMetrics {
   // age of the oldest queued shard (0 when none). Archs seen once keep reporting (as 0).
   virtual void OnCallAges(std::string_view /*arch*/, double /*max_progress_age_seconds*/,
                           double /*oldest_queued_seconds*/) {}
+  // Each database commit of the group commit: its duration, the mutations it made durable, and
+  // whether it failed (then those mutations were lost and the state was reloaded).
+  virtual void StoreCommit(double /*seconds*/, int /*mutations*/, bool /*ok*/) {}
 };
 
 }  // namespace triage::coord

@@ -19,6 +19,11 @@ Histogram::BucketBoundaries SecondsBuckets() {
           30,    60,    120,  300,  600, 1800, 3600, 7200, 14400};
 }
 
+// Commits take about a millisecond; an fsync (synchronous=FULL, checkpoints) up to tens.
+Histogram::BucketBoundaries CommitBuckets() {
+  return {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1};
+}
+
 std::string S(std::string_view v) { return std::string(v); }
 
 }  // namespace
@@ -91,8 +96,25 @@ struct PrometheusMetrics::Families {
         queued_age(prometheus::BuildGauge()
                        .Name("triage_shard_queued_oldest_seconds")
                        .Help("Age of the oldest shard waiting in the queue (past its backoff)")
-                       .Register(r)) {
+                       .Register(r)),
+        commit_seconds(prometheus::BuildHistogram()
+                           .Name("triage_store_commit_seconds")
+                           .Help("Duration of a database commit (one per group of mutations)")
+                           .Register(r)),
+        commit_mutations(prometheus::BuildHistogram()
+                             .Name("triage_store_commit_mutations")
+                             .Help("State changes made durable by one database commit")
+                             .Register(r)),
+        commit_failures(prometheus::BuildCounter()
+                            .Name("triage_store_commit_failures_total")
+                            .Help("Database commits that failed (their changes were answered "
+                                  "UNAVAILABLE and the state was reloaded)")
+                            .Register(r)) {
     last_success_gauge = &last_success.Add({});
+    commit_seconds_hist = &commit_seconds.Add({}, CommitBuckets());
+    commit_mutations_hist = &commit_mutations.Add(
+        {}, Histogram::BucketBoundaries{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000});
+    commit_failures_counter = &commit_failures.Add({});
   }
   prometheus::Family<prometheus::Gauge>& sweeps;
   prometheus::Family<prometheus::Gauge>& entries;
@@ -113,7 +135,13 @@ struct PrometheusMetrics::Families {
   prometheus::Family<Histogram>& rpc;
   prometheus::Family<prometheus::Gauge>& progress_age;
   prometheus::Family<prometheus::Gauge>& queued_age;
+  prometheus::Family<Histogram>& commit_seconds;
+  prometheus::Family<Histogram>& commit_mutations;
+  prometheus::Family<prometheus::Counter>& commit_failures;
   prometheus::Gauge* last_success_gauge;
+  Histogram* commit_seconds_hist;
+  Histogram* commit_mutations_hist;
+  prometheus::Counter* commit_failures_counter;
 
   // The first time an arch shows up, every series of its label sets is created at 0, so that
   // dashboards and alerts see "0 quarantined" rather than nothing.
@@ -243,6 +271,15 @@ void PrometheusMetrics::OnCallAges(std::string_view arch, double max_progress_ag
   f_->EnsureArch(arch);
   f_->progress_age.Add({{"arch", S(arch)}}).Set(max_progress_age_seconds);
   f_->queued_age.Add({{"arch", S(arch)}}).Set(oldest_queued_seconds);
+}
+
+void PrometheusMetrics::StoreCommit(double seconds, int mutations, bool ok) {
+  if (!ok) {
+    f_->commit_failures_counter->Increment();
+    return;
+  }
+  f_->commit_seconds_hist->Observe(seconds);
+  f_->commit_mutations_hist->Observe(mutations);
 }
 
 void PrometheusMetrics::Rpc(std::string_view method, std::string_view code, double seconds) {

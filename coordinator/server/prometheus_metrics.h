@@ -40,6 +40,7 @@ class PrometheusMetrics : public CoordinatorMetrics {
   void MergeConflict(std::string_view kind) override;
   void OnCallAges(std::string_view arch, double max_progress_age_seconds,
                   double oldest_queued_seconds) override;
+  void StoreCommit(double seconds, int mutations, bool ok) override;
   // Server-side RPC latency (triage_rpc_seconds{method, code}).
   void Rpc(std::string_view method, std::string_view code, double seconds);
 

@@ -111,7 +111,7 @@ class FarmTest : public ::testing::Test {
     options.lease_ttl = 3s;
     options.heartbeat_interval = 100ms;
     options.agent_dead_after = 1s;
-    options.lease_wait_limit = 2s;
+    options.lease_wait_limit = lease_wait_limit_;
     options.backoff_base = 100ms;
     options.backoff_max = 200ms;
     coord_ = std::make_unique<coord::Coordinator>(
@@ -162,7 +162,7 @@ class FarmTest : public ::testing::Test {
     options.dimensions.set_agent_id(id);
     options.dimensions.set_arch("n150");
     options.data_dir = tmp_.path() / id;
-    options.lease_wait = 500ms;
+    options.lease_wait = agent_lease_wait_;
     options.progress_interval = 0ms;
     options.retry.max_attempts = 3;
     options.retry.initial_backoff = 50ms;
@@ -214,6 +214,8 @@ class FarmTest : public ::testing::Test {
   std::unique_ptr<coord::CoordinatorServer> server_;
   std::vector<std::unique_ptr<RunningAgent>> agents_;
   std::string token_;
+  std::chrono::milliseconds lease_wait_limit_ = 2s;  // the coordinator's cap on a long-poll
+  std::chrono::milliseconds agent_lease_wait_ = 500ms;
 };
 
 TEST_F(FarmTest, AWholeSweepOverRealGrpc) {
@@ -230,6 +232,26 @@ TEST_F(FarmTest, AWholeSweepOverRealGrpc) {
   int done = 0;
   for (auto& a : agents_) done += a->agent->shards_done();
   EXPECT_EQ(done, 9);
+}
+
+TEST_F(FarmTest, StoppingAnAgentEndsItsLeaseLongPollAtOnce) {
+  server_->Shutdown();
+  server_.reset();
+  coord_.reset();
+  lease_wait_limit_ = 60s;
+  agent_lease_wait_ = 60s;
+  StartCoordinator({});
+  FakeExecutor executor;
+  RunningAgent* a = StartAgent("idle", &executor);
+  // No sweep: once registered, the agent sits in a 60 s Lease long-poll.
+  ASSERT_TRUE(testing::WaitFor([&] { return coord_->ListAgents().size() == 1; }, 10s));
+  std::this_thread::sleep_for(300ms);
+  const auto stop = std::chrono::steady_clock::now();
+  a->agent->Stop();
+  a->thread.join();
+  const auto took = std::chrono::steady_clock::now() - stop;
+  EXPECT_LT(took, 10s) << "the agent waited out its long-poll";
+  EXPECT_TRUE(a->exit.ok()) << a->exit;
 }
 
 TEST_F(FarmTest, AnAgentThatDiesMidShardLosesItToAnother) {

@@ -144,7 +144,16 @@ TEST(GroupCommitTest, InlineCallbacksRunBeforeSubmitReturns) {
 
 TEST(GroupCommitTest, AcknowledgesOnlyWhenDurableAndGroupsWhatArrivesMeanwhile) {
   ScriptedStore store;
-  GroupCommit commits(&store, [](const absl::Status&) {});
+  std::mutex observed_mu;
+  std::vector<std::uint64_t> observed;  // mutations per commit, as the metrics see them
+  GroupCommit commits(
+      &store, [](const absl::Status&) {},
+      [&](double seconds, std::uint64_t mutations, bool ok) {
+        EXPECT_GE(seconds, 0);
+        EXPECT_TRUE(ok);
+        std::lock_guard lock(observed_mu);
+        observed.push_back(mutations);
+      });
   commits.Start();
   Log log;
   store.gate.Close();
@@ -161,17 +170,22 @@ TEST(GroupCommitTest, AcknowledgesOnlyWhenDurableAndGroupsWhatArrivesMeanwhile) 
   EXPECT_EQ(store.flushes, 2);
   EXPECT_EQ(commits.stats().committed, 6u);
   EXPECT_EQ(commits.stats().flushes, 2u);
+  EXPECT_EQ(observed, (std::vector<std::uint64_t>{1, 5}));
 }
 
 TEST(GroupCommitTest, AFailedCommitFailsExactlyWhatItLost) {
   ScriptedStore store;
   GroupCommit* self = nullptr;
   int reloads = 0;
-  GroupCommit commits(&store, [&](const absl::Status& st) {
-    EXPECT_EQ(st.message(), "disk full");
-    ++reloads;
-    self->Lost(store.Abort());
-  });
+  std::vector<bool> observed;
+  GroupCommit commits(
+      &store,
+      [&](const absl::Status& st) {
+        EXPECT_EQ(st.message(), "disk full");
+        ++reloads;
+        self->Lost(store.Abort());
+      },
+      [&](double, std::uint64_t, bool ok) { observed.push_back(ok); });
   self = &commits;
   Log log;
   commits.Submit(store.Stage(), Reply(&log, "kept"));
@@ -180,6 +194,7 @@ TEST(GroupCommitTest, AFailedCommitFailsExactlyWhatItLost) {
   commits.Submit(store.Stage(), Reply(&log, "after"));
   EXPECT_EQ(log.Get(), (std::vector<std::string>{"kept ok", "lost unavailable", "after ok"}));
   EXPECT_EQ(reloads, 1);
+  EXPECT_EQ(observed, (std::vector<bool>{true, false, true}));
 }
 
 TEST(GroupCommitTest, LongCallbacksDoNotHoldUpCommits) {
