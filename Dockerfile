@@ -32,6 +32,6 @@ COPY --from=build /src/build/coordinator/triagectl/triagectl /usr/local/bin/tria
 COPY --from=build /src/agent/scripts/triage_probe.py /src/agent/scripts/triage_pytest_plugin.py /usr/local/share/triage-farm/scripts/
 USER triage
 WORKDIR /var/lib/triage
-EXPOSE 7601 7602 9601 9602
+EXPOSE 7601 7602 7603 9601 9602
 ENTRYPOINT []
 CMD ["triage-coordinator", "--help"]

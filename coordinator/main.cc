@@ -30,6 +30,7 @@ struct CoordinatorConfig {
   std::string agent_address = "127.0.0.1:7601";
   std::string control_address = "127.0.0.1:7602";
   std::string metrics_address = "127.0.0.1:9601";
+  std::string health_address;
   std::string data_dir = "triage-data";
   bool insecure = false;
   std::string tls_cert;
@@ -53,6 +54,9 @@ struct CoordinatorConfig {
     s.Add("control_address", &control_address,
           "host:port of the ControlService listener (triagectl)");
     s.Add("metrics_address", &metrics_address, "host:port of /metrics (\"\" = off)");
+    s.Add("health_address", &health_address,
+          "host:port of a plaintext listener with only grpc.health.v1, for probes that cannot "
+          "speak TLS (\"\" = off)");
     s.Add("data_dir", &data_dir, "SQLite database, git cache and ports file live here");
     s.Add("insecure", &insecure, "allow plaintext gRPC and no bearer tokens (warns)");
     s.Add("tls_cert", &tls_cert, "PEM server certificate (both ports)");
@@ -151,6 +155,7 @@ int main(int argc, char** argv) {
   coord::ServerConfig server_config;
   server_config.agent_address = cfg.agent_address;
   server_config.control_address = cfg.control_address;
+  server_config.health_address = cfg.health_address;
   server_config.tls = {cfg.tls_cert, cfg.tls_key, cfg.tls_client_ca};
   server_config.insecure = cfg.insecure;
   server_config.tick = std::chrono::milliseconds(cfg.tick_ms);
@@ -162,7 +167,7 @@ int main(int argc, char** argv) {
       util::StrCat("{\"agent_port\": ", (*server)->agent_port(),
                    ", \"control_port\": ", (*server)->control_port(),
                    ", \"metrics_port\": ", metrics_server ? metrics_server->port() : 0,
-                   ", \"pid\": ", getpid(), "}\n");
+                   ", \"health_port\": ", (*server)->health_port(), ", \"pid\": ", getpid(), "}\n");
   if (auto st = util::WriteFileAtomic(std::filesystem::path(cfg.data_dir) / "ports.json", ports);
       !st.ok()) {
     return Fail(util::MessageOf(st));

@@ -526,13 +526,26 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
     return control.status();
   }
   server->control_server_ = std::move(*control);
+  if (!config.health_address.empty()) {
+    // Only the default health service (added to every server by
+    // EnableDefaultHealthCheckService), in plaintext: it reveals nothing but SERVING.
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort(config.health_address, grpc::InsecureServerCredentials(),
+                             &server->health_port_);
+    server->health_server_ = builder.BuildAndStart();
+    if (server->health_server_ == nullptr || server->health_port_ == 0) {
+      server->agent_server_->Shutdown();
+      server->control_server_->Shutdown();
+      return absl::UnavailableError(util::StrCat("cannot listen on ", config.health_address));
+    }
+  }
   server->SetServing(coordinator->healthy());
   server->ticker_ = std::thread([s = server.get(), period = config.tick] { s->TickLoop(period); });
   return server;
 }
 
 void CoordinatorServer::SetServing(bool serving) {
-  for (auto* s : {agent_server_.get(), control_server_.get()}) {
+  for (auto* s : {agent_server_.get(), control_server_.get(), health_server_.get()}) {
     if (s == nullptr || s->GetHealthCheckService() == nullptr) continue;
     s->GetHealthCheckService()->SetServingStatus(serving);
   }
@@ -572,6 +585,7 @@ void CoordinatorServer::Shutdown() {
   const auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(2);
   if (agent_server_) agent_server_->Shutdown(deadline);
   if (control_server_) control_server_->Shutdown(deadline);
+  if (health_server_) health_server_->Shutdown(deadline);
 }
 
 CoordinatorServer::~CoordinatorServer() { Shutdown(); }

@@ -30,7 +30,10 @@ struct ServerConfig {
   std::string control_address = "127.0.0.1:7602";  // ControlService (triagectl, operators)
   rpc::TlsServerConfig tls;                        // for both ports
   bool insecure = false;                           // allow plaintext without TLS
-  std::chrono::milliseconds tick{500};             // how often leases/agents are checked
+  // Optional plaintext listener with only grpc.health.v1 (no data, no auth), for probes that
+  // cannot speak TLS (the kubelet's gRPC probe). "" = off.
+  std::string health_address;
+  std::chrono::milliseconds tick{500};  // how often leases/agents are checked
 };
 
 // The coordinator on the network: two gRPC servers (agent port, control port), each with the
@@ -46,6 +49,7 @@ class CoordinatorServer {
 
   int agent_port() const { return agent_port_; }
   int control_port() const { return control_port_; }
+  int health_port() const { return health_port_; }  // 0 when there is no health listener
   // Stops accepting calls, ends long-polls and watches, stops the ticker. Idempotent.
   void Shutdown();
 
@@ -59,8 +63,10 @@ class CoordinatorServer {
   std::unique_ptr<Services> services_;
   std::unique_ptr<grpc::Server> agent_server_;
   std::unique_ptr<grpc::Server> control_server_;
+  std::unique_ptr<grpc::Server> health_server_;
   int agent_port_ = 0;
   int control_port_ = 0;
+  int health_port_ = 0;
   std::atomic<bool> stopping_{false};
   std::thread ticker_;
   std::mutex shutdown_mu_;

@@ -441,6 +441,7 @@ class TlsFarmTest : public FarmTest {
     coord::ServerConfig config;
     config.tls = {(dir_ / "server.pem").string(), (dir_ / "server.key").string(),
                   (dir_ / "ca.pem").string()};
+    config.health_address = "127.0.0.1:0";
     StartCoordinator(config);
   }
 
@@ -466,6 +467,41 @@ TEST_F(TlsFarmTest, MutualTlsNeedsAClientCertificate) {
   EXPECT_EQ(TryList({"", "", "", true}), grpc::StatusCode::UNAVAILABLE) << "plaintext";
   EXPECT_FALSE(rpc::ServerCredentials({}, /*insecure=*/false).ok())
       << "no certificate and not insecure: refuse to start";
+}
+
+// With TLS (and mutual TLS) on, probes that speak only plaintext use the health listener: it
+// has the health service and nothing else, and it follows the store's health.
+TEST_F(TlsFarmTest, PlaintextHealthListenerFollowsTheStore) {
+  ASSERT_NE(server_->health_port(), 0);
+  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(server_->health_port()),
+                                     grpc::InsecureChannelCredentials());
+  auto check = [&] {
+    auto health = grpc::health::v1::Health::NewStub(channel);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + 5s);
+    grpc::health::v1::HealthCheckResponse resp;
+    auto st = health->Check(&ctx, {}, &resp);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    return resp.status();
+  };
+  EXPECT_EQ(check(), grpc::health::v1::HealthCheckResponse::SERVING);
+  {
+    auto control = v1::ControlService::NewStub(channel);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + 5s);
+    v1::ListSweepsResponse resp;
+    EXPECT_EQ(control->ListSweeps(&ctx, {}, &resp).error_code(), grpc::StatusCode::UNIMPLEMENTED)
+        << "the health listener serves nothing else";
+  }
+  store_->FailNextAppliesForTest(1'000'000);
+  v1::StartSweepRequest req;
+  req.set_repo_path("/fake");
+  EXPECT_FALSE(coord_->StartSweep(req, {}).ok());
+  EXPECT_TRUE(testing::WaitFor(
+      [&] { return check() == grpc::health::v1::HealthCheckResponse::NOT_SERVING; }, 5s));
+  store_->FailNextAppliesForTest(0);
+  EXPECT_TRUE(testing::WaitFor(
+      [&] { return check() == grpc::health::v1::HealthCheckResponse::SERVING; }, 5s));
 }
 
 }  // namespace
