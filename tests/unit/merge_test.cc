@@ -715,6 +715,69 @@ TEST(Merge, CommandDiffsMergeLikeTheNativeResult) {
   EXPECT_NE(notes.find(util::StrCat("'", kD, "'")), std::string::npos) << notes;
 }
 
+// A command that writes its arch's result under arch_overrides.<arch> means the same as a
+// native result for that arch: the change is lifted from the fields the arch sees, and the merge
+// places it. A change to another arch's overrides is not lifted and is flagged for review.
+TEST(Merge, CommandArchOverridesAreLiftedForTheShardsArch) {
+  MapFiles files = DefaultFiles();
+  const std::string yaml = files.ttxla[kYamlPath];
+  auto doc = inventory::Document::Parse(kYamlPath, yaml);
+  auto override_for = [&](const std::string& arch) {
+    inventory::EntryEdit e{
+        kB, arch, {{"status", inventory::Value::String("EXPECTED_PASSING")}}, {}};
+    auto after = inventory::ApplyEdits(doc, std::vector<inventory::EntryEdit>{e});
+    EXPECT_TRUE(after.ok()) << after.status();
+    return after.ok() ? *after : yaml;
+  };
+  v1::EntryEdit status_only;
+  status_only.set_file(kYamlPath);
+  status_only.set_key(kB);
+  auto* f = status_only.add_set();
+  f->set_name("status");
+  *f->mutable_value() = Str("EXPECTED_PASSING");
+
+  // n150 passes (its command wrote arch_overrides.n150), p150 is unchanged.
+  auto build = [&](bool command, const std::string& n150_yaml) {
+    Sweep s;
+    s.files = files;
+    auto n = s.AddShard("b", 1, "n150");
+    auto p = s.AddShard("b", 1, "p150");
+    v1::ShardResult rn, rp;
+    if (command) {
+      *rn.add_entries() = Outcome(kB, "n150", std::nullopt);
+      rn.set_ttxla_diff(diff::UnifiedDiff(kYamlPath, yaml, n150_yaml));
+      *rp.add_entries() = Outcome(kB, "p150", std::nullopt);
+    } else {
+      *rn.add_entries() = Outcome(kB, "n150", status_only);
+      *rp.add_entries() = Outcome(kB, "p150", std::nullopt);
+    }
+    s.AddResult(n, rn);
+    s.AddResult(p, rp);
+    return s;
+  };
+  Sweep native = build(false, "");
+  auto want = Merge(native.Input());
+  ASSERT_TRUE(want.ok()) << want.status();
+  ASSERT_EQ(FindEntry(*want, kB)->placement, EntryMerge::Placement::kPerArch);
+  Sweep command = build(true, override_for("n150"));
+  auto got = Merge(command.Input());
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->ttxla_patch, want->ttxla_patch);
+  EXPECT_NE(got->ttxla_patch.find("arch_overrides"), std::string::npos) << got->ttxla_patch;
+  EXPECT_EQ(FindEntry(*got, kB)->placement, EntryMerge::Placement::kPerArch);
+  EXPECT_TRUE(FindEntry(*got, kB)->review.empty()) << Joined(FindEntry(*got, kB)->review);
+  ExpectPatchesApply(command.files, *got);
+
+  // The n150 shard's command changed p150's overrides: nothing to lift, flagged for review.
+  Sweep wrong = build(true, override_for("p150"));
+  auto w = Merge(wrong.Input());
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_EQ(w->ttxla_patch, "");
+  const std::string review = Joined(FindEntry(*w, kB)->review);
+  EXPECT_NE(review.find("arch_overrides.p150 in a shard for n150: not lifted"), std::string::npos)
+      << review;
+}
+
 // ---- g. property: order, duplicates and retried attempts change no byte
 
 struct Realistic {
