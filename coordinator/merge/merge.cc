@@ -13,6 +13,9 @@
 namespace triage::merge {
 namespace {
 
+// The archs tt-xla's CI runs single-device training tests on (DOMAIN.md).
+constexpr const char* kSingleDeviceTrainingCiArchs[] = {"n150", "p150"};
+
 constexpr std::string_view kForgePrefix = "third_party/tt_forge_models/";
 
 int PhaseOrder(v1::ShardPhase p) {
@@ -403,6 +406,22 @@ absl::StatusOr<MergeOutput> Merge(const MergeInput& input) {
     if (changed.size() == targets.size() && kinds.size() == 1) {
       m.placement = EntryMerge::Placement::kTopLevel;
       m.edits.push_back(ToEditorEdit(changed.begin()->second->edit(), ""));
+      // A top-level field also reaches the CI archs the sweep did not verify.
+      if (!tp && m.key.ends_with("-single_device-training")) {
+        std::vector<std::string> unverified;
+        for (const char* ci : kSingleDeviceTrainingCiArchs) {
+          if (std::find(targets.begin(), targets.end(), ci) == targets.end()) {
+            unverified.push_back(ci);
+          }
+        }
+        if (!unverified.empty()) {
+          m.review.push_back(util::StrCat(
+              "top-level change verified on ", util::StrJoin(targets, ", "), " only; CI also runs ",
+              "single-device training on ", util::StrJoin(unverified, ", "), " (sweep with --arch ",
+              util::StrJoin(targets, ","), ",", util::StrJoin(unverified, ","),
+              " to verify there too)"));
+        }
+      }
     } else {
       m.placement = EntryMerge::Placement::kPerArch;
       std::set<std::string> decided_fields;

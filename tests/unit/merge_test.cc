@@ -332,6 +332,33 @@ TEST(Merge, EqualOutcomesOnAllArchsGoTopLevel) {
   EXPECT_EQ(doc.Find(kV2)->Field("status")->string, "NOT_SUPPORTED_SKIP");
 }
 
+// A sweep of n150 alone: a top-level change also reaches p150, where CI runs single-device
+// training too, so the report asks for a look; with both archs there is nothing to say.
+TEST(Merge, TopLevelChangeVerifiedOnPartOfTheCiArchsIsFlagged) {
+  Sweep s;
+  s.archs = {"n150"};
+  auto id = s.AddShard("a", 1, "n150");
+  s.AddResult(id, WithOutcomes({Outcome(kV1, "n150", PassEdit(kV1))}));
+  auto out = Merge(s.Input());
+  ASSERT_TRUE(out.ok()) << out.status();
+  const EntryMerge* e = FindEntry(*out, kV1);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->placement, EntryMerge::Placement::kTopLevel);
+  EXPECT_NE(Joined(e->review).find("verified on n150 only; CI also runs single-device training "
+                                   "on p150"),
+            std::string::npos)
+      << Joined(e->review);
+
+  Sweep both;
+  for (const std::string arch : {"n150", "p150"}) {
+    auto b = both.AddShard("a", 1, arch);
+    both.AddResult(b, WithOutcomes({Outcome(kV1, arch, PassEdit(kV1))}));
+  }
+  auto all = Merge(both.Input());
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_TRUE(FindEntry(*all, kV1)->review.empty()) << Joined(FindEntry(*all, kV1)->review);
+}
+
 // Only one of the two target archs changed: the edit goes into that arch's override.
 TEST(Merge, OutcomeOnOneArchOnlyGoesPerArch) {
   Sweep s;
