@@ -1,0 +1,146 @@
+// The Store contract on SqliteStore: staged mutations are invisible and not durable until a
+// Flush commits them together; tickets count up; a failing statement rolls back the whole
+// batch; Abort drops what is staged; and what was flushed comes back from Load, also through a
+// second connection (as after a restart).
+
+#include "coordinator/store/sqlite_store.h"
+
+#include "gtest/gtest.h"
+#include "tests/unit/test_support.h"
+
+namespace triage::coord {
+namespace {
+
+using namespace std::chrono_literals;
+
+TimePoint At(int seconds) { return TimePoint{} + std::chrono::seconds(1'700'000'000 + seconds); }
+
+SweepRecord Sweep(const std::string& id) {
+  SweepRecord s;
+  s.id = id;
+  s.seq = 1;
+  s.repo = "/fake/tt-xla";
+  s.ttxla_commit = std::string(40, 'a');
+  s.forge_commit = std::string(40, 'b');
+  s.archs = {"n150", "p150"};
+  s.playbooks = {"unpack_forward_output"};
+  s.created_by = "alice";
+  s.created_at = At(0);
+  return s;
+}
+
+ShardRecord Shard(const std::string& id, const std::string& sweep) {
+  ShardRecord s;
+  s.id = id;
+  s.sweep_id = sweep;
+  s.seq = 2;
+  s.spec.set_shard_id(id);
+  s.spec.set_playbook("unpack_forward_output");
+  s.spec.set_arch("n150");
+  s.archs = {"n150"};
+  s.expected_seconds = 900;
+  s.enqueued_at = At(1);
+  s.eligible_at = At(1);
+  return s;
+}
+
+class SqliteStoreTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<SqliteStore> Open() {
+    auto store = SqliteStore::Open(tmp_.path() / "state.db");
+    EXPECT_TRUE(store.ok()) << store.status();
+    return store.ok() ? std::move(*store) : nullptr;
+  }
+  testing::TempDir tmp_;
+};
+
+TEST_F(SqliteStoreTest, StagedIsInvisibleUntilFlushedAndTicketsCountUp) {
+  auto store = Open();
+  auto other = Open();  // a second connection: what a restarted coordinator would read
+  SweepRecord sweep = Sweep("sw-0001");
+  ShardRecord shard = Shard("sw-0001-s1", sweep.id);
+  Mutation create;
+  create.name = "CreateSweep";
+  create.sweeps.push_back(&sweep);
+  create.shard_specs.push_back(&shard);
+  EXPECT_EQ(*store->Stage(create), 1u);
+  // The staged mutation owns its data: changing the records afterwards changes nothing.
+  shard.state = ShardState::kCancelled;
+  sweep.repo = "changed after staging";
+  ShardRecord leased = Shard("sw-0001-s1", sweep.id);
+  leased.state = ShardState::kLeased;
+  leased.attempts = 1;
+  leased.token = 1;
+  leased.lease = LeaseInfo{"sw-0001-s1-l1", "agent-1", "sess-1", 1, At(2), At(62)};
+  Mutation grant;
+  grant.name = "GrantLease";
+  grant.shards.push_back(&leased);
+  EXPECT_EQ(*store->Stage(grant), 2u);
+  EXPECT_TRUE(other->Load()->shards.empty()) << "staged is not committed";
+
+  EXPECT_EQ(*store->Flush(), 2u);
+  EXPECT_EQ(*store->Flush(), 2u) << "nothing staged: the same durable ticket";
+  auto snap = other->Load();
+  ASSERT_TRUE(snap.ok()) << snap.status();
+  ASSERT_EQ(snap->sweeps.size(), 1u);
+  EXPECT_EQ(snap->sweeps[0].repo, "/fake/tt-xla");
+  EXPECT_EQ(snap->sweeps[0].archs, (std::vector<std::string>{"n150", "p150"}));
+  ASSERT_EQ(snap->shards.size(), 1u);
+  const ShardRecord& got = snap->shards[0];
+  EXPECT_EQ(got.state, ShardState::kLeased);
+  EXPECT_EQ(got.token, 1);
+  ASSERT_TRUE(got.lease.has_value());
+  EXPECT_EQ(got.lease->agent_id, "agent-1");
+  EXPECT_EQ(got.spec.playbook(), "unpack_forward_output") << "the update kept the spec";
+}
+
+TEST_F(SqliteStoreTest, AFailingStatementRollsBackTheWholeBatch) {
+  auto store = Open();
+  SweepRecord sweep = Sweep("sw-0001");
+  Mutation create;
+  create.name = "CreateSweep";
+  create.sweeps.push_back(&sweep);
+  ASSERT_TRUE(store->Stage(create).ok());
+  // An update of a shard that was never created: the batch cannot be committed.
+  ShardRecord ghost = Shard("sw-0001-s9", sweep.id);
+  Mutation grant;
+  grant.name = "GrantLease";
+  grant.shards.push_back(&ghost);
+  ASSERT_TRUE(store->Stage(grant).ok());
+  auto flushed = store->Flush();
+  ASSERT_FALSE(flushed.ok());
+  EXPECT_NE(flushed.status().message().find("GrantLease: no row for shard sw-0001-s9"),
+            std::string::npos)
+      << flushed.status();
+  EXPECT_TRUE(store->Load()->sweeps.empty()) << "the good mutation went with the bad one";
+  EXPECT_EQ(store->Abort(), 2u) << "the last ticket handed out";
+  // The store goes on.
+  EXPECT_EQ(*store->Stage(create), 3u);
+  EXPECT_EQ(*store->Flush(), 3u);
+  EXPECT_EQ(store->Load()->sweeps.size(), 1u);
+}
+
+TEST_F(SqliteStoreTest, AbortDropsWhatIsStagedAndInjectedFailuresQueueNothing) {
+  auto store = Open();
+  SweepRecord sweep = Sweep("sw-0001");
+  Mutation create;
+  create.name = "CreateSweep";
+  create.sweeps.push_back(&sweep);
+  ASSERT_TRUE(store->Stage(create).ok());
+  EXPECT_EQ(store->Abort(), 1u);
+  EXPECT_EQ(*store->Flush(), 0u) << "nothing was committed";
+  EXPECT_TRUE(store->Load()->sweeps.empty());
+
+  store->FailNextAppliesForTest(1);
+  EXPECT_TRUE(absl::IsUnavailable(store->Stage(create).status()));
+  EXPECT_EQ(*store->Flush(), 0u);
+  store->FailNextFlushesForTest(1);
+  ASSERT_TRUE(store->Stage(create).ok());
+  EXPECT_FALSE(store->Flush().ok());
+  EXPECT_TRUE(store->Load()->sweeps.empty());
+  ASSERT_TRUE(store->Apply(create).ok());
+  EXPECT_EQ(store->Load()->sweeps.size(), 1u);
+}
+
+}  // namespace
+}  // namespace triage::coord
