@@ -42,8 +42,12 @@ void GroupCommit::Stop() {
   }
   finisher_wake_.notify_all();
   finisher_.join();  // it runs what is queued first
-  std::lock_guard lock(mu_);
-  stopping_ = false;
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = false;
+  }
+  // What was submitted while the threads wound down (a merge's final write) is flushed here.
+  Submit(0, {});
 }
 
 bool GroupCommit::IsLostLocked(std::uint64_t ticket) const {

@@ -218,6 +218,25 @@ TEST(GroupCommitTest, LongCallbacksDoNotHoldUpCommits) {
   commits.Stop();
 }
 
+TEST(GroupCommitTest, StopCommitsAndAnswersEverythingThatWaits) {
+  ScriptedStore store;
+  GroupCommit commits(&store, [](const absl::Status&) {});
+  commits.Start();
+  Log log;
+  store.gate.Close();
+  commits.Submit(store.Stage(), Reply(&log, "in commit"));
+  ASSERT_TRUE(store.gate.WaitForArrival());
+  commits.Submit(store.Stage(), Reply(&log, "waiting"));
+  std::thread stopper([&] { commits.Stop(); });
+  std::this_thread::sleep_for(20ms);
+  store.gate.Open();
+  stopper.join();
+  EXPECT_EQ(log.Get(), (std::vector<std::string>{"in commit ok", "waiting ok"}));
+  // Stopped: back to committing on the caller's thread.
+  commits.Submit(store.Stage(), Reply(&log, "after stop"));
+  EXPECT_EQ(log.Get().back(), "after stop ok");
+}
+
 // The real coordinator over SQLite, with the committer thread, behind a gate on its commits.
 class GatedSqlite : public Store {
  public:
