@@ -22,7 +22,7 @@ RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       libabsl20220623 libc-ares2 libcivetweb1 libfmt9 libgrpc++1.51 libgrpc29 \
       libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0 libprotobuf32 libpugixml1v5 \
-      libre2-9 libspdlog1.10 libsqlite3-0 libssl3 libyaml-cpp0.7 zlib1g \
+      libjemalloc2 libre2-9 libspdlog1.10 libsqlite3-0 libssl3 libyaml-cpp0.7 zlib1g \
       git ca-certificates python3 \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --create-home --home-dir /var/lib/triage --uid 10001 triage

@@ -32,6 +32,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/clock/clock.h"
 #include "common/inventory/inventory.h"
+#include "common/util/allocator.h"
 #include "common/util/log.h"
 #include "common/util/strings.h"
 #include "coordinator/core/coordinator.h"
@@ -917,7 +918,8 @@ int Run(const Options& opt) {
                    {"shards", shards},
                    {"hardware_threads", std::thread::hardware_concurrency()},
                    {"load_average_at_start", load_at_start},
-                   {"deadlock_detection", opt.deadlock_detection}};
+                   {"deadlock_detection", opt.deadlock_detection},
+                   {"allocator", util::AllocatorName()}};
     // The first pair in the detailed layout (the only one without --repeat).
     j["cpu"] = {{"farm_cores", one.farm_cores},
                 {"farm_us_per_call", one.farm_us_per_call},
@@ -963,7 +965,8 @@ int Run(const Options& opt) {
     util::StrAppend(&out, "farm_bench: ", opt.agents, " agents, ", channels, " channels, ", threads,
                     " client threads, ", std::thread::hardware_concurrency(),
                     " hardware threads (load average ", Fixed(load_at_start, 2),
-                    " at start); coordinator, echo server and agents in one process\n");
+                    " at start); coordinator, echo server and agents in one process; ",
+                    util::AllocatorName(), "\n");
     util::StrAppend(&out, "  sweep of ", shards, " shards, SQLite WAL at ", db_path.string(), "\n");
     util::StrAppend(&out, "  messages: LeaseRequest ", lease_req_bytes, " B, LeaseResponse ",
                     lease_resp_bytes, " B, CompleteRequest ", complete_req_bytes, " B, echo ",

@@ -11,6 +11,7 @@
 #include "common/clock/clock.h"
 #include "common/config/config.h"
 #include "common/metrics/metrics_server.h"
+#include "common/util/allocator.h"
 #include "common/util/file.h"
 #include "common/util/log.h"
 #include "common/util/strings.h"
@@ -172,9 +173,9 @@ int main(int argc, char** argv) {
       !st.ok()) {
     return Fail(util::MessageOf(st));
   }
-  spdlog::info("serving agents on port {}, control on port {}, metrics on port {} (data {})",
+  spdlog::info("serving agents on port {}, control on port {}, metrics on port {} (data {}; {})",
                (*server)->agent_port(), (*server)->control_port(),
-               metrics_server ? metrics_server->port() : 0, cfg.data_dir);
+               metrics_server ? metrics_server->port() : 0, cfg.data_dir, util::AllocatorName());
 
   int sig = 0;
   sigwait(&signals, &sig);
