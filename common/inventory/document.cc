@@ -1,5 +1,6 @@
 #include "common/inventory/document.h"
 
+#include <algorithm>
 #include <optional>
 #include <sstream>
 #include <unordered_map>
@@ -263,6 +264,25 @@ const Value* Entry::FieldForArch(std::string_view name, std::string_view arch) c
     }
   }
   return Field(name);
+}
+
+std::vector<std::string> Entry::FieldNamesForArch(std::string_view arch) const {
+  std::vector<std::string> names;
+  auto add = [&](const Value& fields) {
+    for (const auto& item : fields.map) {
+      if (item.key != "arch_overrides" &&
+          std::find(names.begin(), names.end(), item.key) == names.end()) {
+        names.push_back(item.key);
+      }
+    }
+  };
+  add(value);
+  if (const Value* overrides = Field("arch_overrides")) {
+    if (const Value* fields = overrides->Find(arch); fields != nullptr && fields->is_map()) {
+      add(*fields);
+    }
+  }
+  return names;
 }
 
 std::string_view Entry::StatusForArch(std::string_view arch) const {

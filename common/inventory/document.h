@@ -35,6 +35,9 @@ struct Entry {
   std::string_view Status() const;
   // Per-field resolution: arch_overrides.<arch>.<name> when present, else the top-level field.
   const Value* FieldForArch(std::string_view name, std::string_view arch) const;
+  // The names FieldForArch resolves on arch: the top-level fields (arch_overrides aside), then
+  // those only the arch's override has, in file order.
+  std::vector<std::string> FieldNamesForArch(std::string_view arch) const;
   std::string_view StatusForArch(std::string_view arch) const;
   // Names of the archs with an override, in file order.
   std::vector<std::string> OverrideArchs() const;

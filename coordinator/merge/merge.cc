@@ -92,76 +92,41 @@ inventory::EntryEdit ToEditorEdit(const v1::EntryEdit& e, const std::string& arc
   return out;
 }
 
-// The fields an entry has for one arch: its top-level fields with arch_overrides.<arch> on top
-// (as tt-xla's runner reads them), in entry order. Without an arch: the top-level fields.
-std::vector<std::pair<std::string, inventory::Value>> EffectiveFields(const inventory::Entry* e,
-                                                                      const std::string& arch) {
-  std::vector<std::pair<std::string, inventory::Value>> out;
-  if (e == nullptr || !e->value.is_map()) return out;
-  auto put = [&](const std::string& key, const inventory::Value& v) {
-    for (auto& [k, have] : out) {
-      if (k == key) {
-        have = v;
-        return;
-      }
-    }
-    out.emplace_back(key, v);
-  };
-  for (const auto& item : e->value.map) {
-    if (item.key != "arch_overrides") put(item.key, item.value);
-  }
-  const inventory::Value* ao = e->Field("arch_overrides");
-  const inventory::Value* mine = (ao != nullptr && !arch.empty()) ? ao->Find(arch) : nullptr;
-  if (mine != nullptr && mine->is_map()) {
-    for (const auto& item : mine->map) put(item.key, item.value);
-  }
-  return out;
-}
-
-const inventory::Value* FieldOf(const std::vector<std::pair<std::string, inventory::Value>>& f,
-                                const std::string& key) {
-  for (const auto& [k, v] : f) {
-    if (k == key) return &v;
-  }
-  return nullptr;
-}
-
 // What a command's change of one entry means for the shard's arch: the difference between the
-// fields the runner sees on that arch before and after (so a change under
-// arch_overrides.<arch> is lifted like a top-level one, and the merge places it). Changes the
-// arch does not see (another arch's overrides, a top-level field its override hides) are not
-// lifted and are flagged for review.
+// fields the runner sees on that arch before and after (inventory::Entry::FieldForArch), so a
+// change under arch_overrides.<arch> is lifted like a top-level one and the merge places it.
+// Changes the arch does not see (another arch's overrides, a top-level field its override
+// hides) are not lifted and are flagged for review.
 v1::EntryEdit LiftEntryEdit(const std::string& path, const std::string& arch,
                             const inventory::Entry* before, const inventory::Entry& after,
                             v1::EntryOutcome& outcome) {
   v1::EntryEdit edit;
   edit.set_file(path);
   edit.set_key(after.key);
-  const auto was = EffectiveFields(before, arch);
-  const auto now = EffectiveFields(&after, arch);
-  for (const auto& [key, value] : now) {
-    const inventory::Value* old = FieldOf(was, key);
-    if (old != nullptr && *old == value) continue;
+  for (const auto& name : after.FieldNamesForArch(arch)) {
+    const inventory::Value* now = after.FieldForArch(name, arch);
+    const inventory::Value* was = before != nullptr ? before->FieldForArch(name, arch) : nullptr;
+    if (was != nullptr && *was == *now) continue;
     auto* f = edit.add_set();
-    f->set_name(key);
-    *f->mutable_value() = ToYaml(value);
-  }
-  for (const auto& [key, value] : was) {
-    if (FieldOf(now, key) == nullptr) edit.add_delete_(key);
+    f->set_name(name);
+    *f->mutable_value() = ToYaml(*now);
   }
   if (before == nullptr) return edit;
-  // What changed that this arch does not see.
-  const inventory::Value* ao_old = before->Field("arch_overrides");
-  const inventory::Value* ao_new = after.Field("arch_overrides");
-  std::set<std::string> archs;
-  for (const auto* ao : {ao_old, ao_new}) {
-    if (ao == nullptr || !ao->is_map()) continue;
-    for (const auto& item : ao->map) archs.insert(item.key);
+  for (const auto& name : before->FieldNamesForArch(arch)) {
+    if (after.FieldForArch(name, arch) == nullptr) edit.add_delete_(name);
   }
-  for (const auto& other : archs) {
-    if (other == arch) continue;
-    const inventory::Value* o = ao_old != nullptr ? ao_old->Find(other) : nullptr;
-    const inventory::Value* n = ao_new != nullptr ? ao_new->Find(other) : nullptr;
+  // What changed that this arch does not see.
+  std::set<std::string> others;
+  for (const auto* e : {before, &after}) {
+    for (auto& a : e->OverrideArchs()) {
+      if (a != arch) others.insert(a);
+    }
+  }
+  for (const auto& other : others) {
+    const inventory::Value* o = before->Field("arch_overrides");
+    const inventory::Value* n = after.Field("arch_overrides");
+    o = o != nullptr ? o->Find(other) : nullptr;
+    n = n != nullptr ? n->Find(other) : nullptr;
     if ((o == nullptr) != (n == nullptr) || (o != nullptr && !(*o == *n))) {
       outcome.add_review(util::StrCat("the command changed arch_overrides.", other,
                                       " in a shard for ", arch.empty() ? "no arch" : arch,
@@ -171,8 +136,8 @@ v1::EntryEdit LiftEntryEdit(const std::string& path, const std::string& arch,
   for (const auto& item : after.value.map) {
     if (item.key == "arch_overrides") continue;
     const inventory::Value* old = before->Field(item.key);
-    const inventory::Value* seen = FieldOf(now, item.key);
-    if ((old == nullptr || !(*old == item.value)) && (seen == nullptr || !(*seen == item.value))) {
+    if (old != nullptr && *old == item.value) continue;
+    if (!(*after.FieldForArch(item.key, arch) == item.value)) {
       outcome.add_review(util::StrCat("the command changed top-level ", item.key,
                                       ", which arch_overrides.", arch,
                                       " hides on this arch: not lifted"));

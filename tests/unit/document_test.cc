@@ -51,6 +51,10 @@ TEST(Document, ParsesEntriesSpansAndFields) {
   EXPECT_EQ(b.StatusForArch("p150"), "KNOWN_FAILURE_XFAIL");
   EXPECT_EQ(b.StatusForArch("n150"), "EXPECTED_PASSING");
   EXPECT_EQ(b.OverrideArchs(), std::vector<std::string>{"p150"});
+  EXPECT_EQ(b.FieldNamesForArch("n150"),
+            (std::vector<std::string>{"status", "markers", "required_pcc"}));
+  EXPECT_EQ(b.FieldNamesForArch("p150"),
+            (std::vector<std::string>{"status", "markers", "required_pcc", "supported_archs"}));
   EXPECT_EQ(b.Field("required_pcc")->kind, Value::Kind::kFloat);
   EXPECT_TRUE(b.Field("markers")->flow);
   EXPECT_EQ(b.parts->model_path, "b/c");
