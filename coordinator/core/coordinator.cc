@@ -510,7 +510,7 @@ std::int64_t Coordinator::Lease(const v1::LeaseRequest& req, LeaseCallback done)
     v1::LeaseResponse resp;
     if (it == agents_.end() || it->second.session_id != req.session_id()) {
       resp.set_reregister(true);
-      after.Reply([done, resp] { done(resp); }, [done](const absl::Status& st) { done(st); });
+      after.Answer(done, resp);
     } else {
       AgentRecord& agent = it->second;
       agent.last_heartbeat = now;
@@ -534,16 +534,15 @@ std::int64_t Coordinator::Lease(const v1::LeaseRequest& req, LeaseCallback done)
         resp.set_fencing_token(s.lease->token);
         resp.set_deadline_unix_ms(ToUnixMillis(s.lease->deadline));
         *resp.mutable_shard() = s.spec;
-        after.Reply([done, resp] { done(resp); }, [done](const absl::Status& st) { done(st); });
+        after.Answer(done, resp);
       } else if (agent.draining) {
         resp.set_draining(true);
-        after.Reply([done, resp] { done(resp); }, [done](const absl::Status& st) { done(st); });
+        after.Answer(done, resp);
       } else if (ShardRecord* shard = FindMatch(agent, now)) {
         auto granted = GrantLocked(agent, *shard, req.request_id(), after);
-        after.Reply([done, granted = std::move(granted)]() mutable { done(std::move(granted)); },
-                    [done](const absl::Status& st) { done(st); });
+        after.Answer(done, std::move(granted));
       } else if (req.wait_ms() <= 0) {
-        after.Reply([done, resp] { done(resp); }, [done](const absl::Status& st) { done(st); });
+        after.Answer(done, resp);
       } else {
         Duration wait =
             std::min<Duration>(std::chrono::milliseconds(req.wait_ms()), options_.lease_wait_limit);
@@ -585,8 +584,7 @@ void Coordinator::ServeWaitersLocked(Deferred& after) {
     if (agent == agents_.end() || agent->second.session_id != it->session_id) {
       v1::LeaseResponse resp;
       resp.set_reregister(true);
-      after.Reply([done = it->done, resp] { done(resp); },
-                  [done = it->done](const absl::Status& st) { done(st); });
+      after.Answer(it->done, resp);
       it = waiters_.erase(it);
       continue;
     }
@@ -596,9 +594,7 @@ void Coordinator::ServeWaitersLocked(Deferred& after) {
       continue;
     }
     auto granted = GrantLocked(agent->second, *shard, it->request_id, after);
-    after.Reply(
-        [done = it->done, granted = std::move(granted)]() mutable { done(std::move(granted)); },
-        [done = it->done](const absl::Status& st) { done(st); });
+    after.Answer(it->done, std::move(granted));
     it = waiters_.erase(it);
   }
   serving_waiters_ = false;
@@ -663,8 +659,7 @@ void Coordinator::Complete(const v1::CompleteRequest& req, CompleteCallback done
     // may still be in the commit under way.
     after.ticket = last_staged_;
   }
-  after.Reply([done, r = std::move(r)]() mutable { done(std::move(r)); },
-              [done](const absl::Status& st) { done(st); });
+  after.Answer(done, std::move(r));
   Settle(after);
 }
 
@@ -1420,8 +1415,7 @@ absl::StatusOr<v1::Agent> Coordinator::SetDraining(const std::string& agent_id, 
         if (w->agent_id == agent_id) {
           v1::LeaseResponse resp;
           resp.set_draining(true);
-          after.Reply([done = w->done, resp] { done(resp); },
-                      [done = w->done](const absl::Status& st) { done(st); });
+          after.Answer(w->done, resp);
           w = waiters_.erase(w);
         } else {
           ++w;
@@ -1481,8 +1475,7 @@ void Coordinator::Tick() {
     // Long-polls that reached their limit.
     for (auto w = waiters_.begin(); w != waiters_.end();) {
       if (w->deadline <= now) {
-        after.Reply([done = w->done] { done(v1::LeaseResponse{}); },
-                    [done = w->done](const absl::Status& st) { done(st); });
+        after.Answer(w->done, v1::LeaseResponse{});
         w = waiters_.erase(w);
       } else {
         ++w;

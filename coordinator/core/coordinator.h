@@ -156,6 +156,12 @@ class Coordinator {
     void Reply(std::function<void()> ok, std::function<void(const absl::Status&)> failed) {
       now.push_back({std::move(ok), std::move(failed)});
     }
+    // done(answer) once durable, done(error) if lost: every Lease/Complete callback's reply.
+    template <typename Callback, typename Value>
+    void Answer(Callback done, Value answer) {
+      Reply([done, answer = std::move(answer)]() mutable { done(std::move(answer)); },
+            [done](const absl::Status& st) { done(st); });
+    }
   };
   // Hands the deferred work to the group commit (see GroupCommit).
   void Settle(Deferred& after);

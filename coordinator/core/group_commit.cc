@@ -99,50 +99,40 @@ bool GroupCommit::FlushLocked(std::unique_lock<std::mutex>& lock) {
   return true;
 }
 
-void GroupCommit::RunLocked(std::unique_lock<std::mutex>& lock, std::vector<Item>& ready,
-                            std::vector<Item>& lost) {
+void GroupCommit::ResolveAndRunLocked(std::unique_lock<std::mutex>& lock) {
+  std::vector<Item> ready;
+  std::vector<Item> lost;
+  ResolveLocked(&ready, &lost);
   if (ready.empty() && lost.empty()) return;
-  if (background_) {
-    auto slow =
-        std::stable_partition(ready.begin(), ready.end(), [](const Item& i) { return !i.last; });
+  auto slow =
+      std::stable_partition(ready.begin(), ready.end(), [](const Item& i) { return !i.last; });
+  if (background_ && slow != ready.end()) {
     for (auto it = slow; it != ready.end(); ++it) finisher_queue_.push_back(std::move(*it));
-    if (slow != ready.end()) finisher_wake_.notify_one();
     ready.erase(slow, ready.end());
-  } else {
-    std::stable_partition(ready.begin(), ready.end(), [](const Item& i) { return !i.last; });
+    finisher_wake_.notify_one();
   }
   lock.unlock();
   for (auto& item : ready) item.ok();
   for (auto& item : lost) {
     if (item.failed) item.failed(LostStatus());
   }
-  ready.clear();
-  lost.clear();
   lock.lock();
 }
 
 void GroupCommit::Submit(std::uint64_t ticket, std::vector<Item> items) {
-  std::vector<Item> ready;
-  std::vector<Item> lost;
   std::unique_lock lock(mu_);
   waiting_.emplace(ticket, std::move(items));
-  ResolveLocked(&ready, &lost);
-  RunLocked(lock, ready, lost);  // nothing to wait for: at once, on this thread
+  ResolveAndRunLocked(lock);  // nothing to wait for: at once, on this thread
   if (waiting_.empty()) return;
   if (background_) {
     wake_.notify_one();
     return;
   }
   // Inline: flush until nothing waits, unless another thread is flushing (it goes on for us).
-  while (FlushLocked(lock)) {
-    ResolveLocked(&ready, &lost);
-    RunLocked(lock, ready, lost);
-  }
+  while (FlushLocked(lock)) ResolveAndRunLocked(lock);
 }
 
 void GroupCommit::CommitterLoop() {
-  std::vector<Item> ready;
-  std::vector<Item> lost;
   std::unique_lock lock(mu_);
   while (true) {
     wake_.wait(lock, [&] { return stopping_ || (!waiting_.empty() && !flushing_); });
@@ -150,9 +140,7 @@ void GroupCommit::CommitterLoop() {
       if (stopping_) return;
       continue;
     }
-    if (!FlushLocked(lock)) continue;
-    ResolveLocked(&ready, &lost);
-    RunLocked(lock, ready, lost);
+    if (FlushLocked(lock)) ResolveAndRunLocked(lock);
   }
 }
 

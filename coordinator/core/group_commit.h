@@ -64,9 +64,8 @@ class GroupCommit {
   void ResolveLocked(std::vector<Item>* ready, std::vector<Item>* lost);
   // Flushes once (mu_ released meanwhile); false when nothing waited.
   bool FlushLocked(std::unique_lock<std::mutex>& lock);
-  // Runs resolved items (mu_ released meanwhile); `last` items go to the finisher if any.
-  void RunLocked(std::unique_lock<std::mutex>& lock, std::vector<Item>& ready,
-                 std::vector<Item>& lost);
+  // Runs what is resolved (mu_ released meanwhile); `last` items go to the finisher if any.
+  void ResolveAndRunLocked(std::unique_lock<std::mutex>& lock);
   void CommitterLoop();
   void FinisherLoop();
 
