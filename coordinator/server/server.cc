@@ -504,11 +504,15 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
 
-  auto build = [&](const std::string& address, grpc::Service* service,
-                   int* port) -> absl::StatusOr<std::unique_ptr<grpc::Server>> {
+  // A listener with the default health service (EnableDefaultHealthCheckService adds it to every
+  // server) and, unless null, one of ours. On an error return the server's destructor shuts down
+  // the listeners already started.
+  auto build =
+      [&](const std::string& address, const std::shared_ptr<grpc::ServerCredentials>& credentials,
+          grpc::Service* service, int* port) -> absl::StatusOr<std::unique_ptr<grpc::Server>> {
     grpc::ServerBuilder builder;
-    builder.AddListeningPort(address, *creds, port);
-    builder.RegisterService(service);
+    builder.AddListeningPort(address, credentials, port);
+    if (service != nullptr) builder.RegisterService(service);
     builder.SetMaxReceiveMessageSize(64 << 20);
     builder.SetMaxSendMessageSize(64 << 20);
     auto s = builder.BuildAndStart();
@@ -517,27 +521,19 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
     }
     return s;
   };
-  auto agent = build(config.agent_address, &server->services_->agent, &server->agent_port_);
+  auto agent = build(config.agent_address, *creds, &server->services_->agent, &server->agent_port_);
   if (!agent.ok()) return agent.status();
   server->agent_server_ = std::move(*agent);
-  auto control = build(config.control_address, &server->services_->control, &server->control_port_);
-  if (!control.ok()) {
-    server->agent_server_->Shutdown();
-    return control.status();
-  }
+  auto control =
+      build(config.control_address, *creds, &server->services_->control, &server->control_port_);
+  if (!control.ok()) return control.status();
   server->control_server_ = std::move(*control);
   if (!config.health_address.empty()) {
-    // Only the default health service (added to every server by
-    // EnableDefaultHealthCheckService), in plaintext: it reveals nothing but SERVING.
-    grpc::ServerBuilder builder;
-    builder.AddListeningPort(config.health_address, grpc::InsecureServerCredentials(),
-                             &server->health_port_);
-    server->health_server_ = builder.BuildAndStart();
-    if (server->health_server_ == nullptr || server->health_port_ == 0) {
-      server->agent_server_->Shutdown();
-      server->control_server_->Shutdown();
-      return absl::UnavailableError(util::StrCat("cannot listen on ", config.health_address));
-    }
+    // Plaintext, and only the health service: it reveals nothing but SERVING / NOT_SERVING.
+    auto health = build(config.health_address, grpc::InsecureServerCredentials(), nullptr,
+                        &server->health_port_);
+    if (!health.ok()) return health.status();
+    server->health_server_ = std::move(*health);
   }
   server->SetServing(coordinator->healthy());
   server->ticker_ = std::thread([s = server.get(), period = config.tick] { s->TickLoop(period); });

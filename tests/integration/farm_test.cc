@@ -207,6 +207,36 @@ class FarmTest : public ::testing::Test {
     return testing::WaitFor([&] { return coord_->GetSweep(id)->state() == state; }, t);
   }
 
+  // grpc.health.v1 status of a service on 127.0.0.1:port, over plaintext.
+  static grpc::health::v1::HealthCheckResponse::ServingStatus Health(
+      int port, const std::string& service = "") {
+    auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
+                                       grpc::InsecureChannelCredentials());
+    auto health = grpc::health::v1::Health::NewStub(channel);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + 5s);
+    grpc::health::v1::HealthCheckRequest req;
+    req.set_service(service);
+    grpc::health::v1::HealthCheckResponse resp;
+    auto st = health->Check(&ctx, req, &resp);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    return resp.status();
+  }
+
+  // The store's writes fail: health on port turns NOT_SERVING; they work again: SERVING.
+  void ExpectHealthFollowsTheStore(int port) {
+    using grpc::health::v1::HealthCheckResponse;
+    EXPECT_EQ(Health(port), HealthCheckResponse::SERVING);
+    store_->FailNextAppliesForTest(1'000'000);
+    v1::StartSweepRequest req;
+    req.set_repo_path("/fake");
+    EXPECT_TRUE(absl::IsUnavailable(coord_->StartSweep(req, {}).status())) << "the store is down";
+    EXPECT_TRUE(
+        testing::WaitFor([&] { return Health(port) == HealthCheckResponse::NOT_SERVING; }, 5s));
+    store_->FailNextAppliesForTest(0);
+    EXPECT_TRUE(testing::WaitFor([&] { return Health(port) == HealthCheckResponse::SERVING; }, 5s));
+  }
+
   testing::TempDir tmp_;
   std::string yaml_ = Yaml(1);
   std::unique_ptr<coord::SqliteStore> store_;
@@ -393,29 +423,10 @@ TEST_F(FarmTest, RolesAndTokens) {
 }
 
 TEST_F(FarmTest, HealthReflectsTheStore) {
-  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(server_->control_port()),
-                                     grpc::InsecureChannelCredentials());
-  auto health = grpc::health::v1::Health::NewStub(channel);
-  auto check = [&](const std::string& service) {
-    grpc::ClientContext ctx;
-    grpc::health::v1::HealthCheckRequest req;
-    req.set_service(service);
-    grpc::health::v1::HealthCheckResponse resp;
-    auto st = health->Check(&ctx, req, &resp);
-    EXPECT_TRUE(st.ok()) << st.error_message();
-    return resp.status();
-  };
-  EXPECT_EQ(check(""), grpc::health::v1::HealthCheckResponse::SERVING);
-  EXPECT_EQ(check("triage.v1.ControlService"), grpc::health::v1::HealthCheckResponse::SERVING);
-  store_->FailNextAppliesForTest(1'000'000);
-  v1::StartSweepRequest req;
-  req.set_repo_path("/fake");
-  EXPECT_TRUE(absl::IsUnavailable(coord_->StartSweep(req, {}).status())) << "the store is down";
-  EXPECT_TRUE(testing::WaitFor(
-      [&] { return check("") == grpc::health::v1::HealthCheckResponse::NOT_SERVING; }, 5s));
-  store_->FailNextAppliesForTest(0);
-  EXPECT_TRUE(testing::WaitFor(
-      [&] { return check("") == grpc::health::v1::HealthCheckResponse::SERVING; }, 5s));
+  const int port = server_->control_port();
+  EXPECT_EQ(Health(port, "triage.v1.ControlService"),
+            grpc::health::v1::HealthCheckResponse::SERVING);
+  ExpectHealthFollowsTheStore(port);
 }
 
 // TLS and mutual TLS with certificates made by openssl for this test.
@@ -475,33 +486,13 @@ TEST_F(TlsFarmTest, PlaintextHealthListenerFollowsTheStore) {
   ASSERT_NE(server_->health_port(), 0);
   auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(server_->health_port()),
                                      grpc::InsecureChannelCredentials());
-  auto check = [&] {
-    auto health = grpc::health::v1::Health::NewStub(channel);
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + 5s);
-    grpc::health::v1::HealthCheckResponse resp;
-    auto st = health->Check(&ctx, {}, &resp);
-    EXPECT_TRUE(st.ok()) << st.error_message();
-    return resp.status();
-  };
-  EXPECT_EQ(check(), grpc::health::v1::HealthCheckResponse::SERVING);
-  {
-    auto control = v1::ControlService::NewStub(channel);
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + 5s);
-    v1::ListSweepsResponse resp;
-    EXPECT_EQ(control->ListSweeps(&ctx, {}, &resp).error_code(), grpc::StatusCode::UNIMPLEMENTED)
-        << "the health listener serves nothing else";
-  }
-  store_->FailNextAppliesForTest(1'000'000);
-  v1::StartSweepRequest req;
-  req.set_repo_path("/fake");
-  EXPECT_FALSE(coord_->StartSweep(req, {}).ok());
-  EXPECT_TRUE(testing::WaitFor(
-      [&] { return check() == grpc::health::v1::HealthCheckResponse::NOT_SERVING; }, 5s));
-  store_->FailNextAppliesForTest(0);
-  EXPECT_TRUE(testing::WaitFor(
-      [&] { return check() == grpc::health::v1::HealthCheckResponse::SERVING; }, 5s));
+  auto control = v1::ControlService::NewStub(channel);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + 5s);
+  v1::ListSweepsResponse resp;
+  EXPECT_EQ(control->ListSweeps(&ctx, {}, &resp).error_code(), grpc::StatusCode::UNIMPLEMENTED)
+      << "the health listener serves nothing else";
+  ExpectHealthFollowsTheStore(server_->health_port());
 }
 
 }  // namespace
