@@ -365,12 +365,6 @@ std::uint64_t SqliteStore::Abort() {
   return staged_;
 }
 
-absl::Status SqliteStore::Apply(const Mutation& m) {
-  if (auto t = Stage(m); !t.ok()) return t.status();
-  auto d = Flush();
-  return d.ok() ? absl::OkStatus() : d.status();
-}
-
 void SqliteStore::Encode(const Mutation& m, std::vector<Op>* ops) {
   Statements& s = *stmts_;
   auto add = [&](Stmt& stmt) -> Op& {

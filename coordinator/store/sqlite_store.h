@@ -34,8 +34,6 @@ class SqliteStore : public Store {
   absl::StatusOr<std::uint64_t> Stage(const Mutation& m) override;
   absl::StatusOr<std::uint64_t> Flush() override;
   std::uint64_t Abort() override;
-  // Stage then Flush: one mutation in its own transaction.
-  absl::Status Apply(const Mutation& m);
   absl::StatusOr<Snapshot> Load() override;
   absl::StatusOr<std::vector<AttemptRecord>> Attempts(const std::string& shard_id) override;
   absl::StatusOr<std::vector<AuditRecord>> AuditLog(int limit) override;

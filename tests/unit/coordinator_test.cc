@@ -120,13 +120,18 @@ class CoordinatorTest : public ::testing::Test {
     return sweep.ok() ? *sweep : v1::Sweep{};
   }
 
-  // A Lease with no wait; returns the response.
-  v1::LeaseResponse LeaseNow(const std::string& agent) {
+  // A Lease with no wait, answered before Lease returns (no committer thread here).
+  absl::StatusOr<v1::LeaseResponse> TryLease(const std::string& agent) {
     v1::LeaseRequest req;
     req.set_agent_id(agent);
     req.set_session_id(sessions_[agent]);
     absl::StatusOr<v1::LeaseResponse> got = absl::UnknownError("not called");
     coord_->Lease(req, [&](absl::StatusOr<v1::LeaseResponse> r) { got = std::move(r); });
+    return got;
+  }
+
+  v1::LeaseResponse LeaseNow(const std::string& agent) {
+    auto got = TryLease(agent);
     EXPECT_TRUE(got.ok()) << got.status();
     return got.ok() ? *got : v1::LeaseResponse{};
   }
@@ -153,15 +158,20 @@ class CoordinatorTest : public ::testing::Test {
     return r;
   }
 
-  v1::CompleteResponse CompleteLease(const std::string& agent, const v1::LeaseResponse& lease,
-                                     const v1::ShardResult& result) {
+  v1::CompleteRequest CompleteRequest(const std::string& agent, const v1::LeaseResponse& lease,
+                                      const v1::ShardResult& result) {
     v1::CompleteRequest req;
     req.set_agent_id(agent);
     req.set_session_id(sessions_[agent]);
     req.set_lease_id(lease.lease_id());
     req.set_fencing_token(lease.fencing_token());
     *req.mutable_result() = result;
-    auto resp = coord_->Complete(req);
+    return req;
+  }
+
+  v1::CompleteResponse CompleteLease(const std::string& agent, const v1::LeaseResponse& lease,
+                                     const v1::ShardResult& result) {
+    auto resp = coord_->Complete(CompleteRequest(agent, lease, result));
     EXPECT_TRUE(resp.ok()) << resp.status();
     return resp.ok() ? *resp : v1::CompleteResponse{};
   }
@@ -657,11 +667,7 @@ TEST_F(CoordinatorTest, StoreFailureChangesNothingAndIsReported) {
   RegisterAgent("n", "n150");
   Start({}, 0, "", {"dtype_bfloat16"});
   store_->FailNextAppliesForTest(1);
-  v1::LeaseRequest req;
-  req.set_agent_id("n");
-  req.set_session_id(sessions_["n"]);
-  absl::StatusOr<v1::LeaseResponse> got = absl::UnknownError("x");
-  coord_->Lease(req, [&](absl::StatusOr<v1::LeaseResponse> r) { got = r; });
+  auto got = TryLease("n");
   EXPECT_TRUE(absl::IsUnavailable(got.status())) << got.status();
   EXPECT_FALSE(coord_->healthy());
   EXPECT_EQ(coord_->GetSweep("sw-0001")->shards_by_state().at("queued"), 1);
@@ -677,11 +683,7 @@ TEST_F(CoordinatorTest, LostGrantIsAnsweredUnavailableAndTheShardStaysQueued) {
   Start({}, 0, "", {"dtype_bfloat16"});
   const auto before = metrics_.shards;
   store_->FailNextFlushesForTest(1);
-  v1::LeaseRequest req;
-  req.set_agent_id("n");
-  req.set_session_id(sessions_["n"]);
-  absl::StatusOr<v1::LeaseResponse> got = absl::UnknownError("not called");
-  coord_->Lease(req, [&](absl::StatusOr<v1::LeaseResponse> r) { got = std::move(r); });
+  auto got = TryLease("n");
   EXPECT_TRUE(absl::IsUnavailable(got.status())) << got.status();
   EXPECT_FALSE(coord_->healthy());
   EXPECT_EQ(coord_->GetSweep("sw-0001")->shards_by_state().at("queued"), 1);
@@ -706,12 +708,7 @@ TEST_F(CoordinatorTest, LostResultIsAnsweredUnavailableAndTheRetryIsAccepted) {
   auto lease = LeaseNow("n");
   ASSERT_TRUE(lease.granted());
   store_->FailNextFlushesForTest(1);
-  v1::CompleteRequest req;
-  req.set_agent_id("n");
-  req.set_session_id(sessions_["n"]);
-  req.set_lease_id(lease.lease_id());
-  req.set_fencing_token(lease.fencing_token());
-  *req.mutable_result() = Succeeded(lease.shard());
+  const v1::CompleteRequest req = CompleteRequest("n", lease, Succeeded(lease.shard()));
   auto lost = coord_->Complete(req);
   EXPECT_TRUE(absl::IsUnavailable(lost.status())) << lost.status();
   // Reloaded: the lease (committed earlier) still holds, the result is not there.

@@ -138,7 +138,8 @@ TEST_F(SqliteStoreTest, AbortDropsWhatIsStagedAndInjectedFailuresQueueNothing) {
   ASSERT_TRUE(store->Stage(create).ok());
   EXPECT_FALSE(store->Flush().ok());
   EXPECT_TRUE(store->Load()->sweeps.empty());
-  ASSERT_TRUE(store->Apply(create).ok());
+  ASSERT_TRUE(store->Stage(create).ok());
+  ASSERT_TRUE(store->Flush().ok());
   EXPECT_EQ(store->Load()->sweeps.size(), 1u);
 }
 
