@@ -41,6 +41,7 @@ struct CoordinatorConfig {
   std::int64_t lease_ttl_seconds = 120;
   std::int64_t heartbeat_interval_seconds = 5;
   std::int64_t agent_dead_after_seconds = 60;
+  std::int64_t offline_agent_retention_seconds = 24 * 3600;
   std::int64_t lease_wait_seconds = 20;
   std::int64_t backoff_base_seconds = 10;
   std::int64_t backoff_max_seconds = 600;
@@ -68,6 +69,8 @@ struct CoordinatorConfig {
     s.Add("heartbeat_interval_seconds", &heartbeat_interval_seconds, "told to agents");
     s.Add("agent_dead_after_seconds", &agent_dead_after_seconds,
           "silence after which an agent is offline and its leases expire");
+    s.Add("offline_agent_retention_seconds", &offline_agent_retention_seconds,
+          "an offline agent stays listed (as offline) this long, then is forgotten");
     s.Add("lease_wait_seconds", &lease_wait_seconds, "server cap on a Lease long-poll");
     s.Add("backoff_base_seconds", &backoff_base_seconds, "requeue delay after a failed attempt");
     s.Add("backoff_max_seconds", &backoff_max_seconds, "cap of the doubling requeue delay");
@@ -134,6 +137,7 @@ int main(int argc, char** argv) {
   options.lease_ttl = std::chrono::seconds(cfg.lease_ttl_seconds);
   options.heartbeat_interval = std::chrono::seconds(cfg.heartbeat_interval_seconds);
   options.agent_dead_after = std::chrono::seconds(cfg.agent_dead_after_seconds);
+  options.offline_retention = std::chrono::seconds(cfg.offline_agent_retention_seconds);
   options.lease_wait_limit = std::chrono::seconds(cfg.lease_wait_seconds);
   options.backoff_base = std::chrono::seconds(cfg.backoff_base_seconds);
   options.backoff_max = std::chrono::seconds(cfg.backoff_max_seconds);

@@ -119,20 +119,21 @@ fi
 
 echo
 echo "== Summary ($(( $(date +%s) - start ))s)"
-/usr/bin/python3 - "$out/report.json" <<'EOF'
-import collections, json, sys
+"$ctl" sweep status --insecure "$sweep" -o json >"$run/sweep-final.json"
+/usr/bin/python3 - "$out/report.json" "$run/sweep-final.json" <<'EOF'
+import json, sys
 r = json.load(open(sys.argv[1]))
-entries = r["entries"]
-print(f"   {len(entries)} entries triaged, sweep {r['sweep']['id'] if isinstance(r['sweep'], dict) else r['sweep']}")
-by = collections.Counter()
-for e in entries:
-    o = e.get("outcome")
-    by["unchanged" if o is None else o.get("status") or "?"] += 1
-for k, v in sorted(by.items()):
-    print(f"     {k:<22} {v}")
-review = sum(1 for e in entries if e.get("review"))
-conflicts = sum(1 for e in entries if e.get("conflict"))
-print(f"   flagged for review: {review}, conflicts: {conflicts}")
+t = r["totals"]
+print(f"   sweep {r['sweep']} {r['state']}: {t['decided']} of {t['entries']} entries decided")
+for k, v in sorted(t["by_outcome"].items()):
+    print(f"     {k:<36} {v}")
+print(f"   flagged for review: {t['review']}, entries in conflict: {t['conflicted_entries']}")
+# The same counts as `triagectl sweep status` (one function computes both).
+e = json.load(open(sys.argv[2]))["entries"]
+same = (e.get("by_outcome", {}) == t["by_outcome"] and e.get("review", 0) == t["review"]
+        and e.get("total", 0) == t["entries"])
+if not same:
+    sys.exit(f"demo: report totals {t} differ from sweep status {e}")
 EOF
 for f in tt-xla.patch tt-forge-models.patch report.md report.json; do
   printf '   %-22s %s (%s lines)\n' "$f" "$out/$f" "$(wc -l <"$out/$f")"

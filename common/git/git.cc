@@ -367,6 +367,23 @@ absl::StatusOr<std::string> Git::RemoteUrl(std::string_view remote) const {
   return Trimmed(exec->result.output);
 }
 
+absl::StatusOr<std::vector<std::string>> Git::WorkTreeChanges() const {
+  auto out = Run({"status", "--porcelain=v1", "-z", "--ignore-submodules=all",
+                  "--untracked-files=normal", "--no-renames"});
+  if (!out.ok()) return out.status();
+  // "XY <path>" records, NUL-terminated.
+  std::vector<std::string> paths;
+  std::string_view rest = *out;
+  while (!rest.empty()) {
+    const std::size_t end = rest.find('\0');
+    std::string_view record = rest.substr(0, end);
+    rest = end == std::string_view::npos ? std::string_view() : rest.substr(end + 1);
+    if (record.size() > 3) paths.emplace_back(record.substr(3));
+  }
+  std::sort(paths.begin(), paths.end());
+  return paths;
+}
+
 GitSource::GitSource(std::filesystem::path repo, std::string commit)
     : git_(std::move(repo)), commit_(std::move(commit)) {}
 
@@ -392,7 +409,44 @@ std::string GitSource::Describe() const {
   return util::StrCat(git_.repo().string(), "@", std::string_view(commit_).substr(0, 12));
 }
 
-absl::StatusOr<Pinned> PinCheckout(const std::filesystem::path& checkout) {
+std::string_view ForgeSourceName(ForgeSource source) {
+  switch (source) {
+    case ForgeSource::kGitlink:
+      return "gitlink";
+    case ForgeSource::kCheckout:
+      return "checkout";
+    case ForgeSource::kRef:
+      return "ref";
+  }
+  return "gitlink";
+}
+
+namespace {
+
+// "a, b, c" with at most `shown` names, then "and N more".
+std::string ListPaths(const std::vector<std::string>& paths, std::size_t shown = 20) {
+  std::string out;
+  for (std::size_t i = 0; i < paths.size() && i < shown; ++i) {
+    util::StrAppend(&out, i == 0 ? "" : ", ", paths[i]);
+  }
+  if (paths.size() > shown) util::StrAppend(&out, " and ", paths.size() - shown, " more");
+  return out;
+}
+
+// The notes every pin shares: the submodule against the gitlink.
+void NoteForgeChoice(Pinned& p) {
+  if (p.forge_commit == p.forge_gitlink) return;
+  util::StrAppend(
+      &p.notes.emplace_back(), "tt_forge_models is pinned at ", p.forge_commit.substr(0, 12),
+      p.forge_source == ForgeSource::kRef ? " (--forge-ref)" : " (its checked-out HEAD)",
+      ", not at ", p.forge_gitlink.substr(0, 12),
+      " that tt-xla's commit records for the submodule");
+}
+
+}  // namespace
+
+absl::StatusOr<Pinned> PinCheckout(const std::filesystem::path& checkout,
+                                   const PinOptions& options) {
   std::error_code ec;
   const std::filesystem::path root = std::filesystem::absolute(checkout, ec).lexically_normal();
   Git git(ec ? checkout : root);
@@ -402,11 +456,103 @@ absl::StatusOr<Pinned> PinCheckout(const std::filesystem::path& checkout) {
   };
   auto head = git.RevParse("HEAD");
   if (!head.ok()) return context(head.status());
-  auto forge = git.SubmoduleCommit(*head, kForgeSubmodulePath);
-  if (!forge.ok()) return context(forge.status());
+  auto gitlink = git.SubmoduleCommit(*head, kForgeSubmodulePath);
+  if (!gitlink.ok()) return context(gitlink.status());
   auto url = git.RemoteUrl("origin");
   if (!url.ok()) return context(url.status());
-  return Pinned{git.repo(), *head, *forge, *url};
+  Pinned p{git.repo(), *head, *gitlink, *url, *gitlink, ForgeSource::kGitlink, {}};
+
+  const std::filesystem::path forge_dir = git.repo() / kForgeSubmodulePath;
+  const bool forge_checked_out = std::filesystem::exists(forge_dir / ".git", ec);
+  const Git forge(forge_dir);
+  if (!options.forge_ref.empty()) {
+    if (!forge_checked_out) {
+      return context(absl::FailedPreconditionError(
+          util::StrCat("--forge-ref needs the submodule checked out at ", forge_dir.string(),
+                       " (git submodule update --init)")));
+    }
+    auto sha = forge.RevParse(options.forge_ref);
+    if (!sha.ok()) {
+      return context(absl::Status(sha.status().code(),
+                                  util::StrCat("--forge-ref: ", util::MessageOf(sha.status()))));
+    }
+    p.forge_commit = *sha;
+    p.forge_source = ForgeSource::kRef;
+  } else if (forge_checked_out) {
+    auto sha = forge.RevParse("HEAD");
+    if (!sha.ok()) return context(sha.status());
+    p.forge_commit = *sha;
+    p.forge_source = ForgeSource::kCheckout;
+  } else {
+    p.notes.push_back(util::StrCat("the tt_forge_models submodule is not checked out in ",
+                                   checkout.string(), ": pinned the gitlink ",
+                                   p.forge_gitlink.substr(0, 12)));
+  }
+  NoteForgeChoice(p);
+
+  // What a sweep reads is the commits; local changes would silently not be part of it.
+  std::vector<std::pair<std::string, std::vector<std::string>>> dirty;
+  auto changes = git.WorkTreeChanges();
+  if (!changes.ok()) return context(changes.status());
+  if (!changes->empty()) dirty.emplace_back("tt-xla", std::move(*changes));
+  if (forge_checked_out) {
+    auto forge_changes = forge.WorkTreeChanges();
+    if (!forge_changes.ok()) return context(forge_changes.status());
+    if (!forge_changes->empty()) dirty.emplace_back("tt_forge_models", std::move(*forge_changes));
+  }
+  if (!dirty.empty()) {
+    std::string listing;
+    for (const auto& [repo, paths] : dirty) {
+      util::StrAppend(&listing, listing.empty() ? "" : "; ", repo, ": ", ListPaths(paths));
+    }
+    if (!options.allow_dirty) {
+      return context(absl::FailedPreconditionError(util::StrCat(
+          "the work tree has local changes, which a sweep would not see (it reads the "
+          "committed files): ",
+          listing, ". Commit or stash them, or pass --allow-dirty to sweep HEAD without them")));
+    }
+    p.notes.push_back(
+        util::StrCat("local changes are not part of the sweep (--allow-dirty): ", listing));
+  }
+  return p;
+}
+
+absl::StatusOr<std::string> ForgeUrl(const Git& repo, std::string_view commit,
+                                     std::string_view base_url) {
+  if (auto s = CheckRev("commit", commit); !s.ok()) return s;
+  // The submodule's name need not be its path: find the name whose path is the forge's.
+  auto paths = repo.Run({"config", "--blob", util::StrCat(commit, ":.gitmodules"), "--get-regexp",
+                         "^submodule\\..*\\.path$"});
+  if (!paths.ok()) {
+    return absl::FailedPreconditionError(util::StrCat("cannot read .gitmodules at ",
+                                                      commit.substr(0, 12), ": ",
+                                                      util::MessageOf(paths.status())));
+  }
+  std::string name;
+  for (std::string_view line : util::SplitLines(*paths)) {
+    const std::size_t sp = line.find(' ');
+    if (sp == std::string_view::npos) continue;
+    if (NormalizeDir(util::TrimWhitespace(line.substr(sp + 1))) != kForgeSubmodulePath) continue;
+    std::string_view key = line.substr(0, sp);  // submodule.<name>.path
+    name = std::string(key.substr(10, key.size() - 10 - 5));
+  }
+  if (name.empty()) {
+    return absl::FailedPreconditionError(util::StrCat(
+        ".gitmodules at ", commit.substr(0, 12), " has no submodule at ", kForgeSubmodulePath));
+  }
+  auto url = repo.Run({"config", "--blob", util::StrCat(commit, ":.gitmodules"), "--get",
+                       util::StrCat("submodule.", name, ".url")});
+  if (!url.ok()) {
+    return absl::FailedPreconditionError(
+        util::StrCat("no URL for submodule ", name, " in .gitmodules at ", commit.substr(0, 12)));
+  }
+  std::string u(util::TrimWhitespace(*url));
+  if (u.starts_with("../") || u.starts_with("./")) {
+    std::string base(base_url);
+    while (base.ends_with('/')) base.pop_back();
+    u = util::StrCat(base, "/", u);
+  }
+  return u;
 }
 
 std::string CacheNameForUrl(std::string_view url) {
@@ -435,8 +581,9 @@ std::string CacheNameForUrl(std::string_view url) {
   return util::StrCat(name, "-", util::Hex(Fnv1a(url), 16).substr(0, 12), ".git");
 }
 
-absl::StatusOr<Pinned> FetchAndPin(std::string_view url, std::string_view ref,
-                                   const std::filesystem::path& cache_dir) {
+namespace {
+
+absl::Status CheckUrl(std::string_view url) {
   if (url.empty()) return absl::InvalidArgumentError("empty repository URL");
   std::string lower;
   for (char c : url)
@@ -446,9 +593,16 @@ absl::StatusOr<Pinned> FetchAndPin(std::string_view url, std::string_view ref,
                   [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; })) {
     return absl::InvalidArgumentError(util::StrCat("refusing repository URL '", url, "'"));
   }
-  const std::string rev = ref.empty() ? std::string("HEAD") : std::string(ref);
-  if (auto s = CheckRev("ref", rev); !s.ok()) return s;
+  return absl::OkStatus();
+}
 
+constexpr auto kNetworkTimeout = std::chrono::minutes(60);
+
+}  // namespace
+
+absl::StatusOr<std::filesystem::path> FetchIntoCache(std::string_view url,
+                                                     const std::filesystem::path& cache_dir) {
+  if (auto s = CheckUrl(url); !s.ok()) return s;
   std::error_code ec;
   std::filesystem::create_directories(cache_dir, ec);
   if (ec) {
@@ -460,7 +614,6 @@ absl::StatusOr<Pinned> FetchAndPin(std::string_view url, std::string_view ref,
   const Git git(dest);
   const std::vector<std::string> refspecs = {"+refs/heads/*:refs/heads/*",
                                              "+refs/tags/*:refs/tags/*"};
-  constexpr auto kNetworkTimeout = std::chrono::minutes(60);
 
   if (!std::filesystem::exists(dest / "HEAD", ec)) {
     // Clone next to the final place and rename, so an interrupted clone never looks like a
@@ -504,6 +657,13 @@ absl::StatusOr<Pinned> FetchAndPin(std::string_view url, std::string_view ref,
     }
   }
 
+  return dest;
+}
+
+absl::StatusOr<std::string> ResolveInCache(const Git& git, std::string_view url,
+                                           std::string_view ref) {
+  const std::string rev = ref.empty() ? std::string("HEAD") : std::string(ref);
+  if (auto s = CheckRev("ref", rev); !s.ok()) return s;
   auto sha = git.RevParse(rev);
   if (absl::IsNotFound(sha.status())) {
     // Not a branch or tag: a commit or ref the server has but does not advertise as a branch
@@ -516,13 +676,41 @@ absl::StatusOr<Pinned> FetchAndPin(std::string_view url, std::string_view ref,
                        fetched.ok() ? "" : util::StrCat(": ", util::MessageOf(fetched.status()))));
     }
   }
+  return sha;
+}
+
+absl::StatusOr<Pinned> FetchAndPin(std::string_view url, std::string_view ref,
+                                   const std::filesystem::path& cache_dir,
+                                   const PinOptions& options) {
+  if (auto s = CheckUrl(url); !s.ok()) return s;
+  const std::string rev = ref.empty() ? std::string("HEAD") : std::string(ref);
+  if (auto s = CheckRev("ref", rev); !s.ok()) return s;
+  auto dest = FetchIntoCache(url, cache_dir);
+  if (!dest.ok()) return dest.status();
+  const Git git(*dest);
+  auto sha = ResolveInCache(git, url, rev);
   if (!sha.ok()) return sha.status();
-  auto forge = git.SubmoduleCommit(*sha, kForgeSubmodulePath);
-  if (!forge.ok()) {
-    return absl::Status(forge.status().code(), util::StrCat("cannot pin ", url, "@", rev, ": ",
-                                                            util::MessageOf(forge.status())));
+  auto gitlink = git.SubmoduleCommit(*sha, kForgeSubmodulePath);
+  if (!gitlink.ok()) {
+    return absl::Status(gitlink.status().code(), util::StrCat("cannot pin ", url, "@", rev, ": ",
+                                                              util::MessageOf(gitlink.status())));
   }
-  return Pinned{dest, *sha, *forge, std::string(url)};
+  Pinned p{*dest, *sha, *gitlink, std::string(url), *gitlink, ForgeSource::kGitlink, {}};
+  if (!options.forge_ref.empty()) {
+    auto forge_url = ForgeUrl(git, *sha, url);
+    if (!forge_url.ok()) return forge_url.status();
+    auto forge_cache = FetchIntoCache(*forge_url, cache_dir);
+    if (!forge_cache.ok()) return forge_cache.status();
+    auto forge = ResolveInCache(Git(*forge_cache), *forge_url, options.forge_ref);
+    if (!forge.ok()) {
+      return absl::Status(forge.status().code(),
+                          util::StrCat("--forge-ref: ", util::MessageOf(forge.status())));
+    }
+    p.forge_commit = *forge;
+    p.forge_source = ForgeSource::kRef;
+  }
+  NoteForgeChoice(p);
+  return p;
 }
 
 }  // namespace triage::git

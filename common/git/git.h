@@ -63,6 +63,9 @@ class Git {
   absl::StatusOr<bool> HasCommit(std::string_view sha) const;
   // The URL of a remote; "" when the remote (or its URL) is not configured.
   absl::StatusOr<std::string> RemoteUrl(std::string_view remote = "origin") const;
+  // Paths of the work tree that differ from HEAD: staged, unstaged and untracked (not ignored)
+  // files, sorted; submodules are left out (check each one in its own repository).
+  absl::StatusOr<std::vector<std::string>> WorkTreeChanges() const;
 
  private:
   std::filesystem::path repo_;
@@ -88,25 +91,66 @@ class GitSource : public inventory::FileSource {
   std::string commit_;
 };
 
-// A tt-xla commit and the tt-forge-models commit recorded for its submodule.
+// How the tt-forge-models commit of a sweep was chosen.
+enum class ForgeSource {
+  kGitlink,   // the commit tt-xla records for its submodule
+  kCheckout,  // the commit checked out in the submodule (it may differ from the gitlink)
+  kRef,       // a ref the operator named (--forge-ref)
+};
+std::string_view ForgeSourceName(ForgeSource source);  // "gitlink", "checkout", "ref"
+
+struct PinOptions {
+  // A branch, tag or sha of tt-forge-models to pin instead of the default ("" = none).
+  std::string forge_ref;
+  // A checkout with local changes is pinned at its HEAD instead of refused; the changes are
+  // listed in Pinned::notes as not part of the sweep.
+  bool allow_dirty = false;
+};
+
+// A tt-xla commit and the tt-forge-models commit a sweep reads.
 struct Pinned {
   std::filesystem::path repo;  // the repository the commits were read from
   std::string ttxla_commit;
   std::string forge_commit;
-  std::string origin_url;  // "" when the repository has no origin
+  std::string origin_url;     // "" when the repository has no origin
+  std::string forge_gitlink;  // the commit ttxla_commit records for the submodule
+  ForgeSource forge_source = ForgeSource::kGitlink;
+  // What an operator must know about the pin: the submodule differs from the gitlink, local
+  // changes left out. One sentence each.
+  std::vector<std::string> notes;
 };
 
-// Pins a tt-xla checkout at its HEAD: the HEAD commit and the third_party/tt_forge_models
-// gitlink recorded in that commit (not whatever the submodule has checked out).
-absl::StatusOr<Pinned> PinCheckout(const std::filesystem::path& checkout);
+// Pins a tt-xla checkout as it is checked out: its HEAD, and the HEAD of the
+// third_party/tt_forge_models submodule (the gitlink when the submodule is not initialized),
+// or options.forge_ref resolved in the submodule. A work tree with local changes (either
+// repository) is refused with the changed paths (FailedPrecondition) unless allow_dirty.
+absl::StatusOr<Pinned> PinCheckout(const std::filesystem::path& checkout,
+                                   const PinOptions& options = {});
 
 // Clones url into cache_dir/<name derived from the url> as a bare repository the first time and
 // fetches all branches and tags on later calls, then resolves ref (branch, tag or sha; "" =
-// HEAD, the remote's default branch) and pins it like PinCheckout. Pinned::repo is the bare
+// HEAD, the remote's default branch): tt-forge-models is the gitlink that commit records, or
+// options.forge_ref fetched from the submodule's URL (.gitmodules). Pinned::repo is the bare
 // cache repository (read it with GitSource). URLs starting with '-' and the ext::/fd::
-// transports are refused.
+// transports are refused. allow_dirty has no meaning here.
 absl::StatusOr<Pinned> FetchAndPin(std::string_view url, std::string_view ref,
-                                   const std::filesystem::path& cache_dir);
+                                   const std::filesystem::path& cache_dir,
+                                   const PinOptions& options = {});
+
+// The URL of the tt_forge_models submodule recorded in .gitmodules at commit of repo; a
+// relative URL ("../x.git") is resolved against base_url (the tt-xla URL).
+absl::StatusOr<std::string> ForgeUrl(const Git& repo, std::string_view commit,
+                                     std::string_view base_url);
+
+// Makes cache_dir/CacheNameForUrl(url) a bare mirror of url's branches and tags (clone the
+// first time, fetch after) and returns its path.
+absl::StatusOr<std::filesystem::path> FetchIntoCache(std::string_view url,
+                                                     const std::filesystem::path& cache_dir);
+
+// Resolves rev (branch, tag, sha) in a cache made by FetchIntoCache, fetching it by name from
+// origin when it is not a mirrored branch or tag (a sha, refs/pull/N/head).
+absl::StatusOr<std::string> ResolveInCache(const Git& cache, std::string_view url,
+                                           std::string_view rev);
 
 // The cache directory name FetchAndPin uses for url: readable, filesystem-safe and unique per
 // URL ("github.com_tenstorrent_tt-xla-<hash>.git").

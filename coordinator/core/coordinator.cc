@@ -10,6 +10,7 @@
 #include "common/inventory/schema.h"
 #include "common/util/log.h"
 #include "common/util/strings.h"
+#include "coordinator/core/outcome_counts.h"
 #include "coordinator/core/planner.h"
 #include "coordinator/core/result_check.h"
 #include "coordinator/core/waves.h"
@@ -30,14 +31,6 @@ bool ContainsProto(const R& repeated, std::string_view s) {
     if (x == s) return true;
   }
   return false;
-}
-
-std::string Outcome(const v1::EntryOutcome& o) {
-  if (!o.changed()) return o.review_size() > 0 ? "review" : "unchanged";
-  for (const auto& f : o.edit().set()) {
-    if (f.name() == "status" && f.value().has_string_value()) return f.value().string_value();
-  }
-  return "changed";
 }
 
 std::map<std::string, double> ParseDurations(const std::string& json, std::string* error) {
@@ -106,6 +99,8 @@ Coordinator::QueueKey Coordinator::KeyOf(const ShardRecord& s) {
   return {-s.priority, -s.expected_seconds, s.seq, s.id};
 }
 
+static_assert(static_cast<int>(ShardState::kCancelled) == 7, "SweepRt::by_state has 8 slots");
+
 std::string Coordinator::ShardArch(const ShardRecord& s) {
   return s.spec.arch().empty() ? std::string(kCpuArch) : s.spec.arch();
 }
@@ -157,17 +152,8 @@ void Coordinator::AuditLocked(Mutation& m, const Caller& caller, std::string act
 
 bool Coordinator::Matches(const AgentRecord& agent, const ShardRecord& shard, TimePoint now) const {
   if (shard.state != ShardState::kQueued || shard.eligible_at > now) return false;
-  const auto& dims = agent.dims;
-  const std::string& executor = shard.spec.executor();
-  if (dims.executors_size() > 0 ? !ContainsProto(dims.executors(), executor)
-                                : executor != "native") {
-    return false;
-  }
-  if (dims.playbooks_size() > 0 && !ContainsProto(dims.playbooks(), shard.spec.playbook())) {
-    return false;
-  }
-  if (dims.cpu_only()) return shard.cpu_ok;
-  return !shard.archs.empty() && Contains(shard.archs, dims.arch());
+  return AgentOffers(agent.dims, shard.spec.executor(), shard.spec.playbook(), shard.archs,
+                     shard.cpu_ok);
 }
 
 ShardRecord* Coordinator::FindMatch(const AgentRecord& agent, TimePoint now) {
@@ -186,6 +172,9 @@ void Coordinator::CommitShard(ShardRecord updated) {
   const ShardState old_state = old != nullptr ? old->state : updated.state;
   if (old != nullptr) {
     if (old->state == ShardState::kQueued) queue_.erase(KeyOf(*old));
+    if (old->state == ShardState::kQueued || old->state == ShardState::kWaiting) {
+      demand_.Add(old->sweep_id, Requirement::Of(*old), old->state == ShardState::kWaiting, -1);
+    }
     if (old->lease && (!updated.lease || updated.lease->lease_id != old->lease->lease_id)) {
       lease_to_shard_.erase(old->lease->lease_id);
       lease_request_.erase(old->lease->lease_id);
@@ -246,11 +235,18 @@ void Coordinator::CommitShard(ShardRecord updated) {
     const bool was_open = old != nullptr && !IsTerminal(old_state);
     const bool is_open = !IsTerminal(updated.state);
     sweep->second.unfinished += (is_open ? 1 : 0) - (was_open ? 1 : 0);
+    sweep->second.lanes[arch].open += (is_open ? 1 : 0) - (was_open ? 1 : 0);
+    if (old != nullptr) sweep->second.by_state[static_cast<int>(old_state)] -= 1;
+    sweep->second.by_state[static_cast<int>(updated.state)] += 1;
   }
   if (old == nullptr && !updated.depends_on.empty()) {
     dependents_[updated.depends_on].push_back(updated.id);
   }
   if (updated.state == ShardState::kQueued) queue_.insert(KeyOf(updated));
+  if (updated.state == ShardState::kQueued || updated.state == ShardState::kWaiting) {
+    demand_.Add(updated.sweep_id, Requirement::Of(updated), updated.state == ShardState::kWaiting,
+                +1);
+  }
   if (updated.lease &&
       (old == nullptr || !old->lease || old->lease->lease_id != updated.lease->lease_id)) {
     lease_to_shard_[updated.lease->lease_id] = updated.id;
@@ -271,7 +267,19 @@ void Coordinator::CommitResultLocked(const ResultRecord& r) {
   if (sw == sweeps_.end()) return;
   for (const auto& o : r.result.entries()) {
     auto e = sw->second.entries.find(o.file() + "\n" + o.key());
-    if (e != sw->second.entries.end()) e->second.outcome = Outcome(o);
+    if (e != sw->second.entries.end()) {
+      e->second.decided[o.arch()] = OutcomeLabel(o);
+      e->second.review |= o.review_size() > 0;
+    }
+  }
+  auto shard = shards_.find(r.shard_id);
+  if (shard != shards_.end()) {
+    LaneProgress& lane = sw->second.lanes[ShardArch(shard->second)];
+    const TimePoint started =
+        r.accepted_at - std::chrono::duration_cast<Duration>(
+                            std::chrono::duration<double>(r.result.duration_seconds()));
+    if (lane.results == 0 || started < lane.first_start) lane.first_start = started;
+    ++lane.results;
   }
   sw->second.results.push_back(r);
 }
@@ -769,7 +777,8 @@ absl::StatusOr<v1::CompleteResponse> Coordinator::CompleteLocked(const v1::Compl
     const auto& entries = sweeps_.at(sweep_id).entries;
     for (const auto& o : req.result().entries()) {
       auto e = entries.find(o.file() + "\n" + o.key());
-      if (e != entries.end()) metrics_->EntryDecided(e->second.playbook, Outcome(o), o.stage());
+      if (e != entries.end())
+        metrics_->EntryDecided(e->second.playbook, OutcomeLabel(o), o.stage());
     }
     EmitLocked(sweep_id, util::StrCat("shard ", id, " completed by ", lease.agent_id), after);
     resp.set_accepted(true);
@@ -909,6 +918,10 @@ absl::StatusOr<v1::Sweep> Coordinator::StartSweep(const v1::StartSweepRequest& r
     rec.repo = input->repo;
     rec.ttxla_commit = input->ttxla_commit;
     rec.forge_commit = input->forge_commit;
+    rec.details.set_forge_gitlink_commit(input->forge_gitlink.empty() ? input->forge_commit
+                                                                      : input->forge_gitlink);
+    rec.details.set_forge_source(input->forge_source.empty() ? "gitlink" : input->forge_source);
+    for (const auto& n : input->notes) rec.details.add_notes(n);
     rec.archs = plan_options.archs;
     rec.playbooks = plan_options.playbooks.empty() ? rules->Playbooks() : plan_options.playbooks;
     for (const auto& d : input->inventory.diagnostics) {
@@ -1082,6 +1095,50 @@ absl::StatusOr<std::vector<ResultRecord>> Coordinator::Results(const std::string
   return it->second.results;
 }
 
+v1::EntryCounts Coordinator::CountLocked(const SweepRt& s,
+                                         const std::map<std::string, EntryTally>* merged) const {
+  std::vector<EntryTally> tallies;
+  tallies.reserve(s.entries.size());
+  for (const auto& [k, e] : s.entries) {
+    EntryTally& t = tallies.emplace_back();
+    const std::string st = EntryStateName(e);
+    t.phase = st == "done"      ? EntryTally::Phase::kDone
+              : st == "running" ? EntryTally::Phase::kRunning
+                                : EntryTally::Phase::kQueued;
+    if (const std::string* label = ForFirstArch(e.decided, s.rec.archs)) t.label = *label;
+    t.review = e.review;
+    if (merged == nullptr) continue;
+    if (auto m = merged->find(k); m != merged->end()) {
+      t.label = m->second.label;
+      t.review = m->second.review;
+    }
+  }
+  return CountEntries(tallies);
+}
+
+absl::StatusOr<v1::EntryCounts> Coordinator::SettleCounts(
+    const std::string& sweep_id, const std::map<std::string, EntryTally>& merged) {
+  Deferred after;
+  v1::EntryCounts counts;
+  {
+    std::lock_guard lock(mu_);
+    auto it = sweeps_.find(sweep_id);
+    if (it == sweeps_.end()) return absl::NotFoundError(util::StrCat("no sweep ", sweep_id));
+    counts = CountLocked(it->second, &merged);
+    SweepRecord rec = it->second.rec;
+    *rec.details.mutable_final_entries() = counts;
+    Mutation m;
+    m.name = "SettleCounts";
+    m.sweeps.push_back(&rec);
+    std::vector<ShardRecord> shards;
+    std::vector<AgentRecord> agents;
+    if (auto st = ApplyAndCommit(m, shards, agents, after); !st.ok()) return st;
+    it->second.rec.details = rec.details;
+  }
+  if (auto st = SettleAndWait(after); !st.ok()) return st;
+  return counts;
+}
+
 v1::Sweep Coordinator::ViewLocked(const SweepRt& s) const {
   v1::Sweep v;
   const SweepRecord& r = s.rec;
@@ -1090,6 +1147,9 @@ v1::Sweep Coordinator::ViewLocked(const SweepRt& s) const {
   v.set_repo(r.repo);
   v.set_ttxla_commit(r.ttxla_commit);
   v.set_forge_commit(r.forge_commit);
+  v.set_forge_gitlink_commit(r.details.forge_gitlink_commit());
+  v.set_forge_source(r.details.forge_source());
+  for (const auto& n : r.details.notes()) v.add_notes(n);
   for (const auto& p : r.playbooks) v.add_playbooks(p);
   for (const auto& a : r.archs) v.add_archs(a);
   v.set_executor(r.request.executor());
@@ -1099,37 +1159,19 @@ v1::Sweep Coordinator::ViewLocked(const SweepRt& s) const {
   v.set_created_by(r.created_by);
   v.set_priority(r.request.priority());
   v.set_error(r.error);
-  auto* counts = v.mutable_entries();
-  counts->set_total(static_cast<int>(s.entries.size()));
-  for (const auto& [k, e] : s.entries) {
-    std::string st = EntryStateName(e);
-    if (st == "done") {
-      counts->set_done(counts->done() + 1);
-      (*counts->mutable_by_outcome())[e.outcome.empty() ? "no_result" : e.outcome] += 1;
-    } else if (st == "running") {
-      counts->set_running(counts->running() + 1);
-    } else {
-      counts->set_queued(counts->queued() + 1);
+  // Once the merge settled the counts (conflicts and its review flags included) they are final.
+  *v.mutable_entries() =
+      r.details.has_final_entries() ? r.details.final_entries() : CountLocked(s, nullptr);
+  for (int st = 0; st < static_cast<int>(s.by_state.size()); ++st) {
+    if (s.by_state[st] > 0) {
+      (*v.mutable_shards_by_state())[std::string(ShardStateName(static_cast<ShardState>(st)))] =
+          s.by_state[st];
     }
   }
-  double remaining = 0;
-  for (const auto& id : s.shard_ids) {
-    const ShardRecord& sh = shards_.at(id);
-    (*v.mutable_shards_by_state())[std::string(ShardStateName(sh.state))] += 1;
-    if (!IsTerminal(sh.state)) remaining += sh.expected_seconds;
-  }
-  // ETA: observed pace when something finished, else expected durations over live agents.
-  const double elapsed = ToSeconds(clock_->Now() - r.created_at);
-  const int left = counts->total() - counts->done();
-  if (r.state != SweepState::kRunning) {
-    v.set_eta_seconds(0);
-  } else if (counts->done() > 0 && elapsed > 0) {
-    v.set_eta_seconds(static_cast<std::int64_t>(elapsed / counts->done() * left));
-  } else {
-    int live = 0;
-    for (const auto& [id, a] : agents_) live += (!a.offline && !a.draining) ? 1 : 0;
-    v.set_eta_seconds(live > 0 ? static_cast<std::int64_t>(remaining / live) : -1);
-  }
+  for (const auto& p : s.live_problems) v.add_problems(p);
+  if (r.state == SweepState::kRunning && s.blocked) v.set_state("blocked");
+  // ETA: measured on this sweep only (docs/farm.md), unknown until enough shards finished.
+  v.set_eta_seconds(r.state == SweepState::kRunning ? EstimateEta(s.lanes, clock_->Now()) : 0);
   return v;
 }
 
@@ -1213,6 +1255,9 @@ absl::StatusOr<std::vector<v1::Shard>> Coordinator::ListShards(const v1::ListSha
         "unknown shard state '", req.state(),
         "' (waiting, queued, leased, running, succeeded, failed, quarantined, cancelled)"));
   }
+  if (req.stuck_seconds() < 0) {
+    return absl::InvalidArgumentError("stuck_seconds must be positive (0 = not filtering)");
+  }
   const TimePoint now = clock_->Now();
   std::vector<const ShardRecord*> rows;
   for (const auto& [id, s] : shards_) {
@@ -1242,11 +1287,18 @@ absl::StatusOr<v1::Shard> Coordinator::RequeueShard(const std::string& id,
     auto it = shards_.find(id);
     if (it == shards_.end()) return absl::NotFoundError(util::StrCat("no shard ", id));
     ShardRecord s = it->second;
-    if (s.state == ShardState::kSucceeded || s.state == ShardState::kWaiting) {
-      return absl::FailedPreconditionError(util::StrCat("shard ", id, " is ",
-                                                        ShardStateName(s.state),
-                                                        "; only unfinished or failed shards can "
-                                                        "be requeued"));
+    if (s.state == ShardState::kWaiting) {
+      const auto dep = shards_.find(s.depends_on);
+      return absl::FailedPreconditionError(util::StrCat(
+          "shard ", id, " is waiting: it runs once shard ", s.depends_on,
+          dep == shards_.end() ? "" : util::StrCat(" (", ShardStateName(dep->second.state), ")"),
+          " succeeds, with that shard's edits applied, so there is nothing to requeue yet. If ",
+          s.depends_on, " is stuck or quarantined, requeue that one; `triagectl shard cancel ", id,
+          "` gives up on this one"));
+    }
+    if (s.state == ShardState::kSucceeded) {
+      return absl::FailedPreconditionError(util::StrCat(
+          "shard ", id, " succeeded; only unfinished or failed shards can be requeued"));
     }
     auto sweep = sweeps_.find(s.sweep_id);
     if (sweep != sweeps_.end() && sweep->second.rec.state == SweepState::kCancelled) {
@@ -1430,6 +1482,96 @@ absl::StatusOr<v1::Agent> Coordinator::SetDraining(const std::string& agent_id, 
 // ---------------------------------------------------------------------------------------------
 // Time
 
+void Coordinator::ForgetOfflineAgentsLocked(TimePoint now, Deferred& after) {
+  Mutation m;
+  m.name = "ForgetAgents";
+  for (const auto& [id, a] : agents_) {
+    if (a.offline && a.leases.empty() && now - a.last_heartbeat > options_.offline_retention) {
+      m.removed_agents.push_back(id);
+    }
+  }
+  if (m.removed_agents.empty()) return;
+  std::vector<ShardRecord> shards;
+  std::vector<AgentRecord> agents;
+  if (!ApplyAndCommit(m, shards, agents, after).ok()) return;  // tried again next tick
+  for (const auto& id : m.removed_agents) {
+    auto it = agents_.find(id);
+    metrics_->AgentStateChanged(it->second.dims.arch(), AgentStateName(it->second), "");
+    spdlog::info("agent {} forgotten: offline for more than {} s", id,
+                 static_cast<long long>(ToSeconds(options_.offline_retention)));
+    agents_.erase(it);
+  }
+}
+
+void Coordinator::RefreshProblemsLocked(Deferred& after) {
+  std::vector<const AgentRecord*> agents;
+  agents.reserve(agents_.size());
+  for (const auto& [id, a] : agents_) agents.push_back(&a);
+  std::map<std::string, std::vector<Unservable>> by_sweep;
+  std::map<std::pair<std::string, std::string>, int> gauges;  // (arch, reason) -> shards
+  for (auto& u : demand_.Evaluate(agents)) {
+    gauges[{u.arch, u.reason}] += u.shards;
+    by_sweep[u.sweep_id].push_back(std::move(u));
+  }
+  for (const auto& key : unservable_reported_) gauges.try_emplace(key, 0);
+  for (const auto& [key, n] : gauges) {
+    metrics_->UnservableShards(key.first, key.second, n);
+    unservable_reported_.insert(key);
+  }
+  int blocked_sweeps = 0;
+  for (auto& [id, sw] : sweeps_) {
+    if (sw.rec.state != SweepState::kRunning) {
+      if (!sw.live_problems.empty() || sw.blocked) {
+        sw.live_problems.clear();
+        sw.blocked = false;
+      }
+      continue;
+    }
+    std::vector<std::string> problems;
+    int unservable = 0;
+    for (auto& [lane, p] : sw.lanes) p.unservable = false;
+    for (const auto& u : by_sweep[id]) {
+      problems.push_back(u.message);
+      unservable += u.queued;
+      // The lane its shards run in (ShardArch): probe work is cpu, the rest its one arch.
+      const auto& req = u.requirement;
+      sw.lanes[req.cpu_ok || req.archs.empty() ? std::string(kCpuArch) : req.archs.front()]
+          .unservable = true;
+    }
+    const int quarantined = sw.by_state[static_cast<int>(ShardState::kQuarantined)];
+    if (quarantined > 0) {
+      constexpr int kListed = 5;
+      std::vector<std::string> listed;
+      for (const auto& sid : sw.shard_ids) {
+        const ShardRecord& sh = shards_.at(sid);
+        if (sh.state != ShardState::kQuarantined) continue;
+        if (static_cast<int>(listed.size()) == kListed) break;
+        listed.push_back(util::StrCat(sid, sh.last_error.empty() ? "" : ": ", sh.last_error));
+      }
+      problems.push_back(util::StrCat(
+          quarantined, quarantined == 1 ? " shard is" : " shards are",
+          " quarantined after their attempts failed; `triagectl shard requeue ID` retries one (",
+          util::StrJoin(listed, "; "), quarantined > kListed ? "; ..." : "", ")"));
+    }
+    const int active = sw.by_state[static_cast<int>(ShardState::kLeased)] +
+                       sw.by_state[static_cast<int>(ShardState::kRunning)];
+    const int servable = sw.by_state[static_cast<int>(ShardState::kQueued)] - unservable;
+    const bool blocked = sw.unfinished > 0 && active == 0 && servable <= 0;
+    blocked_sweeps += blocked ? 1 : 0;
+    if (problems != sw.live_problems || blocked != sw.blocked) {
+      const bool became_blocked = blocked && !sw.blocked;
+      sw.live_problems = std::move(problems);
+      sw.blocked = blocked;
+      EmitLocked(id,
+                 became_blocked             ? "sweep blocked: it needs a person (see problems)"
+                 : sw.live_problems.empty() ? "problems cleared"
+                                            : "problems changed",
+                 after);
+    }
+  }
+  metrics_->BlockedSweeps(blocked_sweeps);
+}
+
 void Coordinator::Tick() {
   Deferred after;
   {
@@ -1443,6 +1585,7 @@ void Coordinator::Tick() {
         metrics_->AgentStateChanged(a.dims.arch(), before, AgentStateName(a));
       }
     }
+    ForgetOfflineAgentsLocked(now, after);
     Mutation m;
     m.name = "ExpireLeases";
     std::vector<ShardRecord> shards;
@@ -1492,6 +1635,7 @@ void Coordinator::Tick() {
     }
     if (!healthy_) healthy_ = store_->Check().ok();
     ReportOnCallAgesLocked(now);
+    RefreshProblemsLocked(after);
   }
   Settle(after);
 }
@@ -1584,6 +1728,7 @@ void Coordinator::ResetLocked() {
   lease_request_.clear();
   accepted_leases_.clear();
   queue_.clear();
+  demand_.Clear();
 }
 
 void Coordinator::OnFlushFailure(const absl::Status& status) {

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <array>
 #include <functional>
 #include <list>
 #include <map>
@@ -13,9 +14,11 @@
 #include "absl/status/statusor.h"
 #include "common/clock/clock.h"
 #include "common/inventory/inventory.h"
+#include "coordinator/core/demand.h"
 #include "coordinator/core/group_commit.h"
 #include "coordinator/core/metrics.h"
 #include "coordinator/core/model.h"
+#include "coordinator/core/outcome_counts.h"
 #include "coordinator/core/store.h"
 #include "triage/v1/agent.pb.h"
 #include "triage/v1/control.pb.h"
@@ -26,6 +29,7 @@ struct CoordinatorOptions {
   Duration lease_ttl = std::chrono::seconds(60);          // lease life without heartbeats
   Duration heartbeat_interval = std::chrono::seconds(5);  // told to agents
   Duration agent_dead_after = std::chrono::seconds(30);   // silence before an agent is offline
+  Duration offline_retention = std::chrono::hours(24);    // offline agents are then forgotten
   Duration lease_wait_limit = std::chrono::seconds(20);   // server cap on a Lease long-poll
   Duration backoff_base = std::chrono::seconds(10);       // requeue delay after attempt 1
   Duration backoff_max = std::chrono::minutes(10);
@@ -43,6 +47,9 @@ struct SweepInput {
   std::string repo;  // for display
   std::string ttxla_commit;
   std::string forge_commit;
+  std::string forge_gitlink;  // the commit ttxla_commit records for the submodule
+  std::string forge_source;   // gitlink, checkout, ref (git::ForgeSourceName)
+  std::vector<std::string> notes;
   std::string agent_repo_url;
   inventory::Inventory inventory;
 };
@@ -107,6 +114,12 @@ class Coordinator {
   absl::StatusOr<SweepRecord> SweepInfo(const std::string& sweep_id);
   absl::StatusOr<std::vector<ShardRecord>> Shards(const std::string& sweep_id);
 
+  // Settles a finished (or cancelled, failed) sweep's entry counts: the merge's view of the
+  // entries it saw (label, review; by file + '\n' + key) over the coordinator's own for the
+  // rest. Stored with the sweep, and from then on what every view of it shows.
+  absl::StatusOr<v1::EntryCounts> SettleCounts(const std::string& sweep_id,
+                                               const std::map<std::string, EntryTally>& merged);
+
   // Expires leases, marks silent agents offline, ends long-polls, releases backoffs.
   void Tick();
   // False after the store failed a write or a check (the health service reports it).
@@ -127,7 +140,8 @@ class Coordinator {
     int shards = 0;
     int terminal = 0;
     int active = 0;
-    std::string outcome;  // latest decided outcome ("" = none yet)
+    std::map<std::string, std::string> decided;  // arch -> OutcomeLabel of its latest result
+    bool review = false;                         // a result flagged it for human review
   };
   struct SweepRt {
     SweepRecord rec;
@@ -135,6 +149,10 @@ class Coordinator {
     int unfinished = 0;                      // shards not yet terminal (the sweep ends at 0)
     std::map<std::string, EntryRt> entries;  // file + '\n' + key
     std::vector<ResultRecord> results;
+    std::array<int, 8> by_state{};              // shards per ShardState
+    std::map<std::string, LaneProgress> lanes;  // per ShardArch: open shards, results (ETA)
+    std::vector<std::string> live_problems;     // work nobody can take, quarantined shards
+    bool blocked = false;                       // nothing left can progress without a person
   };
   struct Waiter {
     std::int64_t id;
@@ -178,6 +196,12 @@ class Coordinator {
   static std::string EntryKey(const v1::ShardEntry& e) { return e.file() + "\n" + e.key(); }
   static std::string ShardArch(const ShardRecord& s);
   void ReportOnCallAgesLocked(TimePoint now);
+  // Offline agents without leases whose last heartbeat is older than offline_retention leave
+  // the fleet (memory and store).
+  void ForgetOfflineAgentsLocked(TimePoint now, Deferred& after);
+  // Recomputes each running sweep's live problems (work no live agent can take, quarantined
+  // shards) and whether it is blocked; tells watchers when that changed.
+  void RefreshProblemsLocked(Deferred& after);
   // Ends the shard's lease (if any) as "revoked": the attempt is recorded in m and the agent is
   // told to stop at its next heartbeat.
   void RevokeLeaseLocked(ShardRecord& s, TimePoint now, const std::string& why, Mutation& m);
@@ -214,6 +238,9 @@ class Coordinator {
   void Unfinish(const std::string& sweep_id);
   void EmitLocked(const std::string& sweep_id, const std::string& message, Deferred& after);
   v1::Sweep ViewLocked(const SweepRt& s) const;
+  // The live counts of a sweep's entries; merged (see SettleCounts) replaces entries it names.
+  v1::EntryCounts CountLocked(const SweepRt& s,
+                              const std::map<std::string, EntryTally>* merged) const;
   v1::Shard ShardViewLocked(const ShardRecord& s) const;
   v1::Agent AgentViewLocked(const AgentRecord& a) const;
   absl::Status CheckResultLocked(const ShardRecord& shard, const v1::ShardResult& result) const;
@@ -236,7 +263,10 @@ class Coordinator {
   bool healthy_ = true;
   std::uint64_t last_staged_ = 0;  // the store ticket of the latest staged mutation
   bool serving_waiters_ = false;
-  std::set<std::string> on_call_archs_;  // archs whose on-call ages were reported once
+  std::set<std::string> on_call_archs_;
+  std::set<std::pair<std::string, std::string>>
+      unservable_reported_;  // (arch, reason) gauges  // archs whose on-call ages were reported
+                             // once
   std::int64_t next_seq_ = 1;
   std::int64_t next_sweep_ = 1;
   std::int64_t next_wait_id_ = 1;
@@ -250,6 +280,7 @@ class Coordinator {
   std::set<std::string> accepted_leases_;
   std::set<std::string> finishing_;  // sweeps whose FinishSweep is scheduled or running
   std::set<QueueKey> queue_;
+  Demand demand_;  // queued shards per sweep and requirement
   std::list<Waiter> waiters_;
   std::map<int, std::pair<std::string, WatchCallback>> watchers_;
   int next_watch_ = 1;

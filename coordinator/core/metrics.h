@@ -37,6 +37,11 @@ class CoordinatorMetrics {
   // age of the oldest queued shard (0 when none). Archs seen once keep reporting (as 0).
   virtual void OnCallAges(std::string_view /*arch*/, double /*max_progress_age_seconds*/,
                           double /*oldest_queued_seconds*/) {}
+  // Every tick: queued shards no live, undrained agent can take, by their first required arch
+  // and why (Unservable::reason), and how many running sweeps are blocked (need a person).
+  virtual void UnservableShards(std::string_view /*arch*/, std::string_view /*reason*/,
+                                int /*shards*/) {}
+  virtual void BlockedSweeps(int /*sweeps*/) {}
   // Each database commit of the group commit: its duration, the mutations it made durable, and
   // whether it failed (then those mutations were lost and the state was reloaded).
   virtual void StoreCommit(double /*seconds*/, int /*mutations*/, bool /*ok*/) {}

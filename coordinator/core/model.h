@@ -92,6 +92,7 @@ struct SweepRecord {
   std::vector<std::string> archs;
   std::vector<std::string> playbooks;
   std::vector<std::string> problems;
+  v1::SweepDetails details;  // pin (gitlink, notes) and the final outcome counts
   std::string created_by;
   std::string error;
   TimePoint created_at;

@@ -20,6 +20,7 @@ struct Mutation {
   std::vector<const ShardRecord*> shards;       // upserted (state, lease, counters)
   std::vector<const ShardRecord*> shard_specs;  // shards whose spec changed (also upserted)
   std::vector<const AgentRecord*> agents;       // upserted
+  std::vector<std::string> removed_agents;      // deleted (offline past their retention)
   std::vector<AttemptRecord> attempts;          // upserted by (shard, attempt)
   std::optional<ResultRecord> result;           // inserted; one per lease id
   std::vector<AuditRecord> audit;               // appended

@@ -67,31 +67,18 @@ std::unique_ptr<PinnedFiles> MakeGitPinnedFiles(const coord::SweepRecord& sweep,
   } else {
     auto pinned = git::FetchAndPin(sweep.request.git_url(), sweep.ttxla_commit, cache_dir);
     if (pinned.ok()) ttxla = pinned->repo;
-    // The submodule's URL as recorded in the pinned .gitmodules.
-    git::Git g(ttxla);
-    auto url = g.Run({"config", "--blob", util::StrCat(sweep.ttxla_commit, ":.gitmodules"), "--get",
-                      "submodule.third_party/tt_forge_models.url"});
-    if (!url.ok()) {
-      forge_error = absl::FailedPreconditionError(util::StrCat(
-          "cannot find the tt_forge_models URL in .gitmodules: ", util::MessageOf(url.status())));
-    } else {
-      std::string u(util::TrimWhitespace(*url));
-      if (u.starts_with("../") || u.starts_with("./")) {
-        u = util::StrCat(sweep.request.git_url(), "/", u);
-      }
-      const auto dir = cache_dir / git::CacheNameForUrl(u);
-      git::Git cache(cache_dir);
-      std::error_code ec;
-      std::filesystem::create_directories(cache_dir, ec);
-      absl::StatusOr<std::string> fetched =
-          std::filesystem::exists(dir)
-              ? git::Git(dir).Run({"fetch", "--quiet", "origin", sweep.forge_commit})
-              : cache.Run({"clone", "--bare", "--quiet", "--", u, dir.string()});
-      if (!fetched.ok()) {
-        forge_error = absl::FailedPreconditionError(util::StrCat(
-            "cannot fetch tt_forge_models from ", u, ": ", util::MessageOf(fetched.status())));
-      }
-      forge = dir;
+    auto url = git::ForgeUrl(git::Git(ttxla), sweep.ttxla_commit, sweep.request.git_url());
+    absl::StatusOr<std::filesystem::path> cached =
+        url.ok() ? git::FetchIntoCache(*url, cache_dir) : url.status();
+    if (cached.ok()) {
+      forge = *cached;
+      // A sha no branch or tag reaches (--forge-ref) is fetched by name.
+      auto resolved = git::ResolveInCache(git::Git(forge), *url, sweep.forge_commit);
+      if (!resolved.ok()) cached = resolved.status();
+    }
+    if (!cached.ok()) {
+      forge_error = absl::FailedPreconditionError(
+          util::StrCat("cannot read tt_forge_models: ", util::MessageOf(cached.status())));
     }
   }
   return std::make_unique<GitPinnedFiles>(ttxla, sweep.ttxla_commit, forge, sweep.forge_commit,
@@ -186,7 +173,15 @@ absl::Status SweepOutputs::Build(const std::string& sweep_id) {
       }
     }
   }
+  absl::Status settled = absl::OkStatus();
+  report.settle_counts = [&](const std::map<std::string, coord::EntryTally>& tallies) {
+    auto counts = coordinator_->SettleCounts(sweep_id, tallies);
+    if (counts.ok()) return *counts;
+    settled = counts.status();
+    return v1::EntryCounts();
+  };
   BuiltReport built = BuildReport(report);
+  if (!settled.ok()) return settled;
   for (const auto& [name, text] :
        {std::pair{"tt-xla.patch", merged->ttxla_patch},
         std::pair{"tt-forge-models.patch", merged->forge_patch},
@@ -212,6 +207,8 @@ absl::StatusOr<v1::Patch> SweepOutputs::Patch(const std::string& sweep_id) {
   p.set_sweep_id(sweep_id);
   p.set_ttxla_commit(sweep->ttxla_commit);
   p.set_forge_commit(sweep->forge_commit);
+  p.set_sweep_state(std::string(coord::SweepStateName(sweep->state)));
+  p.set_partial(PartialReason(sweep_id));
   auto a = util::ReadFile(dir / "tt-xla.patch", 256 << 20);
   auto b = util::ReadFile(dir / "tt-forge-models.patch", 256 << 20);
   if (!a.ok()) return a.status();
@@ -224,6 +221,15 @@ absl::StatusOr<v1::Patch> SweepOutputs::Patch(const std::string& sweep_id) {
     }
   }
   return p;
+}
+
+std::string SweepOutputs::PartialReason(const std::string& sweep_id) {
+  auto view = coordinator_->GetSweep(sweep_id);
+  if (!view.ok() || (view->state() != "cancelled" && view->state() != "failed")) return "";
+  return util::StrCat("sweep ", sweep_id, " ", view->state(),
+                      view->error().empty() ? "" : util::StrCat(" (", view->error(), ")"),
+                      ": the patches hold only the results accepted before it ended (",
+                      view->entries().done(), " of ", view->entries().total(), " entries decided)");
 }
 
 absl::StatusOr<v1::Report> SweepOutputs::Report(const std::string& sweep_id) {

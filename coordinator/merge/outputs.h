@@ -35,6 +35,8 @@ class SweepOutputs {
 
  private:
   std::filesystem::path Dir(const std::string& sweep_id) const;
+  // Why the sweep's patches are partial (cancelled, failed); "" when it ran to its end.
+  std::string PartialReason(const std::string& sweep_id);
 
   coord::Coordinator* coordinator_;
   coord::CoordinatorMetrics* metrics_;

@@ -39,15 +39,6 @@ json Resolved(const inventory::Entry* e, const std::string& arch) {
   return o;
 }
 
-std::string OutcomeLabel(const json& o) {
-  if (o.is_null()) return "unchanged";
-  std::string s = o["status"].get<std::string>();
-  if (s == "EXPECTED_PASSING" && o["assert_pcc"].is_boolean() && !o["assert_pcc"].get<bool>()) {
-    return "EXPECTED_PASSING (assert_pcc false)";
-  }
-  return s;
-}
-
 std::string Md(std::string_view s) {
   std::string out;
   for (char c : s) {
@@ -55,6 +46,16 @@ std::string Md(std::string_view s) {
     out.push_back(c);
   }
   return out;
+}
+
+// Why this report (and the patches) cover only part of the sweep; "" when it ran to its end.
+std::string PartialNote(const coord::SweepRecord& sweep) {
+  if (sweep.state != coord::SweepState::kCancelled && sweep.state != coord::SweepState::kFailed) {
+    return "";
+  }
+  return util::StrCat("the sweep was ", coord::SweepStateName(sweep.state),
+                      sweep.error.empty() ? "" : util::StrCat(" (", sweep.error, ")"),
+                      ": only the results accepted before it ended are included");
 }
 
 }  // namespace
@@ -76,7 +77,13 @@ BuiltReport BuildReport(const ReportInput& in) {
   j["sweep"] = sweep.id;
   j["state"] = std::string(coord::SweepStateName(sweep.state));
   j["repo"] = sweep.repo;
-  j["commits"] = {{"tt-xla", sweep.ttxla_commit}, {"tt_forge_models", sweep.forge_commit}};
+  j["commits"] = {{"tt-xla", sweep.ttxla_commit},
+                  {"tt_forge_models", sweep.forge_commit},
+                  {"tt_forge_models_gitlink", sweep.details.forge_gitlink_commit()},
+                  {"tt_forge_models_source", sweep.details.forge_source()}};
+  j["notes"] = std::vector<std::string>(sweep.details.notes().begin(), sweep.details.notes().end());
+  const std::string partial = PartialNote(sweep);
+  j["partial"] = partial.empty() ? json(nullptr) : json(partial);
   j["archs"] = sweep.archs;
   j["playbooks"] = sweep.playbooks;
   j["executor"] = sweep.request.executor();
@@ -91,7 +98,8 @@ BuiltReport BuildReport(const ReportInput& in) {
   j["registry"] = registry;
 
   std::map<std::string, std::map<std::string, int>> by_playbook;  // playbook -> outcome -> n
-  std::map<std::string, int> by_outcome, by_stage;
+  std::map<std::string, int> by_stage;
+  std::map<std::string, coord::EntryTally> tallies;  // file + '\n' + key
   json entries = json::array();
   const std::string first_arch = sweep.archs.empty() ? "n150" : sweep.archs.front();
   std::string md_entries;
@@ -154,9 +162,15 @@ BuiltReport BuildReport(const ReportInput& in) {
     entry["evidence"] = ev != in.evidence.end() ? json(ev->second) : json::array();
     entries.push_back(entry);
 
-    const std::string label = OutcomeLabel(entry["outcome"]);
-    by_playbook[e.playbook][label]++;
-    by_outcome[label]++;
+    // Counted like everywhere else (outcome_counts.h): the first target arch's decision.
+    std::map<std::string, v1::EntryOutcome> decisions = e.outcomes;
+    if (e.probe) decisions.emplace("", *e.probe);
+    const v1::EntryOutcome* deciding = coord::ForFirstArch(decisions, sweep.archs);
+    const std::string label = e.placement == EntryMerge::Placement::kConflict ? "conflict"
+                              : deciding != nullptr ? coord::OutcomeLabel(*deciding)
+                                                    : "";
+    tallies[e.file + "\n" + e.key] = {coord::EntryTally::Phase::kDone, label, !review.empty()};
+    by_playbook[e.playbook][label.empty() ? "no_result" : label]++;
     if (!entry["outcome"].is_null() && entry["outcome"]["bringup_status"].is_string()) {
       by_stage[entry["outcome"]["bringup_status"].get<std::string>()]++;
     }
@@ -166,7 +180,7 @@ BuiltReport BuildReport(const ReportInput& in) {
     util::StrAppend(&md_entries, "- **loader** `", e.loader, "` · playbook ", e.playbook, " / ",
                     e.flavor, " · wave ", e.wave, "\n");
     util::StrAppend(
-        &md_entries, "- **outcome** ", label,
+        &md_entries, "- **outcome** ", label.empty() ? "no result" : label,
         e.placement == EntryMerge::Placement::kPerArch ? " (per arch: arch_overrides)" : "", "\n");
     if (e.probe) {
       if (!e.probe->probe_finding().empty()) {
@@ -216,12 +230,26 @@ BuiltReport BuildReport(const ReportInput& in) {
     md_entries += "\n";
   }
   j["entries"] = entries;
+  v1::EntryCounts counts;
+  if (in.settle_counts) {
+    counts = in.settle_counts(tallies);
+  } else {
+    std::vector<coord::EntryTally> all;
+    for (const auto& [k, t] : tallies) all.push_back(t);
+    counts = coord::CountEntries(all);
+  }
+  const std::map<std::string, int> by_outcome(counts.by_outcome().begin(),
+                                              counts.by_outcome().end());
   json totals;
-  totals["entries"] = merge.entries.size();
+  totals["entries"] = counts.total();
+  totals["decided"] =
+      counts.done() - (by_outcome.count("no_result") ? by_outcome.at("no_result") : 0);
   totals["by_playbook"] = by_playbook;
   totals["by_outcome"] = by_outcome;
-  totals["by_stage"] = by_stage;
+  totals["review"] = counts.review();
+  totals["conflicted_entries"] = counts.conflicts();
   totals["conflicts"] = merge.conflicts.size();
+  totals["by_stage"] = by_stage;
   j["totals"] = totals;
 
   BuiltReport out;
@@ -230,10 +258,30 @@ BuiltReport BuildReport(const ReportInput& in) {
   util::StrAppend(&md, "# Sweep ", sweep.id, " — ", coord::SweepStateName(sweep.state), "\n\n");
   util::StrAppend(
       &md, "- repo: `", sweep.repo, "`\n- commits: tt-xla `", sweep.ttxla_commit,
-      "`, tt_forge_models `", sweep.forge_commit, "`\n- archs: ", util::StrJoin(sweep.archs, ", "),
+      "`, tt_forge_models `", sweep.forge_commit, "`",
+      sweep.details.forge_gitlink_commit().empty() ||
+              sweep.details.forge_gitlink_commit() == sweep.forge_commit
+          ? ""
+          : util::StrCat(" (",
+                         sweep.details.forge_source() == "ref" ? "--forge-ref" : "checked out",
+                         "; tt-xla records `", sweep.details.forge_gitlink_commit(), "`)"),
+      "\n- archs: ", util::StrJoin(sweep.archs, ", "),
       " · playbooks: ", util::StrJoin(sweep.playbooks, ", "),
-      " · executor: ", sweep.request.executor(), "\n- started by ", sweep.created_by, "\n\n");
-  util::StrAppend(&md, "## Totals\n\n| playbook | entries | outcomes |\n|---|---|---|\n");
+      " · executor: ", sweep.request.executor(), "\n- started by ", sweep.created_by, "\n");
+  for (const auto& n : sweep.details.notes()) util::StrAppend(&md, "- note: ", Md(n), "\n");
+  if (!partial.empty()) util::StrAppend(&md, "- **partial**: ", Md(partial), "\n");
+  md += "\n";
+  util::StrAppend(&md, "## Totals\n\n", totals["decided"].get<int>(), " of ", counts.total(),
+                  " entries decided: ");
+  {
+    std::string parts;
+    for (const auto& [o, c] : by_outcome) {
+      util::StrAppend(&parts, parts.empty() ? "" : ", ", o, " ", c);
+    }
+    util::StrAppend(&md, parts.empty() ? "none" : parts, ". Flagged for review: ", counts.review(),
+                    ". Entries in conflict: ", counts.conflicts(), ".\n\n");
+  }
+  util::StrAppend(&md, "| playbook | entries | outcomes |\n|---|---|---|\n");
   for (const auto& [pb, outcomes] : by_playbook) {
     int n = 0;
     std::string parts;

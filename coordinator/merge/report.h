@@ -1,10 +1,12 @@
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "coordinator/core/model.h"
+#include "coordinator/core/outcome_counts.h"
 #include "coordinator/merge/merge.h"
 
 namespace triage::merge {
@@ -18,6 +20,11 @@ struct ReportInput {
   std::map<std::string, std::string> yaml_after;
   // A registry line covering at least this many entries is flagged for review.
   int many_entries = 3;
+  // Settles the sweep's counts from the report's view of its entries (label and review, by
+  // file + '\n' + key): the coordinator merges them with the entries that have no result, so
+  // the report's totals and `sweep get` are one count (coordinator/core/outcome_counts.h).
+  // Unset: the report's entries alone are counted.
+  std::function<v1::EntryCounts(const std::map<std::string, coord::EntryTally>&)> settle_counts;
 };
 
 struct BuiltReport {

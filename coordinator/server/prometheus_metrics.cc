@@ -97,6 +97,16 @@ struct PrometheusMetrics::Families {
                        .Name("triage_shard_queued_oldest_seconds")
                        .Help("Age of the oldest shard waiting in the queue (past its backoff)")
                        .Register(r)),
+        unservable(prometheus::BuildGauge()
+                       .Name("triage_shards_unservable")
+                       .Help("Queued shards no live, undrained agent can take, by the first arch "
+                             "they need and why (arch, executor, playbook, drained, offline)")
+                       .Register(r)),
+        blocked(prometheus::BuildGauge()
+                    .Name("triage_sweeps_blocked")
+                    .Help("Running sweeps that cannot progress without a person (every "
+                          "remaining shard quarantined or unservable)")
+                    .Register(r)),
         commit_seconds(prometheus::BuildHistogram()
                            .Name("triage_store_commit_seconds")
                            .Help("Duration of a database commit (one per group of mutations)")
@@ -111,6 +121,7 @@ struct PrometheusMetrics::Families {
                                   "UNAVAILABLE and the state was reloaded)")
                             .Register(r)) {
     last_success_gauge = &last_success.Add({});
+    blocked_gauge = &blocked.Add({});
     commit_seconds_hist = &commit_seconds.Add({}, CommitBuckets());
     commit_mutations_hist = &commit_mutations.Add(
         {}, Histogram::BucketBoundaries{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000});
@@ -135,10 +146,13 @@ struct PrometheusMetrics::Families {
   prometheus::Family<Histogram>& rpc;
   prometheus::Family<prometheus::Gauge>& progress_age;
   prometheus::Family<prometheus::Gauge>& queued_age;
+  prometheus::Family<prometheus::Gauge>& unservable;
+  prometheus::Family<prometheus::Gauge>& blocked;
   prometheus::Family<Histogram>& commit_seconds;
   prometheus::Family<Histogram>& commit_mutations;
   prometheus::Family<prometheus::Counter>& commit_failures;
   prometheus::Gauge* last_success_gauge;
+  prometheus::Gauge* blocked_gauge;
   Histogram* commit_seconds_hist;
   Histogram* commit_mutations_hist;
   prometheus::Counter* commit_failures_counter;
@@ -164,6 +178,9 @@ struct PrometheusMetrics::Families {
     }
     progress_age.Add({{"arch", arch}});
     queued_age.Add({{"arch", arch}});
+    for (const char* why : {"arch", "executor", "playbook", "drained", "offline"}) {
+      unservable.Add({{"arch", arch}, {"reason", why}});
+    }
   }
   std::mutex mu;
   std::set<std::string> archs;
@@ -272,6 +289,14 @@ void PrometheusMetrics::OnCallAges(std::string_view arch, double max_progress_ag
   f_->progress_age.Add({{"arch", S(arch)}}).Set(max_progress_age_seconds);
   f_->queued_age.Add({{"arch", S(arch)}}).Set(oldest_queued_seconds);
 }
+
+void PrometheusMetrics::UnservableShards(std::string_view arch, std::string_view reason,
+                                         int shards) {
+  f_->EnsureArch(arch);
+  f_->unservable.Add({{"arch", S(arch)}, {"reason", S(reason)}}).Set(shards);
+}
+
+void PrometheusMetrics::BlockedSweeps(int sweeps) { f_->blocked_gauge->Set(sweeps); }
 
 void PrometheusMetrics::StoreCommit(double seconds, int mutations, bool ok) {
   if (!ok) {

@@ -38,6 +38,8 @@ class PrometheusMetrics : public CoordinatorMetrics {
   void HeartbeatAge(std::string_view arch, double seconds) override;
   void MergeDone(double seconds) override;
   void MergeConflict(std::string_view kind) override;
+  void UnservableShards(std::string_view arch, std::string_view reason, int shards) override;
+  void BlockedSweeps(int sweeps) override;
   void OnCallAges(std::string_view arch, double max_progress_age_seconds,
                   double oldest_queued_seconds) override;
   void StoreCommit(double seconds, int mutations, bool ok) override;

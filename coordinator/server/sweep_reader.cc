@@ -9,6 +9,9 @@ SweepReader MakeGitSweepReader(std::filesystem::path cache_dir, std::size_t max_
   return
       [cache_dir, max_file_bytes](const v1::StartSweepRequest& req) -> absl::StatusOr<SweepInput> {
         absl::StatusOr<git::Pinned> pinned = absl::UnknownError("unset");
+        git::PinOptions pin;
+        pin.forge_ref = req.forge_ref();
+        pin.allow_dirty = req.allow_dirty();
         std::string display;
         if (!req.repo_path().empty()) {
           std::error_code ec;
@@ -17,10 +20,10 @@ SweepReader MakeGitSweepReader(std::filesystem::path cache_dir, std::size_t max_
             return absl::InvalidArgumentError(util::StrCat(
                 "repo_path ", req.repo_path(), " is not a directory the coordinator sees"));
           }
-          pinned = git::PinCheckout(path);
+          pinned = git::PinCheckout(path, pin);
           display = path.string();
         } else {
-          pinned = git::FetchAndPin(req.git_url(), req.git_ref(), cache_dir);
+          pinned = git::FetchAndPin(req.git_url(), req.git_ref(), cache_dir, pin);
           display = util::StrCat(req.git_url(), req.git_ref().empty() ? "" : "@", req.git_ref());
         }
         if (!pinned.ok()) return pinned.status();
@@ -33,6 +36,9 @@ SweepReader MakeGitSweepReader(std::filesystem::path cache_dir, std::size_t max_
         in.repo = display;
         in.ttxla_commit = pinned->ttxla_commit;
         in.forge_commit = pinned->forge_commit;
+        in.forge_gitlink = pinned->forge_gitlink;
+        in.forge_source = std::string(git::ForgeSourceName(pinned->forge_source));
+        in.notes = pinned->notes;
         in.agent_repo_url = !req.git_url().empty()        ? req.git_url()
                             : !pinned->origin_url.empty() ? pinned->origin_url
                                                           : pinned->repo.string();

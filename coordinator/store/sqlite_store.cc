@@ -17,7 +17,7 @@ CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS sweeps(
   id TEXT PRIMARY KEY, seq INTEGER NOT NULL, state TEXT NOT NULL, request BLOB NOT NULL,
   repo TEXT, ttxla_commit TEXT, forge_commit TEXT, archs TEXT, playbooks TEXT, problems TEXT,
-  created_by TEXT, error TEXT, created_ms INTEGER, finished_ms INTEGER);
+  created_by TEXT, error TEXT, created_ms INTEGER, finished_ms INTEGER, details BLOB);
 CREATE TABLE IF NOT EXISTS entries(
   sweep_id TEXT NOT NULL, file TEXT NOT NULL, key TEXT NOT NULL, flavor TEXT, data BLOB,
   PRIMARY KEY(sweep_id, file, key));
@@ -42,6 +42,17 @@ CREATE TABLE IF NOT EXISTS audit(
   target TEXT, reason TEXT);
 INSERT OR IGNORE INTO meta(key, value) VALUES('schema', '1');
 )sql";
+
+// Columns added after schema 1, as (table, column, type): added to older databases on open.
+struct AddedColumn {
+  const char* table;
+  const char* column;
+  const char* type;
+};
+constexpr AddedColumn kAddedColumns[] = {
+    {"sweeps", "details", "BLOB"},  // schema 2: v1::SweepDetails
+};
+constexpr const char* kSchemaVersion = "2";
 
 std::string Join(const std::vector<std::string>& v) { return util::StrJoin(v, "\n"); }
 std::vector<std::string> Split(std::string_view s) {
@@ -130,7 +141,7 @@ absl::Status Query(sqlite3* db, const char* sql, F row, std::string_view arg = {
 struct SqliteStore::Statements {
   Stmt begin, commit, rollback;
   Stmt upsert_sweep, insert_entry, upsert_shard_full, update_shard, upsert_attempt, insert_result,
-      upsert_agent, insert_audit;
+      upsert_agent, delete_agent, insert_audit;
 };
 
 // One statement of a staged mutation, with its values: a mutation is encoded when it is staged
@@ -204,6 +215,10 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::filesy
     return absl::FailedPreconditionError(util::StrCat(
         path.string(), ": not a triage-farm database or unreadable: ", util::MessageOf(st)));
   }
+  if (auto st = store->Migrate(); !st.ok()) {
+    return absl::FailedPreconditionError(
+        util::StrCat(path.string(), ": cannot upgrade the schema: ", util::MessageOf(st)));
+  }
   if (auto st = store->Prepare(); !st.ok()) return st;
   return store;
 }
@@ -225,6 +240,23 @@ absl::Status SqliteStore::Exec(const char* sql) {
   return absl::OkStatus();
 }
 
+absl::Status SqliteStore::Migrate() {
+  for (const AddedColumn& c : kAddedColumns) {
+    bool present = false;
+    auto st = Query(db_, util::StrCat("PRAGMA table_info(", c.table, ")").c_str(),
+                    [&](sqlite3_stmt* q) { present |= ColText(q, 1) == c.column; });
+    if (!st.ok()) return st;
+    if (present) continue;
+    if (auto add = Exec(
+            util::StrCat("ALTER TABLE ", c.table, " ADD COLUMN ", c.column, " ", c.type).c_str());
+        !add.ok()) {
+      return add;
+    }
+  }
+  return Exec(
+      util::StrCat("UPDATE meta SET value='", kSchemaVersion, "' WHERE key='schema'").c_str());
+}
+
 absl::Status SqliteStore::Prepare() {
   stmts_ = std::make_unique<Statements>();
   Statements& s = *stmts_;
@@ -237,9 +269,9 @@ absl::Status SqliteStore::Prepare() {
       {&s.rollback, "ROLLBACK"},
       {&s.upsert_sweep,
        "INSERT INTO sweeps(id, seq, state, request, repo, ttxla_commit, forge_commit, archs, "
-       "playbooks, problems, created_by, error, created_ms, finished_ms) "
-       "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14) ON CONFLICT(id) DO UPDATE SET "
-       "state=?3, error=?12, finished_ms=?14"},
+       "playbooks, problems, created_by, error, created_ms, finished_ms, details) "
+       "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15) ON CONFLICT(id) DO UPDATE SET "
+       "state=?3, error=?12, finished_ms=?14, details=?15"},
       {&s.insert_entry,
        "INSERT OR IGNORE INTO entries(sweep_id, file, key, flavor, data) VALUES(?1,?2,?3,?4,?5)"},
       {&s.upsert_shard_full,
@@ -264,6 +296,7 @@ absl::Status SqliteStore::Prepare() {
       {&s.upsert_agent,
        "INSERT INTO agents(id, session, dims, draining, registered_ms) VALUES(?1,?2,?3,?4,?5) "
        "ON CONFLICT(id) DO UPDATE SET session=?2, dims=?3, draining=?4, registered_ms=?5"},
+      {&s.delete_agent, "DELETE FROM agents WHERE id=?1"},
       {&s.insert_audit,
        "INSERT INTO audit(ts_ms, who, role, action, target, reason) VALUES(?1,?2,?3,?4,?5,?6)"},
   };
@@ -375,6 +408,8 @@ void SqliteStore::Encode(const Mutation& m, std::vector<Op>* ops) {
   for (const SweepRecord* r : m.sweeps) {
     std::string request;
     r->request.SerializeToString(&request);
+    std::string details;
+    r->details.SerializeToString(&details);
     add(s.upsert_sweep)
         .Text(1, r->id)
         .Int(2, r->seq)
@@ -389,7 +424,8 @@ void SqliteStore::Encode(const Mutation& m, std::vector<Op>* ops) {
         .Text(11, r->created_by)
         .Text(12, r->error)
         .Int(13, ToUnixMillis(r->created_at))
-        .Int(14, ToUnixMillis(r->finished_at));
+        .Int(14, ToUnixMillis(r->finished_at))
+        .Blob(15, std::move(details));
   }
   for (const auto& [sweep_id, e] : m.entries) {
     std::string data;
@@ -485,6 +521,7 @@ void SqliteStore::Encode(const Mutation& m, std::vector<Op>* ops) {
         .Int(4, a->draining ? 1 : 0)
         .Int(5, ToUnixMillis(a->registered_at));
   }
+  for (const std::string& id : m.removed_agents) add(s.delete_agent).Text(1, id);
   for (const AuditRecord& a : m.audit) {
     add(s.insert_audit)
         .Int(1, ToUnixMillis(a.at))
@@ -500,31 +537,33 @@ absl::StatusOr<Snapshot> SqliteStore::Load() {
   std::lock_guard lock(mu_);
   Snapshot snap;
   absl::Status bad = absl::OkStatus();
-  auto st = Query(db_,
-                  "SELECT id, seq, state, request, repo, ttxla_commit, forge_commit, archs, "
-                  "playbooks, problems, created_by, error, created_ms, finished_ms FROM sweeps "
-                  "ORDER BY seq",
-                  [&](sqlite3_stmt* q) {
-                    SweepRecord r;
-                    r.id = ColText(q, 0);
-                    r.seq = ColInt(q, 1);
-                    auto state = ParseSweepState(ColText(q, 2));
-                    if (!state)
-                      bad = absl::DataLossError(util::StrCat("sweep ", r.id, ": bad state"));
-                    r.state = state.value_or(SweepState::kFailed);
-                    r.request.ParseFromString(ColBlob(q, 3));
-                    r.repo = ColText(q, 4);
-                    r.ttxla_commit = ColText(q, 5);
-                    r.forge_commit = ColText(q, 6);
-                    r.archs = Split(ColText(q, 7));
-                    r.playbooks = Split(ColText(q, 8));
-                    r.problems = Split(ColText(q, 9));
-                    r.created_by = ColText(q, 10);
-                    r.error = ColText(q, 11);
-                    r.created_at = FromUnixMillis(ColInt(q, 12));
-                    r.finished_at = FromUnixMillis(ColInt(q, 13));
-                    snap.sweeps.push_back(std::move(r));
-                  });
+  auto st =
+      Query(db_,
+            "SELECT id, seq, state, request, repo, ttxla_commit, forge_commit, archs, "
+            "playbooks, problems, created_by, error, created_ms, finished_ms, details FROM sweeps "
+            "ORDER BY seq",
+            [&](sqlite3_stmt* q) {
+              SweepRecord r;
+              r.id = ColText(q, 0);
+              r.seq = ColInt(q, 1);
+              auto state = ParseSweepState(ColText(q, 2));
+              if (!state) bad = absl::DataLossError(util::StrCat("sweep ", r.id, ": bad state"));
+              r.state = state.value_or(SweepState::kFailed);
+              r.request.ParseFromString(ColBlob(q, 3));
+              r.repo = ColText(q, 4);
+              r.ttxla_commit = ColText(q, 5);
+              r.forge_commit = ColText(q, 6);
+              r.archs = Split(ColText(q, 7));
+              r.playbooks = Split(ColText(q, 8));
+              r.problems = Split(ColText(q, 9));
+              r.created_by = ColText(q, 10);
+              r.error = ColText(q, 11);
+              r.created_at = FromUnixMillis(ColInt(q, 12));
+              r.finished_at = FromUnixMillis(ColInt(q, 13));
+              if (!r.details.ParseFromString(ColBlob(q, 14)))
+                bad = absl::DataLossError(util::StrCat("sweep ", r.id, ": bad details"));
+              snap.sweeps.push_back(std::move(r));
+            });
   if (!st.ok()) return st;
   st = Query(db_,
              "SELECT id, sweep_id, seq, state, priority, expected_s, attempts, token, depends_on, "

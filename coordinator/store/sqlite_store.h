@@ -49,6 +49,8 @@ class SqliteStore : public Store {
   struct Statements;
   absl::Status Exec(const char* sql);
   absl::Status Prepare();
+  // Brings a database made by an older version up to the current schema (kAddedColumns).
+  absl::Status Migrate();
   struct Op;
   struct Pending;
   // Encodes m as statements with their values (no database access).

@@ -2,11 +2,15 @@
 
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
+
 #include <chrono>
+#include <cmath>
 #include <ctime>
 
 #include "CLI/CLI.hpp"
-#include "common/process/process.h"
+#include "common/git/git.h"
 #include "common/rpc/rpc.h"
 #include "common/util/file.h"
 #include "common/util/strings.h"
@@ -14,6 +18,7 @@
 #include "coordinator/triagectl/inventory_cmd.h"
 #include "google/protobuf/util/json_util.h"
 #include "grpcpp/grpcpp.h"
+#include "nlohmann/json.hpp"
 #include "triage/v1/control.grpc.pb.h"
 
 namespace triage::ctl {
@@ -96,6 +101,13 @@ std::string PhaseName(v1::ShardPhase p) {
   }
 }
 
+// "diff --git" headers in a patch: the files it changes.
+int CountPatchedFiles(std::string_view patch) {
+  int n = 0;
+  for (std::string_view line : util::SplitLines(patch)) n += line.starts_with("diff --git ");
+  return n;
+}
+
 class Client {
  public:
   static absl::StatusOr<Client> Connect(const Connection& c) {
@@ -155,20 +167,37 @@ int Error(std::ostream& err, const absl::Status& st) {
   }
 }
 
+std::string Eta(std::int64_t seconds) { return seconds < 0 ? "unknown" : Duration(seconds); }
+
+// Entries with a decision (done ones that ended without a result do not fill the bar).
+int Decided(const v1::EntryCounts& e) {
+  auto none = e.by_outcome().find("no_result");
+  return e.done() - (none == e.by_outcome().end() ? 0 : none->second);
+}
+
 void PrintSweep(std::ostream& out, const v1::Sweep& s) {
   out << "sweep " << s.id() << "  " << s.state() << "\n";
   out << "  repo      " << s.repo() << "\n";
   out << "  commits   tt-xla " << s.ttxla_commit().substr(0, 12) << ", tt_forge_models "
-      << s.forge_commit().substr(0, 12) << "\n";
+      << s.forge_commit().substr(0, 12);
+  if (!s.forge_gitlink_commit().empty() && s.forge_gitlink_commit() != s.forge_commit()) {
+    out << " (" << (s.forge_source() == "ref" ? "--forge-ref" : "checked out")
+        << "; tt-xla records " << s.forge_gitlink_commit().substr(0, 12) << ")";
+  }
+  out << "\n";
+  for (const auto& n : s.notes()) out << "  note      " << n << "\n";
   out << "  playbooks " << util::StrJoin(s.playbooks(), ", ") << "   archs "
       << util::StrJoin(s.archs(), ", ") << "   executor " << s.executor() << "\n";
   const auto& e = s.entries();
-  out << "  entries   " << e.done() << "/" << e.total() << " done, " << e.running() << " running, "
-      << e.queued() << " queued   " << Counts(e.by_outcome()) << "\n";
+  out << "  entries   " << Decided(e) << "/" << e.total() << " decided, " << e.running()
+      << " running, " << e.queued() << " queued   " << Counts(e.by_outcome())
+      << "   review=" << e.review();
+  if (e.conflicts() > 0) out << " conflicts=" << e.conflicts();
+  out << "\n";
   out << "  shards    " << Counts(s.shards_by_state()) << "\n";
   out << "  started   " << Time(s.created_unix_ms()) << " by " << s.created_by();
   if (s.finished_unix_ms() > 0) out << ", finished " << Time(s.finished_unix_ms());
-  if (s.state() == "running") out << ", ETA " << Duration(s.eta_seconds());
+  if (s.state() == "running") out << ", ETA " << Eta(s.eta_seconds());
   out << "\n";
   if (!s.error().empty()) out << "  error     " << s.error() << "\n";
   for (const auto& p : s.problems()) out << "  problem   " << p << "\n";
@@ -177,14 +206,18 @@ void PrintSweep(std::ostream& out, const v1::Sweep& s) {
 std::string ProgressLine(const v1::Sweep& s) {
   const auto& e = s.entries();
   const int width = 30;
-  int filled = e.total() > 0 ? e.done() * width / e.total() : width;
+  const int decided = Decided(e);
+  const int filled = e.total() > 0 ? decided * width / e.total() : 0;
   std::string bar =
       util::StrCat("[", std::string(filled, '#'), std::string(width - filled, '.'), "]");
-  std::string line =
-      util::StrCat(bar, " ", e.done(), "/", e.total(), " entries  ", Counts(e.by_outcome()),
-                   "  | shards ", Counts(s.shards_by_state()));
+  std::string line = util::StrCat(bar, " ", decided, "/", e.total(), " entries decided  ",
+                                  Counts(e.by_outcome()), "  review=", e.review());
+  if (e.conflicts() > 0) util::StrAppend(&line, " conflicts=", e.conflicts());
+  util::StrAppend(&line, "  | shards ", Counts(s.shards_by_state()));
   if (s.state() == "running") {
-    util::StrAppend(&line, "  | ETA ", Duration(s.eta_seconds()));
+    util::StrAppend(&line, "  | ETA ", Eta(s.eta_seconds()));
+  } else if (s.state() == "blocked") {
+    util::StrAppend(&line, "  | BLOCKED: needs a person (problems below)");
   } else {
     util::StrAppend(&line, "  | ", s.state());
   }
@@ -192,8 +225,10 @@ std::string ProgressLine(const v1::Sweep& s) {
 }
 
 // Follows a sweep until it ends: 0 succeeded, 1 failed or cancelled.
-int Watch(Client& client, const std::string& id, std::ostream& out, std::ostream& err) {
-  const bool tty = isatty(STDOUT_FILENO) && &out == &std::cout;
+// With json, one SweepEvent object per line (JSON lines) instead of progress lines.
+int Watch(Client& client, const std::string& id, bool json, std::ostream& out,
+          std::ostream& err) {
+  const bool tty = !json && isatty(STDOUT_FILENO) && &out == &std::cout;
   grpc::ClientContext ctx;
   rpc::AddBearer(ctx, client.token());
   v1::WatchSweepRequest req;
@@ -203,9 +238,27 @@ int Watch(Client& client, const std::string& id, std::ostream& out, std::ostream
   v1::Sweep last;
   // Not a terminal (a log, CI): one line per change of entries or sweep state, not per shard move.
   std::string last_key;
+  std::vector<std::string> shown_problems;
   while (reader->Read(&ev)) {
     last = ev.sweep();
+    if (json) {
+      std::string one;
+      google::protobuf::util::JsonPrintOptions options;
+      options.preserve_proto_field_names = true;
+      options.always_print_primitive_fields = true;
+      (void)google::protobuf::util::MessageToJsonString(ev, &one, options);
+      out << one << "\n" << std::flush;
+      continue;
+    }
     std::string line = ProgressLine(last);
+    std::vector<std::string> problems(last.problems().begin(), last.problems().end());
+    if (problems != shown_problems) {
+      if (tty) out << "\r\033[K";
+      for (const auto& p : problems) out << "problem: " << p << "\n";
+      if (problems.empty() && !shown_problems.empty()) out << "problems cleared\n";
+      shown_problems = std::move(problems);
+      last_key.clear();
+    }
     if (tty) {
       out << "\r\033[K" << line << std::flush;
       continue;
@@ -218,62 +271,58 @@ int Watch(Client& client, const std::string& id, std::ostream& out, std::ostream
   if (tty) out << "\n";
   if (!st.ok()) return Error(err, rpc::FromGrpc(st));
   if (last.state() == "succeeded") {
-    out << "sweep " << id << " succeeded\n";
+    if (!json) out << "sweep " << id << " succeeded\n";
     return kExitOk;
   }
-  out << "sweep " << id << " " << last.state()
-      << (last.error().empty() ? "" : util::StrCat(": ", last.error())) << "\n";
+  (json ? err : out) << "sweep " << id << " " << last.state()
+                     << (last.error().empty() ? "" : util::StrCat(": ", last.error())) << "\n";
   return kExitProblems;
-}
-
-// git with argv, in dir; output (stdout+stderr) to *out.
-int Git(const std::filesystem::path& dir, std::vector<std::string> args, std::string* out) {
-  process::RunOptions run;
-  args.insert(args.begin(), {"git", "-C", dir.string()});
-  run.argv = args;
-  run.env = {{"GIT_TERMINAL_PROMPT", "0"}, {"LC_ALL", "C"}};
-  auto res = process::Run(run);
-  if (!res.ok()) {
-    *out = util::MessageOf(res.status());
-    return -1;
-  }
-  *out = res->output;
-  return res->exit_code;
 }
 
 // `sweep apply`: both patches onto a clean checkout at the sweep's commits; nothing committed.
 int ApplyPatches(Client& client, const FarmOptions& o, std::ostream& out, std::ostream& err) {
+  const bool json = o.output == "json";
+  nlohmann::json applied = nlohmann::json::array();
   v1::GetPatchRequest req;
   req.set_sweep_id(o.id);
   auto p = client.Call<v1::GetPatchRequest, v1::Patch>(&v1::ControlService::Stub::GetPatch, req);
   if (!p.ok()) return Error(err, p.status());
   const std::filesystem::path repo = o.repo;
-  const std::filesystem::path forge = repo / "third_party/tt_forge_models";
-  std::string text;
-  // Refuse anything but a clean checkout at exactly the sweep's commits.
+  const std::filesystem::path forge = repo / git::kForgeSubmodulePath;
+  // Refuse anything but a clean checkout at exactly the sweep's commits. The submodule's
+  // gitlink may differ from its HEAD (a sweep of a moved submodule leaves tt-xla showing
+  // `M third_party/tt_forge_models`): what counts is that its HEAD is the sweep's commit.
   for (const auto& [dir, commit, name] :
        {std::tuple{repo, p->ttxla_commit(), "tt-xla"},
         std::tuple{forge, p->forge_commit(), "tt_forge_models"}}) {
-    if (Git(dir, {"rev-parse", "HEAD"}, &text) != 0) {
-      err << "triagectl: " << dir.string() << " is not a git checkout: " << text;
+    const git::Git g(dir);
+    auto head = g.RevParse("HEAD");
+    if (!head.ok()) {
+      err << "triagectl: " << dir.string()
+          << " is not a git checkout: " << util::MessageOf(head.status()) << "\n";
       return kExitProblems;
     }
-    if (util::TrimWhitespace(text) != commit) {
-      err << "triagectl: " << name << " is at " << util::TrimWhitespace(text).substr(0, 12)
-          << ", the sweep read " << commit.substr(0, 12)
-          << ": check out the sweep's commits first\n";
+    if (*head != commit) {
+      err << "triagectl: " << name << " in " << dir.string() << " is at " << head->substr(0, 12)
+          << ", the sweep read " << commit.substr(0, 12) << ": check out the sweep's commits first"
+          << " (git -C " << dir.string() << " checkout " << commit << ")\n";
       return kExitProblems;
     }
-    if (Git(dir, {"status", "--porcelain", "--ignore-submodules=none"}, &text) != 0 ||
-        !util::TrimWhitespace(text).empty()) {
+    auto changes = g.WorkTreeChanges();
+    if (!changes.ok()) return Error(err, changes.status());
+    if (!changes->empty()) {
       err << "triagectl: " << name << " checkout " << dir.string()
-          << " has local changes; apply needs a clean tree:\n"
-          << text;
+          << " has local changes; apply needs a clean tree:\n";
+      for (const auto& c : *changes) err << "  " << c << "\n";
       return kExitProblems;
     }
   }
-  const auto tmp = std::filesystem::temp_directory_path() / util::StrCat("triage-apply-", getpid());
-  std::filesystem::create_directories(tmp);
+  std::string tmpl = (std::filesystem::temp_directory_path() / "triage-apply-XXXXXX").string();
+  if (mkdtemp(tmpl.data()) == nullptr) {
+    return Error(err, absl::FailedPreconditionError(
+                          util::StrCat("cannot create a temporary directory: ", strerror(errno))));
+  }
+  const std::filesystem::path tmp = tmpl;
   struct Step {
     std::filesystem::path dir;
     std::string patch;
@@ -281,27 +330,46 @@ int ApplyPatches(Client& client, const FarmOptions& o, std::ostream& out, std::o
   };
   const Step steps[] = {{repo, p->ttxla_patch(), "tt-xla.patch"},
                         {forge, p->forge_patch(), "tt-forge-models.patch"}};
+  auto fail = [&](const std::string& message) {
+    std::error_code ec;
+    std::filesystem::remove_all(tmp, ec);
+    err << "triagectl: " << message;
+    return kExitProblems;
+  };
   // Check both before changing either.
   for (const auto& s : steps) {
     if (s.patch.empty()) continue;
-    (void)util::WriteFileAtomic(tmp / s.name, s.patch);
-    if (Git(s.dir, {"apply", "--check", (tmp / s.name).string()}, &text) != 0) {
-      err << "triagectl: " << s.name << " does not apply to " << s.dir.string() << ":\n" << text;
-      std::filesystem::remove_all(tmp);
-      return kExitProblems;
+    if (auto st = util::WriteFileAtomic(tmp / s.name, s.patch); !st.ok()) {
+      return fail(util::StrCat(util::MessageOf(st), "\n"));
+    }
+    if (auto r = git::Git(s.dir).Run({"apply", "--check", (tmp / s.name).string()}); !r.ok()) {
+      return fail(util::StrCat(s.name, " does not apply to ", s.dir.string(), ":\n",
+                               util::MessageOf(r.status()), "\n"));
     }
   }
   for (const auto& s : steps) {
     if (s.patch.empty()) continue;
-    if (Git(s.dir, {"apply", (tmp / s.name).string()}, &text) != 0) {
-      err << "triagectl: applying " << s.name << " failed:\n" << text;
-      std::filesystem::remove_all(tmp);
-      return kExitProblems;
+    if (auto r = git::Git(s.dir).Run({"apply", (tmp / s.name).string()}); !r.ok()) {
+      return fail(
+          util::StrCat("applying ", s.name, " failed:\n", util::MessageOf(r.status()), "\n"));
     }
-    out << "applied " << s.name << " to " << s.dir.string() << "\n";
+    if (!json) out << "applied " << s.name << " to " << s.dir.string() << "\n";
+    applied.push_back({{"patch", s.name}, {"repo", s.dir.string()}});
   }
-  std::filesystem::remove_all(tmp);
-  out << "nothing was committed: review with `git diff` in both repositories\n";
+  std::error_code ec;
+  std::filesystem::remove_all(tmp, ec);
+  if (!p->partial().empty()) err << "triagectl: warning: partial patches: " << p->partial() << "\n";
+  if (json) {
+    out << nlohmann::json{{"sweep", p->sweep_id()},
+                          {"applied", applied},
+                          {"partial", p->partial().empty() ? nlohmann::json(nullptr)
+                                                           : nlohmann::json(p->partial())},
+                          {"committed", false}}
+               .dump(2)
+        << "\n";
+  } else {
+    out << "nothing was committed: review with `git diff` in both repositories\n";
+  }
   return kExitOk;
 }
 
@@ -347,6 +415,12 @@ void FarmCommands::Register(CLI::App& app) {
   start->add_option("--rules", o_.rules, "Classification rules YAML")->check(CLI::ExistingFile);
   start->add_option("--agent-repo-url", o_.agent_repo_url,
                     "Where agents fetch the commits (default: the repo's origin)");
+  start->add_option("--forge-ref", o_.forge_ref,
+                    "tt-forge-models branch, tag or sha to sweep (default: the submodule's "
+                    "checked-out HEAD for --repo, the recorded gitlink for --git-url)");
+  start->add_flag("--allow-dirty", o_.allow_dirty,
+                  "--repo with local changes: sweep the HEAD commits without them (default: "
+                  "refuse, listing the changed paths)");
   start->add_flag("--watch", o_.watch, "Follow the sweep until it ends");
   cmds_["sweep start"] = start;
   auto* list = sweep->add_subcommand("list", "List sweeps");
@@ -393,8 +467,11 @@ void FarmCommands::Register(CLI::App& app) {
                           "cancelled");
   shards_list->add_flag("--stuck", o_.stuck,
                         "Only leased/running shards without progress for --stuck-minutes");
-  shards_list->add_option("--stuck-minutes", o_.stuck_minutes, "Threshold for --stuck")
-      ->capture_default_str();
+  shards_list
+      ->add_option("--stuck-minutes", o_.stuck_minutes,
+                   "Threshold for --stuck, > 0 (implies --stuck)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   cmds_["shards list"] = shards_list;
 
   auto* shard = app.add_subcommand("shard", "Act on one shard");
@@ -476,6 +553,12 @@ int FarmCommands::Run(std::ostream& out, std::ostream& err) {
     req.set_max_attempts(o_.max_attempts);
     req.set_reason(o_.reason);
     req.set_agent_repo_url(o_.agent_repo_url);
+    req.set_forge_ref(o_.forge_ref);
+    req.set_allow_dirty(o_.allow_dirty);
+    if (o_.allow_dirty && o_.repo.empty()) {
+      err << "triagectl: --allow-dirty is for --repo (a --git-url sweep reads commits only)\n";
+      return kExitUsage;
+    }
     if (!o_.rules.empty()) {
       auto r = util::ReadFile(o_.rules, 1 << 20);
       if (!r.ok()) return Error(err, r.status());
@@ -489,7 +572,7 @@ int FarmCommands::Run(std::ostream& out, std::ostream& err) {
     } else {
       PrintSweep(out, *sweep);
     }
-    if (o_.watch) return Watch(*client, sweep->id(), out, err);
+    if (o_.watch) return Watch(*client, sweep->id(), json, out, err);
     return kExitOk;
   }
   if (which == "sweep list") {
@@ -528,7 +611,7 @@ int FarmCommands::Run(std::ostream& out, std::ostream& err) {
     }
     return kExitOk;
   }
-  if (which == "sweep watch") return Watch(*client, o_.id, out, err);
+  if (which == "sweep watch") return Watch(*client, o_.id, json, out, err);
   if (which == "sweep patch" || which == "sweep report") {
     std::filesystem::path dir = o_.out_dir.empty() ? "." : o_.out_dir;
     std::error_code ec;
@@ -539,22 +622,41 @@ int FarmCommands::Run(std::ostream& out, std::ostream& err) {
       req.set_sweep_id(o_.id);
       auto p = client->Call<v1::GetPatchRequest, v1::Patch>(&S::GetPatch, req);
       if (!p.ok()) return Error(err, p.status());
+      nlohmann::json written = nlohmann::json::array();
       for (const auto& [name, text] : {std::pair{"tt-xla.patch", p->ttxla_patch()},
                                        std::pair{"tt-forge-models.patch", p->forge_patch()}}) {
         if (auto st = util::WriteFileAtomic(dir / name, text); !st.ok()) return Error(err, st);
-        out << (dir / name).string() << "\n";
+        written.push_back({{"path", (dir / name).string()},
+                           {"bytes", text.size()},
+                           {"files", CountPatchedFiles(text)}});
+        if (!json) out << (dir / name).string() << "\n";
       }
       for (const auto& c : p->conflicts()) err << "conflict: " << c << "\n";
+      if (!p->partial().empty())
+        err << "triagectl: warning: partial patches: " << p->partial() << "\n";
+      if (json) {
+        nlohmann::json j = {
+            {"sweep", p->sweep_id()},
+            {"state", p->sweep_state()},
+            {"partial",
+             p->partial().empty() ? nlohmann::json(nullptr) : nlohmann::json(p->partial())},
+            {"commits", {{"tt-xla", p->ttxla_commit()}, {"tt_forge_models", p->forge_commit()}}},
+            {"written", written},
+            {"conflicts", p->conflicts()}};
+        out << j.dump(2) << "\n";
+      }
       return kExitOk;
     }
     v1::GetReportRequest req;
     req.set_sweep_id(o_.id);
     auto r = client->Call<v1::GetReportRequest, v1::Report>(&S::GetReport, req);
     if (!r.ok()) return Error(err, r.status());
+    nlohmann::json written = nlohmann::json::array();
     for (const auto& [name, text] :
          {std::pair{"report.md", r->markdown()}, std::pair{"report.json", r->json()}}) {
       if (auto st = util::WriteFileAtomic(dir / name, text); !st.ok()) return Error(err, st);
-      out << (dir / name).string() << "\n";
+      written.push_back((dir / name).string());
+      if (!json) out << (dir / name).string() << "\n";
     }
     int evidence = 0;
     for (const auto& f : r->files()) {
@@ -564,7 +666,26 @@ int FarmCommands::Run(std::ostream& out, std::ostream& err) {
       if (auto st = util::WriteFileAtomic(dir / name, f.content()); !st.ok()) return Error(err, st);
       ++evidence;
     }
-    if (evidence > 0) out << (dir / "evidence").string() << "/ (" << evidence << " files)\n";
+    if (evidence > 0 && !json) {
+      out << (dir / "evidence").string() << "/ (" << evidence << " files)\n";
+    }
+    const nlohmann::json report = nlohmann::json::parse(r->json(), nullptr, false);
+    const auto field = [&](const char* name) {
+      return report.is_object() && report.contains(name) ? report[name] : nlohmann::json(nullptr);
+    };
+    if (!field("partial").is_null()) {
+      err << "triagectl: warning: partial report: " << field("partial").get<std::string>() << "\n";
+    }
+    if (json) {
+      nlohmann::json j = {{"sweep", r->sweep_id()},
+                          {"state", field("state")},
+                          {"partial", field("partial")},
+                          {"written", written},
+                          {"evidence_dir", (dir / "evidence").string()},
+                          {"evidence_files", evidence},
+                          {"totals", field("totals")}};
+      out << j.dump(2) << "\n";
+    }
     return kExitOk;
   }
   if (which == "sweep apply") return ApplyPatches(*client, o_, out, err);
@@ -572,7 +693,11 @@ int FarmCommands::Run(std::ostream& out, std::ostream& err) {
     v1::ListShardsRequest req;
     req.set_sweep_id(o_.sweep);
     req.set_state(o_.state);
-    if (o_.stuck) req.set_stuck_seconds(static_cast<std::int64_t>(o_.stuck_minutes * 60));
+    if (o_.stuck || o_.stuck_minutes != FarmOptions{}.stuck_minutes) {
+      // Whole seconds, at least one: 0 would mean "no filter" and list every shard.
+      req.set_stuck_seconds(
+          std::max<std::int64_t>(1, static_cast<std::int64_t>(std::ceil(o_.stuck_minutes * 60))));
+    }
     auto r = client->Call<v1::ListShardsRequest, v1::ListShardsResponse>(&S::ListShards, req);
     if (!r.ok()) return Error(err, r.status());
     if (json) {
@@ -594,7 +719,7 @@ int FarmCommands::Run(std::ostream& out, std::ostream& err) {
                {"SHARD", "STATE", "PLAYBOOK", "PHASE", "ARCH", "ENTRIES", "ATTEMPTS", "AGENT",
                 "LAST STEP", "IDLE", "LOADER"},
                rows);
-    if (o_.stuck && !r->shards().empty()) {
+    if (req.stuck_seconds() > 0 && !r->shards().empty()) {
       out << "\nrequeue with: triagectl shard requeue SHARD --reason '...'\n";
     }
     return kExitOk;

@@ -42,6 +42,8 @@ struct FarmOptions {
   std::string reason;
   std::string rules;
   std::string agent_repo_url;
+  std::string forge_ref;
+  bool allow_dirty = false;
   bool watch = false;
   // ids and filters
   std::string id;

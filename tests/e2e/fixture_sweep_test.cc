@@ -14,6 +14,8 @@
 
 #include "common/inventory/document.h"
 #include "common/junit/junit.h"
+#include "common/util/strings.h"
+#include "common/util/text.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/unit/test_support.h"
@@ -140,6 +142,14 @@ class FixtureSweepTest : public ::testing::Test {
     EXPECT_FALSE(id.empty()) << out;
     EXPECT_EQ(Ctl({"sweep", "watch", id}, &out), 0)
         << out << testing::ReadFileOrDie(dir_ / "coordinator.log");
+    // The last progress line (before "sweep ... succeeded").
+    const auto lines = util::SplitLines(out);
+    for (auto it = lines.rbegin(); it != lines.rend(); ++it) {
+      if (it->starts_with("[")) {
+        last_watch_line_ = std::string(*it);
+        break;
+      }
+    }
     return id;
   }
 
@@ -147,7 +157,22 @@ class FixtureSweepTest : public ::testing::Test {
     std::string out;
     EXPECT_EQ(Ctl({"sweep", "report", id, "--out", out_dir.string()}, &out), 0) << out;
     EXPECT_EQ(Ctl({"sweep", "patch", id, "--out", out_dir.string()}, &out), 0) << out;
-    return json::parse(testing::ReadFileOrDie(out_dir / "report.json"), nullptr, false);
+    json report = json::parse(testing::ReadFileOrDie(out_dir / "report.json"), nullptr, false);
+    // One count everywhere: the report's totals, `sweep status` and the last watch line.
+    EXPECT_EQ(Ctl({"sweep", "status", id, "-o", "json"}, &out), 0) << out;
+    const json entries = json::parse(out, nullptr, false)["entries"];
+    const json& totals = report["totals"];
+    EXPECT_EQ(entries.value("by_outcome", json::object()), totals["by_outcome"]) << out;
+    EXPECT_EQ(entries.value("review", 0), totals["review"]) << out;
+    EXPECT_EQ(entries.value("total", 0), totals["entries"]) << out;
+    EXPECT_NE(last_watch_line_.find(util::StrCat(totals["decided"].get<int>(), "/",
+                                                 totals["entries"].get<int>(), " entries decided")),
+              std::string::npos)
+        << last_watch_line_;
+    EXPECT_NE(last_watch_line_.find(util::StrCat("review=", totals["review"].get<int>())),
+              std::string::npos)
+        << last_watch_line_;
+    return report;
   }
 
   testing::TempDir tmp_;
@@ -157,6 +182,7 @@ class FixtureSweepTest : public ::testing::Test {
   int control_port_ = 0;
   std::unique_ptr<testing::ChildProcess> coordinator_;
   std::vector<std::unique_ptr<testing::ChildProcess>> agents_;
+  std::string last_watch_line_;
 };
 
 // The expected fields of ground_truth.yaml as report.json writes them (null when absent).

@@ -121,9 +121,8 @@ TEST_F(RestartTest, CoordinatorKilledMidSweepFinishesWithEveryResultOnce) {
   }
   std::string out;
   ASSERT_EQ(Ctl({"sweep", "start", "--repo", repo_.string(), "--executor", "command", "--command",
-                 "[\"" + script_.string() + "\", \"{workspace}/third_party/tt_forge_models/" +
-                     "{loader_dir}\", \"{key}\"]",
-                 "--per", "shard", "--reason", "restart test", "-o", "json"},
+                 "[\"" + script_.string() + "\", \"{workspace}/{loader_dir}\", \"{key}\"]", "--per",
+                 "shard", "--reason", "restart test", "-o", "json"},
                 &out),
             0)
       << out;

@@ -8,6 +8,7 @@
 
 #include "coordinator/core/waves.h"
 #include "coordinator/store/sqlite_store.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/unit/test_support.h"
 
@@ -15,6 +16,7 @@ namespace triage::coord {
 namespace {
 
 using namespace std::chrono_literals;
+using ::testing::HasSubstr;
 
 constexpr char kTrainingFile[] =
     "tests/runner/test_config/torch/test_config_training_single_device.yaml";
@@ -58,7 +60,12 @@ class RecordingMetrics : public CoordinatorMetrics {
     if (!from.empty()) --agents[std::string(arch) + "/" + std::string(from)];
     if (!to.empty()) ++agents[std::string(arch) + "/" + std::string(to)];
   }
-  std::map<std::string, int> expired, requeued, stale, shards, agents;
+  void UnservableShards(std::string_view arch, std::string_view reason, int n) override {
+    unservable[std::string(arch) + "/" + std::string(reason)] = n;
+  }
+  void BlockedSweeps(int n) override { blocked = n; }
+  std::map<std::string, int> expired, requeued, stale, shards, agents, unservable;
+  int blocked = 0;
 };
 
 class CoordinatorTest : public ::testing::Test {
@@ -286,7 +293,14 @@ TEST_F(CoordinatorTest, QuarantineAfterMaxAttemptsThenOperatorRequeue) {
   EXPECT_EQ(s.state(), "quarantined");
   EXPECT_EQ(s.attempts(), 3);
   EXPECT_FALSE(LeaseNow("a1").granted()) << "a quarantined shard waits for an operator";
-  EXPECT_EQ(coord_->GetSweep("sw-0001")->state(), "running");
+  // Nothing left can progress: the sweep asks for a person and says which shard and why.
+  auto blocked = coord_->GetSweep("sw-0001");
+  EXPECT_EQ(blocked->state(), "blocked");
+  ASSERT_EQ(blocked->problems_size(), 1);
+  EXPECT_THAT(blocked->problems(0), HasSubstr(shard_id));
+  EXPECT_THAT(blocked->problems(0), HasSubstr("quarantined"));
+  EXPECT_THAT(blocked->problems(0), HasSubstr("expired"));
+  EXPECT_EQ(blocked->eta_seconds(), -1);
 
   EXPECT_FALSE(coord_->RequeueShard(shard_id, "", operator_).ok()) << "a reason is required";
   auto requeued = coord_->RequeueShard(shard_id, "fixed the device", operator_);
@@ -294,6 +308,9 @@ TEST_F(CoordinatorTest, QuarantineAfterMaxAttemptsThenOperatorRequeue) {
   EXPECT_EQ(requeued->state(), "queued");
   EXPECT_EQ(requeued->attempts(), 0);
   EXPECT_EQ(metrics_.requeued["manual"], 1);
+  coord_->Tick();
+  EXPECT_EQ(coord_->GetSweep("sw-0001")->state(), "running");
+  EXPECT_EQ(coord_->GetSweep("sw-0001")->problems_size(), 0);
   auto audit = store_->AuditLog(10);
   ASSERT_TRUE(audit.ok());
   ASSERT_GE(audit->size(), 2u);
@@ -309,6 +326,86 @@ TEST_F(CoordinatorTest, QuarantineAfterMaxAttemptsThenOperatorRequeue) {
   ASSERT_TRUE(attempts.ok());
   EXPECT_EQ(attempts->size(), 4u);
   EXPECT_EQ(attempts->back().outcome, "succeeded");
+}
+
+TEST_F(CoordinatorTest, WorkNoLiveAgentCanTakeIsAProblemWithAReason) {
+  Make();
+  RegisterAgent("a1", "n150");
+  Start({"p150"}, 0, "", {"dtype_bfloat16"});
+  coord_->Tick();
+  auto sweep = coord_->GetSweep("sw-0001");
+  // One p150 shard, and only an n150 agent: nothing can progress.
+  EXPECT_EQ(sweep->state(), "blocked");
+  ASSERT_EQ(sweep->problems_size(), 1);
+  EXPECT_THAT(sweep->problems(0), HasSubstr("1 shard needs arch p150 with executor native"));
+  EXPECT_THAT(sweep->problems(0), HasSubstr("no agent of arch p150"));
+  EXPECT_EQ(sweep->eta_seconds(), -1) << "no ETA for work nobody can take";
+  EXPECT_EQ(metrics_.unservable["p150/arch"], 1);
+  EXPECT_EQ(metrics_.blocked, 1);
+
+  // A p150 agent that is drained does not help, and the problem names it.
+  RegisterAgent("p1", "p150");
+  ASSERT_TRUE(coord_->SetDraining("p1", true, "maintenance", operator_).ok());
+  coord_->Tick();
+  sweep = coord_->GetSweep("sw-0001");
+  ASSERT_EQ(sweep->problems_size(), 1);
+  EXPECT_THAT(sweep->problems(0), HasSubstr("p1 is drained"));
+  EXPECT_EQ(metrics_.unservable["p150/arch"], 0);
+  EXPECT_EQ(metrics_.unservable["p150/drained"], 1);
+
+  // Watchers hear when it clears.
+  std::vector<v1::SweepEvent> events;
+  auto w = coord_->Watch("sw-0001", [&](const v1::SweepEvent& e) { events.push_back(e); });
+  ASSERT_TRUE(w.ok());
+  ASSERT_TRUE(coord_->SetDraining("p1", false, "back", operator_).ok());
+  coord_->Tick();
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back().sweep().state(), "running");
+  EXPECT_EQ(events.back().sweep().problems_size(), 0);
+  EXPECT_EQ(metrics_.unservable["p150/drained"], 0);
+  EXPECT_EQ(metrics_.blocked, 0);
+  coord_->Unwatch(*w);
+}
+
+TEST_F(CoordinatorTest, UnservableWorkBesideServableWorkIsAProblemButNotBlocked) {
+  Make();
+  RegisterAgent("a1", "n150", false, {"replay"});
+  Start({"n150"}, 0, "", {"dtype_bfloat16", "unpack_forward_output"});
+  coord_->Tick();
+  auto sweep = coord_->GetSweep("sw-0001");
+  // The agent offers only the replay executor; the sweep's shards need native.
+  EXPECT_EQ(sweep->state(), "blocked");
+  ASSERT_EQ(sweep->problems_size(), 2);
+  EXPECT_THAT(sweep->problems(0), HasSubstr("do not offer executor native"));
+  RegisterAgent("a2", "n150");
+  coord_->Tick();
+  sweep = coord_->GetSweep("sw-0001");
+  EXPECT_EQ(sweep->state(), "running");
+  EXPECT_EQ(sweep->problems_size(), 0);
+}
+
+TEST_F(CoordinatorTest, EtaIsMeasuredOnTheSweepAndUnknownUntilThen) {
+  yaml_[kTrainingFile] = "test_config:\n" + Entry("a/pytorch-single_device-training", kBf16) +
+                         Entry("b/pytorch-single_device-training", kBf16) +
+                         Entry("c/pytorch-single_device-training", kBf16) +
+                         Entry("d/pytorch-single_device-training", kBf16) +
+                         Entry("e/pytorch-single_device-training", kBf16);
+  Make();
+  RegisterAgent("a1", "n150");
+  Start({"n150"}, 0, "", {"dtype_bfloat16"});
+  coord_->Tick();
+  EXPECT_EQ(coord_->GetSweep("sw-0001")->eta_seconds(), -1) << "no default estimate";
+  // Three shards of 100 s each, one after the other: 5 shards, 3 done in 300 s.
+  for (int i = 0; i < 3; ++i) {
+    auto lease = LeaseNow("a1");
+    ASSERT_TRUE(lease.granted());
+    clock_.Advance(100s);
+    auto result = Succeeded(lease.shard());
+    result.set_duration_seconds(100);
+    ASSERT_TRUE(CompleteLease("a1", lease, result).accepted());
+    if (i < 2) EXPECT_EQ(coord_->GetSweep("sw-0001")->eta_seconds(), -1) << "after " << i + 1;
+  }
+  EXPECT_EQ(coord_->GetSweep("sw-0001")->eta_seconds(), 200);  // 2 left at 100 s each
 }
 
 TEST_F(CoordinatorTest, StaleTokenIsRejectedAndCountedAndCompleteIsIdempotent) {
@@ -454,6 +551,29 @@ TEST_F(CoordinatorTest, SilentAgentGoesOfflineAndItsLeaseExpires) {
   EXPECT_EQ(coord_->ListAgents()[0].state(), "idle");
 }
 
+TEST_F(CoordinatorTest, OfflineAgentsAreForgottenAfterTheirRetention) {
+  options_.offline_retention = 1h;
+  Make();
+  RegisterAgent("a1", "n150");
+  RegisterAgent("a2", "n150");
+  clock_.Advance(options_.agent_dead_after + 1s);
+  Beat("a2");
+  coord_->Tick();
+  EXPECT_EQ(coord_->ListAgents()[0].state(), "offline") << "listed as offline until then";
+  clock_.Advance(1h);
+  Beat("a2");
+  coord_->Tick();
+  auto agents = coord_->ListAgents();
+  ASSERT_EQ(agents.size(), 1u);
+  EXPECT_EQ(agents[0].dimensions().agent_id(), "a2");
+  EXPECT_EQ(metrics_.agents["n150/offline"], 0);
+  // Gone from the store too: a restarted coordinator does not bring it back.
+  Make();
+  ASSERT_TRUE(coord_->Recover().ok());
+  ASSERT_EQ(coord_->ListAgents().size(), 1u);
+  EXPECT_EQ(coord_->ListAgents()[0].dimensions().agent_id(), "a2");
+}
+
 TEST_F(CoordinatorTest, ReregisteredAgentGetsANewSessionAndItsLeasesAreFenced) {
   RegisterAgent("a1", "n150");
   Start({}, 0, "", {"dtype_bfloat16"});
@@ -578,6 +698,16 @@ TEST_F(CoordinatorTest, SecondArchVerifiesWithTheFirstArchsEditsPreApplied) {
   RegisterAgent("p", "p150");
   Start({"n150", "p150"}, 0, "", {"dtype_bfloat16"});
   EXPECT_FALSE(LeaseNow("p").granted()) << "p150 verification waits for the n150 shard";
+  // Requeueing the waiting shard explains what waiting means and what to do instead.
+  v1::ListShardsRequest waiting;
+  waiting.set_state("waiting");
+  auto rows = coord_->ListShards(waiting);
+  ASSERT_EQ(rows->size(), 1u);
+  auto requeue = coord_->RequeueShard(rows->front().id(), "impatient", operator_);
+  ASSERT_FALSE(requeue.ok());
+  EXPECT_TRUE(absl::IsFailedPrecondition(requeue.status()));
+  EXPECT_THAT(std::string(requeue.status().message()), HasSubstr("is waiting: it runs once shard"));
+  EXPECT_THAT(std::string(requeue.status().message()), HasSubstr("shard cancel"));
   auto full = LeaseNow("n");
   ASSERT_TRUE(full.granted());
   EXPECT_EQ(full.shard().phase(), v1::PHASE_FULL);

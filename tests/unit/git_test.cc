@@ -243,16 +243,43 @@ TEST_F(GitTest, PinCheckout) {
   EXPECT_EQ(pinned->origin_url, "");
   EXPECT_EQ(pinned->repo, ttxla_);
 
-  // The recorded gitlink counts, not what the submodule has checked out.
+  EXPECT_EQ(pinned->forge_gitlink, forge_sha_);
+  EXPECT_TRUE(pinned->notes.empty());
+
+  // What the submodule has checked out counts, and the pin says it differs from the gitlink.
   const fs::path clone = tmp_.path() / "clone";
   Sh(tmp_.path(), {"clone", "-q", ttxla_.string(), clone.string()});
   Sh(clone, {"submodule", "update", "-q", "--init"});
   testing::WriteFileOrDie(clone / "third_party/tt_forge_models/extra.py", "x = 1\n");
-  Commit(clone / "third_party/tt_forge_models", "local forge commit");
+  const std::string local = Commit(clone / "third_party/tt_forge_models", "local forge commit");
   auto from_clone = PinCheckout(clone);
   ASSERT_TRUE(from_clone.ok()) << from_clone.status();
-  EXPECT_EQ(from_clone->forge_commit, forge_sha_);
+  EXPECT_EQ(from_clone->forge_commit, local);
+  EXPECT_EQ(from_clone->forge_gitlink, forge_sha_);
+  EXPECT_EQ(from_clone->forge_source, ForgeSource::kCheckout);
+  ASSERT_EQ(from_clone->notes.size(), 1u);
+  EXPECT_THAT(from_clone->notes[0], HasSubstr(forge_sha_.substr(0, 12)));
   EXPECT_EQ(from_clone->origin_url, ttxla_.string());
+
+  // --forge-ref names another commit of the submodule.
+  auto by_ref = PinCheckout(clone, {.forge_ref = forge_sha_});
+  ASSERT_TRUE(by_ref.ok()) << by_ref.status();
+  EXPECT_EQ(by_ref->forge_commit, forge_sha_);
+  EXPECT_EQ(by_ref->forge_source, ForgeSource::kRef);
+  EXPECT_TRUE(by_ref->notes.empty());
+
+  // Local changes in either repository are refused, by path, unless allowed.
+  testing::WriteFileOrDie(clone / "third_party/tt_forge_models/extra.py", "x = 2\n");
+  testing::WriteFileOrDie(clone / "untracked.txt", "u\n");
+  auto dirty = PinCheckout(clone);
+  ASSERT_FALSE(dirty.ok());
+  EXPECT_TRUE(absl::IsFailedPrecondition(dirty.status())) << dirty.status();
+  EXPECT_THAT(util::MessageOf(dirty.status()), HasSubstr("tt_forge_models: extra.py"));
+  EXPECT_THAT(util::MessageOf(dirty.status()), HasSubstr("tt-xla: untracked.txt"));
+  auto allowed = PinCheckout(clone, {.allow_dirty = true});
+  ASSERT_TRUE(allowed.ok()) << allowed.status();
+  EXPECT_EQ(allowed->forge_commit, local);
+  EXPECT_THAT(allowed->notes.back(), HasSubstr("not part of the sweep"));
 
   auto not_ttxla = PinCheckout(forge_);
   ASSERT_FALSE(not_ttxla.ok());

@@ -145,3 +145,58 @@ TEST_F(SqliteStoreTest, AbortDropsWhatIsStagedAndInjectedFailuresQueueNothing) {
 
 }  // namespace
 }  // namespace triage::coord
+
+namespace triage::coord {
+namespace {
+
+// A database written by schema 1 (no sweeps.details column) opens, gains the column and keeps
+// its rows; details written afterwards come back from Load.
+TEST(SqliteStoreMigrationTest, Schema1DatabaseGainsSweepDetails) {
+  testing::TempDir tmp;
+  const auto path = tmp.path() / "old.db";
+  std::string out;
+  ASSERT_EQ(testing::RunCommand(
+                {"sqlite3", path.string(),
+                 "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+                 "CREATE TABLE sweeps(id TEXT PRIMARY KEY, seq INTEGER NOT NULL, state TEXT NOT "
+                 "NULL, request BLOB NOT NULL, repo TEXT, ttxla_commit TEXT, forge_commit TEXT, "
+                 "archs TEXT, playbooks TEXT, problems TEXT, created_by TEXT, error TEXT, "
+                 "created_ms INTEGER, finished_ms INTEGER);"
+                 "INSERT INTO meta VALUES('schema','1');"
+                 "INSERT INTO sweeps(id, seq, state, request) VALUES('sw-0001', 1, 'succeeded', "
+                 "x'');"},
+                tmp.path(), &out),
+            0)
+      << out;
+  auto store = SqliteStore::Open(path);
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto snap = (*store)->Load();
+  ASSERT_TRUE(snap.ok()) << snap.status();
+  ASSERT_EQ(snap->sweeps.size(), 1u);
+  EXPECT_EQ(snap->sweeps[0].id, "sw-0001");
+  EXPECT_TRUE(snap->sweeps[0].details.forge_gitlink_commit().empty());
+
+  SweepRecord s = Sweep("sw-0002");
+  s.details.set_forge_gitlink_commit(std::string(40, 'c'));
+  s.details.add_notes("pinned the checked-out submodule");
+  Mutation m;
+  m.name = "CreateSweep";
+  m.sweeps.push_back(&s);
+  ASSERT_TRUE((*store)->Stage(m).ok());
+  ASSERT_TRUE((*store)->Flush().ok());
+  store->reset();
+  auto again = SqliteStore::Open(path);  // opening a migrated database changes nothing
+  ASSERT_TRUE(again.ok()) << again.status();
+  snap = (*again)->Load();
+  ASSERT_TRUE(snap.ok()) << snap.status();
+  ASSERT_EQ(snap->sweeps.size(), 2u);
+  EXPECT_EQ(snap->sweeps[1].details.forge_gitlink_commit(), std::string(40, 'c'));
+  ASSERT_EQ(snap->sweeps[1].details.notes_size(), 1);
+  ASSERT_EQ(
+      testing::RunCommand({"sqlite3", path.string(), "SELECT value FROM meta"}, tmp.path(), &out),
+      0);
+  EXPECT_EQ(out, "2\n");
+}
+
+}  // namespace
+}  // namespace triage::coord

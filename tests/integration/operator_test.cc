@@ -1,0 +1,291 @@
+// What operators are told, with real processes: triage-coordinator, a triage-agent with the
+// command executor, and triagectl.
+//  - A sweep triages exactly what is checked out: the submodule's HEAD (not tt-xla's gitlink)
+//    unless --forge-ref says otherwise; local changes are refused unless --allow-dirty; `sweep
+//    apply` accepts the moved submodule such a sweep leaves behind; the patches of a cancelled
+//    sweep say they are partial.
+//  - A sweep nobody can serve says it is blocked and why; `shards list --stuck` lists only
+//    stuck shards.
+
+#include <signal.h>
+
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/unit/test_support.h"
+
+namespace triage {
+namespace {
+
+using namespace std::chrono_literals;
+
+const std::string kBin = TRIAGE_BINARY_DIR;
+const std::string kCoordinator = kBin + "/coordinator/triage-coordinator";
+const std::string kAgent = kBin + "/agent/triage-agent";
+const std::string kCtl = kBin + "/coordinator/triagectl/triagectl";
+constexpr char kUnpack[] =
+    "tt-forge-models doesn't implement unpack_forward_output for this model.";
+
+class PinTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::map<std::string, std::string> yaml, forge;
+    std::string y = "test_config:\n";
+    for (const std::string m : {"m0", "m1"}) {
+      y += "  " + m + "/pytorch-V-single_device-training:\n    status: NOT_SUPPORTED_SKIP\n" +
+           "    reason: \"" + kUnpack + "\"\n";
+      forge[m + "/pytorch/loader.py"] = "class ModelLoader:\n    pass\n";
+    }
+    yaml["tests/runner/test_config/torch/test_config_training_single_device.yaml"] = y;
+    repo_ = testing::MakeTtXlaRepo(tmp_.path(), yaml, forge);
+    forge_origin_ = tmp_.path() / "tt-forge-models";
+    gitlink_ = Git(repo_ / "third_party/tt_forge_models", {"rev-parse", "HEAD"});
+    // The stand-in for a headless triage tool: appends a line to the shard's loader.
+    script_ = tmp_.path() / "triage-tool.sh";
+    testing::WriteFileOrDie(script_, "#!/bin/sh\necho \"# triaged $2\" >> \"$1/loader.py\"\n");
+    std::filesystem::permissions(script_, std::filesystem::perms::owner_all);
+    agent_port_ = testing::FreePort();
+    control_port_ = testing::FreePort();
+  }
+
+  void TearDown() override {
+    if (agent_) agent_->Signal(SIGTERM);
+    if (coordinator_) coordinator_->Signal(SIGTERM);
+  }
+
+  // git in dir; the trimmed stdout (the test fails on a non-zero exit).
+  std::string Git(const std::filesystem::path& dir, const std::vector<std::string>& args) {
+    std::string out;
+    const int rc = testing::RunCommand(testing::GitTestArgv(dir, args), dir, &out);
+    EXPECT_EQ(rc, 0) << "git " << args.front() << ": " << out;
+    while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+    return out;
+  }
+
+  // An uplift of tt-forge-models on a branch of its origin, checked out in the tt-xla
+  // checkout's submodule without committing the gitlink: how one re-triages against a newer
+  // tt-forge-models. Returns the uplift's sha.
+  std::string MoveSubmodule() {
+    Git(forge_origin_, {"checkout", "-q", "-b", "uplift"});
+    testing::WriteFileOrDie(forge_origin_ / "m0/pytorch/loader.py",
+                            "class ModelLoader:\n    uplifted = True\n");
+    Git(forge_origin_, {"commit", "-q", "-am", "uplift"});
+    const std::string sha = Git(forge_origin_, {"rev-parse", "HEAD"});
+    Git(forge_origin_, {"checkout", "-q", "main"});
+    const auto sub = repo_ / "third_party/tt_forge_models";
+    Git(sub, {"fetch", "-q", "origin", "uplift"});
+    Git(sub, {"checkout", "-q", sha});
+    return sha;
+  }
+
+  void StartCoordinator() {
+    coordinator_ = std::make_unique<testing::ChildProcess>();
+    ASSERT_TRUE(coordinator_->Start(
+        {kCoordinator, "--insecure", "--data_dir", (tmp_.path() / "cdata").string(),
+         "--agent_address", "127.0.0.1:" + std::to_string(agent_port_), "--control_address",
+         "127.0.0.1:" + std::to_string(control_port_), "--metrics_address", "", "--tick_ms", "100",
+         "--heartbeat_interval_seconds", "1", "--lease_wait_seconds", "1"},
+        tmp_.path(), tmp_.path() / "coordinator.log", testing::GitTestEnv()));
+    ASSERT_TRUE(testing::WaitFor(
+        [&] {
+          std::string out;
+          return Ctl({"sweep", "list"}, &out) == 0;
+        },
+        10s))
+        << testing::ReadFileOrDie(tmp_.path() / "coordinator.log");
+  }
+
+  void StartAgent() {
+    auto ws = testing::CloneWorkspace(repo_, tmp_.path() / "ws");
+    agent_ = std::make_unique<testing::ChildProcess>();
+    ASSERT_TRUE(agent_->Start(
+        {kAgent, "--insecure", "--coordinator", "127.0.0.1:" + std::to_string(agent_port_),
+         "--agent_id", "agent-0", "--workspace", ws.string(), "--data_dir",
+         (tmp_.path() / "adata").string(), "--lease_wait_seconds", "1", "--executors", "command",
+         "--metrics_address", ""},
+        tmp_.path(), tmp_.path() / "agent.log", testing::GitTestEnv()));
+  }
+
+  int Ctl(std::vector<std::string> args, std::string* out) {
+    args.insert(args.begin(), kCtl);
+    args.push_back("--insecure");
+    args.push_back("--coordinator");
+    args.push_back("127.0.0.1:" + std::to_string(control_port_));
+    return testing::RunCommand(args, tmp_.path(), out);
+  }
+
+  std::vector<std::string> StartArgs() {
+    return {"sweep",      "start",
+            "--repo",     repo_.string(),
+            "--executor", "command",
+            "--command",  "[\"" + script_.string() + "\", \"{workspace}/{loader_dir}\", \"{key}\"]",
+            "--per",      "shard",
+            "--reason",   "pin test"};
+  }
+
+  nlohmann::json Status(const std::string& id) {
+    std::string out;
+    if (Ctl({"sweep", "status", id, "-o", "json"}, &out) != 0) return {};
+    return nlohmann::json::parse(out, nullptr, false);
+  }
+
+  testing::TempDir tmp_;
+  std::filesystem::path repo_;
+  std::filesystem::path forge_origin_;
+  std::string gitlink_;
+  std::filesystem::path script_;
+  int agent_port_ = 0;
+  int control_port_ = 0;
+  std::unique_ptr<testing::ChildProcess> coordinator_;
+  std::unique_ptr<testing::ChildProcess> agent_;
+};
+
+TEST_F(PinTest, SweepsTheCheckedOutSubmoduleAndApplyAcceptsIt) {
+  const std::string uplift = MoveSubmodule();
+  ASSERT_NE(uplift, gitlink_);
+  StartCoordinator();
+  StartAgent();
+
+  std::string out;
+  ASSERT_EQ(Ctl(StartArgs(), &out), 0) << out;
+  // The start output names both commits.
+  EXPECT_NE(out.find(uplift.substr(0, 12)), std::string::npos) << out;
+  EXPECT_NE(out.find("tt-xla records " + gitlink_.substr(0, 12)), std::string::npos) << out;
+  const std::string id = out.substr(out.find("sweep ") + 6, out.find("  ") - 6);
+  auto status = Status(id);
+  EXPECT_EQ(status["forge_commit"], uplift) << status.dump(2);
+  EXPECT_EQ(status["forge_gitlink_commit"], gitlink_);
+  EXPECT_EQ(status["forge_source"], "checkout");
+  ASSERT_FALSE(status["notes"].empty());
+
+  ASSERT_EQ(Ctl({"sweep", "watch", id}, &out), 0) << out;
+  // The agent ran on the uplift: the loader patch's context is the uplifted loader.
+  ASSERT_EQ(Ctl({"sweep", "patch", id, "--out", (tmp_.path() / "out").string()}, &out), 0) << out;
+  const std::string forge_patch =
+      testing::ReadFileOrDie(tmp_.path() / "out" / "tt-forge-models.patch");
+  EXPECT_NE(forge_patch.find(" uplifted = True"), std::string::npos) << forge_patch;
+  EXPECT_NE(forge_patch.find("+# triaged"), std::string::npos) << forge_patch;
+  ASSERT_EQ(Ctl({"sweep", "report", id, "--out", (tmp_.path() / "out").string()}, &out), 0) << out;
+  const auto report =
+      nlohmann::json::parse(testing::ReadFileOrDie(tmp_.path() / "out" / "report.json"));
+  EXPECT_EQ(report["commits"]["tt_forge_models"], uplift) << report["commits"].dump();
+  EXPECT_EQ(report["commits"]["tt_forge_models_gitlink"], gitlink_) << report["commits"].dump();
+  const std::string md = testing::ReadFileOrDie(tmp_.path() / "out" / "report.md");
+  EXPECT_NE(md.find(gitlink_), std::string::npos) << md;
+
+  // The checkout shows `M third_party/tt_forge_models` (moved submodule): apply accepts it.
+  ASSERT_NE(Git(repo_, {"status", "--porcelain"}).find("third_party/tt_forge_models"),
+            std::string::npos);
+  ASSERT_EQ(Ctl({"sweep", "apply", id, "--repo", repo_.string()}, &out), 0) << out;
+  EXPECT_NE(Git(repo_ / "third_party/tt_forge_models", {"diff"}).find("+# triaged"),
+            std::string::npos);
+
+  // Real local changes are still refused, by name.
+  Git(repo_ / "third_party/tt_forge_models", {"checkout", "-q", "--", "."});
+  testing::WriteFileOrDie(repo_ / "third_party/tt_forge_models/m1/pytorch/loader.py", "x = 1\n");
+  EXPECT_EQ(Ctl({"sweep", "apply", id, "--repo", repo_.string()}, &out), 1) << out;
+  EXPECT_NE(out.find("m1/pytorch/loader.py"), std::string::npos) << out;
+}
+
+TEST_F(PinTest, ForgeRefPinsWhatItNames) {
+  MoveSubmodule();
+  StartCoordinator();
+  std::string out;
+  auto args = StartArgs();
+  args.insert(args.end(), {"--forge-ref", gitlink_, "-o", "json"});
+  ASSERT_EQ(Ctl(args, &out), 0) << out;
+  const auto sweep = nlohmann::json::parse(out);
+  EXPECT_EQ(sweep["forge_commit"], gitlink_) << out;
+  EXPECT_EQ(sweep["forge_source"], "ref") << out;
+
+  args = StartArgs();
+  args.insert(args.end(), {"--forge-ref", "no-such-branch"});
+  EXPECT_EQ(Ctl(args, &out), 1) << out;
+  EXPECT_NE(out.find("--forge-ref"), std::string::npos) << out;
+  EXPECT_NE(out.find("no-such-branch"), std::string::npos) << out;
+}
+
+TEST_F(PinTest, LocalChangesAreRefusedUnlessAllowed) {
+  StartCoordinator();
+  const auto yaml =
+      repo_ / "tests/runner/test_config/torch/test_config_training_single_device.yaml";
+  testing::WriteFileOrDie(yaml, testing::ReadFileOrDie(yaml) + "# local edit\n");
+  testing::WriteFileOrDie(repo_ / "third_party/tt_forge_models/m1/pytorch/new_helper.py", "x\n");
+  std::string out;
+  EXPECT_EQ(Ctl(StartArgs(), &out), 1) << out;
+  EXPECT_NE(out.find("tests/runner/test_config/torch/test_config_training_single_device.yaml"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("m1/pytorch/new_helper.py"), std::string::npos) << out;
+  EXPECT_NE(out.find("--allow-dirty"), std::string::npos) << out;
+  std::string list;
+  ASSERT_EQ(Ctl({"sweep", "list", "-o", "json"}, &list), 0);
+  EXPECT_TRUE(nlohmann::json::parse(list).value("sweeps", nlohmann::json::array()).empty()) << list;
+
+  auto args = StartArgs();
+  args.insert(args.end(), {"--allow-dirty", "-o", "json"});
+  ASSERT_EQ(Ctl(args, &out), 0) << out;
+  const auto sweep = nlohmann::json::parse(out);
+  EXPECT_EQ(sweep["ttxla_commit"], Git(repo_, {"rev-parse", "HEAD"}));
+  ASSERT_EQ(sweep["notes"].size(), 1u) << out;
+  EXPECT_NE(sweep["notes"][0].get<std::string>().find("not part of the sweep"), std::string::npos)
+      << out;
+}
+
+TEST_F(PinTest, PatchOfACancelledSweepSaysItIsPartial) {
+  StartCoordinator();  // no agent: nothing runs
+  std::string out;
+  auto args = StartArgs();
+  args.insert(args.end(), {"-o", "json"});
+  ASSERT_EQ(Ctl(args, &out), 0) << out;
+  const std::string id = nlohmann::json::parse(out)["id"];
+  ASSERT_EQ(Ctl({"sweep", "cancel", id, "--reason", "test"}, &out), 0) << out;
+  ASSERT_EQ(Ctl({"sweep", "patch", id, "--out", (tmp_.path() / "out").string()}, &out), 0) << out;
+  EXPECT_NE(out.find("partial"), std::string::npos) << out;
+  EXPECT_NE(out.find("cancelled"), std::string::npos) << out;
+  ASSERT_EQ(
+      Ctl({"sweep", "patch", id, "--out", (tmp_.path() / "out").string(), "-o", "json"}, &out), 0)
+      << out;
+  const auto j = nlohmann::json::parse(out.substr(out.find('{')));
+  EXPECT_EQ(j["state"], "cancelled") << out;
+  EXPECT_TRUE(j["partial"].is_string()) << out;
+  ASSERT_EQ(Ctl({"sweep", "report", id, "--out", (tmp_.path() / "out").string()}, &out), 0) << out;
+  const auto report =
+      nlohmann::json::parse(testing::ReadFileOrDie(tmp_.path() / "out" / "report.json"));
+  EXPECT_EQ(report["state"], "cancelled");
+  EXPECT_TRUE(report["partial"].is_string()) << report.dump(2);
+  EXPECT_NE(testing::ReadFileOrDie(tmp_.path() / "out" / "report.md").find("partial"),
+            std::string::npos);
+}
+
+TEST_F(PinTest, ABlockedSweepSaysSoAndWhy) {
+  StartCoordinator();
+  StartAgent();  // n150, command executor only
+  std::string out;
+  auto args = StartArgs();
+  args.insert(args.end(), {"--arch", "p150", "-o", "json"});
+  ASSERT_EQ(Ctl(args, &out), 0) << out;
+  const std::string id = nlohmann::json::parse(out)["id"];
+  ASSERT_TRUE(testing::WaitFor([&] { return Status(id).value("state", "") == "blocked"; }, 10s))
+      << Status(id).dump(2);
+  const auto status = Status(id);
+  ASSERT_EQ(status["problems"].size(), 1u) << status.dump(2);
+  EXPECT_NE(status["problems"][0].get<std::string>().find(
+                "2 shards need arch p150 with executor command"),
+            std::string::npos)
+      << status.dump(2);
+  EXPECT_EQ(status["eta_seconds"], "-1") << "int64 in proto JSON";
+  ASSERT_EQ(Ctl({"sweep", "status", id}, &out), 0) << out;
+  EXPECT_NE(out.find("blocked"), std::string::npos) << out;
+  EXPECT_NE(out.find("problem   2 shards need arch p150"), std::string::npos) << out;
+
+  // --stuck lists only leased or running shards without progress, whatever the threshold.
+  ASSERT_EQ(Ctl({"shards", "list", "--stuck", "--stuck-minutes", "0.001", "-o", "json"}, &out), 0)
+      << out;
+  EXPECT_TRUE(nlohmann::json::parse(out).value("shards", nlohmann::json::array()).empty()) << out;
+  EXPECT_EQ(Ctl({"shards", "list", "--stuck", "--stuck-minutes", "0"}, &out), 2) << out;
+  EXPECT_NE(out.find("--stuck-minutes"), std::string::npos) << out;
+  EXPECT_EQ(Ctl({"shards", "list", "--stuck-minutes", "-3"}, &out), 2) << out;
+}
+
+}  // namespace
+}  // namespace triage

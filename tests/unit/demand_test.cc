@@ -1,0 +1,173 @@
+// Demand (which work no live agent can take, and why) and EstimateEta, as pure functions; and
+// the one way entries are counted (outcome_counts).
+
+#include "coordinator/core/demand.h"
+
+#include "coordinator/core/outcome_counts.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace triage::coord {
+namespace {
+
+using namespace std::chrono_literals;
+using ::testing::HasSubstr;
+
+AgentRecord Agent(const std::string& id, const std::string& arch, bool cpu_only = false,
+                  std::vector<std::string> executors = {}) {
+  AgentRecord a;
+  a.dims.set_agent_id(id);
+  a.dims.set_arch(arch);
+  a.dims.set_cpu_only(cpu_only);
+  for (auto& e : executors) a.dims.add_executors(e);
+  return a;
+}
+
+Requirement Native(std::string playbook, std::vector<std::string> archs, bool cpu_ok = false) {
+  return {"native", std::move(playbook), std::move(archs), cpu_ok};
+}
+
+TEST(DemandTest, ServedWorkIsNoProblem) {
+  Demand d;
+  d.Add("sw-1", Native("dtype_bfloat16", {"n150"}), false, +1);
+  AgentRecord a = Agent("a", "n150");
+  EXPECT_TRUE(d.Evaluate({&a}).empty());
+}
+
+TEST(DemandTest, EachReasonIsNamed) {
+  struct Case {
+    std::string name;
+    std::vector<AgentRecord> agents;
+    std::string reason;
+    std::string says;
+  };
+  AgentRecord drained = Agent("p1", "p150");
+  drained.draining = true;
+  AgentRecord offline = Agent("p2", "p150");
+  offline.offline = true;
+  AgentRecord other_playbooks = Agent("p3", "p150");
+  other_playbooks.dims.add_playbooks("unpack_forward_output");
+  const std::vector<Case> cases = {
+      {"no agent", {}, "arch", "no agent of arch p150 is registered"},
+      {"other arch", {Agent("n1", "n150")}, "arch", "no agent of arch p150 is registered"},
+      {"drained", {drained}, "drained", "p1 is drained"},
+      {"offline", {offline}, "offline", "p2 is offline"},
+      {"drained before offline", {offline, drained}, "drained", "p1 is drained"},
+      {"executor",
+       {Agent("p4", "p150", false, {"replay"})},
+       "executor",
+       "do not offer executor native"},
+      {"playbook", {other_playbooks}, "playbook", "do not take playbook dtype_bfloat16"},
+  };
+  for (const auto& c : cases) {
+    Demand d;
+    d.Add("sw-1", Native("dtype_bfloat16", {"p150"}), false, +1);
+    d.Add("sw-1", Native("dtype_bfloat16", {"p150"}), true, +3);
+    std::vector<const AgentRecord*> agents;
+    for (const auto& a : c.agents) agents.push_back(&a);
+    auto u = d.Evaluate(agents);
+    ASSERT_EQ(u.size(), 1u) << c.name;
+    EXPECT_EQ(u[0].reason, c.reason) << c.name;
+    EXPECT_EQ(u[0].arch, "p150") << c.name;
+    EXPECT_EQ(u[0].shards, 4) << c.name;
+    EXPECT_EQ(u[0].queued, 1) << c.name;
+    EXPECT_THAT(u[0].message, HasSubstr("4 shards need arch p150 with executor native")) << c.name;
+    EXPECT_THAT(u[0].message, HasSubstr(c.says)) << c.name;
+  }
+}
+
+TEST(DemandTest, ProbeWorkIsServedByACpuAgentOrADeviceAgent) {
+  Demand d;
+  d.Add("sw-1", Native("unpack_forward_output", {"n150"}, true), false, +2);
+  AgentRecord cpu = Agent("c", "cpu", true);
+  EXPECT_TRUE(d.Evaluate({&cpu}).empty());
+  AgentRecord p = Agent("p", "p150");
+  auto u = d.Evaluate({&p});
+  ASSERT_EQ(u.size(), 1u);
+  EXPECT_THAT(u[0].message, HasSubstr("arch n150 or a cpu_only agent"));
+}
+
+TEST(DemandTest, CountsGoBackToNothing) {
+  Demand d;
+  const auto r = Native("dtype_bfloat16", {"p150"});
+  d.Add("sw-1", r, false, +1);
+  d.Add("sw-1", r, false, -1);
+  d.Add("sw-2", r, true, -1);  // never added: ignored
+  EXPECT_TRUE(d.Evaluate({}).empty());
+}
+
+TEST(EstimateEtaTest, TableOfLanes) {
+  const TimePoint t0{};
+  const TimePoint now = t0 + 1000s;
+  auto lane = [&](int open, int results, int started_ago, bool unservable = false) {
+    LaneProgress p;
+    p.open = open;
+    p.results = results;
+    p.first_start = now - std::chrono::seconds(started_ago);
+    p.unservable = unservable;
+    return p;
+  };
+  EXPECT_EQ(EstimateEta({}, now), 0);
+  EXPECT_EQ(EstimateEta({{"n150", lane(0, 5, 100)}}, now), 0) << "nothing left";
+  EXPECT_EQ(EstimateEta({{"n150", lane(4, 2, 100)}}, now), -1) << "too few results";
+  EXPECT_EQ(EstimateEta({{"n150", lane(4, 4, 100)}}, now), 100);
+  // Lanes run in parallel: the slowest decides.
+  EXPECT_EQ(EstimateEta({{"n150", lane(4, 4, 100)}, {"p150", lane(2, 4, 400)}}, now), 200);
+  EXPECT_EQ(EstimateEta({{"n150", lane(4, 4, 100)}, {"p150", lane(2, 4, 400, true)}}, now), -1)
+      << "a lane nobody can serve has no ETA";
+  EXPECT_EQ(EstimateEta({{"n150", lane(4, 4, 100)}, {"cpu", lane(1, 0, 0)}}, now), -1)
+      << "an unmeasured lane with work left";
+}
+
+v1::EntryOutcome Changed(const std::string& status, bool pcc_off = false) {
+  v1::EntryOutcome o;
+  o.set_changed(true);
+  auto* f = o.mutable_edit()->add_set();
+  f->set_name("status");
+  f->mutable_value()->set_string_value(status);
+  if (pcc_off) {
+    auto* p = o.mutable_edit()->add_set();
+    p->set_name("assert_pcc");
+    p->mutable_value()->set_bool_value(false);
+  }
+  return o;
+}
+
+TEST(OutcomeCountsTest, Labels) {
+  EXPECT_EQ(OutcomeLabel(v1::EntryOutcome{}), "unchanged");
+  EXPECT_EQ(OutcomeLabel(Changed("EXPECTED_PASSING")), "EXPECTED_PASSING");
+  EXPECT_EQ(OutcomeLabel(Changed("EXPECTED_PASSING", true)), "EXPECTED_PASSING (assert_pcc false)");
+  v1::EntryOutcome reason;
+  reason.set_changed(true);
+  reason.mutable_edit()->add_set()->set_name("reason");
+  EXPECT_EQ(OutcomeLabel(reason), "reason updated");
+
+  std::map<std::string, std::string> by_arch = {{"", "probe"}, {"n150", "a"}, {"p150", "b"}};
+  EXPECT_EQ(*ForFirstArch(by_arch, {"p150", "n150"}), "b");
+  EXPECT_EQ(*ForFirstArch(by_arch, {"n300-llmbox"}), "probe");
+  EXPECT_EQ(ForFirstArch(std::map<std::string, std::string>{}, {"n150"}), nullptr);
+}
+
+TEST(OutcomeCountsTest, ReviewIsOrthogonalToTheLabel) {
+  using P = EntryTally::Phase;
+  const auto c = CountEntries({{P::kDone, "EXPECTED_PASSING", true},
+                               {P::kDone, "unchanged", true},
+                               {P::kDone, "", false},
+                               {P::kDone, "conflict", false},
+                               {P::kRunning, "", false},
+                               {P::kQueued, "", true}});
+  EXPECT_EQ(c.total(), 6);
+  EXPECT_EQ(c.done(), 4);
+  EXPECT_EQ(c.running(), 1);
+  EXPECT_EQ(c.queued(), 1);
+  EXPECT_EQ(c.by_outcome().at("EXPECTED_PASSING"), 1);
+  EXPECT_EQ(c.by_outcome().at("unchanged"), 1);
+  EXPECT_EQ(c.by_outcome().at("no_result"), 1);
+  EXPECT_EQ(c.by_outcome().at("conflict"), 1);
+  EXPECT_EQ(c.by_outcome().count("review"), 0u);
+  EXPECT_EQ(c.review(), 3);
+  EXPECT_EQ(c.conflicts(), 1);
+}
+
+}  // namespace
+}  // namespace triage::coord
