@@ -226,8 +226,7 @@ std::string ProgressLine(const v1::Sweep& s) {
 
 // Follows a sweep until it ends: 0 succeeded, 1 failed or cancelled.
 // With json, one SweepEvent object per line (JSON lines) instead of progress lines.
-int Watch(Client& client, const std::string& id, bool json, std::ostream& out,
-          std::ostream& err) {
+int Watch(Client& client, const std::string& id, bool json, std::ostream& out, std::ostream& err) {
   const bool tty = !json && isatty(STDOUT_FILENO) && &out == &std::cout;
   grpc::ClientContext ctx;
   rpc::AddBearer(ctx, client.token());
