@@ -630,8 +630,13 @@ absl::StatusOr<v1::ProgressResponse> Coordinator::ReportProgress(const v1::Progr
     s.last_entry = req.entry();
     if (req.log_tail_size() > 0) s.log_tail.assign(req.log_tail().begin(), req.log_tail().end());
     if (s.state == ShardState::kLeased) {
+      // In memory only (progress is not persisted): keep the sweep's per-state counts in step.
       metrics_->ShardStateChanged(ShardArch(s), "leased", "running");
       s.state = ShardState::kRunning;
+      if (auto sw = sweeps_.find(s.sweep_id); sw != sweeps_.end()) {
+        sw->second.by_state[static_cast<int>(ShardState::kLeased)] -= 1;
+        sw->second.by_state[static_cast<int>(ShardState::kRunning)] += 1;
+      }
     }
     auto agent = agents_.find(req.agent_id());
     if (agent != agents_.end()) agent->second.last_heartbeat = now;

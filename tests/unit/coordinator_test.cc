@@ -777,6 +777,10 @@ TEST_F(CoordinatorTest, StuckShardsAreListed) {
   p.set_entry("c/pytorch-X-single_device-training");
   p.add_log_tail("collected 1 item");
   ASSERT_FALSE(coord_->ReportProgress(p)->revoked());
+  // The sweep's shard counts follow the leased -> running move progress makes.
+  auto by_state = coord_->GetSweep("sw-0001")->shards_by_state();
+  EXPECT_EQ(by_state.count("leased"), 0u);
+  EXPECT_EQ(by_state.at("running"), 1);
   v1::ListShardsRequest stuck;
   stuck.set_stuck_seconds(600);
   EXPECT_TRUE(coord_->ListShards(stuck)->empty());
