@@ -322,6 +322,35 @@ TEST_F(GitTest, FetchAndPin) {
   EXPECT_THAT(util::MessageOf(unknown.status()), HasSubstr("no-such-branch"));
 }
 
+TEST_F(GitTest, FetchAndPinWithAForgeRef) {
+  const fs::path cache = tmp_.path() / "cache";
+  const std::string url = "file://" + ttxla_.string();
+  // An uplift on a branch of tt-forge-models that tt-xla does not record.
+  Sh(forge_, {"checkout", "-q", "-b", "uplift"});
+  testing::WriteFileOrDie(forge_ / "training_utils.py", "# registry v2\n");
+  const std::string uplift = Commit(forge_, "forge uplift");
+  auto pinned = FetchAndPin(url, "", cache, {.forge_ref = "uplift"});
+  ASSERT_TRUE(pinned.ok()) << pinned.status();
+  EXPECT_EQ(pinned->ttxla_commit, ttxla_sha_);
+  EXPECT_EQ(pinned->forge_commit, uplift);
+  EXPECT_EQ(pinned->forge_gitlink, forge_sha_);
+  EXPECT_EQ(pinned->forge_source, ForgeSource::kRef);
+  ASSERT_EQ(pinned->notes.size(), 1u);
+  EXPECT_THAT(pinned->notes[0], HasSubstr("--forge-ref"));
+  // The URL came from .gitmodules; the forge is cached beside tt-xla.
+  auto forge_url = ForgeUrl(Git(pinned->repo), ttxla_sha_, url);
+  ASSERT_TRUE(forge_url.ok()) << forge_url.status();
+  EXPECT_EQ(*forge_url, forge_.string());
+  EXPECT_TRUE(fs::exists(cache / CacheNameForUrl(*forge_url) / "HEAD"));
+
+  // Without it: the gitlink. An unknown ref names itself.
+  EXPECT_EQ(FetchAndPin(url, "", cache)->forge_commit, forge_sha_);
+  auto unknown = FetchAndPin(url, "", cache, {.forge_ref = "no-such-uplift"});
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_THAT(util::MessageOf(unknown.status()), HasSubstr("--forge-ref"));
+  EXPECT_THAT(util::MessageOf(unknown.status()), HasSubstr("no-such-uplift"));
+}
+
 TEST_F(GitTest, FetchAndPinRejectsBadUrls) {
   const fs::path cache = tmp_.path() / "cache";
   for (const char* url : {"", "-uhttps://x", "--upload-pack=touch /tmp/x",
