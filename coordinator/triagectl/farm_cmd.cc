@@ -425,7 +425,8 @@ void FarmCommands::Register(CLI::App& app) {
   auto* list = sweep->add_subcommand("list", "List sweeps");
   conn(list);
   cmds_["sweep list"] = list;
-  auto* status = sweep->add_subcommand("status", "Show a sweep");
+  auto* status = sweep->add_subcommand("status", "Show a sweep (alias: get)");
+  status->alias("get");
   conn(status);
   status->add_option("ID", o_.id, "Sweep id")->required();
   cmds_["sweep status"] = status;

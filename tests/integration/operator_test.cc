@@ -274,7 +274,7 @@ TEST_F(PinTest, ABlockedSweepSaysSoAndWhy) {
             std::string::npos)
       << status.dump(2);
   EXPECT_EQ(status["eta_seconds"], "-1") << "int64 in proto JSON";
-  ASSERT_EQ(Ctl({"sweep", "status", id}, &out), 0) << out;
+  ASSERT_EQ(Ctl({"sweep", "get", id}, &out), 0) << out;
   EXPECT_NE(out.find("blocked"), std::string::npos) << out;
   EXPECT_NE(out.find("problem   2 shards need arch p150"), std::string::npos) << out;
 
