@@ -170,7 +170,9 @@ absl::Status SweepOutputs::Build(const std::string& sweep_id) {
     for (const auto& o : r->result.entries()) {
       auto& list = report.evidence[o.file() + "\n" + o.key()];
       for (const auto& name : o.evidence()) {
-        if (SafeName(name)) list.push_back(util::StrCat("evidence/", shard_dir, "/", name));
+        if (!SafeName(name)) continue;
+        list.push_back({util::StrCat("evidence/", shard_dir, "/", name), s->second->spec.arch(),
+                        s->second->spec.wave()});
       }
     }
   }

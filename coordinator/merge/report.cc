@@ -59,6 +59,12 @@ std::string Md(std::string_view s) {
 
 }  // namespace
 
+std::string EvidenceLabel(const EvidenceLink& link) {
+  const std::string name = link.path.substr(link.path.rfind('/') + 1);
+  return util::StrCat(link.arch.empty() ? "cpu" : link.arch,
+                      link.wave > 1 ? util::StrCat(" wave ", link.wave) : "", ": ", name);
+}
+
 BuiltReport BuildReport(const ReportInput& in) {
   const coord::SweepRecord& sweep = *in.sweep;
   const MergeOutput& merge = *in.merge;
@@ -151,7 +157,11 @@ BuiltReport BuildReport(const ReportInput& in) {
     entry["conflict"] = e.placement == EntryMerge::Placement::kConflict;
     if (!e.conflict.empty()) entry["conflict_reason"] = e.conflict;
     auto ev = in.evidence.find(e.file + "\n" + e.key);
-    entry["evidence"] = ev != in.evidence.end() ? json(ev->second) : json::array();
+    json evidence = json::array();
+    if (ev != in.evidence.end()) {
+      for (const auto& link : ev->second) evidence.push_back(link.path);
+    }
+    entry["evidence"] = evidence;
     entries.push_back(entry);
 
     const std::string label = OutcomeLabel(entry["outcome"]);
@@ -207,9 +217,9 @@ BuiltReport BuildReport(const ReportInput& in) {
     if (!e.conflict.empty()) util::StrAppend(&md_entries, "- **conflict** ", Md(e.conflict), "\n");
     if (ev != in.evidence.end() && !ev->second.empty()) {
       std::string links;
-      for (const auto& path : ev->second) {
-        std::string name = path.substr(path.rfind('/') + 1);
-        util::StrAppend(&links, links.empty() ? "" : ", ", "[", Md(name), "](", path, ")");
+      for (const auto& link : ev->second) {
+        util::StrAppend(&links, links.empty() ? "" : ", ", "[", Md(EvidenceLabel(link)), "](",
+                        link.path, ")");
       }
       util::StrAppend(&md_entries, "- **evidence** ", links, "\n");
     }
