@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <set>
 
+#include "common/diff/apply_diff.h"
 #include "common/diff/unified_diff.h"
 #include "common/inventory/document.h"
+#include "common/registry/registry.h"
 #include "common/util/strings.h"
 #include "nlohmann/json.hpp"
 
@@ -57,6 +59,40 @@ std::string Md(std::string_view s) {
   return out;
 }
 
+// A fenced block longer than any backtick run in the text, so the text cannot close it.
+std::string Fenced(std::string_view info, std::string_view text) {
+  std::size_t longest = 0, run = 0;
+  for (char c : text) {
+    run = c == '`' ? run + 1 : 0;
+    longest = std::max(longest, run);
+  }
+  const std::string fence(std::max<std::size_t>(3, longest + 1), '`');
+  return util::StrCat(fence, info, "\n", text, fence, "\n");
+}
+
+// The hunks of a file's diff, header and lines.
+std::string HunksText(const std::vector<diff::Hunk>& hunks) {
+  std::string out;
+  for (const auto& h : hunks) out += h.Text();
+  return out;
+}
+
+// The hunks of training_utils.py's diff whose added or removed lines register cls.
+std::vector<diff::Hunk> RegistryHunks(const std::vector<diff::Hunk>& hunks,
+                                      const std::string& cls) {
+  std::vector<diff::Hunk> out;
+  for (const auto& h : hunks) {
+    bool names = false;
+    for (const auto& line : h.lines) {
+      if (!line.starts_with("+") && !line.starts_with("-")) continue;
+      auto parsed = registry::RegistryFile::Parse("training_utils.py", line.substr(1));
+      names |= parsed.ok() && parsed->Find(cls) != nullptr;
+    }
+    if (names) out.push_back(h);
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string EvidenceLabel(const EvidenceLink& link) {
@@ -72,6 +108,16 @@ BuiltReport BuildReport(const ReportInput& in) {
   for (const auto& [file, text] : in.yaml_after) {
     after.emplace(file, inventory::Document::Parse(file, text));
   }
+  // The forge patch per file: each entry shows the hunks of its loader (and registry lines).
+  std::map<std::string, std::vector<diff::Hunk>> forge_hunks;
+  if (auto split = diff::SplitDiff(merge.forge_patch); split.ok()) {
+    for (const auto& fd : *split) {
+      auto hunks = diff::ParseHunks(fd);
+      if (hunks.ok()) forge_hunks[fd.path()] = std::move(*hunks);
+    }
+  }
+  constexpr std::string_view kForgePrefix = "third_party/tt_forge_models/";
+  const std::string registry_path(registry::kTrainingUtilsPath.substr(kForgePrefix.size()));
   // How many entries each registry line covers.
   std::map<std::string, int> per_class;
   for (const auto& e : merge.entries) {
@@ -197,21 +243,41 @@ BuiltReport BuildReport(const ReportInput& in) {
     }
     if (!inference.empty()) util::StrAppend(&md_entries, "- **inference** ", Md(inference), "\n");
     if (!e.yaml_before.empty() || !e.yaml_after.empty()) {
-      std::string d = diff::UnifiedDiff(e.file, e.yaml_before, e.yaml_after, {.context = 20});
-      // Keep only the hunk lines.
+      // The entry's lines (the context covers the whole entry), without the hunk header.
       std::string body;
-      bool in_hunk = false;
-      for (std::size_t p = 0; p < d.size();) {
-        std::size_t nl = d.find('\n', p);
-        std::string_view line(d.data() + p, (nl == std::string::npos ? d.size() : nl) - p);
-        if (line.starts_with("@@")) {
-          in_hunk = true;
-        } else if (in_hunk) {
-          util::StrAppend(&body, line, "\n");
+      auto split =
+          diff::SplitDiff(diff::UnifiedDiff(e.file, e.yaml_before, e.yaml_after, {.context = 20}));
+      if (split.ok()) {
+        for (const auto& fd : *split) {
+          auto hunks = diff::ParseHunks(fd);
+          if (!hunks.ok()) continue;
+          for (const auto& h : *hunks) {
+            for (const auto& l : h.lines) util::StrAppend(&body, l, "\n");
+          }
         }
-        p = nl == std::string::npos ? d.size() : nl + 1;
       }
-      util::StrAppend(&md_entries, "- **YAML**\n\n```diff\n", body, "```\n");
+      util::StrAppend(&md_entries, "- **YAML**\n\n", Fenced("diff", body));
+    }
+    // The entry's part of tt-forge-models.patch: its loader's hunks and, for a registry fix,
+    // the hunks with its class's line.
+    std::string loader_rel = e.loader;
+    if (std::string_view(loader_rel).starts_with(kForgePrefix)) {
+      loader_rel.erase(0, kForgePrefix.size());
+    }
+    if (auto h = forge_hunks.find(loader_rel); h != forge_hunks.end() && !h->second.empty()) {
+      util::StrAppend(&md_entries, "- **loader diff** `", loader_rel, "`\n\n",
+                      Fenced("diff", HunksText(h->second)));
+    }
+    if (e.probe && std::string_view(e.probe->fix_path()).starts_with("registry") &&
+        !e.probe->output_class().empty()) {
+      auto h = forge_hunks.find(registry_path);
+      if (h != forge_hunks.end()) {
+        auto mine = RegistryHunks(h->second, e.probe->output_class());
+        if (!mine.empty()) {
+          util::StrAppend(&md_entries, "- **registry diff** `", registry_path, "`\n\n",
+                          Fenced("diff", HunksText(mine)));
+        }
+      }
     }
     for (const auto& r : review) util::StrAppend(&md_entries, "- **review** ", Md(r), "\n");
     if (!e.conflict.empty()) util::StrAppend(&md_entries, "- **conflict** ", Md(e.conflict), "\n");

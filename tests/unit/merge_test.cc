@@ -2,8 +2,8 @@
 // top-level vs per-arch placement, YAML / registry / loader conflicts, lifting of command-executor
 // diffs, patches that `git apply --check` accepts, and a property test that the patches do not
 // depend on the order, duplicates or retried attempts of the results. Then the report
-// (coordinator/merge/report.h): evidence links and, through a real coordinator and store, the
-// outputs of a finished sweep (evidence per arch).
+// (coordinator/merge/report.h): each entry's part of the forge patch, and, through a real
+// coordinator and store, the outputs of a finished sweep (evidence per arch).
 
 #include "coordinator/merge/merge.h"
 
@@ -956,6 +956,80 @@ std::string Section(const std::string& md, const std::string& key) {
   if (at == std::string::npos) return "";
   auto next = md.find("\n### ", at + heading.size());
   return md.substr(at, next == std::string::npos ? std::string::npos : next + 1 - at);
+}
+
+TEST(Report, EachEntryShowsItsLoaderAndRegistryHunks) {
+  Sweep s;
+  s.archs = {"n150"};
+  // A registry with lines far enough apart that two additions are two hunks.
+  std::string utils = kUtils;
+  utils = Replace(utils, "_register_attr(\"MiniSeq2SeqOutput\"", [] {
+    std::string filler;
+    for (int i = 0; i < 8; ++i)
+      filler += util::StrCat("_register_attr(\"MiniP", i, "Output\", \"x\")\n");
+    return filler + "_register_attr(\"MiniSeq2SeqOutput\"";
+  }());
+  s.files.forge[kUtilsPath] = utils;
+  auto with_fix = [](v1::EntryOutcome o, const std::string& fix, const std::string& cls) {
+    o.set_fix_path(fix);
+    o.set_output_class(cls);
+    return o;
+  };
+  // a: an override in its loader.
+  const std::string a_after =
+      Loader("a") +
+      "\n    def unpack_forward_output(self, fwd_output):\n        return fwd_output[0]\n";
+  v1::ShardResult ra =
+      WithOutcomes({with_fix(Outcome(kV1, "n150", PassEdit(kV1)), "override", "AOut"),
+                    with_fix(Outcome(kV2, "n150", PassEdit(kV2)), "override", "AOut")});
+  *ra.add_file_edits() = LoaderEdit(kLoaderA, Loader("a"), a_after);
+  s.AddResult(s.AddShard("a", 1, "n150"), ra);
+  // b and c: registry lines at both ends of the registry.
+  v1::ShardResult rb =
+      WithOutcomes({with_fix(Outcome(kB, "n150", PassEdit(kB)), "registry", "AlphaOutput")});
+  *rb.add_registry_ops() = AddOp("AlphaOutput", "logits");
+  s.AddResult(s.AddShard("b", 1, "n150"), rb);
+  v1::ShardResult rc =
+      WithOutcomes({with_fix(Outcome(kC, "n150", PassEdit(kC)), "registry", "ZetaOutput")});
+  *rc.add_registry_ops() = AddOp("ZetaOutput", "last_hidden_state");
+  s.AddResult(s.AddShard("c", 1, "n150"), rc);
+  auto merged = Merge(s.Input());
+  ASSERT_TRUE(merged.ok()) << merged.status();
+  ASSERT_TRUE(merged->conflicts.empty()) << Joined(merged->conflicts);
+  ExpectPatchesApply(s.files, *merged);
+
+  coord::SweepRecord sweep;
+  sweep.id = "sw-1";
+  sweep.archs = s.archs;
+  ReportInput in;
+  in.sweep = &sweep;
+  in.merge = &*merged;
+  const std::string md = BuildReport(in).markdown;
+
+  const std::string a1 = Section(md, kV1);
+  EXPECT_NE(a1.find("- **loader diff** `a/pytorch/loader.py`\n\n```diff\n@@ "), std::string::npos)
+      << a1;
+  EXPECT_NE(a1.find("+    def unpack_forward_output(self, fwd_output):\n"
+                    "+        return fwd_output[0]\n"),
+            std::string::npos)
+      << a1;
+  EXPECT_EQ(a1.find("registry diff"), std::string::npos) << "an override: " << a1;
+  EXPECT_NE(Section(md, kV2).find("+        return fwd_output[0]\n"), std::string::npos)
+      << "every entry of the loader shows it";
+
+  const std::string b = Section(md, kB);
+  EXPECT_EQ(b.find("loader diff"), std::string::npos) << "b's loader did not change: " << b;
+  EXPECT_NE(b.find("- **registry diff** `training_utils.py`\n\n```diff\n@@ "), std::string::npos)
+      << b;
+  EXPECT_NE(b.find("+_register_attr(\"AlphaOutput\", \"logits\")\n"), std::string::npos) << b;
+  EXPECT_NE(b.find(" _register_attr(\"MiniBaseModelOutput\""), std::string::npos)
+      << "with its context: " << b;
+  EXPECT_EQ(b.find("ZetaOutput"), std::string::npos) << "only the hunk with b's class: " << b;
+
+  const std::string c = Section(md, kC);
+  EXPECT_NE(c.find("+_register_attr(\"ZetaOutput\", \"last_hidden_state\")\n"), std::string::npos)
+      << c;
+  EXPECT_EQ(c.find("AlphaOutput"), std::string::npos) << c;
 }
 
 TEST(Report, EvidenceLabelsNameTheArchAndTheWave) {
