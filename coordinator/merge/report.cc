@@ -93,6 +93,15 @@ std::vector<diff::Hunk> RegistryHunks(const std::vector<diff::Hunk>& hunks,
   return out;
 }
 
+// report.md's first line.
+std::string Title(const coord::SweepRecord& sweep) {
+  return util::StrCat("# Sweep ", sweep.id, " — ", coord::SweepStateName(sweep.state));
+}
+
+std::string DumpJson(const json& j) {
+  return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+}
+
 }  // namespace
 
 std::string EvidenceLabel(const EvidenceLink& link) {
@@ -301,9 +310,9 @@ BuiltReport BuildReport(const ReportInput& in) {
   j["totals"] = totals;
 
   BuiltReport out;
-  out.json = j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+  out.json = DumpJson(j);
   std::string& md = out.markdown;
-  util::StrAppend(&md, "# Sweep ", sweep.id, " — ", coord::SweepStateName(sweep.state), "\n\n");
+  util::StrAppend(&md, Title(sweep), "\n\n");
   util::StrAppend(
       &md, "- repo: `", sweep.repo, "`\n- commits: tt-xla `", sweep.ttxla_commit,
       "`, tt_forge_models `", sweep.forge_commit, "`\n- archs: ", util::StrJoin(sweep.archs, ", "),
@@ -346,6 +355,25 @@ BuiltReport BuildReport(const ReportInput& in) {
   }
   util::StrAppend(&md, "\n## Entries\n\n", md_entries);
   return out;
+}
+
+bool SetReportState(BuiltReport& report, const coord::SweepRecord& sweep) {
+  const std::string state(coord::SweepStateName(sweep.state));
+  bool changed = false;
+  json j = json::parse(report.json, nullptr, false);
+  if (j.is_object() && j.value("state", "") != state) {
+    j["state"] = state;
+    report.json = DumpJson(j);
+    changed = true;
+  }
+  const std::string title = Title(sweep);
+  const std::string prefix = util::StrCat("# Sweep ", sweep.id, " — ");
+  const std::size_t eol = std::min(report.markdown.find('\n'), report.markdown.size());
+  if (report.markdown.starts_with(prefix) && report.markdown.compare(0, eol, title) != 0) {
+    report.markdown.replace(0, eol, title);
+    changed = true;
+  }
+  return changed;
 }
 
 }  // namespace triage::merge

@@ -43,4 +43,9 @@ struct BuiltReport {
 // YAML lines that changed, review flags, conflicts, and links to the evidence.
 BuiltReport BuildReport(const ReportInput& input);
 
+// The report is built when the sweep's last shard ends, while the sweep is still "merging"; its
+// final state is recorded after that. This puts the sweep's state as it is now into a built
+// report (report.md's title, report.json's "state"); false when the report already had it.
+bool SetReportState(BuiltReport& report, const coord::SweepRecord& sweep);
+
 }  // namespace triage::merge

@@ -3,7 +3,7 @@
 // diffs, patches that `git apply --check` accepts, and a property test that the patches do not
 // depend on the order, duplicates or retried attempts of the results. Then the report
 // (coordinator/merge/report.h): each entry's part of the forge patch, and, through a real
-// coordinator and store, the outputs of a finished sweep (evidence per arch).
+// coordinator and store, the outputs of a finished sweep (its final state, evidence per arch).
 
 #include "coordinator/merge/merge.h"
 
@@ -1132,6 +1132,31 @@ class OutputsTest : public ::testing::Test {
   std::unique_ptr<SweepOutputs> outputs_;
   std::map<std::string, std::string> sessions_;
 };
+
+TEST_F(OutputsTest, ReportOfAFinishedSweepCarriesItsFinalState) {
+  Register("n", "n150");
+  const std::string id = Start({"n150"});
+  RunAll({"n"});
+  ASSERT_EQ(coord_->GetSweep(id)->state(), "succeeded");
+  const auto dir = tmp_.path() / "sweeps" / id;
+  const std::string md_built = testing::ReadFileOrDie(dir / "report.md");
+  auto json_built = nlohmann::json::parse(testing::ReadFileOrDie(dir / "report.json"));
+  auto report = outputs_->Report(id);
+  ASSERT_TRUE(report.ok()) << report.status();
+  const auto j = nlohmann::json::parse(report->json(), nullptr, false);
+  ASSERT_TRUE(j.is_object()) << report->json();
+  EXPECT_EQ(j.value("state", ""), "succeeded");
+  EXPECT_TRUE(report->markdown().starts_with("# Sweep " + id + " — succeeded\n"))
+      << report->markdown().substr(0, 200);
+  EXPECT_EQ(j["entries"].size(), 3u);
+  // Nothing but the state differs from what the merge built, and the kept files say so too.
+  json_built["state"] = "succeeded";
+  EXPECT_EQ(j, json_built);
+  EXPECT_EQ(report->markdown().substr(report->markdown().find('\n')),
+            md_built.substr(md_built.find('\n')));
+  EXPECT_EQ(testing::ReadFileOrDie(dir / "report.json"), report->json());
+  EXPECT_EQ(testing::ReadFileOrDie(dir / "report.md"), report->markdown());
+}
 
 TEST_F(OutputsTest, EvidenceOfEachArchIsKeptApartAndLabelledWithIt) {
   Register("n", "n150");
