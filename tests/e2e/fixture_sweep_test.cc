@@ -342,6 +342,8 @@ TEST_F(FixtureSweepTest, NativeSweepReachesTheGroundTruthAndReplayAgrees) {
   EXPECT_GT(decided, 0);
 
   // ---- 4. the replay's evidence replays to the same decisions
+  ASSERT_TRUE(std::filesystem::is_directory(dir_ / "out-replay" / "evidence"))
+      << "the replay sweep wrote no evidence/";
   StopAgents();
   StartAgents("replay", dir_ / "out-replay" / "evidence", "replay2");
   const std::string second = RunSweep("replay");
