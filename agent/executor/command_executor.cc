@@ -165,6 +165,7 @@ absl::StatusOr<v1::ShardResult> CommandExecutor::Run(ExecContext& ctx) {
     if (f.path().extension() == ".xml") junits.push_back(f.path());
   }
   std::sort(junits.begin(), junits.end());
+  std::vector<std::string> junit_names;
   for (const auto& f : junits) {
     auto xml = util::ReadFile(f, 64 << 20);
     if (!xml.ok()) continue;
@@ -172,6 +173,7 @@ absl::StatusOr<v1::ShardResult> CommandExecutor::Run(ExecContext& ctx) {
     ev->set_name(util::StrCat("junit/", f.filename().string()));
     ev->set_kind("junit");
     ev->set_content(*xml);
+    junit_names.push_back(ev->name());
   }
   for (std::size_t i = 0; i < runs.size(); ++i) {
     std::vector<const v1::ShardEntry*> entries;
@@ -189,6 +191,9 @@ absl::StatusOr<v1::ShardResult> CommandExecutor::Run(ExecContext& ctx) {
       o->set_verdict("command");
       o->set_changed(false);  // the diffs carry the changes; the merge lifts them
       if (!runs[i].review.empty()) o->add_review(runs[i].review);
+      // The log of the entry's run and the JUnit files (as the native playbooks link them).
+      o->add_evidence(util::StrCat("logs/command-", i + 1, ".log"));
+      for (const auto& name : junit_names) o->add_evidence(name);
     }
   }
   return result;

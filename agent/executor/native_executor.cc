@@ -33,7 +33,8 @@ absl::StatusOr<v1::ShardResult> NativeExecutor::Run(ExecContext& ctx) {
     std::filesystem::path dir = replay_dir_ / evidence::ShardDirName(spec);
     std::error_code ec;
     if (!std::filesystem::is_directory(dir, ec)) dir = replay_dir_;
-    auto replay = playbooks::ReplayTools::Load(dir);
+    // What answers is recorded in the shard's directory, as a native run records what it ran.
+    auto replay = playbooks::ReplayTools::Load(dir, ctx.shard_dir);
     if (!replay.ok()) return replay.status();
     tools = std::move(*replay);
   }

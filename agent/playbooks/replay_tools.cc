@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "agent/playbooks/native_tools.h"
 #include "common/util/file.h"
 #include "common/util/strings.h"
 
@@ -19,15 +20,22 @@ std::vector<std::filesystem::path> Files(const std::filesystem::path& dir, std::
   return out;
 }
 
+// A key used as a path below logs/ (keys contain '/'): never outside it.
+bool SafeKeyPath(const std::string& key) {
+  return !key.empty() && key.find("..") == std::string::npos && !key.starts_with("/");
+}
+
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<ReplayTools>> ReplayTools::Load(const std::filesystem::path& dir) {
+absl::StatusOr<std::unique_ptr<ReplayTools>> ReplayTools::Load(const std::filesystem::path& dir,
+                                                               std::filesystem::path record_dir) {
   std::error_code ec;
   if (!std::filesystem::is_directory(dir, ec)) {
     return absl::NotFoundError(util::StrCat("replay directory ", dir.string(), " does not exist"));
   }
   auto t = std::unique_ptr<ReplayTools>(new ReplayTools());
   t->dir_ = dir;
+  t->record_dir_ = std::move(record_dir);
   for (const auto& f : Files(dir / "probes", ".json")) {
     auto text = util::ReadFile(f, 64 << 20);
     if (!text.ok()) return text.status();
@@ -46,9 +54,35 @@ absl::StatusOr<std::unique_ptr<ReplayTools>> ReplayTools::Load(const std::filesy
                                                        " (replay cannot tell which answers)"));
       }
     }
-    for (auto& tc : report->cases) t->cases_[tc.key].push_back(std::move(tc));
+    for (auto& tc : report->cases) t->cases_[tc.key].push_back({std::move(tc), f});
   }
   return t;
+}
+
+void ReplayTools::Record(const std::string& name, PytestRun* run) {
+  if (record_dir_.empty()) return;
+  if (!evidence_.count(name)) {
+    const auto to = record_dir_ / name;
+    std::error_code ec;
+    std::filesystem::create_directories(to.parent_path(), ec);
+    if (!ec) {
+      std::filesystem::copy_file(dir_ / name, to, std::filesystem::copy_options::overwrite_existing,
+                                 ec);
+    }
+    if (ec) return;
+    evidence_[name] = to;
+  }
+  if (std::find(run->evidence.begin(), run->evidence.end(), name) == run->evidence.end()) {
+    run->evidence.push_back(name);
+  }
+}
+
+void ReplayTools::RecordText(const std::string& name, const std::string& text) {
+  if (record_dir_.empty()) return;
+  const auto to = record_dir_ / name;
+  std::error_code ec;
+  std::filesystem::create_directories(to.parent_path(), ec);
+  if (!ec && util::WriteFileAtomic(to, text).ok()) evidence_[name] = to;
 }
 
 absl::StatusOr<std::vector<ProbeDoc>> ReplayTools::Probe(const std::string& key,
@@ -67,6 +101,12 @@ absl::StatusOr<std::vector<ProbeDoc>> ReplayTools::Probe(const std::string& key,
       return absl::NotFoundError(util::StrCat("no recorded probe for ", key, " phase ", phase,
                                               " seq ", seq, " in ", dir_.string()));
     }
+    // The native run's name for it; the document carries its seq even when the source left it
+    // at the default.
+    nlohmann::json raw = found->raw;
+    raw["seq"] = seq;
+    RecordText(util::StrCat("probes/", KeyFileName(key), ".", phase, ".", seq, ".json"),
+               raw.dump(2) + "\n");
     out.push_back(*found);
   }
   return out;
@@ -83,13 +123,24 @@ absl::StatusOr<PytestRun> ReplayTools::Pytest(const std::vector<std::string>& ke
       missing.key = key;
       missing.outcome = junit::Outcome::kMissing;
       run.cases.push_back(missing);
-      auto log = util::ReadFile(dir_ / "logs" / util::StrCat(key, ".log"), 64 << 20);
-      if (log.ok()) run.log += *log;
+      const std::string log_name = util::StrCat("logs/", key, ".log");
+      auto log = util::ReadFile(dir_ / log_name, 64 << 20);
+      if (log.ok()) {
+        run.log += *log;
+        if (SafeKeyPath(key)) Record(log_name, &run);
+      }
       continue;
     }
     run.xml = true;
     const auto& list = it->second;
-    run.cases.push_back(list[std::min<std::size_t>(n, list.size() - 1)]);
+    const Case& c = list[std::min<std::size_t>(n, list.size() - 1)];
+    run.cases.push_back(c.tc);
+    const std::string stem = c.file.stem().string();
+    Record(util::StrCat("junit/", c.file.filename().string()), &run);
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(dir_ / "logs" / (stem + ".log"), ec)) {
+      Record(util::StrCat("logs/", stem, ".log"), &run);
+    }
   }
   return run;
 }

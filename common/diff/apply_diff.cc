@@ -84,60 +84,93 @@ absl::StatusOr<std::vector<FileDiff>> SplitDiff(std::string_view diff) {
   return out;
 }
 
-absl::StatusOr<std::string> ApplyFileDiff(std::string_view original, const FileDiff& d) {
-  const std::vector<Line> old_lines = ToLines(original);
-  std::vector<Line> out;
-  std::size_t next_old = 0;  // index into old_lines not yet copied
+std::string Hunk::Text() const {
+  std::string out = header;
+  out.push_back('\n');
+  for (const auto& l : lines) {
+    out += l;
+    out.push_back('\n');
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<Hunk>> ParseHunks(const FileDiff& d) {
   std::vector<std::string_view> lines;
   for (auto l : util::SplitLines(d.text)) lines.push_back(l);
   const std::string where = d.path();
+  std::vector<Hunk> out;
   for (std::size_t i = 0; i < lines.size(); ++i) {
     std::string_view l = lines[i];
     if (!l.starts_with("@@ ")) continue;
     // @@ -a,b +c,d @@
+    Hunk h;
     std::size_t minus = l.find('-'), plus = l.find(" +"), end = l.find(" @@", 3);
-    int old_start = 0, old_count = 0, new_start = 0, new_count = 0;
     if (minus == std::string_view::npos || plus == std::string_view::npos ||
         end == std::string_view::npos ||
-        !ParseRange(l.substr(minus + 1, plus - minus - 1), &old_start, &old_count) ||
-        !ParseRange(l.substr(plus + 2, end - plus - 2), &new_start, &new_count)) {
+        !ParseRange(l.substr(minus + 1, plus - minus - 1), &h.old_start, &h.old_count) ||
+        !ParseRange(l.substr(plus + 2, end - plus - 2), &h.new_start, &h.new_count)) {
       return absl::InvalidArgumentError(util::StrCat(where, ": bad hunk header '", l, "'"));
     }
+    h.header = std::string(l);
+    int seen_old = 0, seen_new = 0;
+    for (++i; i < lines.size() && (seen_old < h.old_count || seen_new < h.new_count); ++i) {
+      std::string_view line = lines[i];
+      const char tag = line.empty() ? ' ' : line[0];
+      if (tag == ' ' || tag == '-') {
+        ++seen_old;
+        if (tag == ' ') ++seen_new;
+      } else if (tag == '+') {
+        ++seen_new;
+      } else {
+        return absl::InvalidArgumentError(
+            util::StrCat(where, ": unexpected line in hunk '", line, "'"));
+      }
+      h.lines.emplace_back(line);
+      if (i + 1 < lines.size() && lines[i + 1].starts_with("\\ No newline")) {
+        h.lines.emplace_back(lines[++i]);
+      }
+    }
+    --i;
+    out.push_back(std::move(h));
+  }
+  return out;
+}
+
+absl::StatusOr<std::string> ApplyFileDiff(std::string_view original, const FileDiff& d) {
+  auto hunks = ParseHunks(d);
+  if (!hunks.ok()) return hunks.status();
+  const std::vector<Line> old_lines = ToLines(original);
+  std::vector<Line> out;
+  std::size_t next_old = 0;  // index into old_lines not yet copied
+  const std::string where = d.path();
+  for (const Hunk& h : *hunks) {
     // An empty old range names the line before the insertion.
-    std::size_t at = old_count == 0 ? static_cast<std::size_t>(old_start)
-                                    : static_cast<std::size_t>(old_start - 1);
+    std::size_t at = h.old_count == 0 ? static_cast<std::size_t>(h.old_start)
+                                      : static_cast<std::size_t>(h.old_start - 1);
     if (at < next_old || at > old_lines.size()) {
       return absl::FailedPreconditionError(
-          util::StrCat(where, ": hunk '", l, "' does not fit the file"));
+          util::StrCat(where, ": hunk '", h.header, "' does not fit the file"));
     }
     while (next_old < at) out.push_back(old_lines[next_old++]);
-    int seen_old = 0, seen_new = 0;
-    for (++i; i < lines.size() && (seen_old < old_count || seen_new < new_count); ++i) {
-      std::string_view h = lines[i];
-      const bool no_newline = i + 1 < lines.size() && lines[i + 1].starts_with("\\ No newline");
-      char tag = h.empty() ? ' ' : h[0];
-      std::string_view body = h.empty() ? h : h.substr(1);
+    for (std::size_t i = 0; i < h.lines.size(); ++i) {
+      std::string_view line = h.lines[i];
+      const bool no_newline = i + 1 < h.lines.size() && h.lines[i + 1].starts_with("\\ No newline");
+      const char tag = line.empty() ? ' ' : line[0];
+      std::string_view body = line.empty() ? line : line.substr(1);
       if (tag == ' ' || tag == '-') {
         if (next_old >= old_lines.size() || old_lines[next_old].text != body) {
           return absl::FailedPreconditionError(util::StrCat(
-              where, ": hunk '", l, "' does not apply at line ", next_old + 1, ": expected '", body,
-              "', found '",
+              where, ": hunk '", h.header, "' does not apply at line ", next_old + 1,
+              ": expected '", body, "', found '",
               next_old < old_lines.size() ? old_lines[next_old].text : "<end of file>", "'"));
         }
         if (tag == ' ') out.push_back({std::string(body), !no_newline});
         ++next_old;
-        ++seen_old;
-        if (tag == ' ') ++seen_new;
-      } else if (tag == '+') {
-        out.push_back({std::string(body), !no_newline});
-        ++seen_new;
       } else {
-        return absl::InvalidArgumentError(
-            util::StrCat(where, ": unexpected line in hunk '", h, "'"));
+        out.push_back({std::string(body), !no_newline});
       }
       if (no_newline) ++i;
     }
-    --i;
   }
   while (next_old < old_lines.size()) out.push_back(old_lines[next_old++]);
   std::string result;

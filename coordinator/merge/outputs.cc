@@ -157,7 +157,9 @@ absl::Status SweepOutputs::Build(const std::string& sweep_id) {
     for (const auto& o : r->result.entries()) {
       auto& list = report.evidence[o.file() + "\n" + o.key()];
       for (const auto& name : o.evidence()) {
-        if (SafeName(name)) list.push_back(util::StrCat("evidence/", shard_dir, "/", name));
+        if (!SafeName(name)) continue;
+        list.push_back({util::StrCat("evidence/", shard_dir, "/", name), s->second->spec.arch(),
+                        s->second->spec.wave()});
       }
     }
   }
@@ -238,12 +240,27 @@ absl::StatusOr<v1::Report> SweepOutputs::Report(const std::string& sweep_id) {
   const auto dir = Dir(sweep_id);
   v1::Report r;
   r.set_sweep_id(sweep_id);
-  auto md = util::ReadFile(dir / "report.md", 256 << 20);
-  auto js = util::ReadFile(dir / "report.json", 256 << 20);
-  if (!md.ok()) return md.status();
-  if (!js.ok()) return js.status();
-  r.set_markdown(*md);
-  r.set_json(*js);
+  BuiltReport built;
+  {
+    std::lock_guard lock(mu_);
+    auto md = util::ReadFile(dir / "report.md", 256 << 20);
+    auto js = util::ReadFile(dir / "report.json", 256 << 20);
+    if (!md.ok()) return md.status();
+    if (!js.ok()) return js.status();
+    built = {std::move(*md), std::move(*js)};
+    // Built while the sweep was merging: the report carries the sweep's state as it is now, and
+    // the files are brought up to date once it changed.
+    auto sweep = coordinator_->SweepInfo(sweep_id);
+    if (!sweep.ok()) return sweep.status();
+    if (SetReportState(built, *sweep)) {
+      for (const auto& [name, text] :
+           {std::pair{"report.md", &built.markdown}, std::pair{"report.json", &built.json}}) {
+        if (auto st = util::WriteFileAtomic(dir / name, *text); !st.ok()) return st;
+      }
+    }
+  }
+  r.set_markdown(built.markdown);
+  r.set_json(built.json);
   std::error_code ec;
   if (std::filesystem::is_directory(dir / "evidence", ec)) {
     for (auto it = std::filesystem::recursive_directory_iterator(dir / "evidence", ec);

@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <set>
 
+#include "common/diff/apply_diff.h"
 #include "common/diff/unified_diff.h"
 #include "common/inventory/document.h"
+#include "common/registry/registry.h"
 #include "common/util/strings.h"
 #include "nlohmann/json.hpp"
 
@@ -58,7 +60,56 @@ std::string PartialNote(const coord::SweepRecord& sweep) {
                       ": only the results accepted before it ended are included");
 }
 
+// A fenced block longer than any backtick run in the text, so the text cannot close it.
+std::string Fenced(std::string_view info, std::string_view text) {
+  std::size_t longest = 0, run = 0;
+  for (char c : text) {
+    run = c == '`' ? run + 1 : 0;
+    longest = std::max(longest, run);
+  }
+  const std::string fence(std::max<std::size_t>(3, longest + 1), '`');
+  return util::StrCat(fence, info, "\n", text, fence, "\n");
+}
+
+// The hunks of a file's diff, header and lines.
+std::string HunksText(const std::vector<diff::Hunk>& hunks) {
+  std::string out;
+  for (const auto& h : hunks) out += h.Text();
+  return out;
+}
+
+// The hunks of training_utils.py's diff whose added or removed lines register cls.
+std::vector<diff::Hunk> RegistryHunks(const std::vector<diff::Hunk>& hunks,
+                                      const std::string& cls) {
+  std::vector<diff::Hunk> out;
+  for (const auto& h : hunks) {
+    bool names = false;
+    for (const auto& line : h.lines) {
+      if (!line.starts_with("+") && !line.starts_with("-")) continue;
+      auto parsed = registry::RegistryFile::Parse("training_utils.py", line.substr(1));
+      names |= parsed.ok() && parsed->Find(cls) != nullptr;
+    }
+    if (names) out.push_back(h);
+  }
+  return out;
+}
+
+// report.md's first line.
+std::string Title(const coord::SweepRecord& sweep) {
+  return util::StrCat("# Sweep ", sweep.id, " — ", coord::SweepStateName(sweep.state));
+}
+
+std::string DumpJson(const json& j) {
+  return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+}
+
 }  // namespace
+
+std::string EvidenceLabel(const EvidenceLink& link) {
+  const std::string name = link.path.substr(link.path.rfind('/') + 1);
+  return util::StrCat(link.arch.empty() ? "cpu" : link.arch,
+                      link.wave > 1 ? util::StrCat(" wave ", link.wave) : "", ": ", name);
+}
 
 BuiltReport BuildReport(const ReportInput& in) {
   const coord::SweepRecord& sweep = *in.sweep;
@@ -67,6 +118,16 @@ BuiltReport BuildReport(const ReportInput& in) {
   for (const auto& [file, text] : in.yaml_after) {
     after.emplace(file, inventory::Document::Parse(file, text));
   }
+  // The forge patch per file: each entry shows the hunks of its loader (and registry lines).
+  std::map<std::string, std::vector<diff::Hunk>> forge_hunks;
+  if (auto split = diff::SplitDiff(merge.forge_patch); split.ok()) {
+    for (const auto& fd : *split) {
+      auto hunks = diff::ParseHunks(fd);
+      if (hunks.ok()) forge_hunks[fd.path()] = std::move(*hunks);
+    }
+  }
+  constexpr std::string_view kForgePrefix = "third_party/tt_forge_models/";
+  const std::string registry_path(registry::kTrainingUtilsPath.substr(kForgePrefix.size()));
   // How many entries each registry line covers.
   std::map<std::string, int> per_class;
   for (const auto& e : merge.entries) {
@@ -159,7 +220,11 @@ BuiltReport BuildReport(const ReportInput& in) {
     entry["conflict"] = e.placement == EntryMerge::Placement::kConflict;
     if (!e.conflict.empty()) entry["conflict_reason"] = e.conflict;
     auto ev = in.evidence.find(e.file + "\n" + e.key);
-    entry["evidence"] = ev != in.evidence.end() ? json(ev->second) : json::array();
+    json evidence = json::array();
+    if (ev != in.evidence.end()) {
+      for (const auto& link : ev->second) evidence.push_back(link.path);
+    }
+    entry["evidence"] = evidence;
     entries.push_back(entry);
 
     // Counted like everywhere else (outcome_counts.h): the first target arch's decision.
@@ -201,29 +266,49 @@ BuiltReport BuildReport(const ReportInput& in) {
     }
     if (!inference.empty()) util::StrAppend(&md_entries, "- **inference** ", Md(inference), "\n");
     if (!e.yaml_before.empty() || !e.yaml_after.empty()) {
-      std::string d = diff::UnifiedDiff(e.file, e.yaml_before, e.yaml_after, {.context = 20});
-      // Keep only the hunk lines.
+      // The entry's lines (the context covers the whole entry), without the hunk header.
       std::string body;
-      bool in_hunk = false;
-      for (std::size_t p = 0; p < d.size();) {
-        std::size_t nl = d.find('\n', p);
-        std::string_view line(d.data() + p, (nl == std::string::npos ? d.size() : nl) - p);
-        if (line.starts_with("@@")) {
-          in_hunk = true;
-        } else if (in_hunk) {
-          util::StrAppend(&body, line, "\n");
+      auto split =
+          diff::SplitDiff(diff::UnifiedDiff(e.file, e.yaml_before, e.yaml_after, {.context = 20}));
+      if (split.ok()) {
+        for (const auto& fd : *split) {
+          auto hunks = diff::ParseHunks(fd);
+          if (!hunks.ok()) continue;
+          for (const auto& h : *hunks) {
+            for (const auto& l : h.lines) util::StrAppend(&body, l, "\n");
+          }
         }
-        p = nl == std::string::npos ? d.size() : nl + 1;
       }
-      util::StrAppend(&md_entries, "- **YAML**\n\n```diff\n", body, "```\n");
+      util::StrAppend(&md_entries, "- **YAML**\n\n", Fenced("diff", body));
+    }
+    // The entry's part of tt-forge-models.patch: its loader's hunks and, for a registry fix,
+    // the hunks with its class's line.
+    std::string loader_rel = e.loader;
+    if (std::string_view(loader_rel).starts_with(kForgePrefix)) {
+      loader_rel.erase(0, kForgePrefix.size());
+    }
+    if (auto h = forge_hunks.find(loader_rel); h != forge_hunks.end() && !h->second.empty()) {
+      util::StrAppend(&md_entries, "- **loader diff** `", loader_rel, "`\n\n",
+                      Fenced("diff", HunksText(h->second)));
+    }
+    if (e.probe && std::string_view(e.probe->fix_path()).starts_with("registry") &&
+        !e.probe->output_class().empty()) {
+      auto h = forge_hunks.find(registry_path);
+      if (h != forge_hunks.end()) {
+        auto mine = RegistryHunks(h->second, e.probe->output_class());
+        if (!mine.empty()) {
+          util::StrAppend(&md_entries, "- **registry diff** `", registry_path, "`\n\n",
+                          Fenced("diff", HunksText(mine)));
+        }
+      }
     }
     for (const auto& r : review) util::StrAppend(&md_entries, "- **review** ", Md(r), "\n");
     if (!e.conflict.empty()) util::StrAppend(&md_entries, "- **conflict** ", Md(e.conflict), "\n");
     if (ev != in.evidence.end() && !ev->second.empty()) {
       std::string links;
-      for (const auto& path : ev->second) {
-        std::string name = path.substr(path.rfind('/') + 1);
-        util::StrAppend(&links, links.empty() ? "" : ", ", "[", Md(name), "](", path, ")");
+      for (const auto& link : ev->second) {
+        util::StrAppend(&links, links.empty() ? "" : ", ", "[", Md(EvidenceLabel(link)), "](",
+                        link.path, ")");
       }
       util::StrAppend(&md_entries, "- **evidence** ", links, "\n");
     }
@@ -253,9 +338,9 @@ BuiltReport BuildReport(const ReportInput& in) {
   j["totals"] = totals;
 
   BuiltReport out;
-  out.json = j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+  out.json = DumpJson(j);
   std::string& md = out.markdown;
-  util::StrAppend(&md, "# Sweep ", sweep.id, " — ", coord::SweepStateName(sweep.state), "\n\n");
+  util::StrAppend(&md, Title(sweep), "\n\n");
   util::StrAppend(
       &md, "- repo: `", sweep.repo, "`\n- commits: tt-xla `", sweep.ttxla_commit,
       "`, tt_forge_models `", sweep.forge_commit, "`",
@@ -318,6 +403,36 @@ BuiltReport BuildReport(const ReportInput& in) {
   }
   util::StrAppend(&md, "\n## Entries\n\n", md_entries);
   return out;
+}
+
+bool SetReportState(BuiltReport& report, const coord::SweepRecord& sweep) {
+  const std::string state(coord::SweepStateName(sweep.state));
+  bool changed = false;
+  const std::string partial = PartialNote(sweep);
+  json j = json::parse(report.json, nullptr, false);
+  if (j.is_object() &&
+      (j.value("state", "") != state ||
+       j.value("partial", json(nullptr)) != (partial.empty() ? json(nullptr) : json(partial)))) {
+    j["state"] = state;
+    j["partial"] = partial.empty() ? json(nullptr) : json(partial);
+    report.json = DumpJson(j);
+    changed = true;
+  }
+  // A sweep that failed after its outputs were built: say it is partial below the title.
+  const std::string partial_line = util::StrCat("- **partial**: ", Md(partial), "\n");
+  if (!partial.empty() && report.markdown.find("- **partial**: ") == std::string::npos) {
+    const std::size_t repo_line = report.markdown.find("\n- repo: ");
+    if (repo_line != std::string::npos) report.markdown.insert(repo_line + 1, partial_line);
+    changed = true;
+  }
+  const std::string title = Title(sweep);
+  const std::string prefix = util::StrCat("# Sweep ", sweep.id, " — ");
+  const std::size_t eol = std::min(report.markdown.find('\n'), report.markdown.size());
+  if (report.markdown.starts_with(prefix) && report.markdown.compare(0, eol, title) != 0) {
+    report.markdown.replace(0, eol, title);
+    changed = true;
+  }
+  return changed;
 }
 
 }  // namespace triage::merge

@@ -11,11 +11,23 @@
 
 namespace triage::merge {
 
+// One evidence file of an entry. Every shard of a sweep records files of the same names
+// (junit/01-verify.xml on n150 and on p150), so a link names the shard's arch and wave.
+struct EvidenceLink {
+  std::string path;  // relative to the report's directory: evidence/<shard dir>/<name>
+  std::string arch;  // the shard's arch ("" for a CPU probe phase)
+  int wave = 1;
+};
+
+// report.md's label for a link: "n150: 01-verify.xml", "cpu: <key>.structure.0.json", and from
+// the second wave on "p150 wave 2: 01-verify.xml".
+std::string EvidenceLabel(const EvidenceLink& link);
+
 struct ReportInput {
   const coord::SweepRecord* sweep = nullptr;
   const MergeOutput* merge = nullptr;
-  // Evidence files of each entry (relative paths under the report's directory), by file + key.
-  std::map<std::string, std::vector<std::string>> evidence;
+  // Evidence files of each entry, by file + key.
+  std::map<std::string, std::vector<EvidenceLink>> evidence;
   // The YAML after the merge, per file (to resolve each entry's fields per arch).
   std::map<std::string, std::string> yaml_after;
   // A registry line covering at least this many entries is flagged for review.
@@ -37,5 +49,10 @@ struct BuiltReport {
 // and why the other path was not taken, the pytest outcome with the real error per arch, the
 // YAML lines that changed, review flags, conflicts, and links to the evidence.
 BuiltReport BuildReport(const ReportInput& input);
+
+// The report is built when the sweep's last shard ends, while the sweep is still "merging"; its
+// final state is recorded after that. This puts the sweep's state as it is now into a built
+// report (report.md's title, report.json's "state"); false when the report already had it.
+bool SetReportState(BuiltReport& report, const coord::SweepRecord& sweep);
 
 }  // namespace triage::merge

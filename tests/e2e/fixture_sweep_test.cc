@@ -6,7 +6,9 @@
 //     --force-run, no --runxfail) passes every EXPECTED_PASSING entry, xfails every
 //     KNOWN_FAILURE_XFAIL entry, and nothing errors.
 //  3. The same sweep through the replay executor, answered from the evidence the native run
-//     recorded, gives the same outcomes and byte-identical patches.
+//     recorded, gives the same outcomes and byte-identical patches, and records the evidence it
+//     answered from like a native run: every decided entry links its evidence, and the replay's
+//     own evidence/ replays again to the same outcomes and patches.
 
 #include <signal.h>
 
@@ -72,9 +74,12 @@ class FixtureSweepTest : public ::testing::Test {
     return testing::RunCommand(args, dir_, out);
   }
 
-  void StartAgents(const std::string& executor, const std::filesystem::path& replay_dir) {
+  // Three agents (cpu, n150, p150) named <name>-<arch>.
+  void StartAgents(const std::string& executor, const std::filesystem::path& replay_dir,
+                   const std::string& name = "") {
+    const std::string prefix = name.empty() ? executor : name;
     for (const std::string arch : {"cpu", "n150", "p150"}) {
-      const std::string id = executor + "-" + arch;
+      const std::string id = prefix + "-" + arch;
       const auto ws = dir_ / ("ws-" + id);
       std::string out;
       ASSERT_EQ(testing::RunCommand({kSrc + "/tests/fixtures/make-workspace.sh", "--clone",
@@ -117,7 +122,7 @@ class FixtureSweepTest : public ::testing::Test {
           int live = 0;
           for (const auto& a : j.value("agents", json::array())) {
             live += a.value("state", "") != "offline" &&
-                    a["dimensions"].value("agent_id", "").starts_with(executor);
+                    a["dimensions"].value("agent_id", "").starts_with(prefix + "-");
           }
           return live == 3;
         },
@@ -345,6 +350,42 @@ TEST_F(FixtureSweepTest, NativeSweepReachesTheGroundTruthAndReplayAgrees) {
   EXPECT_EQ(testing::ReadFileOrDie(dir_ / "out-replay/tt-xla.patch"),
             testing::ReadFileOrDie(dir_ / "out-native/tt-xla.patch"));
   EXPECT_EQ(testing::ReadFileOrDie(dir_ / "out-replay/tt-forge-models.patch"), forge_patch);
+  // Its evidence: every decided entry (and every entry the native run had evidence for) links
+  // what answered it, and the links are files.
+  int decided = 0, native_decided = 0;
+  for (const auto& [key, e] : entries) {
+    const json& r = replayed[key];
+    native_decided += !e["verdicts"].empty();
+    decided += !r["verdicts"].empty();
+    if (r["verdicts"].empty() && e["evidence"].empty()) continue;
+    EXPECT_FALSE(r["evidence"].empty()) << key << ": the replay recorded no evidence for it";
+    for (const auto& p : r["evidence"]) {
+      EXPECT_TRUE(std::filesystem::is_regular_file(dir_ / "out-replay" / p.get<std::string>()))
+          << key << ": " << p;
+    }
+  }
+  EXPECT_EQ(decided, native_decided);
+  EXPECT_GT(decided, 0);
+
+  // ---- 4. the replay's evidence replays to the same decisions
+  ASSERT_TRUE(std::filesystem::is_directory(dir_ / "out-replay" / "evidence"))
+      << "the replay sweep wrote no evidence/";
+  StopAgents();
+  StartAgents("replay", dir_ / "out-replay" / "evidence", "replay2");
+  const std::string second = RunSweep("replay");
+  const json third = Report(second, dir_ / "out-replay2");
+  ASSERT_TRUE(third.is_object());
+  std::map<std::string, json> replayed2;
+  for (const auto& e : third["entries"]) replayed2[e["key"]] = e;
+  for (const auto& [key, e] : entries) {
+    ASSERT_TRUE(replayed2.count(key)) << key;
+    EXPECT_EQ(replayed2[key]["arch_outcomes"], e["arch_outcomes"]) << key;
+    EXPECT_EQ(replayed2[key]["fix_path"], e["fix_path"]) << key;
+    EXPECT_EQ(replayed2[key]["evidence"].empty(), replayed[key]["evidence"].empty()) << key;
+  }
+  EXPECT_EQ(testing::ReadFileOrDie(dir_ / "out-replay2/tt-xla.patch"),
+            testing::ReadFileOrDie(dir_ / "out-native/tt-xla.patch"));
+  EXPECT_EQ(testing::ReadFileOrDie(dir_ / "out-replay2/tt-forge-models.patch"), forge_patch);
 }
 
 }  // namespace

@@ -6,6 +6,8 @@
 
 #include <signal.h>
 
+#include <set>
+
 #include "agent/workspace/workspace.h"
 #include "common/git/git.h"
 #include "gtest/gtest.h"
@@ -112,6 +114,15 @@ TEST_F(CommandExecutorTest, CollectsBothDiffsJUnitAndTheExitStatus) {
   ASSERT_EQ(r->entries_size(), 2);
   EXPECT_EQ(r->entries(0).review_size(), 0);
   EXPECT_FALSE(steps_.empty());
+  // Each entry links the evidence of its run, by the names the result carries it under.
+  std::set<std::string> names;
+  for (const auto& e : r->evidence()) names.insert(e.name());
+  for (const auto& o : r->entries()) {
+    SCOPED_TRACE(o.key());
+    EXPECT_EQ(std::set<std::string>(o.evidence().begin(), o.evidence().end()),
+              (std::set<std::string>{"logs/command-1.log", "junit/run-1.xml"}));
+    for (const auto& name : o.evidence()) EXPECT_TRUE(names.count(name)) << name;
+  }
 }
 
 TEST_F(CommandExecutorTest, PlaceholdersBecomeArgvItemsNeverShellText) {

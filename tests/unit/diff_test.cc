@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <random>
 #include <string>
 #include <vector>
@@ -156,6 +157,38 @@ TEST(ApplyDiff, SplitsMultiFileDiffsAndRefusesMismatches) {
   EXPECT_NE(std::string(bad.status().message()).find("does not apply at line 2"), std::string::npos)
       << bad.status();
   EXPECT_FALSE(SplitDiff("garbage\n").ok());
+}
+
+TEST(ApplyDiff, ParsesHunksWithTheirLinesAndMarkers) {
+  std::string a, b;
+  for (int i = 1; i <= 20; ++i) a += std::to_string(i) + "\n";
+  b = a;
+  b.replace(b.find("2\n"), 2, "two\n");
+  b.pop_back();  // the last line loses its newline
+  b.replace(b.rfind("20"), 2, "twenty");
+  auto files = SplitDiff(UnifiedDiff("f", a, b));
+  ASSERT_TRUE(files.ok());
+  ASSERT_EQ(files->size(), 1u);
+  auto hunks = ParseHunks((*files)[0]);
+  ASSERT_TRUE(hunks.ok()) << hunks.status();
+  ASSERT_EQ(hunks->size(), 2u) << (*files)[0].text;
+  const Hunk& first = (*hunks)[0];
+  EXPECT_EQ(first.old_start, 1);
+  EXPECT_EQ(first.old_count, 5);
+  EXPECT_EQ(first.header, "@@ -1,5 +1,5 @@");
+  EXPECT_EQ(first.Text(), "@@ -1,5 +1,5 @@\n 1\n-2\n+two\n 3\n 4\n 5\n");
+  const Hunk& last = (*hunks)[1];
+  EXPECT_EQ(last.new_start, 17);
+  ASSERT_FALSE(last.lines.empty());
+  EXPECT_EQ(last.lines.back(), "\\ No newline at end of file");
+  EXPECT_EQ(std::count(last.lines.begin(), last.lines.end(), "+twenty"), 1);
+
+  FileDiff bad;
+  bad.new_path = "f";
+  bad.text = "--- a/f\n+++ b/f\n@@ -1 +1 @@\n?x\n";
+  EXPECT_FALSE(ParseHunks(bad).ok()) << "a line that is no hunk line";
+  bad.text = "--- a/f\n+++ b/f\n@@ -x +1 @@\n-a\n+b\n";
+  EXPECT_FALSE(ParseHunks(bad).ok()) << "a malformed header";
 }
 
 // Random block replacements with their regions: the region diff equals the whole-file diff when

@@ -1,7 +1,9 @@
 // The merge of a sweep's results (coordinator/merge/merge.h) against in-memory pinned files:
 // top-level vs per-arch placement, YAML / registry / loader conflicts, lifting of command-executor
 // diffs, patches that `git apply --check` accepts, and a property test that the patches do not
-// depend on the order, duplicates or retried attempts of the results.
+// depend on the order, duplicates or retried attempts of the results. Then the report
+// (coordinator/merge/report.h): each entry's part of the forge patch, and, through a real
+// coordinator and store, the outputs of a finished sweep (its final state, evidence per arch).
 
 #include "coordinator/merge/merge.h"
 
@@ -14,7 +16,12 @@
 #include "common/inventory/document.h"
 #include "common/inventory/editor.h"
 #include "common/util/strings.h"
+#include "coordinator/core/coordinator.h"
+#include "coordinator/merge/outputs.h"
+#include "coordinator/merge/report.h"
+#include "coordinator/store/sqlite_store.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "tests/unit/test_support.h"
 
 namespace triage::merge {
@@ -931,6 +938,254 @@ TEST(Merge, ResultOrderDuplicatesAndRetriesChangeNoByte) {
     ASSERT_EQ(out->forge_patch, baseline->forge_patch);
     ASSERT_EQ(out->conflicts, baseline->conflicts);
     ASSERT_EQ(out->changed_files, baseline->changed_files);
+  }
+}
+
+// ---- the report
+
+// report.md's section of one entry (from its heading to the next).
+std::string Section(const std::string& md, const std::string& key) {
+  std::string heading = "### ";
+  for (char c : key) {
+    if (c == '_') heading.push_back('\\');
+    heading.push_back(c);
+  }
+  heading += "\n";
+  auto at = md.find(heading);
+  EXPECT_NE(at, std::string::npos) << key << "\n" << md;
+  if (at == std::string::npos) return "";
+  auto next = md.find("\n### ", at + heading.size());
+  return md.substr(at, next == std::string::npos ? std::string::npos : next + 1 - at);
+}
+
+TEST(Report, EachEntryShowsItsLoaderAndRegistryHunks) {
+  Sweep s;
+  s.archs = {"n150"};
+  // A registry with lines far enough apart that two additions are two hunks.
+  std::string utils = kUtils;
+  utils = Replace(utils, "_register_attr(\"MiniSeq2SeqOutput\"", [] {
+    std::string filler;
+    for (int i = 0; i < 8; ++i)
+      filler += util::StrCat("_register_attr(\"MiniP", i, "Output\", \"x\")\n");
+    return filler + "_register_attr(\"MiniSeq2SeqOutput\"";
+  }());
+  s.files.forge[kUtilsPath] = utils;
+  auto with_fix = [](v1::EntryOutcome o, const std::string& fix, const std::string& cls) {
+    o.set_fix_path(fix);
+    o.set_output_class(cls);
+    return o;
+  };
+  // a: an override in its loader.
+  const std::string a_after =
+      Loader("a") +
+      "\n    def unpack_forward_output(self, fwd_output):\n        return fwd_output[0]\n";
+  v1::ShardResult ra =
+      WithOutcomes({with_fix(Outcome(kV1, "n150", PassEdit(kV1)), "override", "AOut"),
+                    with_fix(Outcome(kV2, "n150", PassEdit(kV2)), "override", "AOut")});
+  *ra.add_file_edits() = LoaderEdit(kLoaderA, Loader("a"), a_after);
+  s.AddResult(s.AddShard("a", 1, "n150"), ra);
+  // b and c: registry lines at both ends of the registry.
+  v1::ShardResult rb =
+      WithOutcomes({with_fix(Outcome(kB, "n150", PassEdit(kB)), "registry", "AlphaOutput")});
+  *rb.add_registry_ops() = AddOp("AlphaOutput", "logits");
+  s.AddResult(s.AddShard("b", 1, "n150"), rb);
+  v1::ShardResult rc =
+      WithOutcomes({with_fix(Outcome(kC, "n150", PassEdit(kC)), "registry", "ZetaOutput")});
+  *rc.add_registry_ops() = AddOp("ZetaOutput", "last_hidden_state");
+  s.AddResult(s.AddShard("c", 1, "n150"), rc);
+  auto merged = Merge(s.Input());
+  ASSERT_TRUE(merged.ok()) << merged.status();
+  ASSERT_TRUE(merged->conflicts.empty()) << Joined(merged->conflicts);
+  ExpectPatchesApply(s.files, *merged);
+
+  coord::SweepRecord sweep;
+  sweep.id = "sw-1";
+  sweep.archs = s.archs;
+  ReportInput in;
+  in.sweep = &sweep;
+  in.merge = &*merged;
+  const std::string md = BuildReport(in).markdown;
+
+  const std::string a1 = Section(md, kV1);
+  EXPECT_NE(a1.find("- **loader diff** `a/pytorch/loader.py`\n\n```diff\n@@ "), std::string::npos)
+      << a1;
+  EXPECT_NE(a1.find("+    def unpack_forward_output(self, fwd_output):\n"
+                    "+        return fwd_output[0]\n"),
+            std::string::npos)
+      << a1;
+  EXPECT_EQ(a1.find("registry diff"), std::string::npos) << "an override: " << a1;
+  EXPECT_NE(Section(md, kV2).find("+        return fwd_output[0]\n"), std::string::npos)
+      << "every entry of the loader shows it";
+
+  const std::string b = Section(md, kB);
+  EXPECT_EQ(b.find("loader diff"), std::string::npos) << "b's loader did not change: " << b;
+  EXPECT_NE(b.find("- **registry diff** `training_utils.py`\n\n```diff\n@@ "), std::string::npos)
+      << b;
+  EXPECT_NE(b.find("+_register_attr(\"AlphaOutput\", \"logits\")\n"), std::string::npos) << b;
+  EXPECT_NE(b.find(" _register_attr(\"MiniBaseModelOutput\""), std::string::npos)
+      << "with its context: " << b;
+  EXPECT_EQ(b.find("ZetaOutput"), std::string::npos) << "only the hunk with b's class: " << b;
+
+  const std::string c = Section(md, kC);
+  EXPECT_NE(c.find("+_register_attr(\"ZetaOutput\", \"last_hidden_state\")\n"), std::string::npos)
+      << c;
+  EXPECT_EQ(c.find("AlphaOutput"), std::string::npos) << c;
+}
+
+TEST(Report, EvidenceLabelsNameTheArchAndTheWave) {
+  EXPECT_EQ(EvidenceLabel({"evidence/w1-verify-n150-u-a/junit/01-verify.xml", "n150", 1}),
+            "n150: 01-verify.xml");
+  EXPECT_EQ(EvidenceLabel({"evidence/w1-verify-p150-u-a/junit/01-verify.xml", "p150", 1}),
+            "p150: 01-verify.xml");
+  EXPECT_EQ(EvidenceLabel({"evidence/w2-verify-p150-u-a/junit/01-verify.xml", "p150", 2}),
+            "p150 wave 2: 01-verify.xml");
+  EXPECT_EQ(EvidenceLabel({"evidence/w1-probe-cpu-u-a/probes/a.structure.0.json", "", 1}),
+            "cpu: a.structure.0.json");
+}
+
+// The outputs of a sweep run by a real coordinator over a real (in-memory) store, built by its
+// finish hook as in triage-coordinator.
+class OutputsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto store = coord::SqliteStore::Open(":memory:");
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = std::move(*store);
+    coord_ = std::make_unique<coord::Coordinator>(
+        coord::CoordinatorOptions{}, store_.get(), &clock_,
+        [](const v1::StartSweepRequest&) -> absl::StatusOr<coord::SweepInput> {
+          coord::SweepInput in;
+          in.repo = "/fake/tt-xla";
+          in.ttxla_commit = std::string(40, 'a');
+          in.forge_commit = std::string(40, 'b');
+          in.inventory.documents.push_back(inventory::Document::Parse(kYamlPath, TrainingYaml()));
+          return in;
+        });
+    outputs_ = std::make_unique<SweepOutputs>(
+        coord_.get(), nullptr, tmp_.path(),
+        [](const coord::SweepRecord&) { return std::make_unique<MapFiles>(DefaultFiles()); });
+    coord_->SetFinishHook([this](const std::string& id) { return outputs_->Build(id); });
+  }
+
+  void Register(const std::string& id, const std::string& arch) {
+    v1::RegisterRequest req;
+    req.mutable_dimensions()->set_agent_id(id);
+    req.mutable_dimensions()->set_arch(arch);
+    auto resp = coord_->Register(req);
+    ASSERT_TRUE(resp.ok()) << resp.status();
+    sessions_[id] = resp->session_id();
+  }
+
+  std::string Start(const std::vector<std::string>& archs) {
+    v1::StartSweepRequest req;
+    req.set_repo_path("/fake/tt-xla");
+    for (const auto& a : archs) req.add_archs(a);
+    req.add_playbooks("unpack_forward_output");
+    req.set_reason("test");
+    auto sweep = coord_->StartSweep(req, coord::Caller{"alice", "operator"});
+    EXPECT_TRUE(sweep.ok()) << sweep.status();
+    return sweep.ok() ? sweep->id() : "";
+  }
+
+  // Every shard the agents get passes, with a JUnit file of the same name on every arch.
+  void RunAll(const std::vector<std::string>& agents) {
+    for (bool granted = true; granted;) {
+      granted = false;
+      for (const auto& agent : agents) {
+        v1::LeaseRequest req;
+        req.set_agent_id(agent);
+        req.set_session_id(sessions_[agent]);
+        absl::StatusOr<v1::LeaseResponse> lease = absl::UnknownError("not answered");
+        coord_->Lease(req, [&](absl::StatusOr<v1::LeaseResponse> r) { lease = std::move(r); });
+        ASSERT_TRUE(lease.ok()) << lease.status();
+        if (!lease->granted()) continue;
+        granted = true;
+        const v1::ShardSpec& spec = lease->shard();
+        v1::ShardResult r;
+        r.set_status(v1::ShardResult::SUCCEEDED);
+        for (const auto& e : spec.entries()) {
+          v1::EntryOutcome o = Outcome(e.key(), spec.arch(), PassEdit(e.key()));
+          o.add_evidence("junit/01-verify.xml");
+          *r.add_entries() = o;
+        }
+        auto* ev = r.add_evidence();
+        ev->set_name("junit/01-verify.xml");
+        ev->set_kind("junit");
+        ev->set_content("<testsuite name=\"" + spec.arch() + "\"/>");
+        v1::CompleteRequest done;
+        done.set_agent_id(agent);
+        done.set_session_id(sessions_[agent]);
+        done.set_lease_id(lease->lease_id());
+        done.set_fencing_token(lease->fencing_token());
+        *done.mutable_result() = r;
+        auto resp = coord_->Complete(done);
+        ASSERT_TRUE(resp.ok()) << resp.status();
+        ASSERT_TRUE(resp->accepted());
+      }
+    }
+  }
+
+  testing::TempDir tmp_;
+  FakeClock clock_;
+  std::unique_ptr<coord::SqliteStore> store_;
+  std::unique_ptr<coord::Coordinator> coord_;
+  std::unique_ptr<SweepOutputs> outputs_;
+  std::map<std::string, std::string> sessions_;
+};
+
+TEST_F(OutputsTest, ReportOfAFinishedSweepCarriesItsFinalState) {
+  Register("n", "n150");
+  const std::string id = Start({"n150"});
+  RunAll({"n"});
+  ASSERT_EQ(coord_->GetSweep(id)->state(), "succeeded");
+  const auto dir = tmp_.path() / "sweeps" / id;
+  const std::string md_built = testing::ReadFileOrDie(dir / "report.md");
+  auto json_built = nlohmann::json::parse(testing::ReadFileOrDie(dir / "report.json"));
+  auto report = outputs_->Report(id);
+  ASSERT_TRUE(report.ok()) << report.status();
+  const auto j = nlohmann::json::parse(report->json(), nullptr, false);
+  ASSERT_TRUE(j.is_object()) << report->json();
+  EXPECT_EQ(j.value("state", ""), "succeeded");
+  EXPECT_TRUE(report->markdown().starts_with("# Sweep " + id + " — succeeded\n"))
+      << report->markdown().substr(0, 200);
+  EXPECT_EQ(j["entries"].size(), 3u);
+  // Nothing but the state differs from what the merge built, and the kept files say so too.
+  json_built["state"] = "succeeded";
+  EXPECT_EQ(j, json_built);
+  EXPECT_EQ(report->markdown().substr(report->markdown().find('\n')),
+            md_built.substr(md_built.find('\n')));
+  EXPECT_EQ(testing::ReadFileOrDie(dir / "report.json"), report->json());
+  EXPECT_EQ(testing::ReadFileOrDie(dir / "report.md"), report->markdown());
+}
+
+TEST_F(OutputsTest, EvidenceOfEachArchIsKeptApartAndLabelledWithIt) {
+  Register("n", "n150");
+  Register("p", "p150");
+  const std::string id = Start({"n150", "p150"});
+  RunAll({"n", "p"});
+  ASSERT_EQ(coord_->GetSweep(id)->state(), "succeeded");
+  auto report = outputs_->Report(id);
+  ASSERT_TRUE(report.ok()) << report.status();
+  const auto j = nlohmann::json::parse(report->json(), nullptr, false);
+  ASSERT_TRUE(j.is_object()) << report->json();
+  std::map<std::string, std::string> files;
+  for (const auto& f : report->files()) files[f.name()] = f.content();
+  const std::string section = Section(report->markdown(), kB);
+  for (const auto& e : j["entries"]) {
+    if (e["key"] != kB) continue;
+    ASSERT_EQ(e["evidence"].size(), 2u) << e.dump();
+    for (const std::string arch : {"n150", "p150"}) {
+      SCOPED_TRACE(arch);
+      std::string path;
+      for (const auto& p : e["evidence"]) {
+        if (p.get<std::string>().find("-" + arch + "-") != std::string::npos) path = p;
+      }
+      ASSERT_FALSE(path.empty()) << e["evidence"].dump();
+      EXPECT_TRUE(path.ends_with("/junit/01-verify.xml")) << path;
+      EXPECT_EQ(files[path], "<testsuite name=\"" + arch + "\"/>") << "each arch its own file";
+      EXPECT_NE(section.find("[" + arch + ": 01-verify.xml](" + path + ")"), std::string::npos)
+          << section;
+    }
   }
 }
 

@@ -555,5 +555,103 @@ TEST(ReplayTools, MatchesProbesBySeqAndTestcasesByOrder) {
   EXPECT_FALSE(ReplayTools::Load(tmp.path()).ok()) << "two testcases for one key in one file";
 }
 
+// A replay records what answered in the layout it reads (so a replayed sweep has evidence like
+// a native one), and that record replays to the same answers.
+TEST(ReplayTools, RecordsWhatAnsweredAndTheRecordReplaysTheSame) {
+  testing::TempDir tmp;
+  const auto src = tmp.path() / "src";
+  const auto rec = tmp.path() / "rec";
+  const std::string key = "m/pytorch-A-single_device-training";
+  const std::string crashed = "m/pytorch-B-single_device-training";
+  const std::string unasked = "z/pytorch-single_device-training";
+  auto doc = [&](const std::string& k, int seq, bool ok) {
+    json d = {{"schema", 1},
+              {"key", k},
+              {"loader", "l"},
+              {"phase", "structure"},
+              {"ok", ok},
+              {"error", nullptr},
+              {"inputs", json::array()},
+              {"output", nullptr},
+              {"unpacked", nullptr},
+              {"backward", "skipped"}};
+    if (seq > 0) d["seq"] = seq;  // seq 0 is the default and may be left out
+    return d;
+  };
+  auto testcase = [](const std::string& k, bool pass) {
+    return "<testcase name=\"test_all_models_torch[" + k + "]\">" +
+           (pass ? "" : "<failure message=\"x\">E   x</failure>") + "</testcase>";
+  };
+  testing::WriteFileOrDie(
+      src / "probes/a.json",
+      json::array({doc(key, 0, false), doc(key, 1, true), doc(unasked, 0, true)}).dump());
+  testing::WriteFileOrDie(
+      src / "junit/01-verify.xml",
+      "<testsuite>" + testcase(key, false) + testcase(unasked, true) + "</testsuite>");
+  testing::WriteFileOrDie(src / "logs/01-verify.log", "the first run\n");
+  testing::WriteFileOrDie(src / "junit/02-verify.xml",
+                          "<testsuite>" + testcase(key, true) + "</testsuite>");
+  testing::WriteFileOrDie(src / "junit/03-inference.xml",
+                          "<testsuite>" + testcase(unasked, false) + "</testsuite>");
+  testing::WriteFileOrDie(src / ("logs/" + crashed + ".log"), "Fatal Python error: Aborted\n");
+
+  // The same questions, asked of a replay directory; the answers in order.
+  auto ask = [&](ReplayTools& t) {
+    std::vector<std::string> answers;
+    for (int i = 0; i < 3; ++i) {
+      auto p = t.Probe(key, "structure");
+      answers.push_back(p.ok() ? (p->front().ok ? "probe ok" : "probe failed") : "probe none");
+    }
+    for (int i = 0; i < 3; ++i) {
+      auto r = t.Pytest({key, crashed}, "verify");
+      EXPECT_TRUE(r.ok()) << r.status();
+      if (!r.ok()) continue;
+      answers.push_back(std::string(junit::OutcomeName(r->cases[0].outcome)));
+      answers.push_back(std::string(junit::OutcomeName(r->cases[1].outcome)) + " " + r->log);
+    }
+    return answers;
+  };
+  auto first = ReplayTools::Load(src, rec);
+  ASSERT_TRUE(first.ok()) << first.status();
+  const std::vector<std::string> answers = ask(**first);
+  ASSERT_EQ(answers.size(), 9u);
+  EXPECT_EQ(answers[0], "probe failed");
+  EXPECT_EQ(answers[1], "probe ok");
+  EXPECT_EQ(answers[2], "probe none");
+
+  std::vector<std::string> names;
+  for (const auto& [name, path] : (*first)->Evidence()) {
+    names.push_back(name);
+    EXPECT_EQ(path, rec / name);
+    EXPECT_TRUE(std::filesystem::is_regular_file(path)) << name;
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{
+                       "junit/01-verify.xml", "junit/02-verify.xml", "logs/01-verify.log",
+                       "logs/" + crashed + ".log",
+                       "probes/m__pytorch-A-single_device-training.structure.0.json",
+                       "probes/m__pytorch-A-single_device-training.structure.1.json"}))
+      << "what answered, nothing else (03-inference.xml and the unasked key's probe did not)";
+  EXPECT_EQ(testing::ReadFileOrDie(rec / "junit/01-verify.xml"),
+            testing::ReadFileOrDie(src / "junit/01-verify.xml"))
+      << "JUnit files are kept as they were";
+  EXPECT_EQ(json::parse(testing::ReadFileOrDie(
+                            rec / "probes/m__pytorch-A-single_device-training.structure.0.json"))
+                .value("seq", -1),
+            0)
+      << "a recorded probe document names its seq";
+
+  // The record replays to the same answers.
+  auto again = ReplayTools::Load(rec, tmp.path() / "rec2");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(ask(**again), answers);
+  EXPECT_EQ((*again)->Evidence().size(), (*first)->Evidence().size());
+
+  // Without a record directory nothing is written.
+  auto plain = ReplayTools::Load(src);
+  ASSERT_TRUE(plain.ok());
+  ask(**plain);
+  EXPECT_TRUE((*plain)->Evidence().empty());
+}
+
 }  // namespace
 }  // namespace triage::playbooks
