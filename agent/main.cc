@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <thread>
 
 #include "CLI/CLI.hpp"
@@ -17,6 +18,7 @@
 #include "agent/workspace/workspace.h"
 #include "common/config/config.h"
 #include "common/metrics/metrics_server.h"
+#include "common/util/dir_lock.h"
 #include "common/util/file.h"
 #include "common/util/log.h"
 #include "common/util/strings.h"
@@ -161,11 +163,23 @@ int main(int argc, char** argv) {
   if (!cfg.scripts_dir.empty()) {
     cfg.scripts_dir = std::filesystem::absolute(cfg.scripts_dir, ec).lexically_normal().string();
   }
+  // One agent per data directory (its spool) and per workspace, for the whole life of the process:
+  // two agents would send each other's spooled results and reset each other's checkout mid-shard.
+  std::filesystem::create_directories(cfg.data_dir, ec);
+  if (ec) return Fail(util::StrCat("cannot create data_dir ", cfg.data_dir, ": ", ec.message()));
+  auto data_lock = util::DirLock::Acquire(std::filesystem::path(cfg.data_dir) / "agent.lock",
+                                          "data_dir", cfg.data_dir);
+  if (!data_lock.ok()) return Fail(util::MessageOf(data_lock.status()));
+  std::optional<util::DirLock> workspace_lock;
   std::unique_ptr<workspace::Workspace> ws;
   if (!cfg.workspace.empty()) {
     if (!std::filesystem::is_directory(cfg.workspace)) {
       return Fail(util::StrCat("workspace ", cfg.workspace, " is not a directory"));
     }
+    auto lock = util::DirLock::Acquire(workspace::Workspace::LockFile(cfg.workspace), "workspace",
+                                       cfg.workspace);
+    if (!lock.ok()) return Fail(util::MessageOf(lock.status()));
+    workspace_lock = std::move(*lock);
     ws = std::make_unique<workspace::Workspace>(cfg.workspace,
                                                 std::filesystem::path(cfg.data_dir) / "shards");
   }
@@ -177,7 +191,6 @@ int main(int argc, char** argv) {
     auto m = metrics::MetricsServer::Start(cfg.metrics_address, registry);
     if (!m.ok()) return Fail(util::MessageOf(m.status()));
     metrics_server = std::move(*m);
-    std::filesystem::create_directories(cfg.data_dir);
     (void)util::WriteFileAtomic(std::filesystem::path(cfg.data_dir) / "metrics_port",
                                 util::StrCat(metrics_server->port(), "\n"));
     spdlog::info("metrics on port {}", metrics_server->port());
