@@ -129,7 +129,7 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   AgentConfig cfg;
-  config::Schema schema;
+  config::Schema schema(config::kAgentEnvPrefix);
   cfg.Register(schema);
   CLI::App app{"triage-agent: runs triage shards leased from the coordinator"};
   if (auto exit_code = config::ParseCommandLine(schema, app, argc, argv, "triage-agent"))

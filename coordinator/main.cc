@@ -101,7 +101,7 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   CoordinatorConfig cfg;
-  config::Schema schema;
+  config::Schema schema(config::kCoordinatorEnvPrefix);
   cfg.Register(schema);
   CLI::App app{"triage-coordinator: plans sweeps and leases shards to agents"};
   if (auto exit_code = config::ParseCommandLine(schema, app, argc, argv, "triage-coordinator"))
