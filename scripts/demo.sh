@@ -69,7 +69,7 @@ done
 port() { sed -n "s/.*\"$1\": \([0-9]*\).*/\1/p" "$run/coordinator/ports.json"; }
 agent_port=$(port agent_port)
 control_port=$(port control_port)
-export TRIAGE_COORDINATOR=127.0.0.1:$control_port
+export TRIAGECTL_SERVER=127.0.0.1:$control_port
 echo "   coordinator: agents on :$agent_port, control on :$control_port," \
      "metrics on http://127.0.0.1:$(port metrics_port)/metrics, store $run/coordinator/"
 
