@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <iostream>
 #include <optional>
@@ -241,15 +242,23 @@ int main(int argc, char** argv) {
   options.max_shards = static_cast<int>(cfg.max_shards);
 
   agent::Agent a(options, client->get(), ws.get(), executors, &metrics);
+  // Waits for SIGINT/SIGTERM while Run lasts. It polls rather than blocking in sigwait, so that
+  // when Run ends on its own (a fatal error, drained, max_shards) the thread ends without anyone
+  // sending a signal: only a real signal is logged as one.
+  std::atomic<bool> run_over{false};
   std::thread waiter([&] {
-    int sig = 0;
-    sigwait(&signals, &sig);
-    spdlog::info("signal {}: stopping", sig);
-    a.Stop();
+    const timespec slice{0, 100'000'000};
+    while (!run_over.load()) {
+      int sig = sigtimedwait(&signals, nullptr, &slice);
+      if (sig > 0) {
+        spdlog::info("signal {}: stopping", sig);
+        a.Stop();
+        return;
+      }
+    }
   });
   absl::Status st = a.Run();
-  // Wake the signal thread if Run ended on its own.
-  pthread_kill(waiter.native_handle(), SIGTERM);
+  run_over.store(true);
   waiter.join();
   if (!st.ok()) return Fail(util::MessageOf(st));
   spdlog::info("stopped after {} shard(s)", a.shards_done());

@@ -113,6 +113,7 @@ class Client {
     if (!channel.ok()) return channel.status();
     client.stub_ = v1::ControlService::NewStub(*channel);
     client.address_ = c.coordinator;
+    client.insecure_ = c.insecure;
     return client;
   }
 
@@ -125,12 +126,7 @@ class Client {
     Resp resp;
     grpc::Status st = (stub_.get()->*method)(&ctx, req, &resp);
     if (!st.ok()) {
-      absl::Status s = rpc::FromGrpc(st);
-      if (absl::IsUnavailable(s)) {
-        return absl::UnavailableError(
-            util::StrCat("cannot reach the coordinator at ", address_, ": ", st.error_message()));
-      }
-      return s;
+      return rpc::DescribeCallError(rpc::FromGrpc(st), address_, rpc::Service::kControl, insecure_);
     }
     return resp;
   }
@@ -142,6 +138,7 @@ class Client {
   std::unique_ptr<v1::ControlService::Stub> stub_;
   std::string token_;
   std::string address_;
+  bool insecure_ = false;
 };
 
 int Error(std::ostream& err, const absl::Status& st) {

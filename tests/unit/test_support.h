@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -42,9 +43,11 @@ class TempDir {
 std::string ReadFileOrDie(const std::filesystem::path& path);
 void WriteFileOrDie(const std::filesystem::path& path, std::string_view contents);
 
-// Runs argv (no shell) with cwd; returns the exit code and fills output (stdout+stderr).
+// Runs argv (no shell) with cwd; returns the exit code and fills output (stdout+stderr). env:
+// variables set (value) or removed (nullopt) in the child's environment.
 int RunCommand(const std::vector<std::string>& argv, const std::filesystem::path& cwd,
-               std::string* output);
+               std::string* output,
+               const std::vector<std::pair<std::string, std::optional<std::string>>>& env = {});
 
 // A background process for tests that need real processes (coordinator, agents). Output goes
 // to log_path. The destructor kills the whole process group with SIGKILL.
