@@ -56,8 +56,8 @@ class Schema {
   std::string Describe() const;
 
   // Notes from the last LoadEnvironment, one line each: an old-style TRIAGE_<NAME> variable of
-  // one of this program's settings is set and its new name is not ("TRIAGE_DATA_DIR is not read
-  // any more (ignored): set TRIAGE_COORDINATOR_DATA_DIR"). ParseCommandLine prints them.
+  // one of this program's settings is set and its new name is not ("TRIAGE_DATA_DIR is set but
+  // no longer read (ignored): use TRIAGE_COORDINATOR_DATA_DIR"). ParseCommandLine prints them.
   const std::vector<std::string>& warnings() const { return warnings_; }
   const std::string& env_prefix() const { return env_prefix_; }
 
