@@ -4,6 +4,8 @@ BUILD_DIR ?= build
 BUILD_TYPE ?= RelWithDebInfo
 JOBS ?= $(shell nproc)
 CTEST_ARGS ?=
+# make demo KEEP=1: leave the demo's coordinator and agents running (scripts/demo.sh stop)
+KEEP ?= 0
 
 .PHONY: all deps configure build test unit integration e2e demo bench format format-check clean
 
@@ -29,7 +31,7 @@ unit integration e2e: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure --no-tests=error -j $(JOBS) -L $@ $(CTEST_ARGS)
 
 demo: build
-	scripts/demo.sh $(BUILD_DIR)
+	KEEP=$(KEEP) scripts/demo.sh $(BUILD_DIR)
 
 bench: build
 	scripts/bench.sh $(BUILD_DIR)

@@ -3,8 +3,10 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <thread>
 
 #include "CLI/CLI.hpp"
@@ -17,6 +19,7 @@
 #include "agent/workspace/workspace.h"
 #include "common/config/config.h"
 #include "common/metrics/metrics_server.h"
+#include "common/util/dir_lock.h"
 #include "common/util/file.h"
 #include "common/util/log.h"
 #include "common/util/strings.h"
@@ -127,7 +130,7 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   AgentConfig cfg;
-  config::Schema schema;
+  config::Schema schema(config::kAgentEnvPrefix);
   cfg.Register(schema);
   CLI::App app{"triage-agent: runs triage shards leased from the coordinator"};
   if (auto exit_code = config::ParseCommandLine(schema, app, argc, argv, "triage-agent"))
@@ -161,11 +164,23 @@ int main(int argc, char** argv) {
   if (!cfg.scripts_dir.empty()) {
     cfg.scripts_dir = std::filesystem::absolute(cfg.scripts_dir, ec).lexically_normal().string();
   }
+  // One agent per data directory (its spool) and per workspace, for the whole life of the process:
+  // two agents would send each other's spooled results and reset each other's checkout mid-shard.
+  std::filesystem::create_directories(cfg.data_dir, ec);
+  if (ec) return Fail(util::StrCat("cannot create data_dir ", cfg.data_dir, ": ", ec.message()));
+  auto data_lock = util::DirLock::Acquire(std::filesystem::path(cfg.data_dir) / "agent.lock",
+                                          "data_dir", cfg.data_dir);
+  if (!data_lock.ok()) return Fail(util::MessageOf(data_lock.status()));
+  std::optional<util::DirLock> workspace_lock;
   std::unique_ptr<workspace::Workspace> ws;
   if (!cfg.workspace.empty()) {
     if (!std::filesystem::is_directory(cfg.workspace)) {
       return Fail(util::StrCat("workspace ", cfg.workspace, " is not a directory"));
     }
+    auto lock = util::DirLock::Acquire(workspace::Workspace::LockFile(cfg.workspace), "workspace",
+                                       cfg.workspace);
+    if (!lock.ok()) return Fail(util::MessageOf(lock.status()));
+    workspace_lock = std::move(*lock);
     ws = std::make_unique<workspace::Workspace>(cfg.workspace,
                                                 std::filesystem::path(cfg.data_dir) / "shards");
   }
@@ -177,7 +192,6 @@ int main(int argc, char** argv) {
     auto m = metrics::MetricsServer::Start(cfg.metrics_address, registry);
     if (!m.ok()) return Fail(util::MessageOf(m.status()));
     metrics_server = std::move(*m);
-    std::filesystem::create_directories(cfg.data_dir);
     (void)util::WriteFileAtomic(std::filesystem::path(cfg.data_dir) / "metrics_port",
                                 util::StrCat(metrics_server->port(), "\n"));
     spdlog::info("metrics on port {}", metrics_server->port());
@@ -228,15 +242,23 @@ int main(int argc, char** argv) {
   options.max_shards = static_cast<int>(cfg.max_shards);
 
   agent::Agent a(options, client->get(), ws.get(), executors, &metrics);
+  // Waits for SIGINT/SIGTERM while Run lasts. It polls rather than blocking in sigwait, so that
+  // when Run ends on its own (a fatal error, drained, max_shards) the thread ends without anyone
+  // sending a signal: only a real signal is logged as one.
+  std::atomic<bool> run_over{false};
   std::thread waiter([&] {
-    int sig = 0;
-    sigwait(&signals, &sig);
-    spdlog::info("signal {}: stopping", sig);
-    a.Stop();
+    const timespec slice{0, 100'000'000};
+    while (!run_over.load()) {
+      int sig = sigtimedwait(&signals, nullptr, &slice);
+      if (sig > 0) {
+        spdlog::info("signal {}: stopping", sig);
+        a.Stop();
+        return;
+      }
+    }
   });
   absl::Status st = a.Run();
-  // Wake the signal thread if Run ended on its own.
-  pthread_kill(waiter.native_handle(), SIGTERM);
+  run_over.store(true);
   waiter.join();
   if (!st.ok()) return Fail(util::MessageOf(st));
   spdlog::info("stopped after {} shard(s)", a.shards_done());

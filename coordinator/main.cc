@@ -12,6 +12,7 @@
 #include "common/config/config.h"
 #include "common/metrics/metrics_server.h"
 #include "common/util/allocator.h"
+#include "common/util/dir_lock.h"
 #include "common/util/file.h"
 #include "common/util/log.h"
 #include "common/util/strings.h"
@@ -103,7 +104,7 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   CoordinatorConfig cfg;
-  config::Schema schema;
+  config::Schema schema(config::kCoordinatorEnvPrefix);
   cfg.Register(schema);
   CLI::App app{"triage-coordinator: plans sweeps and leases shards to agents"};
   if (auto exit_code = config::ParseCommandLine(schema, app, argc, argv, "triage-coordinator"))
@@ -117,6 +118,11 @@ int main(int argc, char** argv) {
   std::error_code ec;
   std::filesystem::create_directories(cfg.data_dir, ec);
   if (ec) return Fail(util::StrCat("cannot create data_dir ", cfg.data_dir, ": ", ec.message()));
+  // One coordinator per data directory, for the whole life of the process: a second one would
+  // share the database and overwrite ports.json.
+  auto data_lock = util::DirLock::Acquire(std::filesystem::path(cfg.data_dir) / "coordinator.lock",
+                                          "data_dir", cfg.data_dir);
+  if (!data_lock.ok()) return Fail(util::MessageOf(data_lock.status()));
 
   coord::SqliteOptions sqlite;
   sqlite.synchronous_full = cfg.sqlite_synchronous_full;

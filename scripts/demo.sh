@@ -10,16 +10,73 @@
 #      both patches apply to a fresh clone at the sweep's commits;
 #   5. shows what the classifier takes from tt-xla's real training YAML (../shared/data), when present.
 #
-# Every process is stopped on exit. Logs: demo-out/run/*.log.
+# Usage: scripts/demo.sh [BUILD_DIR]   (KEEP=1: leave the cluster running afterwards)
+#        scripts/demo.sh stop          (stop the cluster a KEEP=1 run left running)
+#
+# Every process is stopped on exit, unless KEEP=1 and the demo succeeded: then the coordinator
+# and the agents keep running, their pids are in demo-out/run/pids, and `scripts/demo.sh stop`
+# stops exactly those. Logs: demo-out/run/*.log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
+out=$root/demo-out
+run=$out/run
+pidfile=$run/pids
+keep=${KEEP:-0}
+[[ $keep == 0 || $keep == 1 ]] || { echo "demo: KEEP must be 0 or 1, got '$keep'" >&2; exit 2; }
+
+# $pidfile lines: PID<tab>EXE<tab>MARK. A pid is the demo's process only while /proc/PID/cmdline
+# still starts with EXE and has MARK (the process's own --data_dir, under demo-out/run) as an
+# argument: a pid the kernel has given to another process since is never touched.
+is_ours() {
+  local pid=$1 exe=$2 mark=$3 argv a
+  [[ -r /proc/$pid/cmdline ]] || return 1
+  mapfile -d '' -t argv <"/proc/$pid/cmdline" 2>/dev/null || return 1
+  [[ ${#argv[@]} -gt 0 && ${argv[0]} == "$exe" ]] || return 1
+  for a in "${argv[@]:1}"; do [[ $a == "$mark" ]] && return 0; done
+  return 1
+}
+
+# Stops the processes of $pidfile that are still ours: SIGTERM, then up to 15 s for them to go.
+stop_recorded() {
+  [[ -f $pidfile ]] || { echo "demo: nothing to stop (no $pidfile)"; return 0; }
+  local pid exe mark i pids_=() exes=() marks=()
+  while IFS=$'\t' read -r pid exe mark; do
+    [[ -n $pid ]] || continue
+    if is_ours "$pid" "$exe" "$mark"; then
+      echo "demo: stopping $(basename "$exe") (pid $pid)"
+      kill -TERM "$pid" 2>/dev/null || true
+      pids_+=("$pid") exes+=("$exe") marks+=("$mark")
+    else
+      echo "demo: pid $pid is no longer the demo's $(basename "$exe"): left alone"
+    fi
+  done <"$pidfile"
+  local left=
+  for _ in $(seq 1 150); do
+    left=
+    for i in "${!pids_[@]}"; do
+      is_ours "${pids_[$i]}" "${exes[$i]}" "${marks[$i]}" && left+=" ${pids_[$i]}"
+    done
+    [[ -z $left ]] && break
+    sleep 0.1
+  done
+  if [[ -n $left ]]; then
+    echo "demo: still running after 15 s:$left (see $run/*.log)" >&2
+    return 1
+  fi
+  rm -f "$pidfile"
+  echo "demo: stopped"
+}
+
+if [[ ${1:-} == stop ]]; then
+  stop_recorded
+  exit
+fi
+
 build=${1:-build}
 ctl="$root/$build/coordinator/triagectl/triagectl"
 coordinator="$root/$build/coordinator/triage-coordinator"
 agent="$root/$build/agent/triage-agent"
-out=$root/demo-out
-run=$out/run
 data=${TRIAGE_SHARED_DIR:-$root/../shared}/data/tt-xla
 
 for b in "$ctl" "$coordinator" "$agent"; do
@@ -32,11 +89,24 @@ export GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_NOSYSTEM=1
 export GIT_AUTHOR_NAME=triage-demo GIT_AUTHOR_EMAIL=triage-demo@localhost
 export GIT_COMMITTER_NAME=triage-demo GIT_COMMITTER_EMAIL=triage-demo@localhost
 
+# A cluster left by KEEP=1 would lose its directory under its feet: stop it first.
+if [[ -f $pidfile ]]; then
+  while IFS=$'\t' read -r pid exe mark; do
+    if [[ -n $pid ]] && is_ours "$pid" "$exe" "$mark"; then
+      echo "demo: the cluster of an earlier KEEP=1 run is still running (pid $pid);" \
+           "stop it with: scripts/demo.sh stop" >&2
+      exit 1
+    fi
+  done <"$pidfile"
+fi
+
 pids=()
 stop_all() {
   local status=$?
+  if [[ $status -eq 0 && $keep == 1 ]]; then exit 0; fi
   for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  rm -f "$pidfile"
   if [[ $status -ne 0 ]]; then
     echo "demo: failed (exit $status); logs are in $run/" >&2
   fi
@@ -44,6 +114,15 @@ stop_all() {
 }
 trap stop_all EXIT
 trap 'exit 130' INT TERM
+
+# Starts a daemon in the background, its output in LOG; records it in $pidfile.
+launch() {
+  local log=$1 data_dir=$2
+  shift 2
+  "$@" >"$log" 2>&1 &
+  pids+=($!)
+  printf '%s\t%s\t%s\n' "$!" "$1" "$data_dir" >>"$pidfile"
+}
 
 start=$(date +%s)
 rm -rf "$out" && mkdir -p "$run"
@@ -56,10 +135,10 @@ for a in cpu n150 p150; do
 done
 
 echo "== 2. Coordinator and three agents on loopback"
-"$coordinator" --insecure --data_dir "$run/coordinator" \
+launch "$run/coordinator.log" "$run/coordinator" \
+  "$coordinator" --insecure --data_dir "$run/coordinator" \
   --agent_address 127.0.0.1:0 --control_address 127.0.0.1:0 --metrics_address 127.0.0.1:0 \
-  --tick_ms 200 --heartbeat_interval_seconds 2 >"$run/coordinator.log" 2>&1 &
-pids+=($!)
+  --tick_ms 200 --heartbeat_interval_seconds 2
 for _ in $(seq 1 100); do
   [[ -s $run/coordinator/ports.json ]] && break
   kill -0 "${pids[0]}" 2>/dev/null || { cat "$run/coordinator.log" >&2; exit 1; }
@@ -69,7 +148,7 @@ done
 port() { sed -n "s/.*\"$1\": \([0-9]*\).*/\1/p" "$run/coordinator/ports.json"; }
 agent_port=$(port agent_port)
 control_port=$(port control_port)
-export TRIAGE_COORDINATOR=127.0.0.1:$control_port
+export TRIAGECTL_SERVER=127.0.0.1:$control_port
 echo "   coordinator: agents on :$agent_port, control on :$control_port," \
      "metrics on http://127.0.0.1:$(port metrics_port)/metrics, store $run/coordinator/"
 
@@ -78,8 +157,7 @@ for a in cpu n150 p150; do
         --workspace "$run/ws-$a" --data_dir "$run/agent-$a" --executors native
         --lease_wait_seconds 2 --metrics_address "")
   if [[ $a == cpu ]]; then args+=(--cpu_only); else args+=(--arch "$a"); fi
-  "$agent" "${args[@]}" >"$run/agent-$a.log" 2>&1 &
-  pids+=($!)
+  launch "$run/agent-$a.log" "$run/agent-$a" "$agent" "${args[@]}"
 done
 for _ in $(seq 1 100); do
   live=$("$ctl" agents list --insecure 2>/dev/null | grep -c "demo-" || true)
@@ -139,3 +217,20 @@ for f in tt-xla.patch tt-forge-models.patch report.md report.json; do
   printf '   %-22s %s (%s lines)\n' "$f" "$out/$f" "$(wc -l <"$out/$f")"
 done
 echo "   evidence per shard:   $out/evidence/"
+
+if [[ $keep == 1 ]]; then
+  c="$build/coordinator/triagectl/triagectl"
+  conn="--coordinator 127.0.0.1:$control_port --insecure"
+  echo
+  echo "== The cluster keeps running (KEEP=1): coordinator and agents demo-cpu, demo-n150, demo-p150"
+  echo "   pids in $pidfile, logs in $run/"
+  echo "   Try the on-call verbs against it:"
+  echo "     $c agents list $conn"
+  echo "     $c sweep status $sweep $conn"
+  echo "     $c shards list --stuck $conn"
+  echo "     $c agents drain demo-p150 --reason 'try drain' $conn"
+  echo "     $c agents undrain demo-p150 --reason 'try undrain' $conn"
+  echo "     $c sweep start --repo $repo --arch n150,p150 --executor native --reason again --watch $conn"
+  echo "   (or export TRIAGECTL_SERVER=127.0.0.1:$control_port TRIAGECTL_INSECURE=1)"
+  echo "   Stop exactly these processes with: scripts/demo.sh stop"
+fi

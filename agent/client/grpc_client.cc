@@ -34,7 +34,10 @@ struct GrpcCoordinatorClient::Impl {
       std::lock_guard lock(mu);
       waits.erase(&ctx);
     }
-    if (!st.ok()) return rpc::FromGrpc(st);
+    if (!st.ok()) {
+      return rpc::DescribeCallError(rpc::FromGrpc(st), options.address, rpc::Service::kAgent,
+                                    options.tls.insecure);
+    }
     return resp;
   }
 };

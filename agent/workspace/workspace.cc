@@ -417,4 +417,19 @@ absl::StatusOr<fs::path> Workspace::Resolve(std::string_view relative) const {
   return (root_ / fs::path(std::string(relative))).lexically_normal();
 }
 
+fs::path Workspace::LockFile(const fs::path& root) {
+  // git answers for worktrees (.git/worktrees/<name>) and gitfiles (submodules,
+  // --separate-git-dir).
+  auto out = git::Git(root).Run({"rev-parse", "--show-toplevel", "--absolute-git-dir"},
+                                std::chrono::seconds(30));
+  if (out.ok()) {
+    const auto lines = util::SplitLines(*out);
+    std::error_code ec;
+    if (lines.size() == 2 && fs::equivalent(fs::path(std::string(lines[0])), root, ec)) {
+      return fs::path(std::string(lines[1])) / "triage-agent.lock";
+    }
+  }
+  return root / ".triage-agent.lock";
+}
+
 }  // namespace triage::workspace

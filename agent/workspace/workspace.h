@@ -60,6 +60,12 @@ class Workspace {
   // (following existing symlinks) outside root. Returns root/relative (not canonicalized).
   absl::StatusOr<std::filesystem::path> Resolve(std::string_view relative) const;
 
+  // The lock file of the agent that owns the checkout at root: inside the checkout's own git
+  // directory (.git/, or wherever a gitfile or a worktree points), where `git status` never shows
+  // it and `git clean` never removes it. root/.triage-agent.lock when root is not the top of a
+  // git checkout.
+  static std::filesystem::path LockFile(const std::filesystem::path& root);
+
   const std::filesystem::path& root() const { return root_; }
   const std::filesystem::path& shards_dir() const { return shards_dir_; }
   std::filesystem::path forge_root() const { return root_ / kForgeDir; }

@@ -23,26 +23,30 @@ std::string Trim(std::string_view s) {
 
 }  // namespace
 
-std::string EnvName(std::string_view field) {
-  std::string out = "TRIAGE_";
+std::string EnvName(std::string_view prefix, std::string_view field) {
+  std::string out(prefix);
   for (char c : field) out.push_back(c == '-' ? '_' : static_cast<char>(std::toupper(c)));
   return out;
 }
 
+std::string LegacyEnvWarning(std::string_view old_name, std::string_view new_name) {
+  return util::StrCat(old_name, " is set but no longer read (ignored): use ", new_name);
+}
+
 void Schema::Add(std::string name, std::string* field, std::string doc) {
-  fields_.push_back({std::move(name), field, std::move(doc), "", nullptr});
+  fields_.push_back({std::move(name), field, std::move(doc), "", {}, nullptr});
 }
 void Schema::Add(std::string name, std::int64_t* field, std::string doc) {
-  fields_.push_back({std::move(name), field, std::move(doc), "", nullptr});
+  fields_.push_back({std::move(name), field, std::move(doc), "", {}, nullptr});
 }
 void Schema::Add(std::string name, double* field, std::string doc) {
-  fields_.push_back({std::move(name), field, std::move(doc), "", nullptr});
+  fields_.push_back({std::move(name), field, std::move(doc), "", {}, nullptr});
 }
 void Schema::Add(std::string name, bool* field, std::string doc) {
-  fields_.push_back({std::move(name), field, std::move(doc), "", nullptr});
+  fields_.push_back({std::move(name), field, std::move(doc), "", {}, nullptr});
 }
 void Schema::Add(std::string name, std::vector<std::string>* field, std::string doc) {
-  fields_.push_back({std::move(name), field, std::move(doc), "", nullptr});
+  fields_.push_back({std::move(name), field, std::move(doc), "", {}, nullptr});
 }
 
 Schema::Field* Schema::Find(std::string_view name) {
@@ -141,9 +145,17 @@ absl::Status Schema::LoadYaml(std::string_view text, const std::string& source) 
 }
 
 absl::Status Schema::LoadEnvironment(const std::map<std::string, std::string>& environment) {
+  warnings_.clear();
   for (auto& f : fields_) {
-    auto it = environment.find(EnvName(f.name));
-    if (it == environment.end()) continue;
+    const std::string name = EnvName(env_prefix_, f.name);
+    auto it = environment.find(name);
+    if (it == environment.end()) {
+      const std::string legacy = EnvName(kLegacyEnvPrefix, f.name);
+      if (legacy != name && environment.count(legacy) != 0) {
+        warnings_.push_back(LegacyEnvWarning(legacy, name));
+      }
+      continue;
+    }
     if (auto st = Set(f.name, it->second, util::StrCat("environment ", it->first)); !st.ok()) {
       return st;
     }
@@ -151,17 +163,35 @@ absl::Status Schema::LoadEnvironment(const std::map<std::string, std::string>& e
   return absl::OkStatus();
 }
 
+std::string Schema::FlagText(const Field& f) {
+  if (auto* s = std::get_if<std::string*>(&f.target)) {
+    return util::StrCat("TEXT [", (*s)->empty() ? "\"\"" : **s, "]");
+  }
+  if (auto* i = std::get_if<std::int64_t*>(&f.target)) return util::StrCat("INT [", **i, "]");
+  if (auto* d = std::get_if<double*>(&f.target)) return util::StrCat("FLOAT [", **d, "]");
+  if (auto* b = std::get_if<bool*>(&f.target)) {
+    return util::StrCat("BOOL [", **b ? "true" : "false", "]");
+  }
+  auto* l = std::get<std::vector<std::string>*>(f.target);
+  return util::StrCat("TEXT ... [", util::StrJoin(*l, ","), "]");
+}
+
 void Schema::AddFlags(CLI::App& app) {
   app.add_option("--config", config_path_, "YAML config file (settings below as keys)");
   app.add_flag("--print-config", print_config_,
                "Print every setting with its value and meaning, then exit");
   for (auto& f : fields_) {
-    std::string doc = util::StrCat(f.doc, " [env ", EnvName(f.name), "]");
+    std::string doc = util::StrCat(f.doc, " [env ", EnvName(env_prefix_, f.name), "]");
     if (std::holds_alternative<bool*>(f.target)) {
+      // --name alone is true; --name=false also works.
       f.option = app.add_flag("--" + f.name, f.flag_value, doc);
+    } else if (std::holds_alternative<std::vector<std::string>*>(f.target)) {
+      // --name a,b and --name a b; repeated flags add up.
+      f.option = app.add_option("--" + f.name, f.flag_values, doc)->delimiter(',');
     } else {
       f.option = app.add_option("--" + f.name, f.flag_value, doc);
     }
+    f.option->option_text(FlagText(f));
   }
 }
 
@@ -174,7 +204,9 @@ absl::Status Schema::Apply(const std::map<std::string, std::string>& environment
   if (auto st = LoadEnvironment(environment); !st.ok()) return st;
   for (auto& f : fields_) {
     if (f.option == nullptr || f.option->count() == 0) continue;
-    std::string value = f.flag_value;
+    std::string value = std::holds_alternative<std::vector<std::string>*>(f.target)
+                            ? util::StrJoin(f.flag_values, ",")
+                            : f.flag_value;
     if (std::holds_alternative<bool*>(f.target) && value.empty()) value = "true";
     if (auto st = Set(f.name, value, util::StrCat("flag --", f.name)); !st.ok()) return st;
   }
@@ -221,7 +253,9 @@ std::optional<int> ParseCommandLine(Schema& schema, CLI::App& app, int argc, cha
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
-  if (auto st = schema.Apply(); !st.ok()) {
+  auto st = schema.Apply();
+  for (const auto& w : schema.warnings()) std::cerr << program << ": warning: " << w << "\n";
+  if (!st.ok()) {
     std::cerr << program << ": " << util::MessageOf(st) << "\n";
     return 2;
   }

@@ -18,12 +18,23 @@ class Option;
 
 namespace triage::config {
 
+// Each program reads the environment variables of its own prefix only, so that one shell or pod
+// can configure several programs without one reading another's setting.
+inline constexpr char kCoordinatorEnvPrefix[] = "TRIAGE_COORDINATOR_";  // triage-coordinator
+inline constexpr char kAgentEnvPrefix[] = "TRIAGE_AGENT_";              // triage-agent
+// The variables of before: TRIAGE_<NAME> for every program. No longer read; a set one is
+// reported (see Schema::warnings) so that a forgotten one does not go unnoticed.
+inline constexpr char kLegacyEnvPrefix[] = "TRIAGE_";
+
 // One typed config struct per binary registers its fields here, each with its doc next to its
 // default. Values come, in increasing precedence, from the defaults, a YAML file (--config),
-// TRIAGE_<NAME> environment variables and command-line flags (--name). A bad value is one
-// clear line naming where it came from.
+// <env_prefix><NAME> environment variables and command-line flags (--name). A bad value is one
+// clear line naming where it came from. --help shows each flag's type and default.
 class Schema {
  public:
+  // env_prefix: kCoordinatorEnvPrefix, kAgentEnvPrefix.
+  explicit Schema(std::string env_prefix) : env_prefix_(std::move(env_prefix)) {}
+
   void Add(std::string name, std::string* field, std::string doc);
   void Add(std::string name, std::int64_t* field, std::string doc);
   void Add(std::string name, double* field, std::string doc);
@@ -44,16 +55,27 @@ class Schema {
   // "name: default  # doc" lines: the reference printed by --print-config.
   std::string Describe() const;
 
+  // Notes from the last LoadEnvironment, one line each: an old-style TRIAGE_<NAME> variable of
+  // one of this program's settings is set and its new name is not ("TRIAGE_DATA_DIR is set but
+  // no longer read (ignored): use TRIAGE_COORDINATOR_DATA_DIR"). ParseCommandLine prints them.
+  const std::vector<std::string>& warnings() const { return warnings_; }
+  const std::string& env_prefix() const { return env_prefix_; }
+
  private:
   struct Field {
     std::string name;
     std::variant<std::string*, std::int64_t*, double*, bool*, std::vector<std::string>*> target;
     std::string doc;
-    std::string flag_value;  // what the flag parser stored
+    std::string flag_value;                // what the flag parser stored (single values)
+    std::vector<std::string> flag_values;  // the same for lists
     CLI::Option* option = nullptr;
   };
   Field* Find(std::string_view name);
+  // "INT [120]", "BOOL [false]", "TEXT ... [n150]": the field's type and current value.
+  static std::string FlagText(const Field& f);
+  std::string env_prefix_;
   std::vector<Field> fields_;
+  std::vector<std::string> warnings_;
   std::string config_path_;
   bool print_config_ = false;
 
@@ -68,7 +90,10 @@ class Schema {
 std::optional<int> ParseCommandLine(Schema& schema, CLI::App& app, int argc, char** argv,
                                     std::string_view program);
 
-// TRIAGE_LEASE_TTL_SECONDS for "lease_ttl_seconds".
-std::string EnvName(std::string_view field);
+// The one warning line about an old-style variable that is set but no longer read.
+std::string LegacyEnvWarning(std::string_view old_name, std::string_view new_name);
+
+// EnvName(kCoordinatorEnvPrefix, "lease_ttl_seconds") = "TRIAGE_COORDINATOR_LEASE_TTL_SECONDS".
+std::string EnvName(std::string_view prefix, std::string_view field);
 
 }  // namespace triage::config

@@ -1,5 +1,6 @@
 #include "common/metrics/metrics_server.h"
 
+#include "common/util/net.h"
 #include "common/util/strings.h"
 #include "prometheus/exposer.h"
 #include "prometheus/registry.h"
@@ -21,8 +22,10 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
   try {
     impl->exposer = std::make_unique<prometheus::Exposer>(address);
   } catch (const std::exception& e) {
-    return absl::UnavailableError(
-        util::StrCat("cannot serve metrics on ", address, ": ", e.what()));
+    // civetweb's own message only guesses ("possible problem binding to port"): name the cause.
+    const std::string problem = util::BindProblem(address);
+    return absl::UnavailableError(util::StrCat("cannot serve metrics on ", address, ": ",
+                                               problem.empty() ? e.what() : problem));
   }
   impl->exposer->RegisterCollectable(registry);
   auto ports = impl->exposer->GetListeningPorts();

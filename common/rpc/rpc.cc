@@ -1,5 +1,7 @@
 #include "common/rpc/rpc.h"
 
+#include <algorithm>
+#include <cctype>
 #include <random>
 #include <thread>
 
@@ -91,6 +93,60 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> Connect(const std::string& addres
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 30'000);
   args.SetInt(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, 64 << 20);
   return grpc::CreateCustomChannel(address, *creds, args);
+}
+
+namespace {
+
+bool Contains(std::string_view haystack, std::string_view needle) {
+  auto lower = [](char c) {
+    return static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  };
+  return std::search(haystack.begin(), haystack.end(), needle.begin(), needle.end(),
+                     [&](char a, char b) { return lower(a) == lower(b); }) != haystack.end();
+}
+
+}  // namespace
+
+absl::Status DescribeCallError(const absl::Status& status, std::string_view address,
+                               Service expected, bool insecure) {
+  if (status.ok()) return status;
+  const std::string_view message(status.message().data(), status.message().size());
+  if (absl::IsUnimplemented(status) && message.empty()) {
+    // gRPC's answer for a method the server does not have: the other port of the coordinator.
+    const bool agent = expected == Service::kAgent;
+    return absl::UnimplementedError(util::StrCat(
+        address, " does not serve the ", agent ? "AgentService" : "ControlService",
+        " (UNIMPLEMENTED): is it the coordinator's ", agent ? "control" : "agent", " port? ",
+        agent ? "agents use the agent port" : "triagectl uses the control port"));
+  }
+  if (!absl::IsUnavailable(status)) return status;
+  constexpr std::string_view kTlsMismatch =
+      "TLS handshake failed or plaintext peer: is --insecure set on one side only?";
+  std::string_view hint;
+  const bool tls_failed =
+      Contains(message, "handshake") || Contains(message, "ssl") || Contains(message, "tsi_");
+  if (tls_failed && Contains(message, "certificate")) {
+    // Both sides speak TLS, but a certificate was refused.
+    hint =
+        "TLS handshake failed: a certificate was not accepted (is the TLS CA setting the CA that "
+        "signed the coordinator's certificate? mutual TLS also needs a client certificate)";
+  } else if (tls_failed) {
+    // A TLS client reading a plaintext answer ("wrong version number").
+    hint = kTlsMismatch;
+  } else if (insecure &&
+             (Contains(message, "socket closed") || Contains(message, "connection reset") ||
+              Contains(message, "end of file"))) {
+    // A TLS server drops a plaintext client without a word.
+    hint = kTlsMismatch;
+  } else if (Contains(message, "connection refused")) {
+    hint = "connection refused: is the coordinator running, and is the port right?";
+  }
+  if (hint.empty()) {
+    return absl::UnavailableError(
+        util::StrCat("cannot reach the coordinator at ", address, ": ", message));
+  }
+  return absl::UnavailableError(
+      util::StrCat("cannot reach the coordinator at ", address, ": ", hint, " (", message, ")"));
 }
 
 void AddBearer(grpc::ClientContext& context, const std::string& token) {

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -44,6 +45,19 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ClientCredentials(
     const TlsClientConfig& tls);
 absl::StatusOr<std::shared_ptr<grpc::Channel>> Connect(const std::string& address,
                                                        const TlsClientConfig& tls);
+
+// The coordinator's two gRPC services, each on its own port.
+enum class Service { kAgent, kControl };
+
+// A failed call to the coordinator as its user should read it, in the agent and triagectl
+// alike: the message names the address and, for the mistakes an operator can fix, the likely
+// cause: a wrong port (the peer does not serve `expected`: UNIMPLEMENTED without a message);
+// TLS on one side only (a TLS client reading plaintext, or a plaintext client whose connection
+// the TLS server drops); a certificate refused; nothing listening. `insecure`: this side speaks
+// plaintext. The code stays the same; other failures pass through unchanged, except that
+// UNAVAILABLE always names the address.
+absl::Status DescribeCallError(const absl::Status& status, std::string_view address,
+                               Service expected, bool insecure);
 
 // "authorization: Bearer <token>" on a call.
 void AddBearer(grpc::ClientContext& context, const std::string& token);

@@ -4,6 +4,7 @@
 #include <mutex>
 
 #include "common/util/log.h"
+#include "common/util/net.h"
 #include "common/util/strings.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
@@ -505,19 +506,23 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
 
   // A listener with the default health service (EnableDefaultHealthCheckService adds it to every
-  // server) and, unless null, one of ours. On an error return the server's destructor shuts down
-  // the listeners already started.
+  // server) and, unless null, one of ours. One owner per port: gRPC would otherwise set
+  // SO_REUSEPORT, and a second coordinator started on a taken port would share it silently. On an
+  // error return the server's destructor shuts down the listeners already started.
   auto build =
       [&](const std::string& address, const std::shared_ptr<grpc::ServerCredentials>& credentials,
           grpc::Service* service, int* port) -> absl::StatusOr<std::unique_ptr<grpc::Server>> {
     grpc::ServerBuilder builder;
     builder.AddListeningPort(address, credentials, port);
+    builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
     if (service != nullptr) builder.RegisterService(service);
     builder.SetMaxReceiveMessageSize(64 << 20);
     builder.SetMaxSendMessageSize(64 << 20);
     auto s = builder.BuildAndStart();
     if (s == nullptr || *port == 0) {
-      return absl::UnavailableError(util::StrCat("cannot listen on ", address));
+      const std::string problem = util::BindProblem(address);
+      return absl::UnavailableError(util::StrCat("cannot listen on ", address, ": ",
+                                                 problem.empty() ? "see the log above" : problem));
     }
     return s;
   };

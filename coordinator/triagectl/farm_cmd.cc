@@ -7,9 +7,12 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <ctime>
+#include <iostream>
 
 #include "CLI/CLI.hpp"
+#include "common/config/config.h"
 #include "common/git/git.h"
 #include "common/rpc/rpc.h"
 #include "common/util/file.h"
@@ -122,6 +125,7 @@ class Client {
     if (!channel.ok()) return channel.status();
     client.stub_ = v1::ControlService::NewStub(*channel);
     client.address_ = c.coordinator;
+    client.insecure_ = c.insecure;
     return client;
   }
 
@@ -133,15 +137,13 @@ class Client {
     ctx.set_deadline(std::chrono::system_clock::now() + timeout);
     Resp resp;
     grpc::Status st = (stub_.get()->*method)(&ctx, req, &resp);
-    if (!st.ok()) {
-      absl::Status s = rpc::FromGrpc(st);
-      if (absl::IsUnavailable(s)) {
-        return absl::UnavailableError(
-            util::StrCat("cannot reach the coordinator at ", address_, ": ", st.error_message()));
-      }
-      return s;
-    }
+    if (!st.ok()) return Describe(st);
     return resp;
+  }
+
+  // A failed call's status, with the likely cause (wrong port, TLS on one side only).
+  absl::Status Describe(const grpc::Status& st) const {
+    return rpc::DescribeCallError(rpc::FromGrpc(st), address_, rpc::Service::kControl, insecure_);
   }
 
   v1::ControlService::Stub* stub() { return stub_.get(); }
@@ -151,6 +153,7 @@ class Client {
   std::unique_ptr<v1::ControlService::Stub> stub_;
   std::string token_;
   std::string address_;
+  bool insecure_ = false;
 };
 
 int Error(std::ostream& err, const absl::Status& st) {
@@ -268,7 +271,7 @@ int Watch(Client& client, const std::string& id, bool json, std::ostream& out, s
   }
   grpc::Status st = reader->Finish();
   if (tty) out << "\n";
-  if (!st.ok()) return Error(err, rpc::FromGrpc(st));
+  if (!st.ok()) return Error(err, client.Describe(st));
   if (last.state() == "succeeded") {
     if (!json) out << "sweep " << id << " succeeded\n";
     return kExitOk;
@@ -375,21 +378,36 @@ int ApplyPatches(Client& client, const FarmOptions& o, std::ostream& out, std::o
 }  // namespace
 
 void FarmCommands::Register(CLI::App& app) {
+  // Environment: TRIAGECTL_* only (the daemons read TRIAGE_COORDINATOR_* and TRIAGE_AGENT_*). An
+  // old-style TRIAGE_* variable of these flags is reported once and not used.
   auto conn = [&](CLI::App* c) {
+    static constexpr std::pair<const char*, const char*> kEnv[] = {
+        {"TRIAGE_COORDINATOR", "TRIAGECTL_SERVER"},    {"TRIAGE_TOKEN", "TRIAGECTL_TOKEN"},
+        {"TRIAGE_TOKEN_FILE", "TRIAGECTL_TOKEN_FILE"}, {"TRIAGE_TLS_CA", "TRIAGECTL_TLS_CA"},
+        {"TRIAGE_TLS_CERT", "TRIAGECTL_TLS_CERT"},     {"TRIAGE_TLS_KEY", "TRIAGECTL_TLS_KEY"},
+        {"TRIAGE_INSECURE", "TRIAGECTL_INSECURE"}};
     c->add_option("--coordinator", o_.conn.coordinator, "Control address host:port")
-        ->envname("TRIAGE_COORDINATOR")
+        ->envname("TRIAGECTL_SERVER")
         ->capture_default_str();
-    c->add_option("--token", o_.conn.token, "Bearer token")->envname("TRIAGE_TOKEN");
+    c->add_option("--token", o_.conn.token, "Bearer token")->envname("TRIAGECTL_TOKEN");
     c->add_option("--token-file", o_.conn.token_file, "File holding the bearer token")
-        ->envname("TRIAGE_TOKEN_FILE");
+        ->envname("TRIAGECTL_TOKEN_FILE");
     c->add_option("--tls-ca", o_.conn.tls_ca, "PEM CA of the coordinator")
-        ->envname("TRIAGE_TLS_CA");
+        ->envname("TRIAGECTL_TLS_CA");
     c->add_option("--tls-cert", o_.conn.tls_cert, "Client certificate (mutual TLS)")
-        ->envname("TRIAGE_TLS_CERT");
+        ->envname("TRIAGECTL_TLS_CERT");
     c->add_option("--tls-key", o_.conn.tls_key, "Client key (mutual TLS)")
-        ->envname("TRIAGE_TLS_KEY");
-    c->add_flag("--insecure", o_.conn.insecure, "Plaintext gRPC")->envname("TRIAGE_INSECURE");
+        ->envname("TRIAGECTL_TLS_KEY");
+    c->add_flag("--insecure", o_.conn.insecure, "Plaintext gRPC")->envname("TRIAGECTL_INSECURE");
     c->add_option("-o,--output", o_.output, "table or json")->capture_default_str();
+    c->parse_complete_callback([] {
+      for (const auto& [old_name, new_name] : kEnv) {
+        if (std::getenv(old_name) != nullptr && std::getenv(new_name) == nullptr) {
+          std::cerr << "triagectl: warning: " << config::LegacyEnvWarning(old_name, new_name)
+                    << "\n";
+        }
+      }
+    });
   };
   auto* sweep = app.add_subcommand("sweep", "Start, follow and manage sweeps");
   sweep->require_subcommand(1);

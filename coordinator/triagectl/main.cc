@@ -1,11 +1,52 @@
 // triagectl: the command-line front end of triage-farm.
 
 #include <iostream>
+#include <optional>
+#include <string>
 
 #include "CLI/CLI.hpp"
 #include "coordinator/triagectl/farm_cmd.h"
 #include "coordinator/triagectl/inventory_cmd.h"
 #include "coordinator/triagectl/yaml_cmd.h"
+
+namespace {
+
+// When the words before the first option name a command that does not exist, or stop at a group
+// that needs one ("triagectl sweep"), the message that lists the ones that do. CLI11 alone says
+// only "The following arguments were not expected" or "A subcommand is required".
+std::optional<std::string> SubcommandProblem(CLI::App& app, int argc, char** argv) {
+  CLI::App* at = &app;
+  auto names = [](CLI::App* group) {
+    std::string out;
+    for (auto* c : group->get_subcommands([](CLI::App*) { return true; })) {
+      out += (out.empty() ? "" : ", ") + c->get_name();
+    }
+    return out;
+  };
+  for (int i = 1; i < argc; ++i) {
+    const std::string word = argv[i];
+    if (word.starts_with("-")) return std::nullopt;  // options (and --help) are CLI11's
+    auto subs = at->get_subcommands([](CLI::App*) { return true; });
+    if (subs.empty()) return std::nullopt;  // a command's own arguments
+    CLI::App* next = nullptr;
+    for (auto* c : subs) {
+      if (c->check_name(word)) next = c;
+    }
+    if (next == nullptr) {
+      if (at == &app) return "unknown command '" + word + "'; expected one of: " + names(at);
+      return "unknown subcommand '" + word + "' of '" + at->get_name() +
+             "'; expected one of: " + names(at);
+    }
+    at = next;
+  }
+  if (at == &app) return "a command is required; expected one of: " + names(at);
+  if (!at->get_subcommands([](CLI::App*) { return true; }).empty()) {
+    return "'" + at->get_name() + "' needs a subcommand; expected one of: " + names(at);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace triage::ctl;
@@ -49,6 +90,10 @@ int main(int argc, char** argv) {
   FarmCommands farm;
   farm.Register(app);
 
+  if (auto problem = SubcommandProblem(app, argc, argv)) {
+    std::cerr << "triagectl: " << *problem << "\n";
+    return kExitUsage;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

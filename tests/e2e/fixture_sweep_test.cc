@@ -29,7 +29,6 @@ namespace {
 using namespace std::chrono_literals;
 using nlohmann::json;
 
-const std::string kBin = TRIAGE_BINARY_DIR;
 const std::string kSrc = TRIAGE_SOURCE_DIR;
 const std::string kTraining =
     "tests/runner/test_config/torch/test_config_training_single_device.yaml";
@@ -49,12 +48,11 @@ class FixtureSweepTest : public ::testing::Test {
     agent_port_ = testing::FreePort();
     control_port_ = testing::FreePort();
     coordinator_ = std::make_unique<testing::ChildProcess>();
-    ASSERT_TRUE(
-        coordinator_->Start({kBin + "/coordinator/triage-coordinator", "--insecure", "--data_dir",
-                             (dir_ / "cdata").string(), "--agent_address", Addr(agent_port_),
-                             "--control_address", Addr(control_port_), "--metrics_address", "",
-                             "--tick_ms", "200", "--heartbeat_interval_seconds", "2"},
-                            dir_, dir_ / "coordinator.log", testing::GitTestEnv()));
+    ASSERT_TRUE(coordinator_->Start(
+        {testing::kCoordinatorBinary, "--insecure", "--data_dir", (dir_ / "cdata").string(),
+         "--agent_address", Addr(agent_port_), "--control_address", Addr(control_port_),
+         "--metrics_address", "", "--tick_ms", "200", "--heartbeat_interval_seconds", "2"},
+        dir_, dir_ / "coordinator.log", testing::GitTestEnv()));
     ASSERT_TRUE(testing::WaitFor([&] { return Ctl({"sweep", "list"}, &out) == 0; }, 15s)) << out;
   }
 
@@ -69,7 +67,7 @@ class FixtureSweepTest : public ::testing::Test {
   static std::string Addr(int port) { return "127.0.0.1:" + std::to_string(port); }
 
   int Ctl(std::vector<std::string> args, std::string* out) {
-    args.insert(args.begin(), kBin + "/coordinator/triagectl/triagectl");
+    args.insert(args.begin(), testing::kCtlBinary);
     args.insert(args.end(), {"--insecure", "--coordinator", Addr(control_port_)});
     return testing::RunCommand(args, dir_, out);
   }
@@ -87,7 +85,7 @@ class FixtureSweepTest : public ::testing::Test {
                                     dir_, &out),
                 0)
           << out;
-      std::vector<std::string> argv = {kBin + "/agent/triage-agent",
+      std::vector<std::string> argv = {testing::kAgentBinary,
                                        "--insecure",
                                        "--coordinator",
                                        Addr(agent_port_),

@@ -18,10 +18,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-const std::string kBin = TRIAGE_BINARY_DIR;
-const std::string kCoordinator = kBin + "/coordinator/triage-coordinator";
-const std::string kAgent = kBin + "/agent/triage-agent";
-const std::string kCtl = kBin + "/coordinator/triagectl/triagectl";
 constexpr char kUnpack[] =
     "tt-forge-models doesn't implement unpack_forward_output for this model.";
 
@@ -80,7 +76,7 @@ class PinTest : public ::testing::Test {
   void StartCoordinator() {
     coordinator_ = std::make_unique<testing::ChildProcess>();
     ASSERT_TRUE(coordinator_->Start(
-        {kCoordinator, "--insecure", "--data_dir", (tmp_.path() / "cdata").string(),
+        {testing::kCoordinatorBinary, "--insecure", "--data_dir", (tmp_.path() / "cdata").string(),
          "--agent_address", "127.0.0.1:" + std::to_string(agent_port_), "--control_address",
          "127.0.0.1:" + std::to_string(control_port_), "--metrics_address", "", "--tick_ms", "100",
          "--heartbeat_interval_seconds", "1", "--lease_wait_seconds", "1"},
@@ -98,15 +94,15 @@ class PinTest : public ::testing::Test {
     auto ws = testing::CloneWorkspace(repo_, tmp_.path() / "ws");
     agent_ = std::make_unique<testing::ChildProcess>();
     ASSERT_TRUE(agent_->Start(
-        {kAgent, "--insecure", "--coordinator", "127.0.0.1:" + std::to_string(agent_port_),
-         "--agent_id", "agent-0", "--workspace", ws.string(), "--data_dir",
-         (tmp_.path() / "adata").string(), "--lease_wait_seconds", "1", "--executors", "command",
-         "--metrics_address", ""},
+        {testing::kAgentBinary, "--insecure", "--coordinator",
+         "127.0.0.1:" + std::to_string(agent_port_), "--agent_id", "agent-0", "--workspace",
+         ws.string(), "--data_dir", (tmp_.path() / "adata").string(), "--lease_wait_seconds", "1",
+         "--executors", "command", "--metrics_address", ""},
         tmp_.path(), tmp_.path() / "agent.log", testing::GitTestEnv()));
   }
 
   int Ctl(std::vector<std::string> args, std::string* out) {
-    args.insert(args.begin(), kCtl);
+    args.insert(args.begin(), testing::kCtlBinary);
     args.push_back("--insecure");
     args.push_back("--coordinator");
     args.push_back("127.0.0.1:" + std::to_string(control_port_));

@@ -16,10 +16,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-const std::string kBin = TRIAGE_BINARY_DIR;
-const std::string kCoordinator = kBin + "/coordinator/triage-coordinator";
-const std::string kAgent = kBin + "/agent/triage-agent";
-const std::string kCtl = kBin + "/coordinator/triagectl/triagectl";
 constexpr char kUnpack[] =
     "tt-forge-models doesn't implement unpack_forward_output for this model.";
 constexpr int kLoaders = 10;
@@ -48,7 +44,7 @@ class RestartTest : public ::testing::Test {
 
   void StartCoordinator() {
     coordinator_ = std::make_unique<testing::ChildProcess>();
-    ASSERT_TRUE(coordinator_->Start({kCoordinator,
+    ASSERT_TRUE(coordinator_->Start({testing::kCoordinatorBinary,
                                      "--insecure",
                                      "--data_dir",
                                      (tmp_.path() / "cdata").string(),
@@ -80,7 +76,7 @@ class RestartTest : public ::testing::Test {
   }
 
   int Ctl(std::vector<std::string> args, std::string* out) {
-    args.insert(args.begin(), kCtl);
+    args.insert(args.begin(), testing::kCtlBinary);
     args.push_back("--insecure");
     args.push_back("--coordinator");
     args.push_back("127.0.0.1:" + std::to_string(control_port_));
@@ -112,11 +108,11 @@ TEST_F(RestartTest, CoordinatorKilledMidSweepFinishesWithEveryResultOnce) {
     const std::string id = "agent-" + std::to_string(i);
     auto ws = testing::CloneWorkspace(repo_, tmp_.path() / ("ws-" + id));
     auto a = std::make_unique<testing::ChildProcess>();
-    ASSERT_TRUE(
-        a->Start({kAgent, "--insecure", "--coordinator", "127.0.0.1:" + std::to_string(agent_port_),
-                  "--agent_id", id, "--workspace", ws.string(), "--data_dir",
-                  (tmp_.path() / ("data-" + id)).string(), "--lease_wait_seconds", "1"},
-                 tmp_.path(), tmp_.path() / (id + ".log"), testing::GitTestEnv()));
+    ASSERT_TRUE(a->Start(
+        {testing::kAgentBinary, "--insecure", "--coordinator",
+         "127.0.0.1:" + std::to_string(agent_port_), "--agent_id", id, "--workspace", ws.string(),
+         "--data_dir", (tmp_.path() / ("data-" + id)).string(), "--lease_wait_seconds", "1"},
+        tmp_.path(), tmp_.path() / (id + ".log"), testing::GitTestEnv()));
     agents.push_back(std::move(a));
   }
   std::string out;

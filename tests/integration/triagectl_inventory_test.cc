@@ -182,5 +182,27 @@ TEST_F(TriagectlTest, HelpAndRules) {
   EXPECT_NE(out.find("unpack_forward_output"), std::string::npos);
 }
 
+// A command or subcommand that does not exist: the message lists the ones that do; exit 2.
+TEST_F(TriagectlTest, UnknownSubcommandListsTheKnownOnes) {
+  std::string out;
+  EXPECT_EQ(Run({"sweep", "frobnicate"}, &out), 2);
+  EXPECT_EQ(out,
+            "triagectl: unknown subcommand 'frobnicate' of 'sweep'; expected one of: start, list, "
+            "status, watch, cancel, patch, apply, report\n");
+  EXPECT_EQ(Run({"agents", "frobnicate", "--insecure"}, &out), 2);
+  EXPECT_EQ(out,
+            "triagectl: unknown subcommand 'frobnicate' of 'agents'; expected one of: list, drain, "
+            "undrain\n");
+  EXPECT_EQ(Run({"frobnicate"}, &out), 2);
+  EXPECT_EQ(out,
+            "triagectl: unknown command 'frobnicate'; expected one of: inventory, yaml, sweep, "
+            "shards, shard, agents\n");
+  EXPECT_EQ(Run({"shard"}, &out), 2);
+  EXPECT_EQ(out, "triagectl: 'shard' needs a subcommand; expected one of: requeue, cancel\n");
+  // Known commands are untouched, help included.
+  EXPECT_EQ(Run({"sweep", "--help"}, &out), 0) << out;
+  EXPECT_EQ(Run({"inventory", "rules"}, &out), 0) << out;
+}
+
 }  // namespace
 }  // namespace triage

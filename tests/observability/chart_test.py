@@ -236,10 +236,17 @@ def main():
         if needle not in sts:
             fail(f"coordinator-statefulset.yaml lacks {needle}")
     ds = texts.get("agent-daemonset.yaml", "")
-    for needle in ("triage-agent", "spec.nodeName", "TRIAGE_AGENT_ID", "/dev/tenstorrent",
+    for needle in ("triage-agent", "spec.nodeName", "$(NODE_NAME)", "/dev/tenstorrent",
                    "/dev/hugepages-1G", "--cpu_only", "--token_file", "--tls_ca", "--workspace"):
         if needle not in ds:
             fail(f"agent-daemonset.yaml lacks {needle}")
+    # Each program reads only its own prefix (TRIAGE_COORDINATOR_*, TRIAGE_AGENT_*) and warns
+    # about the old TRIAGE_<SETTING> names; TRIAGE_AGENT_ID is the old name of agent_id.
+    for name, text in (("coordinator-statefulset.yaml", sts), ("agent-daemonset.yaml", ds)):
+        prefix = "TRIAGE_COORDINATOR_" if name.startswith("coordinator") else "TRIAGE_AGENT_"
+        for env in re.findall(r"-\s+name:\s*(TRIAGE_\w+)", text):
+            if not env.startswith(prefix) or env == "TRIAGE_AGENT_ID":
+                fail(f"{name} sets {env}: the program reads only {prefix}<SETTING> variables")
     if 'grafana_dashboard' not in json.dumps(values):
         fail("values.yaml does not label dashboards grafana_dashboard")
     print(f"[5] Chart.yaml fields ok; {len(texts)} template files non-empty; kinds "

@@ -55,7 +55,8 @@ void WriteFileOrDie(const std::filesystem::path& path, std::string_view contents
 }
 
 int RunCommand(const std::vector<std::string>& argv, const std::filesystem::path& cwd,
-               std::string* output) {
+               std::string* output,
+               const std::vector<std::pair<std::string, std::optional<std::string>>>& env) {
   int fds[2];
   if (pipe(fds) != 0) return -1;
   pid_t pid = fork();
@@ -65,6 +66,13 @@ int RunCommand(const std::vector<std::string>& argv, const std::filesystem::path
     close(fds[0]);
     close(fds[1]);
     if (!cwd.empty() && chdir(cwd.c_str()) != 0) _exit(127);
+    for (const auto& [k, v] : env) {
+      if (v) {
+        setenv(k.c_str(), v->c_str(), 1);
+      } else {
+        unsetenv(k.c_str());
+      }
+    }
     std::vector<char*> args;
     for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);

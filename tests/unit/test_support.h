@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -12,6 +13,13 @@
 #include "gtest/gtest.h"
 
 namespace triage::testing {
+
+#ifdef TRIAGE_BINARY_DIR
+// The project's programs in this build tree, for tests that run them as real processes.
+inline const std::string kCoordinatorBinary = TRIAGE_BINARY_DIR "/coordinator/triage-coordinator";
+inline const std::string kAgentBinary = TRIAGE_BINARY_DIR "/agent/triage-agent";
+inline const std::string kCtlBinary = TRIAGE_BINARY_DIR "/coordinator/triagectl/triagectl";
+#endif
 
 // ../shared/data/tt-xla beside the project (real tt-xla YAML); empty path when absent.
 std::filesystem::path SharedTtXlaDir();
@@ -42,9 +50,11 @@ class TempDir {
 std::string ReadFileOrDie(const std::filesystem::path& path);
 void WriteFileOrDie(const std::filesystem::path& path, std::string_view contents);
 
-// Runs argv (no shell) with cwd; returns the exit code and fills output (stdout+stderr).
+// Runs argv (no shell) with cwd; returns the exit code and fills output (stdout+stderr). env:
+// variables set (value) or removed (nullopt) in the child's environment.
 int RunCommand(const std::vector<std::string>& argv, const std::filesystem::path& cwd,
-               std::string* output);
+               std::string* output,
+               const std::vector<std::pair<std::string, std::optional<std::string>>>& env = {});
 
 // A background process for tests that need real processes (coordinator, agents). Output goes
 // to log_path. The destructor kills the whole process group with SIGKILL.

@@ -1,10 +1,18 @@
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <string>
 
 #include "common/util/diagnostic.h"
+#include "common/util/dir_lock.h"
 #include "common/util/file.h"
+#include "common/util/net.h"
 #include "common/util/strings.h"
 #include "common/util/text.h"
 #include "gtest/gtest.h"
@@ -106,6 +114,63 @@ TEST(File, ReadRefusesFilesOverTheLimitBeforeReading) {
   EXPECT_TRUE(absl::IsResourceExhausted(read.status()));
   EXPECT_NE(std::string(read.status().message()).find("over the limit"), std::string::npos);
   EXPECT_FALSE(ReadFile(tmp.path() / "missing").ok());
+}
+
+TEST(DirLock, SecondOwnerIsRefusedWithTheHoldersPid) {
+  testing::TempDir tmp;
+  const auto file = tmp.path() / "x.lock";
+  {
+    auto first = DirLock::Acquire(file, "data_dir", tmp.path());
+    ASSERT_TRUE(first.ok()) << first.status();
+    EXPECT_EQ(testing::ReadFileOrDie(file), StrCat(getpid(), "\n"));
+    // flock conflicts between two opens of the file, in this process as in another.
+    auto second = DirLock::Acquire(file, "data_dir", tmp.path());
+    ASSERT_FALSE(second.ok());
+    EXPECT_TRUE(absl::IsFailedPrecondition(second.status()));
+    EXPECT_NE(std::string(second.status().message())
+                  .find(StrCat("data_dir ", tmp.path().string(), " is in use by pid ", getpid())),
+              std::string::npos)
+        << second.status();
+    DirLock moved = std::move(*first);  // the lock moves with the object
+    EXPECT_FALSE(DirLock::Acquire(file, "data_dir", tmp.path()).ok());
+  }
+  EXPECT_TRUE(DirLock::Acquire(file, "data_dir", tmp.path()).ok()) << "released on destruction";
+}
+
+TEST(DirLock, SubprocessesDoNotInheritTheLock) {
+  testing::TempDir tmp;
+  const auto file = tmp.path() / "x.lock";
+  auto lock = std::make_unique<DirLock>(*DirLock::Acquire(file, "workspace", tmp.path()));
+  pid_t child = fork();
+  if (child == 0) {
+    execl("/bin/sleep", "sleep", "5", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  ASSERT_GT(child, 0);
+  usleep(100'000);  // the child has exec'd
+  lock.reset();     // the owner lets go while its subprocess still runs
+  auto again = DirLock::Acquire(file, "workspace", tmp.path());
+  kill(child, SIGKILL);
+  int status;
+  waitpid(child, &status, 0);
+  EXPECT_TRUE(again.ok()) << again.status();
+}
+
+TEST(BindProblem, NamesAPortInUse) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(listen(fd, 1), 0);
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  const std::string address = StrCat("127.0.0.1:", ntohs(addr.sin_port));
+  EXPECT_EQ(BindProblem(address), "address in use (another process holds it)");
+  close(fd);
+  EXPECT_EQ(BindProblem(address), "");
+  EXPECT_EQ(BindProblem("nonsense"), "not a host:port address");
+  EXPECT_EQ(BindProblem("127.0.0.1:http"), "'http' is not a port number");
 }
 
 }  // namespace

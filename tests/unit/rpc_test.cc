@@ -1,0 +1,69 @@
+#include "common/rpc/rpc.h"
+
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace triage::rpc {
+namespace {
+
+std::string Describe(const absl::Status& st, Service service, bool insecure) {
+  auto out = DescribeCallError(st, "127.0.0.1:7602", service, insecure);
+  EXPECT_EQ(out.code(), st.code()) << "the code stays";
+  return std::string(out.message());
+}
+
+constexpr char kTlsMismatch[] =
+    "TLS handshake failed or plaintext peer: is --insecure set on one side only?";
+
+// gRPC 1.51's messages, as the agent and triagectl see them.
+TEST(DescribeCallError, NamesTheLikelyCause) {
+  EXPECT_EQ(Describe(absl::UnimplementedError(""), Service::kAgent, true),
+            "127.0.0.1:7602 does not serve the AgentService (UNIMPLEMENTED): is it the "
+            "coordinator's control port? agents use the agent port");
+  EXPECT_EQ(Describe(absl::UnimplementedError(""), Service::kControl, true),
+            "127.0.0.1:7602 does not serve the ControlService (UNIMPLEMENTED): is it the "
+            "coordinator's agent port? triagectl uses the control port");
+
+  const std::string wrong_version =
+      "failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:7602: Ssl "
+      "handshake failed: SSL_ERROR_SSL: error:0A00010B:SSL routines::wrong version number";
+  EXPECT_EQ(Describe(absl::UnavailableError(wrong_version), Service::kControl, false),
+            std::string("cannot reach the coordinator at 127.0.0.1:7602: ") + kTlsMismatch + " (" +
+                wrong_version + ")");
+
+  const std::string closed =
+      "failed to connect to all addresses; last error: UNAVAILABLE: ipv4:127.0.0.1:7602: Socket "
+      "closed";
+  EXPECT_EQ(Describe(absl::UnavailableError(closed), Service::kAgent, true),
+            std::string("cannot reach the coordinator at 127.0.0.1:7602: ") + kTlsMismatch + " (" +
+                closed + ")");
+  // A TLS client whose connection is closed: nothing to say about --insecure.
+  EXPECT_EQ(Describe(absl::UnavailableError(closed), Service::kAgent, false),
+            "cannot reach the coordinator at 127.0.0.1:7602: " + closed);
+
+  const std::string verify =
+      "failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:7602: Ssl "
+      "handshake failed: SSL_ERROR_SSL: error:0A000086:SSL routines::certificate verify failed";
+  EXPECT_NE(Describe(absl::UnavailableError(verify), Service::kControl, false)
+                .find("a certificate was not accepted"),
+            std::string::npos);
+
+  EXPECT_NE(Describe(absl::UnavailableError("failed to connect to all addresses; last error: "
+                                            "UNKNOWN: ipv4:127.0.0.1:7602: Failed to connect to "
+                                            "remote host: Connection refused"),
+                     Service::kControl, true)
+                .find(": connection refused: is the coordinator running, and is the port right?"),
+            std::string::npos);
+}
+
+TEST(DescribeCallError, LeavesTheCoordinatorsOwnAnswersAlone) {
+  for (const auto& st : {absl::UnimplementedError("this coordinator builds no patches"),
+                         absl::NotFoundError("no sweep s-1"),
+                         absl::PermissionDeniedError("v (role viewer) may not call StartSweep")}) {
+    EXPECT_EQ(DescribeCallError(st, "127.0.0.1:7602", Service::kControl, false), st);
+  }
+}
+
+}  // namespace
+}  // namespace triage::rpc
