@@ -67,9 +67,7 @@ class FixtureSweepTest : public ::testing::Test {
   static std::string Addr(int port) { return "127.0.0.1:" + std::to_string(port); }
 
   int Ctl(std::vector<std::string> args, std::string* out) {
-    args.insert(args.begin(), testing::kCtlBinary);
-    args.insert(args.end(), {"--insecure", "--coordinator", Addr(control_port_)});
-    return testing::RunCommand(args, dir_, out);
+    return testing::RunCtl(control_port_, std::move(args), dir_, out);
   }
 
   // Three agents (cpu, n150, p150) named <name>-<arch>.

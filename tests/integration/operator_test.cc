@@ -18,27 +18,14 @@ namespace {
 
 using namespace std::chrono_literals;
 
-constexpr char kUnpack[] =
-    "tt-forge-models doesn't implement unpack_forward_output for this model.";
-
 class PinTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::map<std::string, std::string> yaml, forge;
-    std::string y = "test_config:\n";
-    for (const std::string m : {"m0", "m1"}) {
-      y += "  " + m + "/pytorch-V-single_device-training:\n    status: NOT_SUPPORTED_SKIP\n" +
-           "    reason: \"" + kUnpack + "\"\n";
-      forge[m + "/pytorch/loader.py"] = "class ModelLoader:\n    pass\n";
-    }
-    yaml["tests/runner/test_config/torch/test_config_training_single_device.yaml"] = y;
-    repo_ = testing::MakeTtXlaRepo(tmp_.path(), yaml, forge);
+    repo_ = testing::MakeUnpackRepo(tmp_.path(), 2);
     forge_origin_ = tmp_.path() / "tt-forge-models";
     gitlink_ = Git(repo_ / "third_party/tt_forge_models", {"rev-parse", "HEAD"});
-    // The stand-in for a headless triage tool: appends a line to the shard's loader.
     script_ = tmp_.path() / "triage-tool.sh";
-    testing::WriteFileOrDie(script_, "#!/bin/sh\necho \"# triaged $2\" >> \"$1/loader.py\"\n");
-    std::filesystem::permissions(script_, std::filesystem::perms::owner_all);
+    testing::WriteLoaderTool(script_);
     agent_port_ = testing::FreePort();
     control_port_ = testing::FreePort();
   }
@@ -81,12 +68,7 @@ class PinTest : public ::testing::Test {
          "127.0.0.1:" + std::to_string(control_port_), "--metrics_address", "", "--tick_ms", "100",
          "--heartbeat_interval_seconds", "1", "--lease_wait_seconds", "1"},
         tmp_.path(), tmp_.path() / "coordinator.log", testing::GitTestEnv()));
-    ASSERT_TRUE(testing::WaitFor(
-        [&] {
-          std::string out;
-          return Ctl({"sweep", "list"}, &out) == 0;
-        },
-        10s))
+    ASSERT_TRUE(testing::WaitForCoordinator(control_port_, tmp_.path(), 10s))
         << testing::ReadFileOrDie(tmp_.path() / "coordinator.log");
   }
 
@@ -102,11 +84,7 @@ class PinTest : public ::testing::Test {
   }
 
   int Ctl(std::vector<std::string> args, std::string* out) {
-    args.insert(args.begin(), testing::kCtlBinary);
-    args.push_back("--insecure");
-    args.push_back("--coordinator");
-    args.push_back("127.0.0.1:" + std::to_string(control_port_));
-    return testing::RunCommand(args, tmp_.path(), out);
+    return testing::RunCtl(control_port_, std::move(args), tmp_.path(), out);
   }
 
   std::vector<std::string> StartArgs() {

@@ -16,28 +16,14 @@ namespace {
 
 using namespace std::chrono_literals;
 
-constexpr char kUnpack[] =
-    "tt-forge-models doesn't implement unpack_forward_output for this model.";
 constexpr int kLoaders = 10;
 
 class RestartTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::map<std::string, std::string> yaml, forge;
-    std::string y = "test_config:\n";
-    for (int i = 0; i < kLoaders; ++i) {
-      const std::string m = "m" + std::to_string(i);
-      y += "  " + m + "/pytorch-V-single_device-training:\n    status: NOT_SUPPORTED_SKIP\n" +
-           "    reason: \"" + kUnpack + "\"\n";
-      forge[m + "/pytorch/loader.py"] = "class ModelLoader:\n    pass\n";
-    }
-    yaml["tests/runner/test_config/torch/test_config_training_single_device.yaml"] = y;
-    repo_ = testing::MakeTtXlaRepo(tmp_.path(), yaml, forge);
-    // The stand-in for a headless triage tool: takes a while, then edits the shard's loader.
+    repo_ = testing::MakeUnpackRepo(tmp_.path(), kLoaders);
     script_ = tmp_.path() / "triage-tool.sh";
-    testing::WriteFileOrDie(script_,
-                            "#!/bin/sh\nsleep 0.5\necho \"# triaged $2\" >> \"$1/loader.py\"\n");
-    std::filesystem::permissions(script_, std::filesystem::perms::owner_all);
+    testing::WriteLoaderTool(script_, "0.5");
     agent_port_ = testing::FreePort();
     control_port_ = testing::FreePort();
   }
@@ -66,21 +52,12 @@ class RestartTest : public ::testing::Test {
                                      "1"},
                                     tmp_.path(), tmp_.path() / "coordinator.log",
                                     testing::GitTestEnv()));
-    ASSERT_TRUE(testing::WaitFor(
-        [&] {
-          std::string out;
-          return Ctl({"sweep", "list"}, &out) == 0;
-        },
-        10s))
+    ASSERT_TRUE(testing::WaitForCoordinator(control_port_, tmp_.path(), 10s))
         << testing::ReadFileOrDie(tmp_.path() / "coordinator.log");
   }
 
   int Ctl(std::vector<std::string> args, std::string* out) {
-    args.insert(args.begin(), testing::kCtlBinary);
-    args.push_back("--insecure");
-    args.push_back("--coordinator");
-    args.push_back("127.0.0.1:" + std::to_string(control_port_));
-    return testing::RunCommand(args, tmp_.path(), out);
+    return testing::RunCtl(control_port_, std::move(args), tmp_.path(), out);
   }
 
   nlohmann::json Status(const std::string& id) {

@@ -232,6 +232,26 @@ std::filesystem::path MakeTtXlaRepo(const std::filesystem::path& dir,
   return repo;
 }
 
+std::filesystem::path MakeUnpackRepo(const std::filesystem::path& dir, int loaders) {
+  std::map<std::string, std::string> yaml, forge;
+  std::string y = "test_config:\n";
+  for (int i = 0; i < loaders; ++i) {
+    const std::string m = "m" + std::to_string(i);
+    y += "  " + m + "/pytorch-V-single_device-training:\n    status: NOT_SUPPORTED_SKIP\n" +
+         "    reason: \"tt-forge-models doesn't implement unpack_forward_output for this "
+         "model.\"\n";
+    forge[m + "/pytorch/loader.py"] = "class ModelLoader:\n    pass\n";
+  }
+  yaml["tests/runner/test_config/torch/test_config_training_single_device.yaml"] = y;
+  return MakeTtXlaRepo(dir, yaml, forge);
+}
+
+void WriteLoaderTool(const std::filesystem::path& path, const std::string& delay) {
+  WriteFileOrDie(path, "#!/bin/sh\n" + (delay.empty() ? "" : "sleep " + delay + "\n") +
+                           "echo \"# triaged $2\" >> \"$1/loader.py\"\n");
+  std::filesystem::permissions(path, std::filesystem::perms::owner_all);
+}
+
 std::filesystem::path CloneWorkspace(const std::filesystem::path& repo,
                                      const std::filesystem::path& dest) {
   SetGitTestEnv();

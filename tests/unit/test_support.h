@@ -77,11 +77,36 @@ class ChildProcess {
   int pid_ = -1;
 };
 
-// A TCP port that was free a moment ago on 127.0.0.1.
-int FreePort();
+#ifdef TRIAGE_BINARY_DIR
+// `triagectl ARGS --insecure --coordinator 127.0.0.1:PORT` in cwd: its exit code, and its
+// output (stdout+stderr) in *out.
+inline int RunCtl(int control_port, std::vector<std::string> args, const std::filesystem::path& cwd,
+                  std::string* out) {
+  args.insert(args.begin(), kCtlBinary);
+  args.insert(args.end(),
+              {"--insecure", "--coordinator", "127.0.0.1:" + std::to_string(control_port)});
+  return RunCommand(args, cwd, out);
+}
+#endif
 
 // Polls cond every 20 ms until it holds or timeout passes.
 bool WaitFor(const std::function<bool()>& cond, std::chrono::milliseconds timeout);
+
+#ifdef TRIAGE_BINARY_DIR
+// Waits until the coordinator answers `triagectl sweep list` on control_port.
+inline bool WaitForCoordinator(int control_port, const std::filesystem::path& cwd,
+                               std::chrono::milliseconds timeout) {
+  return WaitFor(
+      [&] {
+        std::string out;
+        return RunCtl(control_port, {"sweep", "list"}, cwd, &out) == 0;
+      },
+      timeout);
+}
+#endif
+
+// A TCP port that was free a moment ago on 127.0.0.1.
+int FreePort();
 
 // A tt-xla-shaped git repository: tests/runner/test_config/... files from `yaml` (path ->
 // text), a tt_forge_models submodule at third_party/tt_forge_models with `forge` files
@@ -89,6 +114,13 @@ bool WaitFor(const std::function<bool()>& cond, std::chrono::milliseconds timeou
 std::filesystem::path MakeTtXlaRepo(const std::filesystem::path& dir,
                                     const std::map<std::string, std::string>& yaml,
                                     const std::map<std::string, std::string>& forge);
+// MakeTtXlaRepo with `loaders` loaders m0..m<loaders-1>, each with one training entry that
+// NOT_SUPPORTED_SKIPs with the unpack_forward_output reason (the unpack playbook's gate).
+std::filesystem::path MakeUnpackRepo(const std::filesystem::path& dir, int loaders);
+// A stand-in for a headless triage tool for the command executor, called as
+// `tool <loader dir> <key>`: waits `delay` (e.g. "0.5", "" = none), then appends
+// "# triaged <key>" to the loader.
+void WriteLoaderTool(const std::filesystem::path& path, const std::string& delay = "");
 // A workspace clone of such a repo (with the submodule checked out).
 std::filesystem::path CloneWorkspace(const std::filesystem::path& repo,
                                      const std::filesystem::path& dest);
