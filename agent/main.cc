@@ -18,6 +18,7 @@
 #include "agent/metrics/prometheus_agent_metrics.h"
 #include "agent/workspace/workspace.h"
 #include "common/config/config.h"
+#include "common/inventory/schema.h"
 #include "common/metrics/metrics_server.h"
 #include "common/util/dir_lock.h"
 #include "common/util/file.h"
@@ -155,8 +156,20 @@ int main(int argc, char** argv) {
   auto client = agent::GrpcCoordinatorClient::Create(client_options);
   if (!client.ok()) return Fail(util::MessageOf(client.status()));
 
-  // Subprocesses run in their own directories: every path handed to them is absolute.
+  // Settings that would only fail later, on the first shard, are refused now, naming the flag.
+  if (!cfg.cpu_only && !inventory::IsKnownArch(cfg.arch)) {
+    return Fail(util::StrCat("--arch: unknown arch '", cfg.arch,
+                             "' (known: ", util::StrJoin(inventory::kArchNames, ", "), ")"));
+  }
   std::error_code ec;
+  if (std::filesystem::exists(cfg.data_dir, ec) &&
+      !std::filesystem::is_directory(cfg.data_dir, ec)) {
+    return Fail(util::StrCat("--data_dir: ", cfg.data_dir, " exists and is not a directory"));
+  }
+  if (!cfg.replay_dir.empty() && !std::filesystem::is_directory(cfg.replay_dir, ec)) {
+    return Fail(util::StrCat("--replay_dir: ", cfg.replay_dir, " is not a directory"));
+  }
+  // Subprocesses run in their own directories: every path handed to them is absolute.
   cfg.data_dir = std::filesystem::absolute(cfg.data_dir, ec).lexically_normal().string();
   if (!cfg.workspace.empty()) {
     cfg.workspace = std::filesystem::absolute(cfg.workspace, ec).lexically_normal().string();
@@ -211,7 +224,9 @@ int main(int argc, char** argv) {
       }
       executors[name] = &native;
     } else if (name == "replay") {
-      if (cfg.replay_dir.empty()) return Fail("the replay executor needs replay_dir");
+      if (cfg.replay_dir.empty()) {
+        return Fail("--executors replay needs --replay_dir (recorded evidence to answer from)");
+      }
       executors[name] = &replay;
     } else {
       return Fail(util::StrCat("unknown executor '", name, "' (native, command, replay)"));

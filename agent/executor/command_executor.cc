@@ -3,10 +3,10 @@
 #include <algorithm>
 
 #include "agent/workspace/workspace.h"
+#include "common/command/command_params.h"
 #include "common/process/process.h"
 #include "common/util/file.h"
 #include "common/util/strings.h"
-#include "nlohmann/json.hpp"
 
 namespace triage::agent {
 namespace {
@@ -33,25 +33,11 @@ std::string Replace(std::string item, const std::map<std::string, std::string>& 
 
 }  // namespace
 
-absl::StatusOr<std::vector<std::string>> CommandExecutor::BuildArgv(
-    const std::string& command_json, const std::map<std::string, std::string>& values,
+std::vector<std::string> CommandExecutor::BuildArgv(
+    const std::vector<std::string>& command, const std::map<std::string, std::string>& values,
     const std::vector<std::string>& keys) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(command_json);
-  } catch (const nlohmann::json::exception& e) {
-    return absl::InvalidArgumentError(
-        util::StrCat("params.command must be a JSON array of strings: ", e.what()));
-  }
-  if (!j.is_array() || j.empty()) {
-    return absl::InvalidArgumentError("params.command must be a non-empty JSON array of strings");
-  }
   std::vector<std::string> argv;
-  for (const auto& item : j) {
-    if (!item.is_string()) {
-      return absl::InvalidArgumentError("params.command items must be strings");
-    }
-    const std::string s = item.get<std::string>();
+  for (const std::string& s : command) {
     if (s == "{keys}") {
       argv.insert(argv.end(), keys.begin(), keys.end());
       continue;
@@ -66,21 +52,12 @@ absl::StatusOr<v1::ShardResult> CommandExecutor::Run(ExecContext& ctx) {
   if (ctx.workspace == nullptr) {
     return absl::FailedPreconditionError("the command executor needs a workspace");
   }
-  auto param = [&](const std::string& name) -> std::string {
-    auto it = spec.params().find(name);
-    return it == spec.params().end() ? "" : it->second;
-  };
-  const std::string command = param("command");
-  if (command.empty()) return absl::InvalidArgumentError("shard has no params.command");
-  const std::string per = param("per").empty() ? "entry" : param("per");
-  if (per != "entry" && per != "shard") {
-    return absl::InvalidArgumentError(util::StrCat("params.per must be entry or shard, got ", per));
-  }
+  auto params = command::ParseParams({spec.params().begin(), spec.params().end()});
+  if (!params.ok()) return params.status();
+  const bool per_shard = params->per_shard;
   std::chrono::seconds timeout(spec.timeout_seconds());
   if (ctx.settings.command_timeout.count() > 0) timeout = ctx.settings.command_timeout;
-  if (!param("timeout_seconds").empty()) {
-    timeout = std::chrono::seconds(std::stoll(param("timeout_seconds")));
-  }
+  if (params->timeout) timeout = *params->timeout;
   const std::filesystem::path junit_dir = ctx.shard_dir / "junit";
   const std::filesystem::path log_dir = ctx.shard_dir / "logs";
   std::filesystem::create_directories(junit_dir);
@@ -97,7 +74,7 @@ absl::StatusOr<v1::ShardResult> CommandExecutor::Run(ExecContext& ctx) {
     std::string review;
   };
   std::vector<Run> runs;
-  if (per == "shard") {
+  if (per_shard) {
     runs.push_back({nullptr, ""});
   } else {
     for (const auto& e : spec.entries()) runs.push_back({&e, ""});
@@ -123,14 +100,13 @@ absl::StatusOr<v1::ShardResult> CommandExecutor::Run(ExecContext& ctx) {
       values["flavor"] = run.entry->flavor();
       values["reason"] = run.entry->reason();
     }
-    auto argv = BuildArgv(command, values, keys);
-    if (!argv.ok()) return argv.status();
+    const std::vector<std::string> argv = BuildArgv(params->command, values, keys);
     const std::string label = run.entry != nullptr ? run.entry->key() : "";
     const std::filesystem::path log = log_dir / util::StrCat("command-", n, ".log");
     if (ctx.progress)
-      ctx.progress("command", label, {util::StrCat("$ ", util::StrJoin(*argv, " "))});
+      ctx.progress("command", label, {util::StrCat("$ ", util::StrJoin(argv, " "))});
     process::RunOptions opts;
-    opts.argv = *argv;
+    opts.argv = argv;
     opts.cwd = ctx.workspace->root();
     opts.timeout = timeout;
     opts.log_path = log;

@@ -26,10 +26,10 @@ class CommandExecutor : public Executor {
   std::string name() const override { return "command"; }
   absl::StatusOr<v1::ShardResult> Run(ExecContext& ctx) override;
 
-  // The argv of one run (exposed for tests).
-  static absl::StatusOr<std::vector<std::string>> BuildArgv(
-      const std::string& command_json, const std::map<std::string, std::string>& values,
-      const std::vector<std::string>& keys);
+  // The argv of one run from the parsed template (command::ParseParams), exposed for tests.
+  static std::vector<std::string> BuildArgv(const std::vector<std::string>& command,
+                                            const std::map<std::string, std::string>& values,
+                                            const std::vector<std::string>& keys);
 };
 
 }  // namespace triage::agent

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "common/classify/classify.h"
+#include "common/command/command_params.h"
 #include "common/inventory/schema.h"
 #include "common/util/log.h"
 #include "common/util/strings.h"
@@ -862,8 +863,10 @@ absl::StatusOr<v1::Sweep> Coordinator::StartSweep(const v1::StartSweepRequest& r
       return absl::InvalidArgumentError(util::StrCat("unknown arch '", arch, "'"));
     }
   }
-  if (executor == "command" && req.params().find("command") == req.params().end()) {
-    return absl::InvalidArgumentError("the command executor needs params[\"command\"]");
+  if (executor == "command") {
+    // Refused now, not on every agent later.
+    auto params = command::ParseParams({req.params().begin(), req.params().end()});
+    if (!params.ok()) return params.status();
   }
   std::unique_ptr<classify::Classifier> custom;
   const classify::Classifier* rules = &classify::Classifier::Default();

@@ -19,7 +19,8 @@ absl::StatusOr<std::vector<inventory::EntryEdit>> ParseEdits(const std::string& 
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {
+    // Syntax errors, and values the parser cannot hold (a number such as 1e400).
     return absl::InvalidArgumentError(util::StrCat(source, ": invalid JSON: ", e.what()));
   }
   if (!j.is_array()) {

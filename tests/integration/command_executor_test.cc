@@ -143,11 +143,8 @@ TEST_F(CommandExecutorTest, PlaceholdersBecomeArgvItemsNeverShellText) {
       << args;
   EXPECT_NE(args.find("ARG[xn150y]"), std::string::npos) << args;
   EXPECT_FALSE(std::filesystem::exists("/tmp/pwned-by-triage"));
-  auto argv = CommandExecutor::BuildArgv(R"(["t", "{keys}", "{unknown}"])", {}, {"k1", "k2"});
-  ASSERT_TRUE(argv.ok());
-  EXPECT_EQ(*argv, (std::vector<std::string>{"t", "k1", "k2", "{unknown}"}));
-  EXPECT_FALSE(CommandExecutor::BuildArgv("t {key}", {}, {}).ok()) << "a string is not argv";
-  EXPECT_FALSE(CommandExecutor::BuildArgv("[1]", {}, {}).ok());
+  EXPECT_EQ(CommandExecutor::BuildArgv({"t", "{keys}", "{unknown}"}, {}, {"k1", "k2"}),
+            (std::vector<std::string>{"t", "k1", "k2", "{unknown}"}));
 }
 
 TEST_F(CommandExecutorTest, FailuresAndTimeoutsAreFlaggedAndTheGroupIsKilled) {

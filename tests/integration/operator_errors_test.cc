@@ -136,6 +136,37 @@ TEST_F(OperatorErrorsTest, AgentOnTheControlPortSaysSoAndExits) {
   EXPECT_FALSE(Contains(log, "signal")) << log;
 }
 
+// Settings that would fail only on the first shard are refused at startup, naming the flag.
+TEST_F(OperatorErrorsTest, AgentRefusesBadSettingsAtStartup) {
+  testing::WriteFileOrDie(tmp_.path() / "a-file", "x\n");
+  const struct {
+    std::string id;
+    std::vector<std::string> flags;
+    std::string says;
+  } cases[] = {
+      {"arch", {"--arch", "n151"}, "--arch: unknown arch 'n151'"},
+      {"replay", {"--replay_dir", (tmp_.path() / "missing").string()}, "--replay_dir: "},
+      {"replay-needed", {"--executors", "replay"}, "--executors replay needs --replay_dir"},
+  };
+  for (const auto& c : cases) {
+    std::vector<std::string> flags = {"--insecure", "--coordinator", "127.0.0.1:1"};
+    flags.insert(flags.end(), c.flags.begin(), c.flags.end());
+    auto agent = StartAgent(c.id, flags);
+    const int rc = agent->Wait(20s);
+    const std::string log = Log(c.id + ".log");
+    EXPECT_EQ(rc, 2) << c.id << ":\n" << log;
+    EXPECT_TRUE(Contains(log, c.says)) << c.id << ":\n" << log;
+  }
+  // --data_dir naming a file.
+  testing::ChildProcess agent;
+  ASSERT_TRUE(agent.Start({testing::kAgentBinary, "--insecure", "--coordinator", "127.0.0.1:1",
+                           "--data_dir", (tmp_.path() / "a-file").string(), "--executors", ""},
+                          tmp_.path(), tmp_.path() / "file.log"));
+  EXPECT_EQ(agent.Wait(20s), 2) << Log("file.log");
+  EXPECT_TRUE(Contains(Log("file.log"), "exists and is not a directory")) << Log("file.log");
+  EXPECT_EQ(testing::ReadFileOrDie(tmp_.path() / "a-file"), "x\n");
+}
+
 // The agent stopped by a real signal still says so.
 TEST_F(OperatorErrorsTest, AgentStoppedBySigtermLogsTheSignal) {
   StartCoordinator({"--insecure"});

@@ -205,6 +205,19 @@ TEST_F(PinTest, LocalChangesAreRefusedUnlessAllowed) {
       << out;
 }
 
+TEST_F(PinTest, AMalformedCommandIsRefusedAtStart) {
+  StartCoordinator();
+  std::string out;
+  EXPECT_EQ(Ctl({"sweep", "start", "--repo", repo_.string(), "--executor", "command", "--command",
+                 R"(["tool",)"},
+                &out),
+            1)
+      << out;
+  EXPECT_NE(out.find("params.command is not valid JSON"), std::string::npos) << out;
+  ASSERT_EQ(Ctl({"sweep", "list", "-o", "json"}, &out), 0);
+  EXPECT_TRUE(nlohmann::json::parse(out).value("sweeps", nlohmann::json::array()).empty()) << out;
+}
+
 TEST_F(PinTest, PatchOfACancelledSweepSaysItIsPartial) {
   StartCoordinator();  // no agent: nothing runs
   std::string out;

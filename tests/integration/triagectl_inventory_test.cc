@@ -152,6 +152,9 @@ TEST_F(TriagectlTest, InvalidBatchChangesNothing) {
       {R"([{"key": "a/pytorch-X-single_device-training", "sett": {}}])", "unknown member 'sett'"},
       {R"({"key": 1})", "expected a JSON array of edits"},
       {R"([{"key": )", "invalid JSON"},
+      // A number JSON can write but a double cannot hold: an error, not an abort.
+      {R"([{"key": "a/pytorch-X-single_device-training", "set": {"required_pcc": 1e400}}])",
+       "edits.json: invalid JSON"},
   };
   for (const auto& c : cases) {
     testing::WriteFileOrDie(tmp_.path() / "edits.json", c.edits);
