@@ -40,7 +40,19 @@ absl::StatusOr<std::string> ReadFile(const std::filesystem::path& path, std::siz
   return data;
 }
 
-absl::Status WriteFileAtomic(const std::filesystem::path& path, std::string_view contents) {
+absl::Status WriteFileAtomic(const std::filesystem::path& requested, std::string_view contents) {
+  // Never change what a path is: through a symbolic link, the file it points to is replaced
+  // (atomically, beside itself), and the link stays a link.
+  std::filesystem::path path = requested;
+  std::error_code ec;
+  if (std::filesystem::is_symlink(requested, ec)) {
+    path = std::filesystem::canonical(requested, ec);
+    if (ec) {
+      return absl::FailedPreconditionError(StrCat(requested.string(),
+                                                  " is a symbolic link to a missing file (",
+                                                  ec.message(), "); not replacing the link"));
+    }
+  }
   const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : ".";
   std::random_device rd;
   const std::filesystem::path tmp =

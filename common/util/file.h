@@ -20,7 +20,8 @@ absl::StatusOr<std::string> ReadFile(const std::filesystem::path& path,
 
 // Writes contents to path atomically: a temporary file in the same directory, fsync, rename.
 // Readers see the old or the new contents, never a mix; on failure the old file is untouched.
-// The new file keeps the permission bits of the file it replaces.
+// The new file keeps the permission bits of the file it replaces. Through a symbolic link the
+// link's target is replaced and the link stays; a link to a missing file is refused.
 absl::Status WriteFileAtomic(const std::filesystem::path& path, std::string_view contents);
 
 }  // namespace triage::util

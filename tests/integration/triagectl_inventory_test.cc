@@ -137,6 +137,19 @@ TEST_F(TriagectlTest, YamlEditDiffWritesNothingAndEditIsAtomic) {
             "        markers: [notimeout]\n");
 }
 
+TEST_F(TriagectlTest, YamlEditThroughASymlinkEditsItsTarget) {
+  testing::WriteFileOrDie(
+      tmp_.path() / "edits.json",
+      R"([{"key": "a/pytorch-X-single_device-training", "set": {"status": "EXPECTED_PASSING"}}])");
+  const auto link = tmp_.path() / "linked.yaml";
+  std::filesystem::create_symlink(tmp_.path() / kTraining, link);
+  std::string out;
+  ASSERT_EQ(Run({"yaml", "edit", link.string(), "--edits", "edits.json"}, &out), 0) << out;
+  EXPECT_TRUE(std::filesystem::is_symlink(link)) << "the link stays a link";
+  EXPECT_NE(testing::ReadFileOrDie(tmp_.path() / kTraining).find("status: EXPECTED_PASSING"),
+            std::string::npos);
+}
+
 TEST_F(TriagectlTest, InvalidBatchChangesNothing) {
   struct Case {
     std::string edits, want;

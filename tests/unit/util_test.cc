@@ -98,6 +98,29 @@ TEST(File, AtomicWriteReplacesAndKeepsMode) {
   EXPECT_EQ(files, 1) << "no temporary file may be left behind";
 }
 
+TEST(File, AtomicWriteThroughASymlinkReplacesItsTargetAndKeepsTheLink) {
+  testing::TempDir tmp;
+  std::filesystem::create_directories(tmp.path() / "real");
+  const auto target = tmp.path() / "real" / "f.yaml";
+  ASSERT_TRUE(WriteFileAtomic(target, "one\n").ok());
+  const auto link = tmp.path() / "link.yaml";
+  std::filesystem::create_symlink("real/f.yaml", link);
+  ASSERT_TRUE(WriteFileAtomic(link, "two\n").ok());
+  EXPECT_TRUE(std::filesystem::is_symlink(link)) << "the link stays a link";
+  EXPECT_EQ(std::filesystem::read_symlink(link), "real/f.yaml");
+  EXPECT_EQ(*ReadFile(target), "two\n");
+  // A dangling link is refused, and nothing is created.
+  const auto dangling = tmp.path() / "dangling.yaml";
+  std::filesystem::create_symlink("real/missing.yaml", dangling);
+  auto status = WriteFileAtomic(dangling, "x\n");
+  ASSERT_FALSE(status.ok());
+  EXPECT_NE(std::string(status.message()).find("symbolic link to a missing file"),
+            std::string::npos)
+      << status;
+  EXPECT_FALSE(std::filesystem::exists(tmp.path() / "real" / "missing.yaml"));
+  EXPECT_TRUE(std::filesystem::is_symlink(dangling));
+}
+
 TEST(File, AtomicWriteIntoMissingDirectoryFailsCleanly) {
   testing::TempDir tmp;
   auto status = WriteFileAtomic(tmp.path() / "no" / "such" / "f", "x");
