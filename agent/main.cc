@@ -86,7 +86,8 @@ struct AgentConfig {
     s.Add("scripts_dir", &scripts_dir,
           "directory of triage_probe.py and triage_pytest_plugin.py (default: found next to "
           "the binary or in the source tree)");
-    s.Add("replay_dir", &replay_dir, "evidence to answer the replay executor from (REPLAY.md)");
+    s.Add("replay_dir", &replay_dir,
+          "evidence to answer the replay executor from (docs/evidence.md)");
     s.Add("probe_timeout_seconds", &probe_timeout_seconds, "kill a probe after this long");
     s.Add("pytest_timeout_seconds", &pytest_timeout_seconds, "kill a pytest run after this long");
     s.Add("command_timeout_seconds", &command_timeout_seconds,

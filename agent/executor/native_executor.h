@@ -9,9 +9,9 @@ namespace triage::agent {
 
 // The C++ playbooks (agent/playbooks) with the CPU probe and pytest run for real ("native"),
 // or answered from recorded evidence ("replay": replay_dir/<shard evidence dir>/ when present,
-// else replay_dir itself, in REPLAY.md's layout). Fix edits are applied to the workspace either
-// way, and either way the result carries the evidence in that layout: what ran, or what
-// answered.
+// else replay_dir itself, in the layout of docs/evidence.md). Fix edits are applied to the
+// workspace either way, and either way the result carries the evidence in that layout: what ran, or
+// what answered.
 class NativeExecutor : public Executor {
  public:
   // scripts_dir: agent/scripts (triage_probe.py, triage_pytest_plugin.py).

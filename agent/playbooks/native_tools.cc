@@ -125,7 +125,7 @@ absl::StatusOr<PytestRun> NativeTools::Pytest(const std::vector<std::string>& ke
   // A run that left no testcase for a key (crash, kill): its log answers for it.
   for (const auto& tc : out.cases) {
     if (tc.outcome != junit::Outcome::kMissing) continue;
-    // REPLAY.md's layout: logs/<key>.log (keys contain '/': nested directories).
+    // docs/evidence.md's layout: logs/<key>.log (keys contain '/': nested directories).
     if (tc.key.find("..") != std::string::npos || tc.key.starts_with("/")) continue;
     const auto key_log = options_.shard_dir / "logs" / util::StrCat(tc.key, ".log");
     std::filesystem::create_directories(key_log.parent_path());

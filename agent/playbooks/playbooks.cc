@@ -427,7 +427,7 @@ class Runner {
     return util::WriteFileAtomic(registry_path_, registry_->Text());
   }
 
-  // Seed 000.
+  // docs/playbooks.md, "unpack_forward_output".
   absl::Status Unpack() {
     // Cheap early exit: the loader already overrides unpack_forward_output.
     if (auto line = registry::FindUnpackOverride(loader_text_)) {
@@ -596,7 +596,7 @@ class Runner {
     return absl::OkStatus();
   }
 
-  // Seed 001.
+  // docs/playbooks.md, "dtype_bfloat16".
   absl::Status Dtype() {
     std::vector<Work*> proceeding;
     for (auto& w : work_) {

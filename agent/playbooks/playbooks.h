@@ -36,7 +36,8 @@ absl::StatusOr<v1::ShardResult> RunPlaybook(PlaybookContext& ctx);
 
 // --- the decision tables, exposed for unit tests -------------------------------------------
 
-// Seed 000 Step 5: how to make unpack_forward_output handle an output.
+// docs/playbooks.md, "unpack_forward_output" (the fix table): how to make unpack_forward_output
+// handle an output.
 struct UnpackPlan {
   enum class Kind {
     kStale,              // the output is already handled (existing registry entry/override)
@@ -60,7 +61,8 @@ UnpackPlan PlanUnpack(const ProbeDoc& structure, const registry::RegistryFile* r
 // The override method (with the two-section docstring) for a plan of kind override.
 std::string RenderOverride(const UnpackPlan& plan);
 
-// Seed 001 Step 4: what the bfloat16 and float32 phases say.
+// docs/playbooks.md, "dtype_bfloat16" (the table of rows): what the bfloat16 and float32 phases
+// say.
 enum class DtypeRow {
   kProceed,        // bf16 failed with a BFloat16 signature, float32 ok
   kEscalate,       // both failed

@@ -45,7 +45,7 @@ struct ProbeDoc {
 absl::StatusOr<ProbeDoc> ParseProbeDoc(const nlohmann::json& j);
 // stdout of the probe: one document per line (other lines are an error).
 absl::StatusOr<std::vector<ProbeDoc>> ParseProbeOutput(const std::string& text);
-// A file of REPLAY.md's layout: one document, or a JSON array of documents.
+// A file of docs/evidence.md's layout: one document, or a JSON array of documents.
 absl::StatusOr<std::vector<ProbeDoc>> ParseProbeFile(const std::string& text,
                                                      const std::string& source);
 

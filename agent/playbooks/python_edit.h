@@ -21,9 +21,9 @@ absl::StatusOr<std::string> AddMethodToModelLoader(const std::string& text,
 // Adds `import torch` after the module's imports unless it is already imported.
 std::string EnsureImportTorch(const std::string& text);
 
-// The dtype fix of seed 001 Step 5: exactly one `dtype=dtype_override` added to a tensor
-// constructor (torch.zeros/ones/full/empty/randn/rand/tensor/eye/linspace) in load_inputs or
-// load_model that has none, or, when the offending input comes from another call, one
+// The dtype fix (docs/playbooks.md, "dtype_bfloat16"): exactly one `dtype=dtype_override` added to
+// a tensor constructor (torch.zeros/ones/full/empty/randn/rand/tensor/eye/linspace) in load_inputs
+// or load_model that has none, or, when the offending input comes from another call, one
 // `.to(dtype_override)` cast after its assignment.
 struct DtypeFix {
   std::string text;         // the new file contents

@@ -46,7 +46,7 @@ absl::StatusOr<std::unique_ptr<ReplayTools>> ReplayTools::Load(const std::filesy
   for (const auto& f : Files(dir / "junit", ".xml")) {
     auto report = junit::ParseJUnitFile(f);
     if (!report.ok()) return report.status();
-    // Two testcases for one key inside one file: the file is rejected (REPLAY.md).
+    // Two testcases for one key inside one file: the file is rejected (docs/evidence.md).
     std::map<std::string, int> in_file;
     for (const auto& tc : report->cases) {
       if (++in_file[tc.key] > 1) {

@@ -4,7 +4,7 @@
 
 namespace triage::playbooks {
 
-// Answers the playbook's device-side questions from recorded evidence (REPLAY.md):
+// Answers the playbook's device-side questions from recorded evidence (docs/evidence.md):
 //   DIR/probes/*.json   probe documents (one per file or a JSON array), matched by key, phase
 //                       and seq (the n-th probe of a key and phase in this run answers seq n)
 //   DIR/junit/*.xml     a key's n-th verification is its n-th testcase in file-name order; with

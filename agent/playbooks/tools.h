@@ -24,8 +24,8 @@ struct PytestRun {
 };
 
 // What a playbook asks of the machine: the CPU probe and pytest. NativeTools runs them for real
-// and records the evidence in REPLAY.md's layout; ReplayTools answers from recorded evidence and
-// records what answered in the same layout.
+// and records the evidence in the layout of docs/evidence.md; ReplayTools answers from recorded
+// evidence and records what answered in the same layout.
 class PlaybookTools {
  public:
   virtual ~PlaybookTools() = default;

@@ -2,8 +2,8 @@
 
 namespace triage::classify {
 
-// Reason patterns of the three playbooks tt-xla triages in bulk (DOMAIN.md, "The triage
-// playbooks"). RE2 syntax, matched anywhere in the reason.
+// Reason patterns of the three playbooks tt-xla triages in bulk (docs/classify.md). RE2 syntax,
+// matched anywhere in the reason.
 std::string_view DefaultRulesYaml() {
   return R"yaml(# triage-farm classification rules: YAML reason -> playbook and flavor.
 playbooks:
@@ -20,7 +20,7 @@ playbooks:
           - 'No handler for class (\w+) exists in `unpack_forward_output`'
   - name: dtype_bfloat16
     run_modes: [training]
-    # Seed 001's gate: BFloat16 plus one of the dtype signatures.
+    # The dtype_bfloat16 gate: BFloat16 plus one of the dtype signatures.
     require: ['BFloat16']
     flavors:
       - name: op_not_implemented

@@ -6,7 +6,7 @@
 
 namespace triage::evidence {
 
-// The directory name of a shard's evidence (REPLAY.md's layout below it: probes/, junit/,
+// The directory name of a shard's evidence (docs/evidence.md's layout below it: probes/, junit/,
 // logs/). It is derived from what the shard is — wave, phase, arch, playbook, loader — not from
 // ids, so a sweep planned again from the same commits finds the evidence of the first run:
 //   w1-full-n150-unpack_forward_output-gpt_mini__causal_lm

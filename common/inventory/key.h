@@ -8,7 +8,7 @@
 
 namespace triage::inventory {
 
-// The parts of a test-config key (DOMAIN.md, "Entries, keys, loaders"):
+// The parts of a test-config key (docs/inventory.md, "Key grammar"):
 //   <model_path>/<framework>[-<variant>][-<llm params>]-<parallelism>[-<mesh>]-<run_mode>
 // model_path may be nested (bert/question_answering); the variant may contain '/', '.', '+',
 // '_' and '-'; torch_llm keys carry llm_decode|llm_prefill-seq_N-batch_N and mesh_* segments.

@@ -10,7 +10,7 @@
 
 namespace triage::inventory {
 
-// What tt-xla's test-config loader accepts, in one table (DOMAIN.md, "Fields and statuses").
+// What tt-xla's test-config loader accepts, in one table (docs/inventory.md, "Validation").
 
 enum class FieldType {
   kNumber,  // int or float

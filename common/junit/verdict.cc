@@ -47,8 +47,8 @@ bool IsGeneric(std::string_view line) {
   return Contains(line, "Error code 13") || Contains(line, "Error code: 13");
 }
 
-// Lines that mention errors without being the error (seed 001: skip deprecation warnings and the
-// "non-XLA device" chatter).
+// Lines that mention errors without being the error (docs/junit.md, "Reason of a failure":
+// deprecation warnings and the "non-XLA device" chatter).
 bool IsNoise(std::string_view line) {
   return Contains(line, "Warning:") || Contains(line, "warnings.warn(") ||
          Contains(line, "Found an argument on non-XLA device");
@@ -368,7 +368,7 @@ class Classifier {
     return lines;
   }
 
-  // Stage by text (seed 001 "bringup_status selection", order as in DOMAIN.md): runtime markers
+  // Stage by text (docs/junit.md, "Stage of a failure"): runtime markers
   // win over compiler markers; anything else is a Python exception before any TT call.
   std::string_view StageFromLines(const std::vector<Line>& lines) const {
     auto evidence = [&](const Line& l) { return !IsNoise(l.text) && !IsXFailedLine(l.text); };

@@ -1,8 +1,7 @@
 #pragma once
 
 // Turns one verification testcase (pytest --force-run --runxfail --junitxml) into what its YAML
-// entry becomes. The rules are those of the triage playbooks (seed 000 Steps 7-8, seed 001
-// "bringup_status selection") as corrected by docs/DOMAIN.md; docs/junit.md has the tables.
+// entry becomes. The rules and their tables are in docs/junit.md.
 
 #include <cstddef>
 #include <optional>

@@ -18,9 +18,9 @@ struct WavePlan {
   std::vector<std::string> conflicts;  // "registry: class X: attributes a, b" (no line written)
 };
 
-// Registry-global scope (DESIGN.md "wave"). A registry line changes every model returning its
-// class, so when a wave ends, every probed entry of the sweep whose output class got a merged
-// registry line it was not verified with is verified again in the next wave, grouped per
+// Registry-global scope (docs/farm.md, "A sweep", step 4). A registry line changes every model
+// returning its class, so when a wave ends, every probed entry of the sweep whose output class got
+// a merged registry line it was not verified with is verified again in the next wave, grouped per
 // (playbook, loader), with all merged registry lines and the loader's earlier edits
 // pre-applied. Two different attributes proposed for one class are a conflict: no line for that
 // class, and its entries are not re-verified.

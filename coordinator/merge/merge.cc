@@ -13,7 +13,8 @@
 namespace triage::merge {
 namespace {
 
-// The archs tt-xla's CI runs single-device training tests on (DOMAIN.md).
+// The archs tt-xla's CI runs single-device training tests on (docs/report.md, "Partly verified
+// top-level changes").
 constexpr const char* kSingleDeviceTrainingCiArchs[] = {"n150", "p150"};
 
 constexpr std::string_view kForgePrefix = "third_party/tt_forge_models/";

@@ -21,7 +21,7 @@ std::unique_ptr<PinnedFiles> MakeGitPinnedFiles(const coord::SweepRecord& sweep,
 
 // The outputs of finished sweeps, built once when the last shard ends (the coordinator's
 // finish hook) and kept under data_dir/sweeps/<id>/: tt-xla.patch, tt-forge-models.patch,
-// report.md, report.json and evidence/<shard>/... (REPLAY.md's layout).
+// report.md, report.json and evidence/<shard>/... (docs/evidence.md).
 class SweepOutputs {
  public:
   using FilesFactory = std::function<std::unique_ptr<PinnedFiles>(const coord::SweepRecord&)>;

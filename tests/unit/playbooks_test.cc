@@ -41,7 +41,8 @@ json Object(const std::string& cls, json attrs) {
   return {{"type", "object"}, {"class", cls}, {"attrs", attrs}};
 }
 
-// --- seed 000 Step 5 ---------------------------------------------------------------------------
+// --- unpack fix table (docs/playbooks.md)
+// ---------------------------------------------------------------------------
 
 TEST(PlanUnpack, DecisionTable) {
   auto reg = registry::RegistryFile::Parse("training_utils.py",
@@ -141,7 +142,8 @@ TEST(RenderOverride, CarriesTheTwoSectionDocstring) {
   EXPECT_NE(code.find("        return forward_output[0]\n"), std::string::npos);
 }
 
-// --- seed 001 Step 4 ---------------------------------------------------------------------------
+// --- dtype rows (docs/playbooks.md)
+// ---------------------------------------------------------------------------
 
 TEST(ClassifyDtype, DecisionTable) {
   auto err = [](std::string m) { return ProbeDoc::Error{"RuntimeError", m, ""}; };
