@@ -22,10 +22,6 @@ namespace {
 
 constexpr std::string_view kCpuArch = "cpu";
 
-bool Contains(const std::vector<std::string>& v, std::string_view s) {
-  return std::find(v.begin(), v.end(), s) != v.end();
-}
-
 template <typename R>
 bool ContainsProto(const R& repeated, std::string_view s) {
   for (const auto& x : repeated) {

@@ -413,7 +413,9 @@ TEST_F(CoordinatorTest, EtaIsMeasuredOnTheSweepAndUnknownUntilThen) {
     auto result = Succeeded(lease.shard());
     result.set_duration_seconds(100);
     ASSERT_TRUE(CompleteLease("a1", lease, result).accepted());
-    if (i < 2) EXPECT_EQ(coord_->GetSweep("sw-0001")->eta_seconds(), -1) << "after " << i + 1;
+    if (i < 2) {
+      EXPECT_EQ(coord_->GetSweep("sw-0001")->eta_seconds(), -1) << "after " << i + 1;
+    }
   }
   EXPECT_EQ(coord_->GetSweep("sw-0001")->eta_seconds(), 200);  // 2 left at 100 s each
 }
