@@ -55,8 +55,14 @@ std::string SomeString(FuzzedDataProvider& p) {
       return "yes";
     case 2:
       return "flaky: \"timeout\" # not a comment\n  next: line";
-    default:
-      return p.ConsumeRandomLengthString(48);
+    default: {
+      // The editor's callers pass valid UTF-8 (JSON, protobuf strings); other bytes as ASCII.
+      std::string s = p.ConsumeRandomLengthString(48);
+      for (char& c : s) {
+        if (static_cast<unsigned char>(c) >= 0x80) c = '?';
+      }
+      return s;
+    }
   }
 }
 
