@@ -40,9 +40,15 @@ absl::StatusOr<Authenticator> Authenticator::FromTokens(std::vector<Token> token
 absl::StatusOr<Authenticator> Authenticator::FromFile(const std::string& path) {
   auto text = util::ReadFile(path, 1 << 20);
   if (!text.ok()) return text.status();
+  return FromYaml(*text, path);
+}
+
+absl::StatusOr<Authenticator> Authenticator::FromYaml(std::string_view text,
+                                                      const std::string& source) {
+  const std::string& path = source;
   std::vector<Token> tokens;
   try {
-    YAML::Node root = YAML::Load(*text);
+    YAML::Node root = YAML::Load(std::string(text));
     if (!root["tokens"] || !root["tokens"].IsSequence()) {
       return absl::InvalidArgumentError(util::StrCat(path, ": expected a 'tokens' list"));
     }
