@@ -86,6 +86,31 @@ TEST_F(TriagectlTest, NotACheckoutIsAUsageError) {
   EXPECT_EQ(Run({"inventory", "frobnicate"}, &out), 2);
 }
 
+TEST_F(TriagectlTest, KeyOutsideTheRepositoryIsAnInvalidEntry) {
+  testing::WriteFileOrDie(tmp_.path() / kTraining,
+                          std::string(kYaml) +
+                              "  ../../etc/x/pytorch-V-single_device-training:\n"
+                              "    status: NOT_SUPPORTED_SKIP\n"
+                              "    reason: \"tt-forge-models doesn't implement "
+                              "unpack_forward_output for this model.\"\n");
+  std::string out;
+  EXPECT_EQ(Run({"inventory", "check", "--repo", "."}, &out), 1);
+  EXPECT_NE(out.find(std::string(kTraining) +
+                     ":8:3: key '../../etc/x/pytorch-V-single_device-training' names a model "
+                     "path outside the repository (a '..' component)"),
+            std::string::npos)
+      << out;
+  // Classification lists it without a loader path (nothing outside the repository is named).
+  ASSERT_EQ(Run({"inventory", "classify", "--repo", ".", "-o", "json"}, &out), 0) << out;
+  EXPECT_NE(out.find("1 validation error(s)"), std::string::npos) << out;
+  const auto open = out.find('['), close = out.rfind(']');
+  ASSERT_NE(open, std::string::npos) << out;
+  auto json = nlohmann::json::parse(out.substr(open, close - open + 1));
+  ASSERT_EQ(json.size(), 3u);
+  EXPECT_EQ(json[2]["key"], "../../etc/x/pytorch-V-single_device-training");
+  EXPECT_EQ(json[2]["loader"], "");
+}
+
 TEST_F(TriagectlTest, ClassifyJsonIsAContract) {
   std::string out;
   ASSERT_EQ(Run({"inventory", "classify", "--repo", ".", "-o", "json"}, &out), 0) << out;
