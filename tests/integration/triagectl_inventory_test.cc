@@ -111,6 +111,62 @@ TEST_F(TriagectlTest, KeyOutsideTheRepositoryIsAnInvalidEntry) {
   EXPECT_EQ(json[2]["loader"], "");
 }
 
+TEST_F(TriagectlTest, CrlfNulAndDeepNestingAreOneErrorEach) {
+  struct Case {
+    std::string name, text, want;
+  };
+  std::string crlf;
+  for (char c : std::string(kYaml)) crlf += c == '\n' ? std::string("\r\n") : std::string(1, c);
+  const Case cases[] = {
+      {"CRLF", crlf,
+       ":1:13: uses CRLF line endings (first at line 1, 7 line(s) in all); test-config files use "
+       "LF only"},
+      {"NUL",
+       std::string(kYaml) + "  c/pytorch-single_device-training:\n    reason: \"a" +
+           std::string(1, '\0') + "\"\n",
+       ":9:15: contains a NUL byte"},
+      {"deep flow",
+       std::string(kYaml) +
+           "  c/pytorch-single_device-training:\n    markers: " + std::string(10000, '[') + "\n",
+       // yaml-cpp reads each unclosed '[' here as a list holding a one-pair mapping: two levels.
+       ":9:63: nested deeper than 100 levels"},
+  };
+  for (const auto& c : cases) {
+    testing::WriteFileOrDie(tmp_.path() / kTraining, c.text);
+    std::string out;
+    EXPECT_EQ(Run({"inventory", "check", "--repo", "."}, &out), 1) << c.name;
+    EXPECT_NE(out.find(std::string(kTraining) + c.want), std::string::npos)
+        << c.name << ": " << out << "\nwant: " << c.want;
+    EXPECT_NE(out.find("1 files, 0 entries: 1 error(s)"), std::string::npos)
+        << c.name << ": " << out;
+    // yaml edit refuses the file and leaves it as it is.
+    testing::WriteFileOrDie(tmp_.path() / "edits.json",
+                            R"([{"key": "a/pytorch-X-single_device-training",
+                                 "set": {"status": "EXPECTED_PASSING"}}])");
+    EXPECT_EQ(Run({"yaml", "edit", kTraining, "--edits", "edits.json"}, &out), 1) << c.name;
+    EXPECT_NE(out.find(std::string(kTraining) + c.want), std::string::npos) << c.name << out;
+    EXPECT_EQ(testing::ReadFileOrDie(tmp_.path() / kTraining), c.text) << c.name;
+  }
+}
+
+TEST_F(TriagectlTest, HostileRulesFileIsAnErrorNamingIt) {
+  struct Case {
+    std::string text, want;
+  };
+  const Case cases[] = {
+      {"playbooks: " + std::string(10000, '['), "rules.yaml:1:"},
+      {"playbooks:\n  - name: x\n    flavors: [[1]]\n", "rules.yaml:3:"},
+      {"playbooks:\n  - name: x\n    require: {a: [b]}\n", "rules.yaml:3:"},
+  };
+  for (const auto& c : cases) {
+    testing::WriteFileOrDie(tmp_.path() / "rules.yaml", c.text);
+    std::string out;
+    EXPECT_EQ(Run({"inventory", "classify", "--repo", ".", "--rules", "rules.yaml"}, &out), 2)
+        << c.text.substr(0, 40) << out;
+    EXPECT_EQ(out.rfind("triagectl: " + c.want, 0), 0u) << out;
+  }
+}
+
 TEST_F(TriagectlTest, ClassifyJsonIsAContract) {
   std::string out;
   ASSERT_EQ(Run({"inventory", "classify", "--repo", ".", "-o", "json"}, &out), 0) << out;
@@ -190,6 +246,11 @@ TEST_F(TriagectlTest, InvalidBatchChangesNothing) {
       {R"([{"key": "a/pytorch-X-single_device-training", "sett": {}}])", "unknown member 'sett'"},
       {R"({"key": 1})", "expected a JSON array of edits"},
       {R"([{"key": )", "invalid JSON"},
+      // An integer JSON can write but a field cannot hold: an error, not a silent wrap.
+      {R"([{"key": "a/pytorch-X-single_device-training", "set": {"batch_size": 18446744073709551615}}])",
+       "edits.json: [0].set.batch_size: integer 18446744073709551615 is out of range (at most "
+       "9223372036854775807)"},
+      {std::string(100000, '[') + std::string(100000, ']'), "edits.json: [0]: expected an object"},
       // A number JSON can write but a double cannot hold: an error, not an abort.
       {R"([{"key": "a/pytorch-X-single_device-training", "set": {"required_pcc": 1e400}}])",
        "edits.json: invalid JSON"},
