@@ -1,6 +1,9 @@
 // The inventory commands as users and scripts run them: the real triagectl binary on a
 // temporary tt-xla-shaped tree.
 
+#include <sys/stat.h>
+
+#include <filesystem>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -109,6 +112,38 @@ TEST_F(TriagectlTest, KeyOutsideTheRepositoryIsAnInvalidEntry) {
   ASSERT_EQ(json.size(), 3u);
   EXPECT_EQ(json[2]["key"], "../../etc/x/pytorch-V-single_device-training");
   EXPECT_EQ(json[2]["loader"], "");
+}
+
+TEST_F(TriagectlTest, LinksLeavingTheRepositoryAndSpecialFilesAreNamedErrors) {
+  namespace fs = std::filesystem;
+  testing::TempDir outside;
+  testing::WriteFileOrDie(outside.path() / "x.yaml", kYaml);
+  testing::WriteFileOrDie(outside.path() / "ext" / "test_config_inference_single_device.yaml",
+                          kYaml);
+  const fs::path config = tmp_.path() / "tests/runner/test_config";
+  fs::create_symlink(outside.path() / "x.yaml", config / "torch/outside.yaml");
+  fs::create_symlink(outside.path() / "ext", config / "ext");
+  fs::create_symlink("missing.yaml", config / "torch/gone.yaml");
+  ASSERT_EQ(::mkfifo((config / "torch/fifo.yaml").c_str(), 0644), 0);
+  // A link that stays inside the repository is read like the file it names.
+  fs::create_directories(config / "jax");
+  fs::create_symlink("../torch/test_config_training_single_device.yaml",
+                     config / "jax/test_config_training_single_device.yaml");
+  std::string out;
+  EXPECT_EQ(Run({"inventory", "check", "--repo", "."}, &out), 1) << out;
+  for (const std::string& want : {
+           "tests/runner/test_config/ext: symbolic link to '" + (outside.path() / "ext").string() +
+               "', outside the repository; not read",
+           "tests/runner/test_config/torch/outside.yaml: symbolic link to '" +
+               (outside.path() / "x.yaml").string() + "', outside the repository; not read",
+           std::string("tests/runner/test_config/torch/gone.yaml: dangling symbolic link (to "
+                       "'missing.yaml'); not read"),
+           std::string("tests/runner/test_config/torch/fifo.yaml: is a FIFO, not a regular file; "
+                       "not read"),
+           std::string("2 files, 4 entries: 4 error(s)"),
+       }) {
+    EXPECT_NE(out.find(want), std::string::npos) << out << "\nwant: " << want;
+  }
 }
 
 TEST_F(TriagectlTest, CrlfNulAndDeepNestingAreOneErrorEach) {
