@@ -167,6 +167,13 @@ class CoordinatorTest : public ::testing::Test {
     return got.ok() ? *got : v1::LeaseResponse{};
   }
 
+  static v1::ShardResult Failed(const std::string& error) {
+    v1::ShardResult r;
+    r.set_status(v1::ShardResult::FAILED);
+    r.set_error(error);
+    return r;
+  }
+
   v1::ShardResult Succeeded(const v1::ShardSpec& spec) {
     v1::ShardResult r;
     r.set_status(v1::ShardResult::SUCCEEDED);
@@ -297,9 +304,7 @@ TEST_F(CoordinatorTest, GrantRenewExpireRequeueWithBackoff) {
   ASSERT_EQ(hb.revoked_lease_ids_size(), 1);
   EXPECT_EQ(hb.revoked_lease_ids(0), lease.lease_id());
   // A failed attempt is requeued with a backoff.
-  v1::ShardResult failed;
-  failed.set_status(v1::ShardResult::FAILED);
-  EXPECT_TRUE(CompleteLease("a1", again, failed).accepted());
+  EXPECT_TRUE(CompleteLease("a1", again, Failed("probe failed")).accepted());
   EXPECT_EQ(metrics_.requeued["auto"], 1);
   EXPECT_FALSE(LeaseNow("a1").granted()) << "still in backoff";
   clock_.Advance(options_.backoff_base);
@@ -316,10 +321,7 @@ TEST_F(CoordinatorTest, QuarantineAfterMaxAttemptsThenOperatorRequeue) {
     auto lease = LeaseNow("a1");
     ASSERT_TRUE(lease.granted()) << "attempt " << i + 1;
     shard_id = lease.shard().shard_id();
-    v1::ShardResult failed;
-    failed.set_status(v1::ShardResult::FAILED);
-    failed.set_error("pytest crashed");
-    EXPECT_TRUE(CompleteLease("a1", lease, failed).accepted());
+    EXPECT_TRUE(CompleteLease("a1", lease, Failed("pytest crashed")).accepted());
     clock_.Advance(options_.backoff_max);
   }
   coord_->Tick();
@@ -619,9 +621,7 @@ TEST_F(CoordinatorTest, OnlyWorkFailuresFillTheAttemptBudget) {
   Make();
   RegisterAgent("a1", "n150");
   Start({}, 0, "", {"dtype_bfloat16"});
-  v1::ShardResult failed;
-  failed.set_status(v1::ShardResult::FAILED);
-  failed.set_error("probe failed");
+  const v1::ShardResult failed = Failed("probe failed");
   std::string shard_id;
   for (const bool lose : {false, true, false, false}) {
     auto lease = LeaseNow("a1");

@@ -44,6 +44,14 @@ ShardRecord Shard(const std::string& id, const std::string& sweep) {
   return s;
 }
 
+// Stages and flushes the creation of sweep s; false when either fails.
+bool CreateSweep(SqliteStore& store, const SweepRecord& s) {
+  Mutation m;
+  m.name = "CreateSweep";
+  m.sweeps.push_back(&s);
+  return store.Stage(m).ok() && store.Flush().ok();
+}
+
 class SqliteStoreTest : public ::testing::Test {
  protected:
   std::unique_ptr<SqliteStore> Open() {
@@ -154,25 +162,14 @@ namespace {
 // restart finds them all, with the new commit.
 TEST_F(SqliteStoreTest, ADeletedDatabaseFileIsWrittenBackBeforeTheNextCommit) {
   auto store = Open();
-  SweepRecord first = Sweep("sw-0001");
-  Mutation m;
-  m.name = "CreateSweep";
-  m.sweeps.push_back(&first);
-  ASSERT_TRUE(store->Stage(m).ok());
-  ASSERT_TRUE(store->Flush().ok());
+  ASSERT_TRUE(CreateSweep(*store, Sweep("sw-0001")));
   EXPECT_TRUE(store->FileIntact());
   const auto path = tmp_.path() / "state.db";
   for (const char* suffix : {"", "-wal", "-shm"}) {
     std::filesystem::remove(path.string() + suffix);
   }
   EXPECT_FALSE(store->FileIntact());
-  SweepRecord second = Sweep("sw-0002");
-  Mutation m2;
-  m2.name = "CreateSweep";
-  m2.sweeps.push_back(&second);
-  ASSERT_TRUE(store->Stage(m2).ok());
-  auto flushed = store->Flush();
-  ASSERT_TRUE(flushed.ok()) << flushed.status();
+  ASSERT_TRUE(CreateSweep(*store, Sweep("sw-0002")));
   EXPECT_TRUE(store->FileIntact());
   EXPECT_EQ(store->file_restores(), 1u);
   EXPECT_FALSE(std::filesystem::exists(path.string() + ".restoring"));
@@ -197,7 +194,7 @@ TEST_F(SqliteStoreTest, AReplacedDatabaseFileFailsCommits) {
   std::filesystem::remove(path);
   testing::WriteFileOrDie(path, "someone else's file\n");
   EXPECT_FALSE(store->FileIntact());
-  SweepRecord sweep = Sweep("sw-0001");
+  const SweepRecord sweep = Sweep("sw-0001");
   Mutation m;
   m.name = "CreateSweep";
   m.sweeps.push_back(&sweep);
