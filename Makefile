@@ -7,7 +7,7 @@ CTEST_ARGS ?=
 # make demo KEEP=1: leave the demo's coordinator and agents running (scripts/demo.sh stop)
 KEEP ?= 0
 
-.PHONY: all deps configure build test unit integration e2e demo bench format format-check clean
+.PHONY: all deps configure build test unit integration e2e badinput demo bench format format-check clean
 
 all: build
 
@@ -23,11 +23,11 @@ configure: deps
 build: configure
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
-# Every label (unit, integration, e2e) plus the clang-format check; fails on any failure.
+# Every label (unit, integration, e2e, badinput) plus the clang-format check; fails on any failure.
 test: build format-check
 	ctest --test-dir $(BUILD_DIR) --output-on-failure --no-tests=error -j $(JOBS) $(CTEST_ARGS)
 
-unit integration e2e: build
+unit integration e2e badinput: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure --no-tests=error -j $(JOBS) -L $@ $(CTEST_ARGS)
 
 demo: build
