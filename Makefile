@@ -4,10 +4,14 @@ BUILD_DIR ?= build
 BUILD_TYPE ?= RelWithDebInfo
 JOBS ?= $(shell nproc)
 CTEST_ARGS ?=
+# make fuzz: seconds per target (make test's regression run uses FUZZ_CHECK_SECONDS)
+FUZZ_SECONDS ?= 300
+FUZZ_CHECK_SECONDS ?= 30
 # make demo KEEP=1: leave the demo's coordinator and agents running (scripts/demo.sh stop)
 KEEP ?= 0
 
-.PHONY: all deps configure build test unit integration e2e badinput demo bench format format-check clean
+.PHONY: all deps configure build test unit integration e2e badinput demo bench format format-check \
+	clean fuzz fuzz-check asan
 
 all: build
 
@@ -23,8 +27,9 @@ configure: deps
 build: configure
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
-# Every label (unit, integration, e2e, badinput) plus the clang-format check; fails on any failure.
-test: build format-check
+# Every label (unit, integration, e2e, badinput), the clang-format check and the fuzz regression
+# run; fails on any failure.
+test: build format-check fuzz-check
 	ctest --test-dir $(BUILD_DIR) --output-on-failure --no-tests=error -j $(JOBS) $(CTEST_ARGS)
 
 unit integration e2e badinput: build
@@ -36,6 +41,20 @@ demo: build
 bench: build
 	scripts/bench.sh $(BUILD_DIR)
 
+# libFuzzer targets (docs/fuzzing.md) in build-fuzz/ with clang, ASan and UBSan: FUZZ_SECONDS
+# of fuzzing per target; new inputs are kept, minimised, in tests/fuzz/corpus/.
+fuzz: deps
+	FUZZ_SECONDS=$(FUZZ_SECONDS) JOBS=$(JOBS) scripts/fuzz.sh
+
+# The regression run of make test: every committed corpus and regression input, then
+# FUZZ_CHECK_SECONDS of fuzzing per target; the committed corpus is left as it is.
+fuzz-check: deps
+	FUZZ_SECONDS=$(FUZZ_CHECK_SECONDS) JOBS=$(JOBS) scripts/fuzz.sh --check
+
+# The whole project with ASan + UBSan in build-asan/ (gcc), then the unit and integration tests.
+asan: deps
+	JOBS=$(JOBS) CTEST_ARGS="$(CTEST_ARGS)" scripts/asan.sh
+
 format-check:
 	@scripts/format.sh --check
 
@@ -43,4 +62,4 @@ format:
 	@scripts/format.sh
 
 clean:
-	rm -rf $(BUILD_DIR) demo-out
+	rm -rf $(BUILD_DIR) build-fuzz build-asan demo-out

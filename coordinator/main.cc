@@ -52,6 +52,7 @@ struct CoordinatorConfig {
   std::int64_t backoff_base_seconds = 10;
   std::int64_t backoff_max_seconds = 600;
   std::int64_t max_attempts = 3;
+  std::int64_t max_infra_losses = 10;
   std::vector<std::string> default_archs = {"n150"};
   std::int64_t tick_ms = 500;
   bool sqlite_synchronous_full = false;
@@ -96,7 +97,12 @@ struct CoordinatorConfig {
           Range{0, kMaxSeconds});
     s.Add("backoff_max_seconds", &backoff_max_seconds, "cap of the doubling requeue delay",
           Range{0, kMaxSeconds});
-    s.Add("max_attempts", &max_attempts, "attempts before a shard is quarantined", Range{1, 1000});
+    s.Add("max_attempts", &max_attempts,
+          "failed attempts (the work failed) before a shard is quarantined", Range{1, 1000});
+    s.Add("max_infra_losses", &max_infra_losses,
+          "leases a shard may lose to agents or the coordinator going away before it is "
+          "quarantined (they do not count as attempts)",
+          Range{1, 1000});
     s.Add("default_archs", &default_archs, "target archs of sweeps that name none");
     s.Add("tick_ms", &tick_ms, "how often leases and agents are checked", Range{10, 60'000});
     s.Add("sqlite_synchronous_full", &sqlite_synchronous_full,
@@ -258,6 +264,7 @@ int main(int argc, char** argv) {
   options.backoff_base = std::chrono::seconds(cfg.backoff_base_seconds);
   options.backoff_max = std::chrono::seconds(cfg.backoff_max_seconds);
   options.default_max_attempts = static_cast<int>(cfg.max_attempts);
+  options.max_infra_losses = static_cast<int>(cfg.max_infra_losses);
   options.default_archs = cfg.default_archs;
   coord::Coordinator coordinator(
       options, store->get(), SystemClock::Get(),

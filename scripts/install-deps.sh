@@ -2,7 +2,8 @@
 # Installs, with apt-get, exactly the Debian 12 packages triage-farm needs to build, test and demo.
 # Idempotent: when every package is already installed it prints one line and changes nothing.
 #
-#   scripts/install-deps.sh            everything (build + python fixture + prometheus/linters)
+#   scripts/install-deps.sh            everything (build + python fixture + prometheus/linters +
+#                                      clang for the fuzz targets)
 #   scripts/install-deps.sh --build    only what the C++ build needs
 set -euo pipefail
 
@@ -19,10 +20,13 @@ build_pkgs=(
 python_pkgs=(python3 python3-torch python3-pytest)
 # A real Prometheus for the dashboard/alert tests, and linters for the chart.
 tool_pkgs=(prometheus yamllint sqlite3 git python3-jsonschema)
+# The libFuzzer targets (scripts/fuzz.sh, run by `make test`): clang with its sanitizer and
+# fuzzer runtimes (libFuzzer, FuzzedDataProvider.h), and llvm-symbolizer for the reports.
+fuzz_pkgs=(clang-14 libclang-rt-14-dev llvm-14)
 
 want=("${build_pkgs[@]}")
 if [[ "${1:-}" != "--build" ]]; then
-  want+=("${python_pkgs[@]}" "${tool_pkgs[@]}")
+  want+=("${python_pkgs[@]}" "${tool_pkgs[@]}" "${fuzz_pkgs[@]}")
 fi
 
 missing=()

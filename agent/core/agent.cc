@@ -59,6 +59,10 @@ absl::Status Agent::RegisterWithRetry() {
   v1::RegisterRequest req;
   *req.mutable_dimensions() = options_.dimensions;
   req.set_resume_session_id(session());
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& id : undelivered_) req.add_held_lease_ids(id);
+  }
   absl::StatusOr<v1::RegisterResponse> resp = absl::UnavailableError("not tried");
   absl::Status st = rpc::Retry(
       options_.retry,
@@ -94,6 +98,9 @@ void Agent::HeartbeatLoop() {
       req.set_agent_id(options_.dimensions.agent_id());
       req.set_session_id(session_);
       if (!current_lease_.empty()) req.add_lease_ids(current_lease_);
+      for (const auto& id : undelivered_) {
+        if (id != current_lease_) req.add_lease_ids(id);
+      }
     }
     auto resp = client_->Heartbeat(req);
     if (resp.ok()) {
@@ -166,23 +173,35 @@ void Agent::Deliver(const std::filesystem::path& spool_file, const v1::CompleteR
   }
   std::error_code ec;
   std::filesystem::remove(spool_file, ec);
+  std::lock_guard lock(mu_);
+  undelivered_.erase(req.lease_id());
 }
 
-void Agent::ResendSpooled() {
+std::vector<std::filesystem::path> Agent::SpooledFiles() {
   const auto dir = options_.data_dir / "spool";
-  std::error_code ec;
-  if (!std::filesystem::is_directory(dir, ec)) return;
   std::vector<std::filesystem::path> files;
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) return files;
   for (const auto& f : std::filesystem::directory_iterator(dir, ec)) {
     if (f.path().extension() == ".pb") files.push_back(f.path());
   }
   std::sort(files.begin(), files.end());
+  std::lock_guard lock(mu_);
+  for (const auto& f : files) undelivered_.insert(f.stem().string());  // <lease id>.pb
+  return files;
+}
+
+void Agent::ResendSpooled() {
+  std::error_code ec;
+  const std::vector<std::filesystem::path> files = SpooledFiles();
   for (const auto& f : files) {
     auto bytes = util::ReadFile(f, 256 << 20);
     v1::CompleteRequest req;
     if (!bytes.ok() || !req.ParseFromString(*bytes)) {
       spdlog::error("unreadable spooled result {}: moved aside", f.string());
       std::filesystem::rename(f, f.string() + ".bad", ec);
+      std::lock_guard lock(mu_);
+      undelivered_.erase(f.stem().string());
       continue;
     }
     // The session may have changed since: the lease and token are what the coordinator checks.
@@ -258,8 +277,10 @@ void Agent::RunShard(const v1::LeaseResponse& lease) {
   metrics_->Step(spec.playbook(), "shard",
                  result.status() == v1::ShardResult::SUCCEEDED ? "succeeded" : "failed", seconds);
   {
+    // From here until it is acknowledged the lease is kept alive as an undelivered result.
     std::lock_guard lock(mu_);
     current_lease_.clear();
+    if (!cancel_current_.load()) undelivered_.insert(lease.lease_id());
   }
   if (cancel_current_.load()) {
     spdlog::warn("[shard={}] stopped: the lease was revoked or the agent is stopping",
@@ -287,6 +308,8 @@ void Agent::RunShard(const v1::LeaseResponse& lease) {
 }
 
 absl::Status Agent::Run() {
+  // Results kept from before a restart: named in the registration, so their leases are kept.
+  (void)SpooledFiles();
   if (auto st = RegisterWithRetry(); !st.ok()) {
     if (Stopping()) return absl::OkStatus();
     return st;

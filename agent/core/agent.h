@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -63,6 +64,8 @@ class Agent {
   absl::Status RegisterWithRetry();
   void HeartbeatLoop();
   void ResendSpooled();
+  // The spooled results, oldest first (also fills undelivered_).
+  std::vector<std::filesystem::path> SpooledFiles();
   void RunShard(const v1::LeaseResponse& lease);
   // Sends a spooled Complete until the coordinator answers (or stop); removes the file then.
   void Deliver(const std::filesystem::path& spool_file, const v1::CompleteRequest& req);
@@ -83,6 +86,10 @@ class Agent {
   std::string session_;
   std::chrono::milliseconds heartbeat_interval_{5'000};
   std::string current_lease_;
+  // Leases whose results are spooled and not yet acknowledged: heartbeats keep them alive (a
+  // result finished during an outage must not expire while its delivery backs off), and a
+  // registration names them so that a restart does not fence them.
+  std::set<std::string> undelivered_;
   bool reregister_ = false;
   bool draining_ = false;
   std::atomic<bool> stop_{false};

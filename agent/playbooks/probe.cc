@@ -1,9 +1,36 @@
 #include "agent/playbooks/probe.h"
 
+#include <cstdint>
+#include <limits>
+
 #include "common/util/strings.h"
 #include "common/util/text.h"
 
 namespace triage::playbooks {
+namespace {
+
+// Members read without throwing and without the undefined lookup of a missing key through a
+// const json: a member that is absent or of another type reads as the default.
+std::string Str(const nlohmann::json& obj, const char* name, std::string fallback = "") {
+  if (!obj.is_object()) return fallback;
+  auto it = obj.find(name);
+  return it != obj.end() && it->is_string() ? it->get<std::string>() : fallback;
+}
+
+bool Bool(const nlohmann::json& obj, const char* name) {
+  if (!obj.is_object()) return false;
+  auto it = obj.find(name);
+  return it != obj.end() && it->is_boolean() && it->get<bool>();
+}
+
+const nlohmann::json& Member(const nlohmann::json& obj, const char* name) {
+  static const nlohmann::json kNull;
+  if (!obj.is_object()) return kNull;
+  auto it = obj.find(name);
+  return it != obj.end() ? *it : kNull;
+}
+
+}  // namespace
 
 std::string ProbeDoc::Error::Line() const {
   std::string_view first = message;
@@ -11,98 +38,58 @@ std::string ProbeDoc::Error::Line() const {
   return util::StrCat(type, type.empty() ? "" : ": ", util::TrimWhitespace(first));
 }
 
-namespace {
-
-// The string at j[name] when j is an object that has one, else "" (never throws).
-std::string StringAt(const nlohmann::json& j, const char* name) {
-  if (!j.is_object()) return "";
-  auto it = j.find(name);
-  return it != j.end() && it->is_string() ? it->get<std::string>() : "";
-}
-
-absl::StatusOr<ProbeDoc> ParseProbeDocUnchecked(const nlohmann::json& j);
-
-}  // namespace
-
-// A document of the wrong shape is an error naming the member, never an exception: probe
-// documents come from files (recorded evidence) as well as from the probe.
 absl::StatusOr<ProbeDoc> ParseProbeDoc(const nlohmann::json& j) {
   if (!j.is_object()) return absl::InvalidArgumentError("probe document is not an object");
-  for (const char* name : {"schema", "seq"}) {
-    if (j.contains(name) && !j[name].is_number_integer()) {
-      return absl::InvalidArgumentError(
-          util::StrCat("probe document: '", name, "' must be an integer, got ", j[name].dump()));
-    }
-  }
-  for (const char* name : {"key", "loader", "phase", "backward"}) {
-    if (j.contains(name) && !j[name].is_string()) {
-      return absl::InvalidArgumentError(
-          util::StrCat("probe document: '", name, "' must be a string, got ", j[name].dump()));
-    }
-  }
-  if (j.contains("ok") && !j["ok"].is_boolean()) {
+  const nlohmann::json& schema = Member(j, "schema");
+  if (!schema.is_number() || schema.get<double>() != 1) {
     return absl::InvalidArgumentError(
-        util::StrCat("probe document: 'ok' must be true or false, got ", j["ok"].dump()));
-  }
-  try {
-    return ParseProbeDocUnchecked(j);
-  } catch (const nlohmann::json::exception& e) {
-    return absl::InvalidArgumentError(
-        util::StrCat("probe document '", StringAt(j, "key"), "': ", e.what()));
-  }
-}
-
-namespace {
-
-absl::StatusOr<ProbeDoc> ParseProbeDocUnchecked(const nlohmann::json& j) {
-  if (j.value("schema", 0) != 1) {
-    return absl::InvalidArgumentError(
-        util::StrCat("probe schema ", j.value("schema", 0), " is not 1"));
+        util::StrCat("probe schema ", schema.is_null() ? "0" : schema.dump(), " is not 1"));
   }
   ProbeDoc d;
   d.raw = j;
-  d.key = j.value("key", "");
-  d.loader = j.value("loader", "");
-  d.phase = j.value("phase", "");
-  d.ok = j.value("ok", false);
-  d.seq = j.value("seq", 0);
+  d.key = Str(j, "key");
+  d.loader = Str(j, "loader");
+  d.phase = Str(j, "phase");
+  d.ok = Bool(j, "ok");
+  const nlohmann::json& seq = Member(j, "seq");
+  if (seq.is_number_integer() && seq.get<std::int64_t>() >= 0 &&
+      seq.get<std::int64_t>() <= std::numeric_limits<int>::max()) {
+    d.seq = seq.get<int>();
+  }
   if (d.key.empty() || d.phase.empty()) {
     return absl::InvalidArgumentError("probe document without key or phase");
   }
-  if (j.contains("error") && j["error"].is_object()) {
+  if (const auto& error = Member(j, "error"); error.is_object()) {
     ProbeDoc::Error e;
-    e.type = StringAt(j["error"], "type");
-    e.message = StringAt(j["error"], "message");
-    e.traceback = StringAt(j["error"], "traceback");
+    e.type = Str(error, "type");
+    e.message = Str(error, "message");
+    e.traceback = Str(error, "traceback");
     d.error = e;
   }
-  if (j.contains("inputs") && j["inputs"].is_array()) {
-    for (const auto& in : j["inputs"]) {
+  if (const auto& inputs = Member(j, "inputs"); inputs.is_array()) {
+    for (const auto& in : inputs) {
       ProbeDoc::Input i;
-      i.name = StringAt(in, "name");
-      i.dtype = StringAt(in, "dtype");
-      i.kind = StringAt(in, "kind");
+      i.name = Str(in, "name");
+      i.dtype = Str(in, "dtype");
+      i.kind = Str(in, "kind");
       d.inputs.push_back(std::move(i));
     }
   }
-  if (j.contains("output") && j["output"].is_object()) {
+  if (const auto& output = Member(j, "output"); output.is_object()) {
     d.has_output = true;
-    d.output_class = StringAt(j["output"], "class");
-    d.output_module = StringAt(j["output"], "module");
-    d.tree = j["output"].value("tree", nlohmann::json());
+    d.output_class = Str(output, "class");
+    d.output_module = Str(output, "module");
+    d.tree = Member(output, "tree");
   }
-  if (j.contains("unpacked") && j["unpacked"].is_object()) {
+  if (const auto& unpacked = Member(j, "unpacked"); unpacked.is_object()) {
     d.has_unpacked = true;
-    const auto& u = j["unpacked"];
-    d.unpacked_ok = u.contains("ok") && u["ok"].is_boolean() && u["ok"].get<bool>();
-    d.unpacked_kind = StringAt(u, "kind");
-    d.unpacked_error = StringAt(u, "error");
+    d.unpacked_ok = Bool(unpacked, "ok");
+    d.unpacked_kind = Str(unpacked, "kind");
+    d.unpacked_error = Str(unpacked, "error");
   }
-  d.backward = j.value("backward", "skipped");
+  d.backward = Str(j, "backward", "skipped");
   return d;
 }
-
-}  // namespace
 
 absl::StatusOr<std::vector<ProbeDoc>> ParseProbeOutput(const std::string& text) {
   std::vector<ProbeDoc> out;
@@ -150,72 +137,51 @@ absl::StatusOr<std::vector<ProbeDoc>> ParseProbeFile(const std::string& text,
   return out;
 }
 
-namespace {
-
-// node[name], or null when node has no such member (a const operator[] must not be used for a
-// member that may be missing).
-const nlohmann::json& Member(const nlohmann::json& node, const char* name) {
-  static const nlohmann::json kNull;
-  auto it = node.find(name);
-  return it != node.end() ? *it : kNull;
-}
-
-std::string DescribeTreeUnchecked(const nlohmann::json& node, int depth);
-
-}  // namespace
-
-// A tree of the wrong shape (recorded evidence is read from files) is described as "?".
 std::string DescribeTree(const nlohmann::json& node, int depth) {
-  try {
-    return DescribeTreeUnchecked(node, depth);
-  } catch (const nlohmann::json::exception&) {
-    return "?";
-  }
-}
-
-namespace {
-
-std::string DescribeTreeUnchecked(const nlohmann::json& node, int depth) {
   if (!node.is_object()) return "?";
-  const std::string type = node.value("type", "");
+  const std::string type = Str(node, "type");
   auto shape = [](const nlohmann::json& n) {
     std::string s = "(";
     bool first = true;
-    for (const auto& d : n.value("shape", nlohmann::json::array())) {
-      if (!first) s += ", ";
-      s += d.dump();
-      first = false;
+    const nlohmann::json& dims = Member(n, "shape");
+    if (dims.is_array()) {
+      for (const auto& d : dims) {
+        if (!first) s += ", ";
+        s += d.dump();
+        first = false;
+      }
     }
     return s + ")";
   };
   if (type == "tensor") {
-    return util::StrCat("Tensor", shape(node), " ", node.value("dtype", ""));
+    return util::StrCat("Tensor", shape(node), " ", Str(node, "dtype"));
   }
   if (depth > 3) return type;
   if (type == "list" || type == "tuple") {
     const auto& items = Member(node, "items");
-    std::string s = util::StrCat(type, "[", items.size(), "]: [");
-    for (std::size_t i = 0; i < items.size() && i < 8; ++i) {
+    const std::size_t n = items.is_array() ? items.size() : 0;
+    std::string s = util::StrCat(type, "[", n, "]: [");
+    for (std::size_t i = 0; i < n && i < 8; ++i) {
       if (i) s += ", ";
-      s += DescribeTreeUnchecked(items[i], depth + 1);
+      s += DescribeTree(items[i], depth + 1);
     }
-    if (items.size() > 8) s += ", ...";
+    if (n > 8) s += ", ...";
     return s + "]";
   }
   if (type == "dict" || type == "object") {
     const auto& items = Member(node, type == "dict" ? "items" : "attrs");
-    std::string s = type == "dict" ? "dict{" : util::StrCat(node.value("class", "object"), "{");
+    std::string s = type == "dict" ? "dict{" : util::StrCat(Str(node, "class", "object"), "{");
     bool first = true;
-    for (auto it = items.begin(); it != items.end(); ++it) {
-      if (!first) s += ", ";
-      first = false;
-      s += util::StrCat(it.key(), ": ", DescribeTreeUnchecked(it.value(), depth + 1));
+    if (items.is_object()) {
+      for (auto it = items.begin(); it != items.end(); ++it) {
+        if (!first) s += ", ";
+        first = false;
+        s += util::StrCat(it.key(), ": ", DescribeTree(it.value(), depth + 1));
+      }
     }
     return s + "}";
   }
   return type;
 }
-
-}  // namespace
 
 }  // namespace triage::playbooks

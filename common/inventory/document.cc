@@ -45,6 +45,7 @@ class TreeBuilder : public YAML::EventHandler {
     }
   }
   void OnDocumentEnd() override {}
+  int documents() const { return documents_; }
 
   void OnNull(const YAML::Mark& mark, YAML::anchor_t anchor) override {
     CheckAnchor(mark, anchor);
@@ -335,7 +336,9 @@ Document Document::Parse(std::string path, std::string bytes, const ParseOptions
   TreeBuilder builder(text);
   try {
     YAML::Parser parser(in);
-    while (parser.HandleNextDocument(builder)) {
+    // One document is read; the start of a second is already an error, and yaml-cpp 0.7 can
+    // start documents forever on some malformed input (a stray ',' at the top level).
+    while (parser.HandleNextDocument(builder) && builder.documents() < 2) {
     }
   } catch (const YAML::Exception& e) {
     doc.AddError({e.mark.line, e.mark.column}, util::StrCat("YAML syntax error: ", e.msg));

@@ -50,6 +50,8 @@ class EntryText {
   // Sets the fields of one edit (top level, or arch_overrides.<arch>).
   absl::Status Set(const std::optional<std::string>& arch,
                    const std::vector<std::pair<std::string, Value>>& fields) {
+    // Nothing to set: an arch's override must not be created empty (an edit that only deletes).
+    if (fields.empty()) return absl::OkStatus();
     std::vector<Chunk>* items = &root_.children;
     int indent = field_indent_;
     if (arch) {
@@ -604,8 +606,11 @@ absl::StatusOr<std::string> ApplyEdits(const Document& doc, std::span<const Entr
   // the original exactly by the intended field changes.
   Document check = Document::Parse(doc.path(), out);
   if (!check.ok()) {
-    return absl::InternalError(util::StrCat(doc.path(), ": the edited file does not re-parse: ",
-                                            check.diagnostics().front().ToString()));
+    const auto error = std::find_if(
+        check.diagnostics().begin(), check.diagnostics().end(),
+        [](const util::Diagnostic& d) { return d.severity == util::Severity::kError; });
+    return absl::InternalError(
+        util::StrCat(doc.path(), ": the edited file does not re-parse: ", error->ToString()));
   }
   if (check.entries().size() != doc.entries().size()) {
     return absl::InternalError(util::StrCat(doc.path(), ": the edit changed the entry count"));

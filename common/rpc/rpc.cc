@@ -197,6 +197,11 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> Connect(const std::string& addres
   if (!creds.ok()) return creds.status();
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 30'000);
+  // gRPC's own reconnect backoff grows to two minutes. A coordinator that restarts must see its
+  // agents back well within a lease's life, so reconnect attempts stay at most a second apart.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1'000);
   args.SetInt(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, 64 << 20);
   return grpc::CreateCustomChannel(address, *creds, args);
 }

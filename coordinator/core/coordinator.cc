@@ -22,10 +22,6 @@ namespace {
 
 constexpr std::string_view kCpuArch = "cpu";
 
-bool Contains(const std::vector<std::string>& v, std::string_view s) {
-  return std::find(v.begin(), v.end(), s) != v.end();
-}
-
 template <typename R>
 bool ContainsProto(const R& repeated, std::string_view s) {
   for (const auto& x : repeated) {
@@ -64,6 +60,7 @@ Coordinator::Coordinator(CoordinatorOptions options, Store* store, Clock* clock,
       commits_(
           store, [this](const absl::Status& st) { OnFlushFailure(st); },
           [this](double seconds, std::uint64_t mutations, bool ok) {
+            healthy_.store(ok);
             metrics_->StoreCommit(seconds, static_cast<int>(mutations), ok);
           }) {}
 
@@ -84,10 +81,7 @@ void Coordinator::SetFinishHook(FinishHook hook) {
   finish_hook_ = std::move(hook);
 }
 
-bool Coordinator::healthy() const {
-  std::lock_guard lock(mu_);
-  return healthy_;
-}
+bool Coordinator::healthy() const { return healthy_.load(); }
 
 void Coordinator::RecordFailure(const absl::Status& status) {
   if (!status.ok()) healthy_ = false;
@@ -315,7 +309,6 @@ absl::Status Coordinator::ApplyAndCommit(Mutation& m, std::vector<ShardRecord>& 
     return absl::UnavailableError(util::StrCat("store: ", util::MessageOf(ticket.status())));
   }
   after.ticket = last_staged_ = *ticket;
-  healthy_ = true;
   if (m.result) CommitResultLocked(*m.result);
   std::set<std::string> touched_sweeps;
   for (auto& a : agents) CommitAgent(std::move(a));
@@ -329,12 +322,28 @@ absl::Status Coordinator::ApplyAndCommit(Mutation& m, std::vector<ShardRecord>& 
 }
 
 void Coordinator::FailAttempt(ShardRecord& s, const std::string& outcome, const std::string& reason,
-                              TimePoint now, Mutation& m) {
+                              TimePoint now, Mutation& m, Fault fault) {
   if (s.lease) {
     m.attempts.push_back(EndedAttempt(s, now, outcome, reason));
   }
   s.lease.reset();
   s.last_error = reason;
+  if (fault == Fault::kInfrastructure) {
+    // The grant is given back: the work was not tried to its end.
+    s.attempts = std::max(0, s.attempts - 1);
+    s.infra_losses += 1;
+    if (s.infra_losses >= options_.max_infra_losses) {
+      s.last_error = util::StrCat(reason, " (", s.infra_losses,
+                                  " leases lost to agents or the coordinator going away)");
+      s.state = ShardState::kQuarantined;
+      return;
+    }
+    s.state = ShardState::kQueued;
+    s.enqueued_at = now;
+    s.eligible_at = now;  // nothing to wait for: another agent may take it at once
+    metrics_->Requeued(ShardArch(s), "infra");
+    return;
+  }
   if (s.attempts >= MaxAttempts(s)) {
     s.state = ShardState::kQuarantined;
     return;
@@ -376,14 +385,22 @@ absl::StatusOr<v1::RegisterResponse> Coordinator::Register(const v1::RegisterReq
     if (!resumed) {
       agent.session_id = NewSessionId();
       agent.registered_at = now;
-      // A restarted agent: its old leases are fenced (the shards go back to the queue).
+      // A restarted agent: its old leases are fenced (the shards go back to the queue), but
+      // for those whose finished results it holds and is about to re-send.
       if (it != agents_.end()) {
+        const std::set<std::string> held(req.held_lease_ids().begin(), req.held_lease_ids().end());
         for (const auto& lease_id : it->second.leases) {
           auto sid = lease_to_shard_.find(lease_id);
           if (sid == lease_to_shard_.end()) continue;
           ShardRecord s = shards_.at(sid->second);
+          if (held.count(lease_id) && s.lease) {
+            // Kept: the lease's life starts again so that the re-sent result arrives in time.
+            shards_.at(sid->second).lease->deadline = now + options_.lease_ttl;
+            continue;
+          }
           metrics_->LeaseExpired(ShardArch(s), "agent_restart");
-          FailAttempt(s, "expired", "agent re-registered (restart): lease fenced", now, m);
+          FailAttempt(s, "expired", "agent re-registered (restart): lease fenced", now, m,
+                      Fault::kInfrastructure);
           shards.push_back(std::move(s));
         }
         agent.revoked.clear();
@@ -715,7 +732,7 @@ absl::StatusOr<v1::CompleteResponse> Coordinator::CompleteLocked(const v1::Compl
   metrics_->ShardRunTime(arch, s.spec.playbook(), ToSeconds(now - lease.granted_at));
   if (absl::Status owned = CheckResultLocked(s, req.result()); !owned.ok()) {
     m.name = "RejectResult";
-    FailAttempt(s, "rejected", util::MessageOf(owned), now, m);
+    FailAttempt(s, "rejected", util::MessageOf(owned), now, m, Fault::kWork);
     metrics_->ShardCompleted(arch, s.spec.playbook(), "rejected");
     std::string why = util::MessageOf(owned);
     const bool ended = s.state != ShardState::kQueued;
@@ -732,7 +749,7 @@ absl::StatusOr<v1::CompleteResponse> Coordinator::CompleteLocked(const v1::Compl
     m.name = "FailAttempt";
     std::string why =
         req.result().error().empty() ? "the agent reported a failure" : req.result().error();
-    FailAttempt(s, "failed", why, now, m);
+    FailAttempt(s, "failed", why, now, m, Fault::kWork);
     metrics_->ShardCompleted(arch, s.spec.playbook(), "failed");
     if (s.state == ShardState::kQuarantined) metrics_->ShardAttempts(s.spec.playbook(), s.attempts);
     shards.push_back(s);
@@ -1324,6 +1341,7 @@ absl::StatusOr<v1::Shard> Coordinator::RequeueShard(const std::string& id,
     RevokeLeaseLocked(s, now, util::StrCat("requeued by ", caller.name, ": ", reason), m);
     s.state = ShardState::kQueued;
     s.attempts = 0;  // a fresh attempt budget
+    s.infra_losses = 0;
     s.enqueued_at = now;
     s.eligible_at = now;
     s.last_error = util::StrCat("requeued by ", caller.name, ": ", reason);
@@ -1616,7 +1634,7 @@ void Coordinator::Tick() {
       FailAttempt(
           s, "expired",
           util::StrCat("lease ", lease_id, " expired (", why, ") on agent ", s.lease->agent_id),
-          now, m);
+          now, m, Fault::kInfrastructure);
       if (s.state == ShardState::kQuarantined)
         metrics_->ShardAttempts(s.spec.playbook(), s.attempts);
       shards.push_back(std::move(s));
@@ -1647,11 +1665,31 @@ void Coordinator::Tick() {
                               [this, sweep_id = id](const absl::Status&) { Unfinish(sweep_id); }});
       }
     }
-    if (!healthy_) healthy_ = store_->Check().ok();
+    // Health follows commits. A database file that is no longer the one open (deleted or
+    // replaced) is noticed here even when nothing is being written; the store's Check puts a
+    // deleted one back and proves with a commit that writing works again.
+    if (!store_->FileIntact()) {
+      if (healthy_.exchange(false)) {
+        spdlog::error("coordinator: the database file was deleted or replaced while open");
+      }
+    }
+    if (!healthy_.load()) healthy_.store(store_->Check().ok());
     ReportOnCallAgesLocked(now);
     RefreshProblemsLocked(after);
   }
   Settle(after);
+}
+
+void Coordinator::StartGrace() {
+  std::lock_guard lock(mu_);
+  const TimePoint now = clock_->Now();
+  for (auto& [id, a] : agents_) a.last_heartbeat = std::max(a.last_heartbeat, now);
+  for (auto& [lease_id, sid] : lease_to_shard_) {
+    ShardRecord& s = shards_.at(sid);
+    if (!s.lease) continue;
+    s.lease->deadline = std::max(s.lease->deadline, now + options_.lease_ttl);
+    s.last_progress_at = std::max(s.last_progress_at, now);
+  }
 }
 
 void Coordinator::ReportOnCallAgesLocked(TimePoint now) {

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <functional>
 #include <list>
 #include <map>
@@ -35,6 +36,10 @@ struct CoordinatorOptions {
   Duration backoff_max = std::chrono::minutes(10);
   Duration stuck_after = std::chrono::minutes(15);  // default for ListShards(stuck)
   int default_max_attempts = 3;
+  // Leases a shard may lose to the farm itself (agents dying or restarting, the coordinator
+  // restarting) before it is quarantined: such losses say nothing about the work, so they do
+  // not count toward max_attempts, but a shard that keeps taking agents down stops somewhere.
+  int max_infra_losses = 10;
   std::vector<std::string> default_archs = {"n150"};
   std::string default_executor = "native";
   double min_trusted_seconds = 5;
@@ -122,6 +127,10 @@ class Coordinator {
 
   // Expires leases, marks silent agents offline, ends long-polls, releases backoffs.
   void Tick();
+  // The agents' grace period after a restart starts when the coordinator is reachable, not
+  // when it read its state: every agent's silence and every lease's life count from now.
+  // Called once the listeners are up, before the first Tick.
+  void StartGrace();
   // False after the store failed a write or a check (the health service reports it).
   bool healthy() const;
 
@@ -219,10 +228,15 @@ class Coordinator {
   void CommitShard(ShardRecord updated);
   void CommitAgent(AgentRecord updated);
   void CommitResultLocked(const ResultRecord& r);
-  // A failed attempt (expiry, infrastructure failure, rejected result): requeue with backoff,
-  // or quarantine after max attempts. Fills the copy of the shard.
+  // Who is to blame for an attempt that ended without a result.
+  enum class Fault {
+    kWork,            // the agent reported a failure, or a result broke the shard's rules
+    kInfrastructure,  // the lease was lost: agent died, stopped, restarted; coordinator restart
+  };
+  // A failed attempt: requeue (work faults with backoff) or quarantine after max_attempts work
+  // faults or max_infra_losses infrastructure faults. Fills the copy of the shard.
   void FailAttempt(ShardRecord& s, const std::string& outcome, const std::string& reason,
-                   TimePoint now, Mutation& m);
+                   TimePoint now, Mutation& m, Fault fault);
   int MaxAttempts(const ShardRecord& s) const;
   // The attempt row of the shard's current lease, ended now.
   static AttemptRecord EndedAttempt(const ShardRecord& s, TimePoint now, std::string outcome,
@@ -260,7 +274,10 @@ class Coordinator {
 
   mutable std::mutex mu_;
   std::mutex start_mu_;  // one StartSweep planning at a time (outside mu_)
-  bool healthy_ = true;
+  // The outcome of the latest commit (a group commit or the store's probe): false from a failed
+  // commit (or a database file found deleted or replaced) until a commit succeeds. Staging
+  // succeeds even when the disk is full, so it says nothing about health.
+  std::atomic<bool> healthy_{true};
   std::uint64_t last_staged_ = 0;  // the store ticket of the latest staged mutation
   bool serving_waiters_ = false;
   std::set<std::string> on_call_archs_;

@@ -52,7 +52,11 @@ struct ShardRecord {
   ShardState state = ShardState::kQueued;
   int priority = 0;
   double expected_seconds = 0;
-  int attempts = 0;        // leases granted since the last operator requeue
+  int attempts = 0;  // leases granted since the last operator requeue, less infra_losses
+  // Leases lost to the farm rather than to the work since the last operator requeue: expired
+  // because an agent died or stopped, fenced by an agent's restart. They do not count toward
+  // max_attempts; they have their own, higher bound (CoordinatorOptions::max_infra_losses).
+  int infra_losses = 0;
   std::int64_t token = 0;  // fencing token of the latest grant (monotonic per shard)
   std::optional<LeaseInfo> lease;
   std::string depends_on;  // shard id whose result this shard waits for

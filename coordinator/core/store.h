@@ -55,8 +55,12 @@ class Store {
   virtual absl::StatusOr<Snapshot> Load() = 0;
   virtual absl::StatusOr<std::vector<AttemptRecord>> Attempts(const std::string& shard_id) = 0;
   virtual absl::StatusOr<std::vector<AuditRecord>> AuditLog(int limit) = 0;
-  // A cheap read and write round trip, for the health service.
+  // A cheap write round trip, for the health service. A store kept in a file first makes sure
+  // the file is still the one open (see FileIntact).
   virtual absl::Status Check() = 0;
+  // False when the store's file is no longer the one it has open (deleted, or replaced by
+  // another file); cheap enough to call on every tick. Stores without a file: always true.
+  virtual bool FileIntact() { return true; }
 };
 
 }  // namespace triage::coord

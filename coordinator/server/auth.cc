@@ -40,10 +40,16 @@ absl::StatusOr<Authenticator> Authenticator::FromTokens(std::vector<Token> token
 absl::StatusOr<Authenticator> Authenticator::FromFile(const std::string& path) {
   auto text = util::ReadFile(path, 1 << 20);
   if (!text.ok()) return text.status();
+  return FromYaml(*text, path);
+}
+
+absl::StatusOr<Authenticator> Authenticator::FromYaml(std::string_view text,
+                                                      const std::string& source) {
+  const std::string& path = source;
   std::vector<Token> tokens;
   auto at = [&](const YAML::Node& n) { return util::StrCat(path, ":", n.Mark().line + 1); };
   try {
-    const YAML::Node root = YAML::Load(*text);
+    const YAML::Node root = YAML::Load(std::string(text));
     if (!root.IsMap()) {
       return absl::InvalidArgumentError(util::StrCat(
           root.IsNull() ? path : at(root), ": expected a mapping with a 'tokens' list, got ",

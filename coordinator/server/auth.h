@@ -25,6 +25,8 @@ class Authenticator {
  public:
   // tokens.yaml:  tokens: [{name: alice, role: operator, token: "..."}, ...]
   static absl::StatusOr<Authenticator> FromFile(const std::string& path);
+  // The same from the file's text; source names it in messages.
+  static absl::StatusOr<Authenticator> FromYaml(std::string_view text, const std::string& source);
   static absl::StatusOr<Authenticator> FromTokens(std::vector<Token> tokens);
   static Authenticator Disabled();
 

@@ -62,7 +62,9 @@ struct PrometheusMetrics::Families {
                         .Register(r)),
         requeues(prometheus::BuildCounter()
                      .Name("triage_requeues_total")
-                     .Help("Shards put back in the queue (manual: operator; auto: expiry/failure)")
+                     .Help("Shards put back in the queue (manual: operator; auto: a failed "
+                           "attempt; infra: a "
+                           "lease lost to an agent or coordinator going away)")
                      .Register(r)),
         stale(prometheus::BuildCounter()
                   .Name("triage_stale_results_rejected_total")
@@ -172,7 +174,8 @@ struct PrometheusMetrics::Families {
     for (const char* st : {"idle", "busy", "draining", "offline"}) {
       agents.Add({{"arch", arch}, {"state", st}});
     }
-    for (const char* src : {"manual", "auto"}) requeues.Add({{"arch", arch}, {"source", src}});
+    for (const char* src : {"manual", "auto", "infra"})
+      requeues.Add({{"arch", arch}, {"source", src}});
     for (const char* why : {"deadline", "heartbeat_timeout", "agent_restart"}) {
       expirations.Add({{"arch", arch}, {"reason", why}});
     }

@@ -541,6 +541,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
     server->health_server_ = std::move(*health);
   }
   server->SetServing(coordinator->healthy());
+  coordinator->StartGrace();
   server->ticker_ = std::thread([s = server.get(), period = config.tick] { s->TickLoop(period); });
   return server;
 }

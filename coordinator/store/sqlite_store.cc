@@ -1,14 +1,17 @@
 #include "coordinator/store/sqlite_store.h"
 
 #include <sqlite3.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <set>
 
 #include "common/util/strings.h"
 #include "common/util/text.h"
+#include "spdlog/spdlog.h"
 
 namespace triage::coord {
 namespace {
@@ -51,9 +54,10 @@ struct AddedColumn {
   const char* type;
 };
 constexpr AddedColumn kAddedColumns[] = {
-    {"sweeps", "details", "BLOB"},  // schema 2: v1::SweepDetails
+    {"sweeps", "details", "BLOB"},                    // schema 2: v1::SweepDetails
+    {"shards", "infra_losses", "INTEGER DEFAULT 0"},  // schema 3: ShardRecord::infra_losses
 };
-constexpr const char* kSchemaVersion = "2";
+constexpr const char* kSchemaVersion = "3";
 
 std::string Join(const std::vector<std::string>& v) { return util::StrJoin(v, "\n"); }
 std::vector<std::string> Split(std::string_view s) {
@@ -69,7 +73,12 @@ class Stmt {
   Stmt(const Stmt&) = delete;
   Stmt& operator=(const Stmt&) = delete;
   ~Stmt() { sqlite3_finalize(s_); }
+  void Finalize() {
+    sqlite3_finalize(s_);
+    s_ = nullptr;
+  }
   absl::Status Prepare(sqlite3* db, const char* sql) {
+    Finalize();
     if (sqlite3_prepare_v3(db, sql, -1, SQLITE_PREPARE_PERSISTENT, &s_, nullptr) != SQLITE_OK) {
       return absl::InternalError(util::StrCat("sqlite prepare: ", sqlite3_errmsg(db), ": ", sql));
     }
@@ -189,6 +198,13 @@ struct SqliteStore::Statements {
   Stmt begin, commit, rollback;
   Stmt upsert_sweep, insert_entry, upsert_shard_full, update_shard, upsert_attempt, insert_result,
       upsert_agent, delete_agent, insert_audit;
+  void Finalize() {
+    for (Stmt* s : {&begin, &commit, &rollback, &upsert_sweep, &insert_entry, &upsert_shard_full,
+                    &update_shard, &upsert_attempt, &insert_result, &upsert_agent, &delete_agent,
+                    &insert_audit}) {
+      s->Finalize();
+    }
+  }
 };
 
 // One statement of a staged mutation, with its values: a mutation is encoded when it is staged
@@ -250,8 +266,7 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::filesy
     sqlite3_close(db);
     return absl::UnavailableError(util::StrCat("cannot open database ", path.string(), ": ", msg));
   }
-  std::unique_ptr<SqliteStore> store(new SqliteStore(db));
-  sqlite3_busy_timeout(db, options.busy_timeout_ms);
+  std::unique_ptr<SqliteStore> store(new SqliteStore(db, path, options));
   // A failure while opening names the file; a damaged file says so and what to do.
   auto failed = [&](const absl::Status& st, std::string_view doing) {
     const int code = sqlite3_errcode(db) & 0xff;
@@ -261,28 +276,117 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::filesy
     return absl::FailedPreconditionError(
         util::StrCat(path.string(), ": ", doing, ": ", util::MessageOf(st)));
   };
-  if (path != ":memory:") {
-    if (auto st = store->Exec("PRAGMA journal_mode=WAL;"); !st.ok()) {
-      return failed(st, "cannot switch to WAL mode");
-    }
-  }
-  if (auto st = store->Exec(options.synchronous_full ? "PRAGMA synchronous=FULL;"
-                                                     : "PRAGMA synchronous=NORMAL;");
-      !st.ok()) {
-    return failed(st, "cannot set synchronous");
-  }
-  if (auto st = store->Exec("PRAGMA foreign_keys=ON;"); !st.ok()) {
-    return failed(st, "cannot enable foreign keys");
-  }
+  if (auto st = store->Configure(); !st.ok()) return failed(st, "cannot configure");
   if (auto st = store->Exec(kSchema); !st.ok()) {
     return failed(st, "not a triage-farm database or unreadable");
   }
   if (auto st = store->Migrate(); !st.ok()) return failed(st, "cannot upgrade the schema");
   if (auto st = store->Prepare(); !st.ok()) return failed(st, "cannot prepare statements");
+  store->RememberFileLocked();
   return store;
 }
 
-SqliteStore::SqliteStore(sqlite3* db) : db_(db) {}
+SqliteStore::SqliteStore(sqlite3* db, std::filesystem::path path, SqliteOptions options)
+    : db_(db), path_(std::move(path)), options_(options) {}
+
+absl::Status SqliteStore::Configure() {
+  sqlite3_busy_timeout(db_, options_.busy_timeout_ms);
+  if (path_ != ":memory:") {
+    if (auto st = Exec("PRAGMA journal_mode=WAL;"); !st.ok()) return st;
+  }
+  if (auto st = Exec(options_.synchronous_full ? "PRAGMA synchronous=FULL;"
+                                               : "PRAGMA synchronous=NORMAL;");
+      !st.ok()) {
+    return st;
+  }
+  return Exec("PRAGMA foreign_keys=ON;");
+}
+
+void SqliteStore::RememberFileLocked() {
+  struct stat st {};
+  if (path_ == ":memory:" || ::stat(path_.c_str(), &st) != 0) return;
+  file_dev_.store(static_cast<std::uint64_t>(st.st_dev));
+  file_ino_.store(static_cast<std::uint64_t>(st.st_ino));
+}
+
+bool SqliteStore::FileIntact() {
+  const std::uint64_t ino = file_ino_.load();
+  if (ino == 0) return true;
+  struct stat st {};
+  if (::stat(path_.c_str(), &st) != 0) return false;
+  return static_cast<std::uint64_t>(st.st_ino) == ino &&
+         static_cast<std::uint64_t>(st.st_dev) == file_dev_.load();
+}
+
+absl::Status SqliteStore::RecoverFileLocked() {
+  if (FileIntact()) return absl::OkStatus();
+  struct stat now {};
+  if (::stat(path_.c_str(), &now) == 0) {
+    return absl::DataLossError(util::StrCat(
+        path_.string(),
+        " was replaced by another file while the coordinator had it open; refusing to write "
+        "to either. Stop the coordinator and keep the right one"));
+  }
+  // Deleted. Copy what the open connection sees into a new file beside it, then switch.
+  const std::filesystem::path tmp = path_.string() + ".restoring";
+  std::error_code ec;
+  std::filesystem::remove(tmp, ec);
+  sqlite3* copy = nullptr;
+  auto fail = [&](std::string what) {
+    if (copy != nullptr) sqlite3_close(copy);
+    std::filesystem::remove(tmp, ec);
+    return absl::UnavailableError(util::StrCat(path_.string(),
+                                               " was deleted while open and cannot be written "
+                                               "back: ",
+                                               what));
+  };
+  if (sqlite3_open_v2(tmp.c_str(), &copy, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) !=
+      SQLITE_OK) {
+    return fail(copy != nullptr ? sqlite3_errmsg(copy) : "out of memory");
+  }
+  sqlite3_backup* backup = sqlite3_backup_init(copy, "main", db_, "main");
+  if (backup == nullptr) return fail(sqlite3_errmsg(copy));
+  const int step = sqlite3_backup_step(backup, -1);
+  sqlite3_backup_finish(backup);
+  if (step != SQLITE_DONE) return fail(sqlite3_errstr(step));
+  if (sqlite3_exec(copy, "PRAGMA journal_mode=WAL;", nullptr, nullptr, nullptr) != SQLITE_OK) {
+    return fail(sqlite3_errmsg(copy));
+  }
+  sqlite3_close(copy);
+  copy = nullptr;
+  // The old connection goes; closing it also removes the WAL and shared-memory files under the
+  // old name, which belong to the deleted file.
+  stmts_->Finalize();
+  sqlite3_close(db_);
+  db_ = nullptr;
+  // A WAL left under the name would be replayed into the new file: it must not survive.
+  for (const char* suffix : {"-wal", "-shm"}) {
+    std::filesystem::remove(path_.string() + suffix, ec);
+  }
+  std::filesystem::rename(tmp, path_, ec);
+  const std::filesystem::path opened = ec ? tmp : path_;
+  if (sqlite3_open_v2(opened.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr) !=
+      SQLITE_OK) {
+    // Nothing is left to write to: the process cannot go on safely.
+    spdlog::critical("sqlite store: cannot reopen {} after writing it back: {}", opened.string(),
+                     db_ != nullptr ? sqlite3_errmsg(db_) : "out of memory");
+    std::abort();
+  }
+  if (ec) {
+    spdlog::critical("sqlite store: cannot move {} to {}: {}", tmp.string(), path_.string(),
+                     ec.message());
+    std::abort();
+  }
+  if (auto st = Configure(); !st.ok()) return st;
+  if (auto st = Prepare(); !st.ok()) return st;
+  RememberFileLocked();
+  restores_.fetch_add(1);
+  spdlog::error(
+      "sqlite store: {} was deleted while open; every committed row was written back to a new "
+      "file there",
+      path_.string());
+  return absl::OkStatus();
+}
 
 SqliteStore::~SqliteStore() {
   stmts_.reset();
@@ -317,7 +421,7 @@ absl::Status SqliteStore::Migrate() {
 }
 
 absl::Status SqliteStore::Prepare() {
-  stmts_ = std::make_unique<Statements>();
+  if (!stmts_) stmts_ = std::make_unique<Statements>();
   Statements& s = *stmts_;
   struct {
     Stmt* stmt;
@@ -336,15 +440,15 @@ absl::Status SqliteStore::Prepare() {
       {&s.upsert_shard_full,
        "INSERT INTO shards(id, sweep_id, seq, state, priority, expected_s, attempts, token, "
        "depends_on, enqueued_ms, eligible_ms, last_error, archs, cpu_ok, spec, lease_id, "
-       "lease_agent, lease_session, lease_token, lease_granted_ms) "
-       "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20) "
+       "lease_agent, lease_session, lease_token, lease_granted_ms, infra_losses) "
+       "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20,?21) "
        "ON CONFLICT(id) DO UPDATE SET state=?4, attempts=?7, token=?8, enqueued_ms=?10, "
        "eligible_ms=?11, last_error=?12, spec=?15, lease_id=?16, lease_agent=?17, "
-       "lease_session=?18, lease_token=?19, lease_granted_ms=?20"},
+       "lease_session=?18, lease_token=?19, lease_granted_ms=?20, infra_losses=?21"},
       {&s.update_shard,
        "UPDATE shards SET state=?2, attempts=?3, token=?4, enqueued_ms=?5, eligible_ms=?6, "
        "last_error=?7, lease_id=?8, lease_agent=?9, lease_session=?10, lease_token=?11, "
-       "lease_granted_ms=?12 WHERE id=?1"},
+       "lease_granted_ms=?12, infra_losses=?13 WHERE id=?1"},
       {&s.upsert_attempt,
        "INSERT INTO attempts(shard_id, attempt, lease_id, agent_id, token, granted_ms, ended_ms, "
        "outcome, reason) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9) ON CONFLICT(shard_id, attempt) DO "
@@ -430,8 +534,10 @@ absl::StatusOr<std::uint64_t> SqliteStore::Flush() {
     inject = fail_flush_ > 0;
     if (inject) --fail_flush_;
   }
+  absl::Status st =
+      inject ? absl::UnavailableError("injected commit failure") : RecoverFileLocked();
   Statements& s = *stmts_;
-  absl::Status st = inject ? absl::UnavailableError("injected commit failure") : s.begin.Run(db_);
+  if (st.ok()) st = s.begin.Run(db_);
   for (const Pending& p : batch) {
     for (const Op& op : p.ops) {
       if (!st.ok()) break;
@@ -527,6 +633,7 @@ void SqliteStore::Encode(const Mutation& m, std::vector<Op>* ops) {
                  .Int(14, r.cpu_ok ? 1 : 0)
                  .Blob(15, std::move(spec));
     bind_lease(op, 16, r);
+    op.Int(21, r.infra_losses);
   };
   // Shards whose spec changed (or that are new) are written whole; for the others only the
   // mutable columns, and their row must exist.
@@ -545,6 +652,7 @@ void SqliteStore::Encode(const Mutation& m, std::vector<Op>* ops) {
                  .Int(6, ToUnixMillis(r->eligible_at))
                  .Text(7, r->last_error);
     bind_lease(op, 8, *r);
+    op.Int(13, r->infra_losses);
     op.must_change = util::StrCat("shard ", r->id);
   }
   for (const AttemptRecord& a : m.attempts) {
@@ -627,7 +735,7 @@ absl::StatusOr<Snapshot> SqliteStore::Load() {
   st = Query(db_,
              "SELECT id, sweep_id, seq, state, priority, expected_s, attempts, token, depends_on, "
              "enqueued_ms, eligible_ms, last_error, archs, cpu_ok, spec, lease_id, lease_agent, "
-             "lease_session, lease_token, lease_granted_ms FROM shards ORDER BY seq",
+             "lease_session, lease_token, lease_granted_ms, infra_losses FROM shards ORDER BY seq",
              [&](sqlite3_stmt* q) {
                ShardRecord r;
                r.id = ColText(q, 0);
@@ -658,6 +766,7 @@ absl::StatusOr<Snapshot> SqliteStore::Load() {
                  l.granted_at = FromUnixMillis(ColInt(q, 19));
                  r.lease = l;
                }
+               r.infra_losses = static_cast<int>(ColInt(q, 20));
                snap.shards.push_back(std::move(r));
              });
   if (!st.ok()) return st;
@@ -743,6 +852,7 @@ absl::Status SqliteStore::Check() {
     std::lock_guard queue(queue_mu_);
     if (fail_next_ > 0) return absl::UnavailableError("injected failure");
   }
+  if (auto recovered = RecoverFileLocked(); !recovered.ok()) return recovered;
   auto st = Exec("BEGIN IMMEDIATE; UPDATE meta SET value = value WHERE key = 'schema'; COMMIT;");
   if (!st.ok()) (void)Exec("ROLLBACK;");
   return st;

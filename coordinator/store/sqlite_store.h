@@ -1,5 +1,6 @@
 #pragma once
 
+#include <atomic>
 #include <filesystem>
 #include <memory>
 #include <mutex>
@@ -37,7 +38,11 @@ class SqliteStore : public Store {
   absl::StatusOr<Snapshot> Load() override;
   absl::StatusOr<std::vector<AttemptRecord>> Attempts(const std::string& shard_id) override;
   absl::StatusOr<std::vector<AuditRecord>> AuditLog(int limit) override;
+  // Makes sure the file is still the one open (RecoverFileLocked), then commits a probe write.
   absl::Status Check() override;
+  bool FileIntact() override;
+  // Times the database file was found deleted and written back from the open connection.
+  std::uint64_t file_restores() const { return restores_.load(); }
 
   // For fault-injection tests: the next n Stage calls fail (and Check, while n > 0).
   void FailNextAppliesForTest(int n);
@@ -45,10 +50,19 @@ class SqliteStore : public Store {
   void FailNextFlushesForTest(int n);
 
  private:
-  explicit SqliteStore(sqlite3* db);
+  SqliteStore(sqlite3* db, std::filesystem::path path, SqliteOptions options);
   struct Statements;
   absl::Status Exec(const char* sql);
+  // Connection settings (WAL, synchronous, foreign keys); at open and after a restore.
+  absl::Status Configure();
+  // (Re)prepares the statements on db_; staged Ops keep pointing at the same Stmt objects.
   absl::Status Prepare();
+  // The file at path_ must be the one open. Deleted: the open connection still sees every
+  // committed row, so they are copied (backup API) into a new file, which replaces the
+  // connection; the coordinator loses nothing. Replaced by another file: an error (whose file
+  // is the truth is for a person to decide). Called with mu_ held.
+  absl::Status RecoverFileLocked();
+  void RememberFileLocked();
   // Brings a database made by an older version up to the current schema (kAddedColumns).
   absl::Status Migrate();
   struct Op;
@@ -58,6 +72,10 @@ class SqliteStore : public Store {
   absl::Status Run(const Op& op);
 
   sqlite3* db_;
+  const std::filesystem::path path_;  // ":memory:" for an in-memory database
+  const SqliteOptions options_;
+  std::atomic<std::uint64_t> file_dev_{0}, file_ino_{0};  // of path_ when opened (0: none)
+  std::atomic<std::uint64_t> restores_{0};
   std::unique_ptr<Statements> stmts_;
   std::mutex mu_;  // the connection: Flush and the reads
   // Staged mutations, in ticket order. Lock order: mu_, then queue_mu_.

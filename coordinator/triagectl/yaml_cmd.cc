@@ -12,7 +12,6 @@
 #include "nlohmann/json.hpp"
 
 namespace triage::ctl {
-namespace {
 
 absl::StatusOr<std::vector<inventory::EntryEdit>> ParseEdits(const std::string& text,
                                                              const std::string& source) {
@@ -75,8 +74,6 @@ absl::StatusOr<std::vector<inventory::EntryEdit>> ParseEdits(const std::string& 
   }
   return edits;
 }
-
-}  // namespace
 
 int RunYamlEdit(const YamlEditOptions& options, std::istream& in, std::ostream& out,
                 std::ostream& err) {

@@ -164,8 +164,7 @@ class FarmTest : public ::testing::Test {
     options.data_dir = tmp_.path() / id;
     options.lease_wait = agent_lease_wait_;
     options.progress_interval = 0ms;
-    options.retry.max_attempts = 3;
-    options.retry.initial_backoff = 50ms;
+    options.retry = agent_retry_;
     r->agent = std::make_unique<agent::Agent>(
         options, r->client.get(), nullptr,
         std::map<std::string, agent::Executor*>{{"native", executor}});
@@ -246,6 +245,7 @@ class FarmTest : public ::testing::Test {
   std::string token_;
   std::chrono::milliseconds lease_wait_limit_ = 2s;  // the coordinator's cap on a long-poll
   std::chrono::milliseconds agent_lease_wait_ = 500ms;
+  rpc::RetryPolicy agent_retry_{3, 50ms, 10s};
 };
 
 TEST_F(FarmTest, AWholeSweepOverRealGrpc) {
@@ -306,13 +306,92 @@ TEST_F(FarmTest, AnAgentThatDiesMidShardLosesItToAnother) {
   ASSERT_TRUE(WaitSweep(sweep.id(), "succeeded", 20s));
   auto shards = coord_->ListShards({});
   ASSERT_EQ(shards->size(), 1u);
-  EXPECT_EQ((*shards)[0].attempts(), 2);
+  EXPECT_EQ((*shards)[0].attempts(), 1) << "the lost lease was the farm's fault, not the work's";
   auto attempts = store_->Attempts((*shards)[0].id());
   ASSERT_EQ(attempts->size(), 2u);
   EXPECT_EQ((*attempts)[0].agent_id, "dying");
   EXPECT_EQ((*attempts)[0].outcome, "expired");
   EXPECT_EQ((*attempts)[1].agent_id, "healthy");
   EXPECT_EQ((*attempts)[1].outcome, "succeeded");
+}
+
+// A result finished while the coordinator cannot commit: the agent's delivery backs off past
+// the lease's life, but its heartbeats keep the lease alive until the result is acknowledged,
+// so the result is accepted once the store works again and nothing is redone.
+TEST_F(FarmTest, AResultFinishedDuringAnOutageIsAcceptedAfterIt) {
+  agent_retry_ = {0, 200ms, 6s};  // until stopped, as agents run
+  FakeExecutor executor;
+  executor.Hold(true);
+  StartAgent("a", &executor);
+  auto sweep = StartSweep(1);
+  ASSERT_TRUE(executor.WaitRunning(1, 5s));
+  store_->FailNextAppliesForTest(1'000'000);  // every write fails from now on
+  executor.Hold(false);
+  std::this_thread::sleep_for(5s);  // past the lease's 3 s life without a delivered result
+  store_->FailNextAppliesForTest(0);
+  ASSERT_TRUE(WaitSweep(sweep.id(), "succeeded", 20s))
+      << coord_->GetSweep(sweep.id())->DebugString();
+  EXPECT_EQ(executor.Runs(sweep.id() + "-s001"), 1) << "the finished result was thrown away";
+  auto attempts = store_->Attempts(sweep.id() + "-s001");
+  ASSERT_TRUE(attempts.ok());
+  ASSERT_EQ(attempts->size(), 1u);
+  EXPECT_EQ((*attempts)[0].outcome, "succeeded");
+}
+
+// An agent restarted with a result it could not deliver: it names the lease when it registers,
+// so the lease is not fenced and the re-sent result is accepted.
+TEST_F(FarmTest, ASpooledResultIsAcceptedAfterTheAgentRestarts) {
+  agent_retry_ = {0, 200ms, 1s};
+  FakeExecutor executor;
+  executor.Hold(true);
+  RunningAgent* first = StartAgent("a", &executor);
+  auto sweep = StartSweep(1);
+  ASSERT_TRUE(executor.WaitRunning(1, 5s));
+  store_->FailNextAppliesForTest(1'000'000);
+  executor.Hold(false);
+  const auto spool = tmp_.path() / "a" / "spool";
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        std::error_code ec;
+        return std::filesystem::is_directory(spool, ec) && !std::filesystem::is_empty(spool, ec);
+      },
+      5s));
+  first->agent->Stop();  // the agent process goes away with the result on disk
+  first->thread.join();
+  store_->FailNextAppliesForTest(0);
+  StartAgent("a", &executor);  // same id and data dir: a restart
+  ASSERT_TRUE(WaitSweep(sweep.id(), "succeeded", 20s))
+      << coord_->GetSweep(sweep.id())->DebugString();
+  EXPECT_EQ(executor.Runs(sweep.id() + "-s001"), 1) << "the shard was redone";
+  EXPECT_TRUE(testing::WaitFor([&] { return std::filesystem::is_empty(spool); }, 5s));
+}
+
+// The database file deleted under a running coordinator is noticed without any write and put
+// back from the open connection; the sweep goes on and ends with every result stored.
+TEST_F(FarmTest, ADeletedDatabaseIsNoticedAndWrittenBack) {
+  FakeExecutor executor;
+  executor.Hold(true);
+  StartAgent("a", &executor);
+  auto sweep = StartSweep(2);
+  ASSERT_TRUE(executor.WaitRunning(1, 5s));
+  const auto db = tmp_.path() / "coordinator.db";
+  ASSERT_TRUE(std::filesystem::remove(db));
+  ASSERT_TRUE(testing::WaitFor([&] { return std::filesystem::exists(db); }, 5s))
+      << "nothing noticed the deleted database";
+  EXPECT_EQ(store_->file_restores(), 1u);
+  executor.Hold(false);
+  ASSERT_TRUE(WaitSweep(sweep.id(), "succeeded", 20s));
+  server_->Shutdown();
+  server_.reset();
+  coord_.reset();
+  store_.reset();
+  auto reopened = coord::SqliteStore::Open(db);
+  ASSERT_TRUE(reopened.ok()) << reopened.status();
+  auto snap = (*reopened)->Load();
+  ASSERT_TRUE(snap.ok());
+  EXPECT_EQ(snap->results.size(), 2u);
+  ASSERT_EQ(snap->sweeps.size(), 1u);
+  EXPECT_EQ(snap->sweeps[0].state, coord::SweepState::kSucceeded);
 }
 
 TEST_F(FarmTest, TwoAgentsRaceForOneShard) {

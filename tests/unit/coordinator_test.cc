@@ -257,15 +257,14 @@ TEST_F(CoordinatorTest, GrantRenewExpireRequeueWithBackoff) {
   coord_->Tick();
   EXPECT_EQ(ShardById(lease.shard().shard_id()).state(), "leased");
 
-  // Silence past the deadline expires it; the shard is requeued with a backoff.
+  // Silence past the deadline expires it; a lost lease is the farm's fault, not the work's:
+  // the shard is requeued without a backoff.
   clock_.Advance(61s);
   coord_->Tick();
   auto s = ShardById(lease.shard().shard_id());
   EXPECT_EQ(s.state(), "queued");
   EXPECT_EQ(metrics_.expired["n150/deadline"], 1);
-  EXPECT_EQ(metrics_.requeued["auto"], 1);
-  EXPECT_FALSE(LeaseNow("a1").granted()) << "still in backoff";
-  clock_.Advance(options_.backoff_base);
+  EXPECT_EQ(metrics_.requeued["infra"], 1);
   auto again = LeaseNow("a1");
   ASSERT_TRUE(again.granted());
   EXPECT_EQ(again.fencing_token(), 2) << "fencing tokens are monotonic per shard";
@@ -273,6 +272,14 @@ TEST_F(CoordinatorTest, GrantRenewExpireRequeueWithBackoff) {
   auto hb = Beat("a1", {lease.lease_id(), again.lease_id()});
   ASSERT_EQ(hb.revoked_lease_ids_size(), 1);
   EXPECT_EQ(hb.revoked_lease_ids(0), lease.lease_id());
+  // A failed attempt is requeued with a backoff.
+  v1::ShardResult failed;
+  failed.set_status(v1::ShardResult::FAILED);
+  EXPECT_TRUE(CompleteLease("a1", again, failed).accepted());
+  EXPECT_EQ(metrics_.requeued["auto"], 1);
+  EXPECT_FALSE(LeaseNow("a1").granted()) << "still in backoff";
+  clock_.Advance(options_.backoff_base);
+  EXPECT_TRUE(LeaseNow("a1").granted());
 }
 
 TEST_F(CoordinatorTest, QuarantineAfterMaxAttemptsThenOperatorRequeue) {
@@ -285,10 +292,13 @@ TEST_F(CoordinatorTest, QuarantineAfterMaxAttemptsThenOperatorRequeue) {
     auto lease = LeaseNow("a1");
     ASSERT_TRUE(lease.granted()) << "attempt " << i + 1;
     shard_id = lease.shard().shard_id();
-    clock_.Advance(options_.lease_ttl + 1s);
-    coord_->Tick();
+    v1::ShardResult failed;
+    failed.set_status(v1::ShardResult::FAILED);
+    failed.set_error("pytest crashed");
+    EXPECT_TRUE(CompleteLease("a1", lease, failed).accepted());
     clock_.Advance(options_.backoff_max);
   }
+  coord_->Tick();
   auto s = ShardById(shard_id);
   EXPECT_EQ(s.state(), "quarantined");
   EXPECT_EQ(s.attempts(), 3);
@@ -299,7 +309,7 @@ TEST_F(CoordinatorTest, QuarantineAfterMaxAttemptsThenOperatorRequeue) {
   ASSERT_EQ(blocked->problems_size(), 1);
   EXPECT_THAT(blocked->problems(0), HasSubstr(shard_id));
   EXPECT_THAT(blocked->problems(0), HasSubstr("quarantined"));
-  EXPECT_THAT(blocked->problems(0), HasSubstr("expired"));
+  EXPECT_THAT(blocked->problems(0), HasSubstr("pytest crashed"));
   EXPECT_EQ(blocked->eta_seconds(), -1);
 
   EXPECT_FALSE(coord_->RequeueShard(shard_id, "", operator_).ok()) << "a reason is required";
@@ -403,7 +413,9 @@ TEST_F(CoordinatorTest, EtaIsMeasuredOnTheSweepAndUnknownUntilThen) {
     auto result = Succeeded(lease.shard());
     result.set_duration_seconds(100);
     ASSERT_TRUE(CompleteLease("a1", lease, result).accepted());
-    if (i < 2) EXPECT_EQ(coord_->GetSweep("sw-0001")->eta_seconds(), -1) << "after " << i + 1;
+    if (i < 2) {
+      EXPECT_EQ(coord_->GetSweep("sw-0001")->eta_seconds(), -1) << "after " << i + 1;
+    }
   }
   EXPECT_EQ(coord_->GetSweep("sw-0001")->eta_seconds(), 200);  // 2 left at 100 s each
 }
@@ -532,6 +544,146 @@ TEST_F(CoordinatorTest, DrainLetsTheCurrentShardFinishAndHandsOutNothing) {
   EXPECT_TRUE(CompleteLease("a1", lease, Succeeded(lease.shard())).accepted());
   ASSERT_TRUE(coord_->SetDraining("a1", false, "done", operator_).ok());
   EXPECT_TRUE(LeaseNow("a1").granted());
+}
+
+// Leases lost to the farm (an agent that died, stopped or restarted) say nothing about the work:
+// they do not use up max_attempts, and the shard is offered again at once. A shard that keeps
+// losing its agents stops at max_infra_losses.
+TEST_F(CoordinatorTest, LeasesLostToTheFarmDoNotCountAsAttempts) {
+  options_.agent_dead_after = 1h;
+  options_.max_infra_losses = 5;
+  Make();
+  RegisterAgent("a1", "n150");
+  Start({}, 0, "", {"dtype_bfloat16"});
+  std::string shard_id;
+  for (int i = 0; i < 4; ++i) {
+    auto lease = LeaseNow("a1");
+    ASSERT_TRUE(lease.granted()) << "lease " << i + 1 << ": no backoff after a lost lease";
+    shard_id = lease.shard().shard_id();
+    clock_.Advance(options_.lease_ttl + 1s);
+    coord_->Tick();
+  }
+  auto s = ShardById(shard_id);
+  EXPECT_EQ(s.state(), "queued") << "4 lost leases are more than max_attempts (3), not a failure";
+  EXPECT_EQ(s.attempts(), 0);
+  EXPECT_EQ(metrics_.requeued["infra"], 4);
+  EXPECT_EQ(metrics_.requeued["auto"], 0);
+  // A restart of the agent fences its lease: also the farm's loss.
+  auto fenced = LeaseNow("a1");
+  ASSERT_TRUE(fenced.granted());
+  RegisterAgent("a1", "n150");
+  s = ShardById(shard_id);
+  EXPECT_EQ(s.state(), "quarantined") << "the fifth loss reaches max_infra_losses";
+  EXPECT_THAT(s.last_error(), HasSubstr("5 leases lost"));
+  // The count survives a restart of the coordinator, and an operator requeue resets it.
+  coord_.reset();
+  Make();
+  ASSERT_TRUE(coord_->Recover().ok());
+  EXPECT_EQ(ShardById(shard_id).state(), "quarantined");
+  ASSERT_TRUE(coord_->RequeueShard(shard_id, "agents fixed", operator_).ok());
+  RegisterAgent("a1", "n150");
+  auto lease = LeaseNow("a1");
+  ASSERT_TRUE(lease.granted());
+  clock_.Advance(options_.lease_ttl + 1s);
+  coord_->Tick();
+  EXPECT_EQ(ShardById(shard_id).state(), "queued") << "a fresh budget after the requeue";
+}
+
+// A work failure still counts: one failed attempt, then a lost lease, then two failures more.
+TEST_F(CoordinatorTest, OnlyWorkFailuresFillTheAttemptBudget) {
+  options_.agent_dead_after = 1h;
+  Make();
+  RegisterAgent("a1", "n150");
+  Start({}, 0, "", {"dtype_bfloat16"});
+  v1::ShardResult failed;
+  failed.set_status(v1::ShardResult::FAILED);
+  failed.set_error("probe failed");
+  std::string shard_id;
+  for (const bool lose : {false, true, false, false}) {
+    auto lease = LeaseNow("a1");
+    ASSERT_TRUE(lease.granted());
+    shard_id = lease.shard().shard_id();
+    if (lose) {
+      clock_.Advance(options_.lease_ttl + 1s);
+      coord_->Tick();
+    } else {
+      EXPECT_TRUE(CompleteLease("a1", lease, failed).accepted());
+    }
+    clock_.Advance(options_.backoff_max);
+  }
+  EXPECT_EQ(ShardById(shard_id).state(), "quarantined");
+  EXPECT_EQ(ShardById(shard_id).attempts(), 3);
+  auto attempts = store_->Attempts(shard_id);
+  ASSERT_TRUE(attempts.ok());
+  EXPECT_EQ(attempts->size(), 4u) << "every lease is still in the attempt history";
+}
+
+// An agent that restarts with finished results on disk names their leases when it registers:
+// those are kept (its other leases are fenced), and the results it re-sends are accepted.
+TEST_F(CoordinatorTest, ARestartedAgentKeepsTheLeasesOfTheResultsItHolds) {
+  options_.agent_dead_after = 1h;  // only the lease deadline matters here
+  Make();
+  RegisterAgent("a1", "n150");
+  Start({}, 0, "", {"dtype_bfloat16", "unpack_forward_output"});
+  auto held = LeaseNow("a1");
+  auto other = LeaseNow("a1");
+  ASSERT_TRUE(held.granted());
+  ASSERT_TRUE(other.granted());
+  v1::RegisterRequest req;
+  req.mutable_dimensions()->set_agent_id("a1");
+  req.mutable_dimensions()->set_arch("n150");
+  req.add_held_lease_ids(held.lease_id());
+  auto resp = coord_->Register(req);
+  ASSERT_TRUE(resp.ok()) << resp.status();
+  EXPECT_FALSE(resp->resumed());
+  sessions_["a1"] = resp->session_id();
+  EXPECT_EQ(ShardById(held.shard().shard_id()).state(), "leased");
+  EXPECT_EQ(ShardById(other.shard().shard_id()).state(), "queued");
+  // Its life starts again at the registration, and heartbeats of the new session extend it.
+  clock_.Advance(options_.lease_ttl - 1s);
+  Beat("a1", {held.lease_id()});
+  clock_.Advance(options_.lease_ttl - 1s);
+  coord_->Tick();
+  EXPECT_TRUE(CompleteLease("a1", held, Succeeded(held.shard())).accepted());
+  EXPECT_EQ(ShardById(held.shard().shard_id()).state(), "succeeded");
+  EXPECT_FALSE(CompleteLease("a1", other, Succeeded(other.shard())).accepted())
+      << "a lease it did not name was fenced";
+}
+
+// After a restart the agents' grace period counts from when the coordinator serves again, not
+// from when it read its state.
+TEST_F(CoordinatorTest, RestartGraceStartsWhenServing) {
+  options_.agent_dead_after = 1h;
+  Make();
+  RegisterAgent("a1", "n150");
+  Start({}, 0, "", {"dtype_bfloat16"});
+  auto lease = LeaseNow("a1");
+  ASSERT_TRUE(lease.granted());
+  coord_.reset();
+  Make();
+  ASSERT_TRUE(coord_->Recover().ok());
+  clock_.Advance(options_.lease_ttl + 1s);  // a slow start: listeners not up yet
+  coord_->StartGrace();
+  coord_->Tick();
+  EXPECT_EQ(ShardById(lease.shard().shard_id()).state(), "leased");
+  Beat("a1", {lease.lease_id()});
+  EXPECT_TRUE(CompleteLease("a1", lease, Succeeded(lease.shard())).accepted());
+}
+
+// Health follows commits: staging succeeds on a full disk, so only a commit that succeeds makes
+// the coordinator healthy again.
+TEST_F(CoordinatorTest, HealthFollowsCommitsNotStaging) {
+  RegisterAgent("n", "n150");
+  Start({}, 0, "", {"dtype_bfloat16"});
+  store_->FailNextFlushesForTest(2);
+  EXPECT_TRUE(absl::IsUnavailable(TryLease("n").status()));
+  EXPECT_FALSE(coord_->healthy());
+  // The next operation stages fine, but its commit fails too: still unhealthy.
+  EXPECT_TRUE(absl::IsUnavailable(TryLease("n").status()));
+  EXPECT_FALSE(coord_->healthy());
+  // A commit succeeds: healthy.
+  EXPECT_TRUE(LeaseNow("n").granted());
+  EXPECT_TRUE(coord_->healthy());
 }
 
 TEST_F(CoordinatorTest, SilentAgentGoesOfflineAndItsLeaseExpires) {

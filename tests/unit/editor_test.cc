@@ -83,6 +83,19 @@ std::string EntryText(const std::string& text, const std::string& key) {
   return out;
 }
 
+// An arch edit that only deletes fields the entry does not have on that arch changes nothing: no
+// empty arch_overrides.<arch> is left behind (tests/fuzz/regressions/inventory).
+TEST(ApplyEdits, DeleteOnlyArchEditOfAMissingOverrideIsANoOp) {
+  EXPECT_EQ(Apply(kTraining, {Set("mnist/pytorch-Cnn-single_device-training", {},
+                                  {"bringup_status", "reason"}, "galaxy-wh-6u")}),
+            kTraining);
+  EXPECT_EQ(
+      Apply(kTraining, {Set("yolos/pytorch-Small-single_device-training", {}, {"reason"}, "p150")}),
+      kTraining);
+  EXPECT_EQ(Apply(kTraining, {Set("mnist/pytorch-Cnn-single_device-training", {}, {}, "n150")}),
+            kTraining);
+}
+
 TEST(Editor, NoEditsIsTheIdentity) { EXPECT_EQ(Apply(kTraining, {}), kTraining); }
 
 TEST(Editor, RewriteToKnownFailureReplacesInPlace) {

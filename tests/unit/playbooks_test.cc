@@ -5,6 +5,7 @@
 
 #include <deque>
 
+#include "agent/playbooks/probe.h"
 #include "agent/playbooks/python_edit.h"
 #include "agent/playbooks/replay_tools.h"
 #include "common/util/text.h"
@@ -43,6 +44,38 @@ json Object(const std::string& cls, json attrs) {
 
 // --- unpack fix table (docs/playbooks.md)
 // ---------------------------------------------------------------------------
+
+// Members that are absent or of another type read as their defaults: no exception, and no lookup
+// of a missing key through a const json (tests/fuzz/regressions/probe).
+TEST(ProbeDoc, MissingAndMistypedMembersReadAsDefaults) {
+  auto docs = ParseProbeOutput(
+      R"({"schema": 1, "key": "k", "phase": "bfloat16", "ok": true, "unpacked": {"ok": true}})"
+      "\n"
+      R"({"schema": 1, "key": "k", "phase": "float32", "ok": 1, "seq": "2", "loader": 7,)"
+      R"( "error": {"type": null}, "inputs": [3, {"name": "x", "dtype": 5}], "backward": []})");
+  ASSERT_TRUE(docs.ok()) << docs.status();
+  ASSERT_EQ(docs->size(), 2u);
+  EXPECT_TRUE((*docs)[0].has_unpacked);
+  EXPECT_TRUE((*docs)[0].unpacked_ok);
+  EXPECT_EQ((*docs)[0].unpacked_error, "");
+  EXPECT_FALSE((*docs)[1].ok);
+  EXPECT_EQ((*docs)[1].seq, 0);
+  EXPECT_EQ((*docs)[1].loader, "");
+  ASSERT_TRUE((*docs)[1].error.has_value());
+  EXPECT_EQ((*docs)[1].error->type, "");
+  ASSERT_EQ((*docs)[1].inputs.size(), 2u);
+  EXPECT_EQ((*docs)[1].inputs[1].name, "x");
+  EXPECT_EQ((*docs)[1].inputs[1].dtype, "");
+  EXPECT_EQ((*docs)[1].backward, "skipped");
+
+  EXPECT_FALSE(ParseProbeFile(R"({"schema": "1", "key": 2, "phase": "structure"})", "p.json").ok());
+  EXPECT_FALSE(ParseProbeFile(R"({"schema": 1, "key": 2, "phase": "structure"})", "p.json").ok());
+
+  EXPECT_EQ(DescribeTree(nlohmann::json::parse(R"({"type": "list"})")), "list[0]: []");
+  EXPECT_EQ(DescribeTree(nlohmann::json::parse(R"({"type": "dict", "items": [1]})")), "dict{}");
+  EXPECT_EQ(DescribeTree(nlohmann::json::parse(R"({"type": "tensor", "shape": 3})")), "Tensor() ");
+  EXPECT_EQ(DescribeTree(nlohmann::json::parse(R"({"type": 3})")), "");
+}
 
 TEST(PlanUnpack, DecisionTable) {
   auto reg = registry::RegistryFile::Parse("training_utils.py",

@@ -149,6 +149,72 @@ TEST_F(SqliteStoreTest, AbortDropsWhatIsStagedAndInjectedFailuresQueueNothing) {
 namespace triage::coord {
 namespace {
 
+// The database file deleted while the store has it open: the store notices (FileIntact), and
+// the next commit first writes every committed row back to a new file under the same name, so a
+// restart finds them all, with the new commit.
+TEST_F(SqliteStoreTest, ADeletedDatabaseFileIsWrittenBackBeforeTheNextCommit) {
+  auto store = Open();
+  SweepRecord first = Sweep("sw-0001");
+  Mutation m;
+  m.name = "CreateSweep";
+  m.sweeps.push_back(&first);
+  ASSERT_TRUE(store->Stage(m).ok());
+  ASSERT_TRUE(store->Flush().ok());
+  EXPECT_TRUE(store->FileIntact());
+  const auto path = tmp_.path() / "state.db";
+  for (const char* suffix : {"", "-wal", "-shm"}) {
+    std::filesystem::remove(path.string() + suffix);
+  }
+  EXPECT_FALSE(store->FileIntact());
+  SweepRecord second = Sweep("sw-0002");
+  Mutation m2;
+  m2.name = "CreateSweep";
+  m2.sweeps.push_back(&second);
+  ASSERT_TRUE(store->Stage(m2).ok());
+  auto flushed = store->Flush();
+  ASSERT_TRUE(flushed.ok()) << flushed.status();
+  EXPECT_TRUE(store->FileIntact());
+  EXPECT_EQ(store->file_restores(), 1u);
+  EXPECT_FALSE(std::filesystem::exists(path.string() + ".restoring"));
+  auto reopened = Open();  // what a restarted coordinator reads
+  auto snap = reopened->Load();
+  ASSERT_TRUE(snap.ok()) << snap.status();
+  ASSERT_EQ(snap->sweeps.size(), 2u);
+  EXPECT_EQ(snap->sweeps[0].id, "sw-0001");
+  EXPECT_EQ(snap->sweeps[1].id, "sw-0002");
+  // Check does the same when nothing is written.
+  reopened.reset();
+  std::filesystem::remove(path);
+  EXPECT_TRUE(store->Check().ok());
+  EXPECT_TRUE(store->FileIntact());
+  EXPECT_EQ(Open()->Load()->sweeps.size(), 2u);
+}
+
+// Another file put in its place is not overwritten: commits fail until a person decides.
+TEST_F(SqliteStoreTest, AReplacedDatabaseFileFailsCommits) {
+  auto store = Open();
+  const auto path = tmp_.path() / "state.db";
+  std::filesystem::remove(path);
+  testing::WriteFileOrDie(path, "someone else's file\n");
+  EXPECT_FALSE(store->FileIntact());
+  SweepRecord sweep = Sweep("sw-0001");
+  Mutation m;
+  m.name = "CreateSweep";
+  m.sweeps.push_back(&sweep);
+  ASSERT_TRUE(store->Stage(m).ok());
+  auto flushed = store->Flush();
+  ASSERT_FALSE(flushed.ok());
+  EXPECT_NE(std::string(flushed.status().message()).find("replaced by another file"),
+            std::string::npos)
+      << flushed.status();
+  EXPECT_FALSE(store->Check().ok());
+  EXPECT_EQ(testing::ReadFileOrDie(path), "someone else's file\n");
+}
+
+}  // namespace
+
+namespace {
+
 // A database written by schema 1 (no sweeps.details column) opens, gains the column and keeps
 // its rows; details written afterwards come back from Load.
 // A file SQLite cannot read is named, and said to be damaged; never replaced.
@@ -224,7 +290,7 @@ TEST(SqliteStoreMigrationTest, Schema1DatabaseGainsSweepDetails) {
   ASSERT_EQ(
       testing::RunCommand({"sqlite3", path.string(), "SELECT value FROM meta"}, tmp.path(), &out),
       0);
-  EXPECT_EQ(out, "2\n");
+  EXPECT_EQ(out, "3\n");
 }
 
 }  // namespace
