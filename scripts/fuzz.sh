@@ -109,6 +109,24 @@ max_len() {
   esac
 }
 
+# Mutations per target in --check mode: about FUZZ_SECONDS (30) of fuzzing each, from the
+# executions per second measured on a 2-core machine (docs/fuzzing.md).
+check_runs() {
+  local per_second
+  case $1 in
+    inventory) per_second=3000 ;;
+    edits) per_second=5000 ;;
+    junit) per_second=5000 ;;
+    python_literal) per_second=15000 ;;
+    probe) per_second=1800 ;;
+    diff) per_second=250 ;;
+    tokens) per_second=2500 ;;
+    config) per_second=2500 ;;
+    *) per_second=1000 ;;
+  esac
+  echo $((per_second * seconds))
+}
+
 failed=()
 summary=()
 for t in "${targets[@]}"; do
@@ -131,7 +149,14 @@ for t in "${targets[@]}"; do
 
   echo "=== $t: $mode, ${seconds}s ($(find "${dirs[@]}" -type f | wc -l) inputs)"
   status=0
-  "$bin" "${opts[@]}" -max_total_time="$seconds" "$work" "${dirs[@]}" >"$log" 2>&1 || status=$?
+  if [[ $mode == check ]]; then
+    # A regression test must give the same answer on every run: a fixed seed and a fixed
+    # number of runs (about FUZZ_SECONDS on a 2-core machine; check_runs), not a time limit.
+    opts+=(-seed=1 -runs="$(check_runs "$t")")
+  else
+    opts+=(-max_total_time="$seconds")
+  fi
+  "$bin" "${opts[@]}" "$work" "${dirs[@]}" >"$log" 2>&1 || status=$?
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   cov=$(grep -o 'cov: [0-9]* ft: [0-9]*' "$log" | tail -1 || true)
   if [[ $status -ne 0 ]]; then

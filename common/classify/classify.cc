@@ -69,7 +69,9 @@ Classifier::~Classifier() = default;
 Classifier::Classifier(Classifier&&) noexcept = default;
 Classifier& Classifier::operator=(Classifier&&) noexcept = default;
 
-absl::StatusOr<Classifier> Classifier::FromYaml(std::string_view yaml, std::string source) {
+// Every exception yaml-cpp may throw while the rules are read (a node of an unexpected shape, a
+// document nested too deep) becomes an error naming the rules file.
+absl::StatusOr<Classifier> Classifier::FromYaml(std::string_view yaml, std::string source) try {
   RuleError err(source);
   YAML::Node root;
   try {
@@ -151,6 +153,12 @@ absl::StatusOr<Classifier> Classifier::FromYaml(std::string_view yaml, std::stri
     c.rules_.push_back(std::move(rule));
   }
   return c;
+} catch (const YAML::Exception& e) {
+  if (e.mark.is_null()) return absl::InvalidArgumentError(util::StrCat(source, ": ", e.msg));
+  return absl::InvalidArgumentError(
+      util::StrCat(source, ":", e.mark.line + 1, ":", e.mark.column + 1, ": ", e.msg));
+} catch (const std::exception& e) {
+  return absl::InvalidArgumentError(util::StrCat(source, ": cannot read the rules: ", e.what()));
 }
 
 absl::StatusOr<Classifier> Classifier::FromFile(const std::filesystem::path& path) {

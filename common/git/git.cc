@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <random>
+#include <set>
 #include <system_error>
 
 #include "absl/status/status.h"
@@ -305,7 +306,8 @@ absl::StatusOr<std::string> Git::Show(std::string_view commit, std::string_view 
 }
 
 absl::StatusOr<std::vector<std::string>> Git::ListFiles(std::string_view commit,
-                                                        std::string_view dir) const {
+                                                        std::string_view dir,
+                                                        std::vector<std::string>* symlinks) const {
   if (auto s = CheckRev("revision", commit); !s.ok()) return s;
   if (auto s = CheckPath(dir); !s.ok()) return s;
   const std::string prefix = NormalizeDir(dir);
@@ -334,7 +336,9 @@ absl::StatusOr<std::vector<std::string>> Git::ListFiles(std::string_view commit,
       continue;
     }
     files.emplace_back(path);
+    if (symlinks != nullptr && entry.mode == "120000") symlinks->emplace_back(path);
   }
+  if (symlinks != nullptr) std::sort(symlinks->begin(), symlinks->end());
   if (files.empty() && !prefix.empty()) {
     return absl::NotFoundError(
         util::StrCat("no files under ", prefix, "/ at ", commit, " in ", repo_.string()));
@@ -387,9 +391,10 @@ absl::StatusOr<std::vector<std::string>> Git::WorkTreeChanges() const {
 GitSource::GitSource(std::filesystem::path repo, std::string commit)
     : git_(std::move(repo)), commit_(std::move(commit)) {}
 
-absl::StatusOr<std::vector<std::string>> GitSource::List(std::string_view dir,
-                                                         std::string_view suffix) const {
-  auto files = git_.ListFiles(commit_, dir);
+absl::StatusOr<inventory::Listing> GitSource::List(std::string_view dir,
+                                                   std::string_view suffix) const {
+  std::vector<std::string> symlinks;
+  auto files = git_.ListFiles(commit_, dir, &symlinks);
   if (!files.ok()) {
     if (absl::IsNotFound(files.status())) {
       return absl::NotFoundError(
@@ -397,11 +402,43 @@ absl::StatusOr<std::vector<std::string>> GitSource::List(std::string_view dir,
     }
     return files.status();
   }
-  std::erase_if(*files, [suffix](const std::string& f) { return !f.ends_with(suffix); });
-  return files;
+  inventory::Listing out;
+  std::set<std::string, std::less<>> regular;
+  for (std::string& f : *files) {
+    if (std::binary_search(symlinks.begin(), symlinks.end(), f)) continue;
+    if (f.ends_with(suffix)) out.files.push_back(f);
+    regular.insert(std::move(f));
+  }
+  for (const std::string& link : symlinks) {
+    // A link's blob holds its target; resolved by name, as the checkout would resolve it.
+    auto to = git_.Show(commit_, link, 4096);
+    if (!to.ok()) return to.status();
+    const std::filesystem::path named =
+        (std::filesystem::path(link).parent_path() / *to).lexically_normal();
+    const std::string target = named.generic_string();
+    const bool outside =
+        std::filesystem::path(*to).is_absolute() || target == ".." || target.starts_with("../");
+    if (outside) {
+      out.refused.emplace_back(
+          link, util::StrCat("symbolic link to '", *to, "', outside the repository; not read"));
+    } else if (!link.ends_with(suffix)) {
+      continue;  // a link to a folder: not followed
+    } else if (!regular.count(target)) {
+      out.refused.emplace_back(
+          link, util::StrCat("symbolic link to '", *to,
+                             "', which is not a regular file listed under ", dir, "/; not read"));
+    } else {
+      links_[link] = target;
+      out.files.push_back(link);
+    }
+  }
+  std::sort(out.files.begin(), out.files.end());
+  return out;
 }
 
 absl::StatusOr<std::string> GitSource::Read(std::string_view path, std::size_t max_bytes) const {
+  if (auto it = links_.find(path); it != links_.end())
+    return git_.Show(commit_, it->second, max_bytes);
   return git_.Show(commit_, path, max_bytes);
 }
 

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstddef>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -57,8 +58,10 @@ class Git {
                                    std::size_t max_bytes) const;
   // Files (blobs, including symlinks; not submodules) below dir at commit, relative to the repo
   // root, sorted, recursive. dir "" = the whole tree. NotFound when dir holds no file.
-  absl::StatusOr<std::vector<std::string>> ListFiles(std::string_view commit,
-                                                     std::string_view dir) const;
+  // symlinks: when given, receives the listed paths that are symbolic links.
+  absl::StatusOr<std::vector<std::string>> ListFiles(
+      std::string_view commit, std::string_view dir,
+      std::vector<std::string>* symlinks = nullptr) const;
   // Whether sha names a commit present in the object store (no fetch).
   absl::StatusOr<bool> HasCommit(std::string_view sha) const;
   // The URL of a remote; "" when the remote (or its URL) is not configured.
@@ -78,8 +81,10 @@ class GitSource : public inventory::FileSource {
   // commit: a full sha (resolve branches and tags with Git::RevParse first).
   GitSource(std::filesystem::path repo, std::string commit);
 
-  absl::StatusOr<std::vector<std::string>> List(std::string_view dir,
-                                                std::string_view suffix) const override;
+  // A symbolic link is read as the file it names when that is a regular file listed with it; a
+  // link that leaves the repository is refused. Links to folders are not followed.
+  absl::StatusOr<inventory::Listing> List(std::string_view dir,
+                                          std::string_view suffix) const override;
   absl::StatusOr<std::string> Read(std::string_view path, std::size_t max_bytes) const override;
   // "<repo>@<first 12 hex digits of the commit>".
   std::string Describe() const override;
@@ -89,6 +94,8 @@ class GitSource : public inventory::FileSource {
  private:
   Git git_;
   std::string commit_;
+  // Listed symbolic links -> the path they name (filled by List, used by Read).
+  mutable std::map<std::string, std::string, std::less<>> links_;
 };
 
 // How the tt-forge-models commit of a sweep was chosen.

@@ -1,6 +1,7 @@
 #include "common/inventory/document.h"
 
 #include <algorithm>
+#include <exception>
 #include <optional>
 #include <sstream>
 #include <unordered_map>
@@ -29,6 +30,12 @@ struct Duplicate {
 struct TreeProblem {
   SourcePos pos;
   std::string message;
+};
+
+// Thrown from the event handler when a collection opens deeper than kMaxNesting: yaml-cpp
+// recurses once per level, so parsing stops before the depth can exhaust the stack.
+struct TooDeep {
+  SourcePos pos;
 };
 
 // Builds a Value tree from yaml-cpp parser events, keeping the position of every key and value.
@@ -86,6 +93,7 @@ class TreeBuilder : public YAML::EventHandler {
   void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
                        YAML::EmitterStyle::value style) override {
     CheckAnchor(mark, anchor);
+    CheckDepth(mark);
     Frame f;
     f.value.kind = Value::Kind::kList;
     f.value.pos = Pos(mark);
@@ -97,6 +105,7 @@ class TreeBuilder : public YAML::EventHandler {
   void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
                   YAML::EmitterStyle::value style) override {
     CheckAnchor(mark, anchor);
+    CheckDepth(mark);
     Frame f;
     f.value.kind = Value::Kind::kMap;
     f.value.pos = Pos(mark);
@@ -119,6 +128,10 @@ class TreeBuilder : public YAML::EventHandler {
   };
 
   static SourcePos Pos(const YAML::Mark& m) { return {m.line, m.column}; }
+
+  void CheckDepth(const YAML::Mark& mark) {
+    if (stack_.size() >= kMaxNesting) throw TooDeep{Pos(mark)};
+  }
 
   void CheckAnchor(const YAML::Mark& mark, YAML::anchor_t anchor) {
     if (anchor != YAML::NullAnchor) {
@@ -340,8 +353,15 @@ Document Document::Parse(std::string path, std::string bytes, const ParseOptions
     // start documents forever on some malformed input (a stray ',' at the top level).
     while (parser.HandleNextDocument(builder) && builder.documents() < 2) {
     }
+  } catch (const TooDeep& e) {
+    doc.AddError(e.pos, util::StrCat("nested deeper than ", kMaxNesting, " levels"));
+    return doc;
   } catch (const YAML::Exception& e) {
     doc.AddError({e.mark.line, e.mark.column}, util::StrCat("YAML syntax error: ", e.msg));
+    return doc;
+  } catch (const std::exception& e) {
+    // Whatever else the parser throws (out of memory, ...): still an error about this file.
+    doc.AddError({}, util::StrCat("cannot parse: ", e.what()));
     return doc;
   }
   for (auto& problem : builder.problems()) doc.AddError(problem.pos, problem.message);
@@ -364,11 +384,36 @@ bool Document::PreCheck(const ParseOptions& options) {
                               options.max_bytes, " bytes"));
     return false;
   }
+  if (auto nul = text.find('\0'); nul != std::string::npos) {
+    util::LineCol lc = util::LineColAt(text, nul);
+    AddError({lc.line - 1, lc.col - 1}, "contains a NUL byte");
+    return false;
+  }
   if (auto bad = util::FirstInvalidUtf8(text)) {
     util::LineCol lc = util::LineColAt(text, *bad);
     AddError({lc.line - 1, lc.col - 1},
              util::StrCat("invalid UTF-8 byte 0x",
                           util::Hex(static_cast<unsigned char>(text[*bad]), 2)));
+    return false;
+  }
+  // Line endings: one error for the whole file. A CRLF file is a mistake in tt-xla, and an edit
+  // must never rewrite line endings, so such a file is neither read nor written.
+  if (auto cr = text.find('\r'); cr != std::string::npos) {
+    util::LineCol lc = util::LineColAt(text, cr);
+    std::size_t crlf = 0, lone = 0;
+    for (std::size_t i = cr; i < text.size(); ++i) {
+      if (text[i] != '\r') continue;
+      (i + 1 < text.size() && text[i + 1] == '\n' ? crlf : lone)++;
+    }
+    if (lone == 0) {
+      AddError({lc.line - 1, lc.col - 1},
+               util::StrCat("uses CRLF line endings (first at line ", lc.line, ", ", crlf,
+                            " line(s) in all); test-config files use LF only"));
+    } else {
+      AddError({lc.line - 1, lc.col - 1},
+               util::StrCat("contains carriage return characters (first at line ", lc.line, ", ",
+                            crlf + lone, " in all); test-config files use LF only"));
+    }
     return false;
   }
   bool fatal = false;
@@ -389,11 +434,6 @@ bool Document::PreCheck(const ParseOptions& options) {
       AddError({i, static_cast<int>(*open)},
                util::StrCat("unclosed ", line[*open] == '"' ? "double" : "single",
                             "-quoted string (test-config strings are single-line)"));
-      fatal = true;
-    }
-    if (auto cr = line.find('\r'); cr != std::string_view::npos) {
-      AddError({i, static_cast<int>(cr)},
-               "carriage return (CRLF line ending); test-config files use LF only");
       fatal = true;
     }
   }

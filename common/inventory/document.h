@@ -16,6 +16,9 @@ namespace triage::inventory {
 inline constexpr std::string_view kTestConfigRoot = "test_config";
 inline constexpr std::string_view kPlaceholderRoot = "PLACEHOLDER_MODELS";
 inline constexpr std::size_t kDefaultMaxYamlBytes = 8 * 1024 * 1024;
+// Collections nested deeper than this are refused before they reach the parser's recursion
+// (tt-xla's files nest fewer than 10 levels).
+inline constexpr std::size_t kMaxNesting = 100;
 
 // One test-config entry: a key under test_config (or PLACEHOLDER_MODELS) and its fields.
 struct Entry {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <system_error>
 
 #include "common/util/file.h"
@@ -9,30 +10,173 @@
 
 namespace triage::inventory {
 
-absl::StatusOr<std::vector<std::string>> WorkTreeSource::List(std::string_view dir,
-                                                              std::string_view suffix) const {
-  const std::filesystem::path base = root_ / std::filesystem::path(std::string(dir));
+namespace {
+
+namespace fs = std::filesystem;
+
+bool IsInside(const fs::path& root, const fs::path& path) {
+  const fs::path rel = path.lexically_relative(root);
+  return !rel.empty() && *rel.begin() != "..";
+}
+
+std::string_view TypeName(fs::file_type type) {
+  switch (type) {
+    case fs::file_type::fifo:
+      return "a FIFO";
+    case fs::file_type::socket:
+      return "a socket";
+    case fs::file_type::block:
+      return "a block device";
+    case fs::file_type::character:
+      return "a character device";
+    case fs::file_type::directory:
+      return "a folder";
+    default:
+      return "of an unknown type";
+  }
+}
+
+// Walks a folder without ever opening anything but folders: every entry's type comes from
+// lstat (symlink_status), and a link is resolved and checked before it is followed.
+class Walker {
+ public:
+  Walker(fs::path root, std::string_view suffix) : root_(std::move(root)), suffix_(suffix) {}
+
+  absl::Status Walk(const fs::path& dir, const std::string& rel) {
+    std::error_code ec;
+    const fs::path canon = fs::canonical(dir, ec);
+    if (ec)
+      return absl::InternalError(util::StrCat("cannot read ", dir.string(), ": ", ec.message()));
+    std::vector<fs::directory_entry> children;
+    for (fs::directory_iterator it(dir, ec); !ec && it != fs::directory_iterator();
+         it.increment(ec)) {
+      children.push_back(*it);
+    }
+    if (ec)
+      return absl::InternalError(util::StrCat("cannot list ", dir.string(), ": ", ec.message()));
+    std::sort(children.begin(), children.end());
+    ancestors_.insert(canon);
+    absl::Status status = WalkChildren(children, rel);
+    ancestors_.erase(canon);
+    return status;
+  }
+
+  std::vector<std::string> files;
+  std::vector<std::pair<std::string, std::string>> refused;
+
+ private:
+  absl::Status WalkChildren(const std::vector<fs::directory_entry>& children,
+                            const std::string& rel) {
+    std::error_code ec;
+    for (const fs::directory_entry& child : children) {
+      const std::string name = child.path().filename().string();
+      const std::string child_rel = util::StrCat(rel, "/", name);
+      const bool wanted = std::string_view(name).ends_with(suffix_);
+      const fs::file_status st = child.symlink_status(ec);
+      if (ec) {
+        refused.emplace_back(child_rel, util::StrCat("cannot stat: ", ec.message()));
+        ec.clear();
+        continue;
+      }
+      if (fs::is_symlink(st)) {
+        if (auto s = Link(child.path(), child_rel, wanted); !s.ok()) return s;
+      } else if (fs::is_directory(st)) {
+        if (auto s = Walk(child.path(), child_rel); !s.ok()) return s;
+      } else if (wanted && fs::is_regular_file(st)) {
+        files.push_back(child_rel);
+      } else if (wanted) {
+        refused.emplace_back(
+            child_rel, util::StrCat("is ", TypeName(st.type()), ", not a regular file; not read"));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Link(const fs::path& path, const std::string& rel, bool wanted) {
+    std::error_code ec;
+    const std::string to = fs::read_symlink(path, ec).string();
+    const fs::path target = fs::canonical(path, ec);
+    if (ec) {
+      // Where a file to read is expected; a dangling link named otherwise reads nothing.
+      if (wanted) {
+        refused.emplace_back(rel, util::StrCat("dangling symbolic link (to '", to, "'); not read"));
+      }
+      return absl::OkStatus();
+    }
+    const fs::file_status st = fs::status(target, ec);
+    if (!wanted && !fs::is_directory(st)) return absl::OkStatus();
+    if (!IsInside(root_, target)) {
+      refused.emplace_back(
+          rel, util::StrCat("symbolic link to '", to, "', outside the repository; not read"));
+      return absl::OkStatus();
+    }
+    if (fs::is_directory(st)) {
+      if (ancestors_.count(target)) {
+        refused.emplace_back(rel, util::StrCat("symbolic link to '", to,
+                                               "', a folder that holds it (a loop); not followed"));
+        return absl::OkStatus();
+      }
+      return Walk(path, rel);
+    }
+    if (fs::is_regular_file(st)) {
+      files.push_back(rel);
+    } else {
+      refused.emplace_back(
+          rel, util::StrCat("symbolic link to '", to, "', which is ", TypeName(st.type()),
+                            ", not a regular file; not read"));
+    }
+    return absl::OkStatus();
+  }
+
+  fs::path root_;
+  std::string_view suffix_;
+  std::set<fs::path> ancestors_;  // the folders being walked, resolved
+};
+
+}  // namespace
+
+absl::StatusOr<Listing> WorkTreeSource::List(std::string_view dir, std::string_view suffix) const {
+  const fs::path base = root_ / fs::path(std::string(dir));
   std::error_code ec;
-  if (!std::filesystem::is_directory(base, ec)) {
+  if (!fs::is_directory(base, ec)) {
     return absl::NotFoundError(
         util::StrCat("no ", dir, "/ under ", root_.string(), " (is this a tt-xla checkout?)"));
   }
-  std::vector<std::string> out;
-  for (auto it = std::filesystem::recursive_directory_iterator(base, ec);
-       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
-    if (!it->is_regular_file(ec)) continue;
-    std::string rel = std::filesystem::relative(it->path(), root_, ec).generic_string();
-    if (std::string_view(rel).ends_with(suffix)) out.push_back(std::move(rel));
-  }
+  const fs::path root = fs::canonical(root_, ec);
   if (ec)
-    return absl::InternalError(util::StrCat("cannot list ", base.string(), ": ", ec.message()));
-  std::sort(out.begin(), out.end());
+    return absl::InternalError(util::StrCat("cannot read ", root_.string(), ": ", ec.message()));
+  Listing out;
+  const fs::path canon = fs::canonical(base, ec);
+  if (ec || !IsInside(root, canon)) {
+    out.refused.emplace_back(std::string(dir), util::StrCat("resolves to '", canon.string(),
+                                                            "', outside the repository; not read"));
+    return out;
+  }
+  Walker walker(root, suffix);
+  if (auto s = walker.Walk(base, std::string(dir)); !s.ok()) return s;
+  out.files = std::move(walker.files);
+  out.refused = std::move(walker.refused);
+  std::sort(out.files.begin(), out.files.end());
   return out;
 }
 
 absl::StatusOr<std::string> WorkTreeSource::Read(std::string_view path,
                                                  std::size_t max_bytes) const {
-  return util::ReadFile(root_ / std::filesystem::path(std::string(path)), max_bytes);
+  // Checked again when read: the tree may have changed since it was listed, and a FIFO must
+  // never be opened (it would block).
+  const fs::path full = root_ / fs::path(std::string(path));
+  std::error_code ec;
+  const fs::path root = fs::canonical(root_, ec);
+  const fs::path target = ec ? fs::path() : fs::canonical(full, ec);
+  if (ec || !IsInside(root, target)) {
+    return absl::FailedPreconditionError("not inside the repository (any more); not read");
+  }
+  const fs::file_status st = fs::status(target, ec);
+  if (!fs::is_regular_file(st)) {
+    return absl::FailedPreconditionError(
+        util::StrCat("is ", TypeName(st.type()), ", not a regular file; not read"));
+  }
+  return util::ReadFile(target, max_bytes);
 }
 
 std::vector<Inventory::EntryRef> Inventory::TestEntries() const {
@@ -52,13 +196,21 @@ const Document* Inventory::FindDocument(std::string_view path) const {
 }
 
 absl::StatusOr<Inventory> LoadInventory(const FileSource& source, const LoadOptions& options) {
-  auto paths = source.List(kTestConfigDir, ".yaml");
-  if (!paths.ok()) return paths.status();
+  auto listing = source.List(kTestConfigDir, ".yaml");
+  if (!listing.ok()) return listing.status();
   Inventory inv;
-  inv.documents.reserve(paths->size());
-  for (const std::string& path : *paths) {
+  for (auto& [path, why] : listing->refused) {
+    inv.diagnostics.push_back({path, 0, 0, util::Severity::kError, std::move(why)});
+  }
+  inv.documents.reserve(listing->files.size());
+  for (const std::string& path : listing->files) {
     auto bytes = source.Read(path, options.max_file_bytes);
     if (!bytes.ok()) {
+      if (absl::IsFailedPrecondition(bytes.status())) {
+        inv.diagnostics.push_back(
+            {path, 0, 0, util::Severity::kError, std::string(bytes.status().message())});
+        continue;
+      }
       if (absl::IsResourceExhausted(bytes.status())) {
         inv.diagnostics.push_back(
             {path, 0, 0, util::Severity::kError,

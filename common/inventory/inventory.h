@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -14,14 +15,23 @@ namespace triage::inventory {
 
 inline constexpr std::string_view kTestConfigDir = "tests/runner/test_config";
 
+// What a source lists below a folder: the files to read, and what it refuses to read there.
+struct Listing {
+  std::vector<std::string> files;  // relative to the root, sorted
+  // Each refused path (relative to the root) with the reason: a symbolic link that leaves the
+  // repository or points nowhere, a FIFO, socket or device named like a file to read, ...
+  std::vector<std::pair<std::string, std::string>> refused;
+};
+
 // Reads the files of a tt-xla tree. The working tree is one source; a git commit is another
 // (so a sweep reads what was committed, not what the checkout holds later).
 class FileSource {
  public:
   virtual ~FileSource() = default;
-  // Paths relative to the root, sorted, of regular files below dir whose name ends in suffix.
-  virtual absl::StatusOr<std::vector<std::string>> List(std::string_view dir,
-                                                        std::string_view suffix) const = 0;
+  // The regular files below dir whose name ends in suffix. Symbolic links are followed only
+  // while they stay inside the repository.
+  virtual absl::StatusOr<Listing> List(std::string_view dir, std::string_view suffix) const = 0;
+  // FailedPrecondition when path is not a regular file inside the repository (any more).
   virtual absl::StatusOr<std::string> Read(std::string_view path, std::size_t max_bytes) const = 0;
   // For messages: "/path/to/tt-xla" or "/path/to/tt-xla@<sha>".
   virtual std::string Describe() const = 0;
@@ -30,8 +40,7 @@ class FileSource {
 class WorkTreeSource : public FileSource {
  public:
   explicit WorkTreeSource(std::filesystem::path root) : root_(std::move(root)) {}
-  absl::StatusOr<std::vector<std::string>> List(std::string_view dir,
-                                                std::string_view suffix) const override;
+  absl::StatusOr<Listing> List(std::string_view dir, std::string_view suffix) const override;
   absl::StatusOr<std::string> Read(std::string_view path, std::size_t max_bytes) const override;
   std::string Describe() const override { return root_.string(); }
 

@@ -9,6 +9,24 @@ constexpr std::string_view kFrameworks[] = {"pytorch", "jax"};
 constexpr std::string_view kParallelisms[] = {"single_device", "data_parallel", "tensor_parallel"};
 constexpr std::string_view kRunModes[] = {"inference", "training"};
 
+// Why a model path cannot name a folder of tt_forge_models, or "" when it can: the loader
+// path is built from it, so it must stay a plain relative path inside the repository.
+std::string ModelPathProblem(std::string_view path) {
+  if (path.starts_with('/')) return "names a model path outside the repository (an absolute path)";
+  std::string problem;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t slash = path.find('/', start);
+    const std::string_view part =
+        path.substr(start, slash == std::string_view::npos ? slash : slash - start);
+    if (part == "..") return "names a model path outside the repository (a '..' component)";
+    if (part.empty() || part == ".") problem = "has a model path with an empty or '.' component";
+    if (slash == std::string_view::npos) break;
+    start = slash + 1;
+  }
+  return problem;
+}
+
 bool IsLlmParams(std::string_view s) {
   // llm_decode-seq_1-batch_1
   return s.starts_with("llm_decode-") || s.starts_with("llm_prefill-");
@@ -43,6 +61,9 @@ absl::StatusOr<KeyParts> ParseKey(std::string_view key) {
   }
   if (split == std::string_view::npos || split == 0) return bad("no '/pytorch-' or '/jax-'");
   parts.model_path = std::string(key.substr(0, split));
+  if (std::string why = ModelPathProblem(parts.model_path); !why.empty()) {
+    return absl::InvalidArgumentError(util::StrCat("key '", key, "' ", why));
+  }
   std::string_view rest = key.substr(split + 1 + parts.framework.size() + 1);
 
   // Run mode: the last segment.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 
 #include "common/util/strings.h"
 
@@ -9,13 +10,13 @@ namespace triage::inventory {
 namespace {
 
 constexpr FieldSpec kFields[] = {
-    {"required_pcc", FieldType::kNumber},
+    {"required_pcc", FieldType::kFraction},
     {"assert_pcc", FieldType::kBool},
     {"assert_atol", FieldType::kBool},
-    {"required_atol", FieldType::kNumber},
+    {"required_atol", FieldType::kNonNegativeNumber},
     {"assert_allclose", FieldType::kBool},
-    {"allclose_rtol", FieldType::kNumber},
-    {"allclose_atol", FieldType::kNumber},
+    {"allclose_rtol", FieldType::kNonNegativeNumber},
+    {"allclose_atol", FieldType::kNonNegativeNumber},
     {"status", FieldType::kStatus},
     {"reason", FieldType::kString},
     {"bringup_status", FieldType::kBringupStatus},
@@ -119,6 +120,22 @@ void CheckField(std::string_view name, const Value& v, bool in_override,
     case FieldType::kNumber:
       if (!v.is_number()) type_error("a number");
       break;
+    case FieldType::kFraction:
+    case FieldType::kNonNegativeNumber: {
+      if (!v.is_number()) {
+        type_error("a number");
+        break;
+      }
+      const double x = v.kind == Value::Kind::kInt ? static_cast<double>(v.integer) : v.number;
+      const bool fraction = spec->type == FieldType::kFraction;
+      // NaN fails both comparisons; infinity is no tolerance either.
+      if (!(x >= 0) || !std::isfinite(x) || (fraction && !(x <= 1))) {
+        problems.push_back({v.pos, util::StrCat(name, ": ", v.DebugString(),
+                                                " is out of range (expected a number ",
+                                                fraction ? "from 0 to 1" : ">= 0", ")")});
+      }
+      break;
+    }
     case FieldType::kBool:
       if (v.kind != Value::Kind::kBool) type_error("true or false");
       break;

@@ -13,7 +13,9 @@ namespace triage::inventory {
 // What tt-xla's test-config loader accepts, in one table (docs/inventory.md, "Validation").
 
 enum class FieldType {
-  kNumber,  // int or float
+  kNumber,             // int or float
+  kFraction,           // a number from 0 to 1 (a PCC)
+  kNonNegativeNumber,  // a finite number >= 0 (a tolerance)
   kBool,
   kString,
   kStatus,         // ModelTestStatus

@@ -1,5 +1,7 @@
 #include "coordinator/triagectl/json_value.h"
 
+#include <cstdint>
+
 #include "common/util/strings.h"
 #include "nlohmann/json.hpp"
 
@@ -14,7 +16,13 @@ absl::StatusOr<Value> ValueFromJson(const nlohmann::json& j, const std::string& 
     case nlohmann::json::value_t::boolean:
       return Value::Bool(j.get<bool>());
     case nlohmann::json::value_t::number_integer:
+      return Value::Int(j.get<std::int64_t>());
     case nlohmann::json::value_t::number_unsigned:
+      if (j.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX)) {
+        return absl::InvalidArgumentError(util::StrCat(where, ": integer ", j.get<std::uint64_t>(),
+                                                       " is out of range (at most ", INT64_MAX,
+                                                       ")"));
+      }
       return Value::Int(j.get<std::int64_t>());
     case nlohmann::json::value_t::number_float:
       return Value::Float(j.get<double>());

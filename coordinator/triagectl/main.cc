@@ -100,10 +100,18 @@ int main(int argc, char** argv) {
     int rc = app.exit(e);
     return rc == 0 ? 0 : kExitUsage;
   }
-  if (check->parsed()) return RunInventoryCheck(inv, std::cout, std::cerr);
-  if (classify->parsed()) return RunInventoryClassify(inv, std::cout, std::cerr);
-  if (rules->parsed()) return RunInventoryRules(std::cout);
-  if (yaml_edit->parsed()) return RunYamlEdit(edit, std::cin, std::cout, std::cerr);
-  if (int rc = farm.Run(std::cout, std::cerr); rc >= 0) return rc;
+  // Input errors are reported where the input is read, with its file; this is the last line of
+  // defence so that nothing ends in an abort.
+  try {
+    if (check->parsed()) return RunInventoryCheck(inv, std::cout, std::cerr);
+    if (classify->parsed()) return RunInventoryClassify(inv, std::cout, std::cerr);
+    if (rules->parsed()) return RunInventoryRules(std::cout);
+    if (yaml_edit->parsed()) return RunYamlEdit(edit, std::cin, std::cout, std::cerr);
+    if (int rc = farm.Run(std::cout, std::cerr); rc >= 0) return rc;
+  } catch (const std::exception& e) {
+    std::cout.flush();
+    std::cerr << "triagectl: unexpected error: " << e.what() << "\n";
+    return kExitUsage;
+  }
   return kExitUsage;
 }

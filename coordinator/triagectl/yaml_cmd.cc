@@ -90,7 +90,14 @@ int RunYamlEdit(const YamlEditOptions& options, std::istream& in, std::ostream& 
     }
     edits_text = std::move(*read);
   }
-  auto edits = ParseEdits(edits_text, options.edits == "-" ? "<stdin>" : options.edits);
+  const std::string edits_source = options.edits == "-" ? "<stdin>" : options.edits;
+  absl::StatusOr<std::vector<inventory::EntryEdit>> edits = absl::UnknownError("unset");
+  try {
+    edits = ParseEdits(edits_text, edits_source);
+  } catch (const std::exception& e) {
+    // Whatever the JSON library throws past the checks above: still an error about this file.
+    edits = absl::InvalidArgumentError(util::StrCat(edits_source, ": invalid edits: ", e.what()));
+  }
   if (!edits.ok()) {
     err << "triagectl: " << edits.status().message() << "\n";
     return kExitProblems;

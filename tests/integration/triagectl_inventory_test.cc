@@ -1,6 +1,9 @@
 // The inventory commands as users and scripts run them: the real triagectl binary on a
 // temporary tt-xla-shaped tree.
 
+#include <sys/stat.h>
+
+#include <filesystem>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -86,6 +89,119 @@ TEST_F(TriagectlTest, NotACheckoutIsAUsageError) {
   EXPECT_EQ(Run({"inventory", "frobnicate"}, &out), 2);
 }
 
+TEST_F(TriagectlTest, KeyOutsideTheRepositoryIsAnInvalidEntry) {
+  testing::WriteFileOrDie(tmp_.path() / kTraining,
+                          std::string(kYaml) +
+                              "  ../../etc/x/pytorch-V-single_device-training:\n"
+                              "    status: NOT_SUPPORTED_SKIP\n"
+                              "    reason: \"tt-forge-models doesn't implement "
+                              "unpack_forward_output for this model.\"\n");
+  std::string out;
+  EXPECT_EQ(Run({"inventory", "check", "--repo", "."}, &out), 1);
+  EXPECT_NE(out.find(std::string(kTraining) +
+                     ":8:3: key '../../etc/x/pytorch-V-single_device-training' names a model "
+                     "path outside the repository (a '..' component)"),
+            std::string::npos)
+      << out;
+  // Classification lists it without a loader path (nothing outside the repository is named).
+  ASSERT_EQ(Run({"inventory", "classify", "--repo", ".", "-o", "json"}, &out), 0) << out;
+  EXPECT_NE(out.find("1 validation error(s)"), std::string::npos) << out;
+  const auto open = out.find('['), close = out.rfind(']');
+  ASSERT_NE(open, std::string::npos) << out;
+  auto json = nlohmann::json::parse(out.substr(open, close - open + 1));
+  ASSERT_EQ(json.size(), 3u);
+  EXPECT_EQ(json[2]["key"], "../../etc/x/pytorch-V-single_device-training");
+  EXPECT_EQ(json[2]["loader"], "");
+}
+
+TEST_F(TriagectlTest, LinksLeavingTheRepositoryAndSpecialFilesAreNamedErrors) {
+  namespace fs = std::filesystem;
+  testing::TempDir outside;
+  testing::WriteFileOrDie(outside.path() / "x.yaml", kYaml);
+  testing::WriteFileOrDie(outside.path() / "ext" / "test_config_inference_single_device.yaml",
+                          kYaml);
+  const fs::path config = tmp_.path() / "tests/runner/test_config";
+  fs::create_symlink(outside.path() / "x.yaml", config / "torch/outside.yaml");
+  fs::create_symlink(outside.path() / "ext", config / "ext");
+  fs::create_symlink("missing.yaml", config / "torch/gone.yaml");
+  ASSERT_EQ(::mkfifo((config / "torch/fifo.yaml").c_str(), 0644), 0);
+  // A link that stays inside the repository is read like the file it names.
+  fs::create_directories(config / "jax");
+  fs::create_symlink("../torch/test_config_training_single_device.yaml",
+                     config / "jax/test_config_training_single_device.yaml");
+  std::string out;
+  EXPECT_EQ(Run({"inventory", "check", "--repo", "."}, &out), 1) << out;
+  for (const std::string& want : {
+           "tests/runner/test_config/ext: symbolic link to '" + (outside.path() / "ext").string() +
+               "', outside the repository; not read",
+           "tests/runner/test_config/torch/outside.yaml: symbolic link to '" +
+               (outside.path() / "x.yaml").string() + "', outside the repository; not read",
+           std::string("tests/runner/test_config/torch/gone.yaml: dangling symbolic link (to "
+                       "'missing.yaml'); not read"),
+           std::string("tests/runner/test_config/torch/fifo.yaml: is a FIFO, not a regular file; "
+                       "not read"),
+           std::string("2 files, 4 entries: 4 error(s)"),
+       }) {
+    EXPECT_NE(out.find(want), std::string::npos) << out << "\nwant: " << want;
+  }
+}
+
+TEST_F(TriagectlTest, CrlfNulAndDeepNestingAreOneErrorEach) {
+  struct Case {
+    std::string name, text, want;
+  };
+  std::string crlf;
+  for (char c : std::string(kYaml)) crlf += c == '\n' ? std::string("\r\n") : std::string(1, c);
+  const Case cases[] = {
+      {"CRLF", crlf,
+       ":1:13: uses CRLF line endings (first at line 1, 7 line(s) in all); test-config files use "
+       "LF only"},
+      {"NUL",
+       std::string(kYaml) + "  c/pytorch-single_device-training:\n    reason: \"a" +
+           std::string(1, '\0') + "\"\n",
+       ":9:15: contains a NUL byte"},
+      {"deep flow",
+       std::string(kYaml) +
+           "  c/pytorch-single_device-training:\n    markers: " + std::string(10000, '[') + "\n",
+       // yaml-cpp reads each unclosed '[' here as a list holding a one-pair mapping: two levels.
+       ":9:63: nested deeper than 100 levels"},
+  };
+  for (const auto& c : cases) {
+    testing::WriteFileOrDie(tmp_.path() / kTraining, c.text);
+    std::string out;
+    EXPECT_EQ(Run({"inventory", "check", "--repo", "."}, &out), 1) << c.name;
+    EXPECT_NE(out.find(std::string(kTraining) + c.want), std::string::npos)
+        << c.name << ": " << out << "\nwant: " << c.want;
+    EXPECT_NE(out.find("1 files, 0 entries: 1 error(s)"), std::string::npos)
+        << c.name << ": " << out;
+    // yaml edit refuses the file and leaves it as it is.
+    testing::WriteFileOrDie(tmp_.path() / "edits.json",
+                            R"([{"key": "a/pytorch-X-single_device-training",
+                                 "set": {"status": "EXPECTED_PASSING"}}])");
+    EXPECT_EQ(Run({"yaml", "edit", kTraining, "--edits", "edits.json"}, &out), 1) << c.name;
+    EXPECT_NE(out.find(std::string(kTraining) + c.want), std::string::npos) << c.name << out;
+    EXPECT_EQ(testing::ReadFileOrDie(tmp_.path() / kTraining), c.text) << c.name;
+  }
+}
+
+TEST_F(TriagectlTest, HostileRulesFileIsAnErrorNamingIt) {
+  struct Case {
+    std::string text, want;
+  };
+  const Case cases[] = {
+      {"playbooks: " + std::string(10000, '['), "rules.yaml:1:"},
+      {"playbooks:\n  - name: x\n    flavors: [[1]]\n", "rules.yaml:3:"},
+      {"playbooks:\n  - name: x\n    require: {a: [b]}\n", "rules.yaml:3:"},
+  };
+  for (const auto& c : cases) {
+    testing::WriteFileOrDie(tmp_.path() / "rules.yaml", c.text);
+    std::string out;
+    EXPECT_EQ(Run({"inventory", "classify", "--repo", ".", "--rules", "rules.yaml"}, &out), 2)
+        << c.text.substr(0, 40) << out;
+    EXPECT_EQ(out.rfind("triagectl: " + c.want, 0), 0u) << out;
+  }
+}
+
 TEST_F(TriagectlTest, ClassifyJsonIsAContract) {
   std::string out;
   ASSERT_EQ(Run({"inventory", "classify", "--repo", ".", "-o", "json"}, &out), 0) << out;
@@ -165,6 +281,11 @@ TEST_F(TriagectlTest, InvalidBatchChangesNothing) {
       {R"([{"key": "a/pytorch-X-single_device-training", "sett": {}}])", "unknown member 'sett'"},
       {R"({"key": 1})", "expected a JSON array of edits"},
       {R"([{"key": )", "invalid JSON"},
+      // An integer JSON can write but a field cannot hold: an error, not a silent wrap.
+      {R"([{"key": "a/pytorch-X-single_device-training", "set": {"batch_size": 18446744073709551615}}])",
+       "edits.json: [0].set.batch_size: integer 18446744073709551615 is out of range (at most "
+       "9223372036854775807)"},
+      {std::string(100000, '[') + std::string(100000, ']'), "edits.json: [0]: expected an object"},
       // A number JSON can write but a double cannot hold: an error, not an abort.
       {R"([{"key": "a/pytorch-X-single_device-training", "set": {"required_pcc": 1e400}}])",
        "edits.json: invalid JSON"},

@@ -6,6 +6,7 @@
 
 #include <map>
 
+#include "coordinator/core/planner.h"
 #include "coordinator/core/waves.h"
 #include "coordinator/store/sqlite_store.h"
 #include "gmock/gmock.h"
@@ -39,6 +40,29 @@ std::string TrainingYaml() {
          Entry("b/pytorch-single_device-training", kUnpack) +
          Entry("c/pytorch-X-single_device-training", kBf16) +
          "  d/pytorch-single_device-training:\n    status: EXPECTED_PASSING\n";
+}
+
+// A key whose model path leaves the repository is an invalid entry: never planned, and its file
+// is left out like any file with validation errors.
+TEST(Planner, KeyOutsideTheRepositoryIsNeverPlanned) {
+  inventory::Inventory inv;
+  inv.documents.push_back(inventory::Document::Parse(
+      kTrainingFile, "test_config:\n" +
+                         Entry("../../etc/x/pytorch-V-single_device-training", kUnpack) +
+                         Entry("a/pytorch-V1-single_device-training", kUnpack)));
+  inv.diagnostics = inv.documents.back().diagnostics();
+  ASSERT_FALSE(inv.ok());
+  EXPECT_THAT(inv.diagnostics.front().ToString(),
+              HasSubstr(":2:3: key '../../etc/x/pytorch-V-single_device-training' names a model "
+                        "path outside the repository"));
+  Plan plan = PlanSweep(inv, classify::Classifier::Default(), PlanOptions{}, "sw", "a", "b");
+  EXPECT_TRUE(plan.entries.empty());
+  EXPECT_TRUE(plan.shards.empty());
+  for (const auto& shard : plan.shards) {
+    EXPECT_EQ(shard.spec.loader().find(".."), std::string::npos) << shard.spec.loader();
+  }
+  ASSERT_EQ(plan.problems.size(), 1u);
+  EXPECT_THAT(plan.problems[0], HasSubstr("a/pytorch-V1-single_device-training' left out"));
 }
 
 class RecordingMetrics : public CoordinatorMetrics {

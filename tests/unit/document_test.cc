@@ -89,7 +89,14 @@ TEST(Document, ReportsEveryProblemWithFileLineColumn) {
       {"conflict marker", head + "<<<<<<< HEAD\n    status: EXPECTED_PASSING\n=======\n",
        ":3:1: merge conflict marker '<<<<<<<'"},
       {"non-UTF-8", head + "    reason: \"caf\xE9\"\n", ":3:17: invalid UTF-8 byte 0xe9"},
-      {"CRLF", head + "    status: EXPECTED_PASSING\r\n", ":3:29: carriage return"},
+      {"CRLF", head + "    status: EXPECTED_PASSING\r\n",
+       ":3:29: uses CRLF line endings (first at line 3, 1 line(s) in all); test-config files use "
+       "LF only"},
+      {"lone CR", head + "    status: EXPECTED_PASSING\r    reason: \"x\"\n",
+       ":3:29: contains carriage return characters (first at line 3, 1 in all)"},
+      {"NUL byte", head + "    reason: \"a" + '\0' + "b\"\n", ":3:15: contains a NUL byte"},
+      {"NUL byte in a comment", head + "    status: EXPECTED_PASSING # " + '\0' + "\n",
+       ":3:32: contains a NUL byte"},
       {"duplicate key",
        head + "    status: EXPECTED_PASSING\n  a/pytorch-X-single_device-training:\n" +
            "    status: EXPECTED_PASSING\n",
@@ -113,6 +120,23 @@ TEST(Document, ReportsEveryProblemWithFileLineColumn) {
        ":3:17: assert_pcc: expected true or false, got string maybe"},
       {"wrong type number", head + "    required_pcc: \"0.98\"\n",
        ":3:19: required_pcc: expected a number, got string 0.98"},
+      {"pcc below 0", head + "    required_pcc: -7\n",
+       ":3:19: required_pcc: -7 is out of range (expected a number from 0 to 1)"},
+      {"pcc above 1", head + "    required_pcc: 1.01\n",
+       ":3:19: required_pcc: 1.01 is out of range (expected a number from 0 to 1)"},
+      {"pcc not a number", head + "    required_pcc: .nan\n",
+       ":3:19: required_pcc: .nan is out of range (expected a number from 0 to 1)"},
+      {"negative atol", head + "    required_atol: -0.5\n",
+       ":3:20: required_atol: -0.5 is out of range (expected a number >= 0)"},
+      {"infinite rtol", head + "    allclose_rtol: .inf\n",
+       ":3:20: allclose_rtol: .inf is out of range (expected a number >= 0)"},
+      {"pcc out of range in an override",
+       head + "    arch_overrides:\n      p150:\n        required_pcc: 2\n",
+       ":5:23: arch_overrides.p150.required_pcc: 2 is out of range"},
+      {"negative batch size", head + "    batch_size: -4\n",
+       ":3:17: batch_size: expected a positive integer, got integer -4"},
+      {"quoted boolean", head + "    assert_pcc: \"false\"\n",
+       ":3:17: assert_pcc: expected true or false, got string false"},
       {"wrong type list", head + "    markers: push\n",
        ":3:14: markers: expected a list, got string push"},
       {"optimization level", head + "    optimization_level: 3\n",
@@ -128,6 +152,15 @@ TEST(Document, ReportsEveryProblemWithFileLineColumn) {
       {"bad key grammar",
        "test_config:\n  a-single_device-training:\n    status: EXPECTED_PASSING\n",
        ":2:3: key 'a-single_device-training' does not match"},
+      {"key leaves the repository",
+       "test_config:\n  ../../etc/x/pytorch-V-single_device-training:\n    status: "
+       "EXPECTED_PASSING\n",
+       ":2:3: key '../../etc/x/pytorch-V-single_device-training' names a model path outside the "
+       "repository (a '..' component)"},
+      {"absolute model path",
+       "test_config:\n  /etc/x/pytorch-single_device-training:\n    status: EXPECTED_PASSING\n",
+       ":2:3: key '/etc/x/pytorch-single_device-training' names a model path outside the "
+       "repository (an absolute path)"},
       {"wrong top-level key",
        "tests_config:\n  a/pytorch-X-single_device-training:\n" +
            std::string("    status: EXPECTED_PASSING\n"),
@@ -149,6 +182,55 @@ TEST(Document, ReportsEveryProblemWithFileLineColumn) {
         << c.name << "\n  got:  " << first << "\n  want: " << c.want;
     EXPECT_EQ(first.rfind(kPath, 0), 0u) << c.name << ": every message starts with the file";
   }
+}
+
+TEST(Document, CrlfFileIsOneError) {
+  std::string text = std::string(kGood);
+  std::string crlf;
+  for (char c : text) crlf += c == '\n' ? std::string("\r\n") : std::string(1, c);
+  Document doc = Document::Parse(kPath, crlf);
+  ASSERT_EQ(doc.diagnostics().size(), 1u) << FirstError(doc);
+  EXPECT_EQ(doc.diagnostics()[0].ToString(),
+            std::string(kPath) +
+                ":1:14: uses CRLF line endings (first at line 1, 18 line(s) in all); test-config "
+                "files use LF only");
+  EXPECT_TRUE(doc.entries().empty());
+}
+
+TEST(Document, DeepNestingIsAnErrorNotACrash) {
+  const std::string head = "test_config:\n  a/pytorch-X-single_device-training:\n    markers: ";
+  struct Case {
+    std::string name, text;
+  };
+  std::string compact = head + "\n      ";
+  for (int i = 0; i < 10000; ++i) compact += "- ";
+  compact += "x\n";
+  std::string maps = "a: ";
+  for (int i = 0; i < 10000; ++i) maps += "{a: ";
+  const Case cases[] = {
+      {"flow lists", head + std::string(10000, '[') + "\n"},
+      {"flow lists, closed", head + std::string(10000, '[') + std::string(10000, ']') + "\n"},
+      {"flow maps", maps + "\n"},
+      {"compact block lists", compact},
+  };
+  for (const auto& c : cases) {
+    Document doc = Document::Parse(kPath, c.text);
+    ASSERT_FALSE(doc.ok()) << c.name;
+    const std::string first = FirstError(doc);
+    EXPECT_NE(first.find("nested deeper than 100 levels"), std::string::npos)
+        << c.name << ": " << first;
+    EXPECT_EQ(first.rfind(kPath, 0), 0u) << c.name;
+  }
+  // At the limit itself (the file's mapping, test_config's mapping, the entry's mapping and 97
+  // lists): parsed, no nesting error.
+  Document at_limit =
+      Document::Parse(kPath, head + std::string(97, '[') + std::string(97, ']') + "\n");
+  for (const auto& d : at_limit.diagnostics()) {
+    EXPECT_EQ(d.message.find("nested deeper"), std::string::npos) << d.ToString();
+  }
+  Document over = Document::Parse(kPath, head + std::string(98, '[') + std::string(98, ']') + "\n");
+  EXPECT_NE(FirstError(over).find(":3:111: nested deeper than 100 levels"), std::string::npos)
+      << FirstError(over);
 }
 
 TEST(Document, SizeLimitIsConfigurable) {

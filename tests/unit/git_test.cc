@@ -224,7 +224,37 @@ TEST_F(GitTest, GitSourceReadsTheCommitNotTheWorkingTree) {
 
   auto listed = source.List("tests/runner", ".py");
   ASSERT_TRUE(listed.ok());
-  EXPECT_THAT(*listed, ElementsAre("tests/runner/conftest.py"));
+  EXPECT_THAT(listed->files, ElementsAre("tests/runner/conftest.py"));
+}
+
+// In a commit, a link is read as the test-config file it names; one that leaves the repository is
+// an error naming it (never the link text parsed as YAML).
+TEST_F(GitTest, GitSourceSymlinks) {
+  const fs::path config = ttxla_ / "tests/runner/test_config";
+  fs::create_directories(config / "jax");
+  fs::create_symlink("../torch/test_config_inference_single_device.yaml",
+                     config / "jax/test_config_inference_single_device.yaml");
+  fs::create_symlink("../../../../../etc/passwd", config / "torch/escape.yaml");
+  fs::create_symlink("/etc", config / "etc");
+  fs::create_symlink("../../conftest.py", config / "torch/conftest.yaml");
+  const std::string sha = Commit(ttxla_, "links");
+  GitSource source(ttxla_, sha);
+  auto inv = inventory::LoadInventory(source);
+  ASSERT_TRUE(inv.ok()) << inv.status();
+  ASSERT_EQ(inv->documents.size(), 2u);
+  EXPECT_EQ(inv->documents[0].path(),
+            "tests/runner/test_config/jax/test_config_inference_single_device.yaml");
+  EXPECT_EQ(inv->documents[0].entries().size(), 2u);
+  std::vector<std::string> errors;
+  for (const auto& d : inv->diagnostics) errors.push_back(d.ToString());
+  EXPECT_THAT(errors,
+              ElementsAre("tests/runner/test_config/etc: symbolic link to '/etc', outside the "
+                          "repository; not read",
+                          "tests/runner/test_config/torch/conftest.yaml: symbolic link to "
+                          "'../../conftest.py', which is not a regular file listed under "
+                          "tests/runner/test_config/; not read",
+                          "tests/runner/test_config/torch/escape.yaml: symbolic link to "
+                          "'../../../../../etc/passwd', outside the repository; not read"));
 }
 
 TEST_F(GitTest, GitSourceWithoutTestConfig) {

@@ -11,6 +11,7 @@
 #include "common/inventory/editor.h"
 #include "common/inventory/inventory.h"
 #include "common/inventory/schema.h"
+#include "common/util/strings.h"
 #include "common/util/text.h"
 #include "gtest/gtest.h"
 #include "tests/unit/test_support.h"
@@ -73,6 +74,30 @@ TEST(RealData, EveryFileRoundTripsByteIdentically) {
     ASSERT_TRUE(out.ok()) << path << ": " << out.status();
     EXPECT_EQ(*out, bytes) << path;
   }
+}
+
+// A real file saved with CRLF line endings is one error for the file, not one per line.
+TEST(RealData, CrlfCopyOfARealFileIsOneError) {
+  TRIAGE_REQUIRE_SHARED_DATA(dir);
+  const auto path =
+      dir / "head/tests/runner/test_config/torch/test_config_training_single_device.yaml";
+  const std::string bytes = testing::ReadFileOrDie(path);
+  std::string crlf;
+  std::size_t lines = 0;
+  for (char c : bytes) {
+    if (c == '\n') {
+      crlf += '\r';
+      ++lines;
+    }
+    crlf += c;
+  }
+  ASSERT_GT(lines, 1000u);
+  Document doc = Document::Parse("test_config_training_single_device.yaml", crlf);
+  ASSERT_EQ(doc.diagnostics().size(), 1u);
+  EXPECT_EQ(doc.diagnostics()[0].ToString(),
+            util::StrCat("test_config_training_single_device.yaml:1:", bytes.find('\n') + 1,
+                         ": uses CRLF line endings (first at line 1, ", lines,
+                         " line(s) in all); test-config files use LF only"));
 }
 
 // Random edits on the real files: re-parsing shows exactly the intended changes, every line

@@ -70,5 +70,30 @@ TEST(ParseKey, RejectsMalformedKeys) {
   }
 }
 
+TEST(ParseKey, ModelPathMustStayInsideTheRepository) {
+  for (const char* key :
+       {"../../etc/x/pytorch-V-single_device-training", "a/../b/pytorch-single_device-training",
+        "..//pytorch-single_device-inference", "a/..//pytorch-single_device-inference",
+        "//etc/x/pytorch-single_device-inference", "/etc/x/pytorch-V-single_device-training"}) {
+    auto parts = ParseKey(key);
+    ASSERT_FALSE(parts.ok()) << key;
+    EXPECT_EQ(parts.status().message(),
+              std::string("key '") + key + "' names a model path outside the repository (" +
+                  (key[0] == '/' ? "an absolute path)" : "a '..' component)"));
+  }
+  for (const char* key :
+       {"a//b/pytorch-single_device-training", "./a/pytorch-single_device-training",
+        "a/./b/pytorch-X-data_parallel-inference"}) {
+    auto parts = ParseKey(key);
+    ASSERT_FALSE(parts.ok()) << key;
+    EXPECT_EQ(parts.status().message(),
+              std::string("key '") + key + "' has a model path with an empty or '.' component");
+  }
+  // '..' inside a name, and '/..' in the variant (not part of the loader path), are fine.
+  auto dots = ParseKey("a..b/c.d/pytorch-v/../x-single_device-training");
+  ASSERT_TRUE(dots.ok()) << dots.status();
+  EXPECT_EQ(dots->LoaderPath(), "third_party/tt_forge_models/a..b/c.d/pytorch/loader.py");
+}
+
 }  // namespace
 }  // namespace triage::inventory

@@ -1,0 +1,96 @@
+// What a working-tree source reads and refuses, checked on a real folder: types come from lstat,
+// a FIFO is never opened, and links are followed only inside the repository.
+
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include "absl/status/status.h"
+#include "common/inventory/inventory.h"
+#include "gtest/gtest.h"
+#include "tests/unit/test_support.h"
+
+namespace triage::inventory {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr char kYaml[] =
+    "test_config:\n  a/pytorch-X-single_device-training:\n    status: EXPECTED_PASSING\n";
+
+TEST(WorkTreeSource, ListsLinksInsideAndRefusesTheRest) {
+  testing::TempDir repo, outside;
+  const fs::path config = repo.path() / kTestConfigDir;
+  testing::WriteFileOrDie(config / "torch/test_config_training_single_device.yaml", kYaml);
+  testing::WriteFileOrDie(outside.path() / "x.yaml", kYaml);
+  fs::create_directories(config / "jax");
+  fs::create_symlink("../torch", config / "jax/torch");  // a folder inside: followed
+  const fs::path bad = config / "bad";
+  fs::create_directories(bad);
+  fs::create_symlink("..", bad / "up");             // a folder that holds the link: a loop
+  fs::create_symlink(outside.path(), bad / "far");  // a folder outside
+  fs::create_symlink(outside.path() / "x.yaml", bad / "x.yaml");
+  fs::create_symlink("missing.yaml", bad / "gone.yaml");
+  fs::create_symlink("missing", bad / "gone");  // not a *.yaml: reads nothing, ignored
+  ASSERT_EQ(::mkfifo((bad / "fifo.yaml").c_str(), 0644), 0);
+  ASSERT_EQ(::mkfifo((bad / "fifo.txt").c_str(), 0644), 0);  // not a *.yaml: ignored
+  fs::create_symlink("fifo.yaml", bad / "to_fifo.yaml");
+
+  WorkTreeSource source(repo.path());
+  auto listing = source.List(kTestConfigDir, ".yaml");
+  ASSERT_TRUE(listing.ok()) << listing.status();
+  EXPECT_EQ(listing->files,
+            (std::vector<std::string>{
+                "tests/runner/test_config/jax/torch/test_config_training_single_device.yaml",
+                "tests/runner/test_config/torch/test_config_training_single_device.yaml"}));
+  std::map<std::string, std::string> refused(listing->refused.begin(), listing->refused.end());
+  EXPECT_EQ(
+      refused,
+      (std::map<std::string, std::string>{
+          {"tests/runner/test_config/bad/far",
+           "symbolic link to '" + outside.path().string() + "', outside the repository; not read"},
+          {"tests/runner/test_config/bad/fifo.yaml", "is a FIFO, not a regular file; not read"},
+          {"tests/runner/test_config/bad/gone.yaml",
+           "dangling symbolic link (to 'missing.yaml'); not read"},
+          {"tests/runner/test_config/bad/to_fifo.yaml",
+           "symbolic link to 'fifo.yaml', which is a FIFO, not a regular file; "
+           "not read"},
+          {"tests/runner/test_config/bad/up",
+           "symbolic link to '..', a folder that holds it (a loop); not followed"},
+          {"tests/runner/test_config/bad/x.yaml", "symbolic link to '" +
+                                                      (outside.path() / "x.yaml").string() +
+                                                      "', outside the repository; not read"},
+      }));
+
+  // Read checks again (the tree may change after listing) and never opens a FIFO.
+  auto fifo = source.Read("tests/runner/test_config/bad/fifo.yaml", 1 << 20);
+  ASSERT_FALSE(fifo.ok());
+  EXPECT_TRUE(absl::IsFailedPrecondition(fifo.status())) << fifo.status();
+  EXPECT_EQ(fifo.status().message(), "is a FIFO, not a regular file; not read");
+  auto far = source.Read("tests/runner/test_config/bad/x.yaml", 1 << 20);
+  ASSERT_FALSE(far.ok());
+  EXPECT_EQ(far.status().message(), "not inside the repository (any more); not read");
+  auto linked = source.Read(
+      "tests/runner/test_config/jax/torch/test_config_training_single_device.yaml", 1 << 20);
+  ASSERT_TRUE(linked.ok()) << linked.status();
+  EXPECT_EQ(*linked, kYaml);
+}
+
+TEST(WorkTreeSource, TestConfigFolderLeavingTheRepositoryIsRefused) {
+  testing::TempDir repo, outside;
+  testing::WriteFileOrDie(outside.path() / "torch/test_config_training_single_device.yaml", kYaml);
+  fs::create_directories(repo.path() / "tests/runner");
+  fs::create_symlink(outside.path(), repo.path() / kTestConfigDir);
+  auto inv = LoadInventory(WorkTreeSource(repo.path()));
+  ASSERT_TRUE(inv.ok()) << inv.status();
+  EXPECT_TRUE(inv->documents.empty());
+  ASSERT_EQ(inv->diagnostics.size(), 1u);
+  EXPECT_EQ(inv->diagnostics[0].ToString(), "tests/runner/test_config: resolves to '" +
+                                                fs::canonical(outside.path()).string() +
+                                                "', outside the repository; not read");
+}
+
+}  // namespace
+}  // namespace triage::inventory
