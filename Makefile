@@ -10,8 +10,8 @@ FUZZ_CHECK_SECONDS ?= 30
 # make demo KEEP=1: leave the demo's coordinator and agents running (scripts/demo.sh stop)
 KEEP ?= 0
 
-.PHONY: all deps configure build test unit integration e2e demo bench format format-check clean \
-	fuzz fuzz-check asan
+.PHONY: all deps configure build test unit integration e2e badinput demo bench format format-check \
+	clean fuzz fuzz-check asan
 
 all: build
 
@@ -27,12 +27,12 @@ configure: deps
 build: configure
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
-# Every label (unit, integration, e2e), the clang-format check and the fuzz regression run;
-# fails on any failure.
+# Every label (unit, integration, e2e, badinput), the clang-format check and the fuzz regression
+# run; fails on any failure.
 test: build format-check fuzz-check
 	ctest --test-dir $(BUILD_DIR) --output-on-failure --no-tests=error -j $(JOBS) $(CTEST_ARGS)
 
-unit integration e2e: build
+unit integration e2e badinput: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure --no-tests=error -j $(JOBS) -L $@ $(CTEST_ARGS)
 
 demo: build

@@ -16,6 +16,7 @@
 #include "agent/executor/command_executor.h"
 #include "agent/executor/native_executor.h"
 #include "agent/metrics/prometheus_agent_metrics.h"
+#include "agent/playbooks/replay_tools.h"
 #include "agent/workspace/workspace.h"
 #include "common/config/config.h"
 #include "common/inventory/schema.h"
@@ -66,37 +67,53 @@ struct AgentConfig {
   std::string log_level = "info";
 
   void Register(triage::config::Schema& s) {
-    s.Add("coordinator", &coordinator, "host:port of the coordinator's agent listener");
+    using triage::config::kMaxSeconds;
+    using triage::config::Range;
+    s.Add("coordinator", &coordinator, "host:port of the coordinator's agent listener",
+          [](std::string_view v) -> std::string {
+            // gRPC target URIs (dns:///host:port, unix:/path, ...) pass as they are.
+            if (v.find(":/") != std::string_view::npos) return "";
+            return triage::config::HostPort(false)(v);
+          });
     s.Add("token", &token, "bearer token (role agent); prefer token_file");
     s.Add("token_file", &token_file, "file holding the bearer token");
     s.Add("insecure", &insecure, "plaintext gRPC (only on a trusted network)");
     s.Add("tls_ca", &tls_ca, "PEM CA of the coordinator's certificate (\"\" = system roots)");
     s.Add("tls_cert", &tls_cert, "PEM client certificate for mutual TLS");
     s.Add("tls_key", &tls_key, "PEM client key for mutual TLS");
-    s.Add("agent_id", &agent_id, "stable id of this agent (default: the hostname)");
+    s.Add("agent_id", &agent_id, "stable id of this agent (default: the hostname)",
+          [](std::string_view v) { return v.empty() ? "must not be empty" : ""; });
     s.Add("arch", &arch, "n150, p150, n300-llmbox, ...");
-    s.Add("device_count", &device_count, "Tenstorrent devices on this machine");
+    s.Add("device_count", &device_count, "Tenstorrent devices on this machine", Range{1, 1024});
     s.Add("pool", &pool, "pool name (for operators)");
     s.Add("cpu_only", &cpu_only, "no device: run probe phases only");
     s.Add("playbooks", &playbooks, "playbooks this agent runs (empty: all)");
     s.Add("executors", &executors, "executors this agent offers (command, native, replay)");
     s.Add("workspace", &workspace, "this agent's tt-xla checkout (with the submodule)");
-    s.Add("data_dir", &data_dir, "shard directories and results not yet acknowledged");
+    s.Add("data_dir", &data_dir, "shard directories and results not yet acknowledged",
+          [](std::string_view v) { return v.empty() ? "must not be empty" : ""; });
     s.Add("python", &python, "the workspace's Python (probe, pytest)");
     s.Add("scripts_dir", &scripts_dir,
           "directory of triage_probe.py and triage_pytest_plugin.py (default: found next to "
           "the binary or in the source tree)");
     s.Add("replay_dir", &replay_dir,
           "evidence to answer the replay executor from (docs/evidence.md)");
-    s.Add("probe_timeout_seconds", &probe_timeout_seconds, "kill a probe after this long");
-    s.Add("pytest_timeout_seconds", &pytest_timeout_seconds, "kill a pytest run after this long");
+    s.Add("probe_timeout_seconds", &probe_timeout_seconds, "kill a probe after this long",
+          Range{1, kMaxSeconds});
+    s.Add("pytest_timeout_seconds", &pytest_timeout_seconds, "kill a pytest run after this long",
+          Range{1, kMaxSeconds});
     s.Add("command_timeout_seconds", &command_timeout_seconds,
-          "kill a command-executor run after this long (0: the shard's timeout)");
-    s.Add("lease_wait_seconds", &lease_wait_seconds, "long-poll wait per Lease call");
-    s.Add("metrics_address", &metrics_address, "host:port of /metrics (\"\" = off)");
+          "kill a command-executor run after this long (0: the shard's timeout)",
+          Range{0, kMaxSeconds});
+    s.Add("lease_wait_seconds", &lease_wait_seconds, "long-poll wait per Lease call",
+          Range{1, 3600});
+    s.Add("metrics_address", &metrics_address, "host:port of /metrics (\"\" = off)",
+          triage::config::HostPort(true));
     s.Add("exit_when_drained", &exit_when_drained, "exit once the coordinator drains this agent");
-    s.Add("max_shards", &max_shards, "exit after this many shards (0 = never)");
-    s.Add("log_level", &log_level, "trace, debug, info, warn, error");
+    s.Add("max_shards", &max_shards, "exit after this many shards (0 = never)",
+          Range{0, 1'000'000'000});
+    s.Add("log_level", &log_level, "trace, debug, info, warn, error",
+          triage::config::OneOf({"trace", "debug", "info", "warn", "error"}));
   }
 };
 
@@ -116,6 +133,28 @@ std::string FindScripts(const char* argv0) {
 int Fail(const std::string& message) {
   std::cerr << "triage-agent: " << message << "\n";
   return 2;
+}
+
+// The replay executor's evidence (docs/evidence.md), read once at start the way a shard reads
+// it: replay_dir itself and each shard directory below it. A malformed probe document or JUnit
+// file would fail every shard that reaches it; it is named now instead.
+absl::Status CheckReplayEvidence(const std::filesystem::path& replay_dir) {
+  std::vector<std::filesystem::path> dirs = {replay_dir};
+  std::error_code ec, ignored;
+  for (const auto& e : std::filesystem::directory_iterator(replay_dir, ec)) {
+    if (e.is_directory(ignored) && (std::filesystem::is_directory(e.path() / "probes", ignored) ||
+                                    std::filesystem::is_directory(e.path() / "junit", ignored))) {
+      dirs.push_back(e.path());
+    }
+  }
+  if (ec)
+    return absl::InvalidArgumentError(
+        triage::util::StrCat(replay_dir.string(), ": ", ec.message()));
+  for (const auto& dir : dirs) {
+    auto tools = triage::playbooks::ReplayTools::Load(dir, {});
+    if (!tools.ok()) return tools.status();
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -142,7 +181,7 @@ int main(int argc, char** argv) {
 
   if (!cfg.token_file.empty()) {
     auto t = util::ReadFile(cfg.token_file, 4096);
-    if (!t.ok()) return Fail(util::MessageOf(t.status()));
+    if (!t.ok()) return Fail(util::StrCat("--token_file: ", util::MessageOf(t.status())));
     cfg.token = std::string(util::TrimWhitespace(*t));
   }
   if (cfg.token.empty() && !cfg.insecure) {
@@ -169,6 +208,27 @@ int main(int argc, char** argv) {
   }
   if (!cfg.replay_dir.empty() && !std::filesystem::is_directory(cfg.replay_dir, ec)) {
     return Fail(util::StrCat("--replay_dir: ", cfg.replay_dir, " is not a directory"));
+  }
+  if (!cfg.workspace.empty() && !std::filesystem::is_directory(cfg.workspace, ec)) {
+    return Fail(util::StrCat("--workspace: ", cfg.workspace, " is not a directory"));
+  }
+  for (const auto& name : cfg.executors) {
+    if (name != "command" && name != "native" && name != "replay") {
+      return Fail(
+          util::StrCat("--executors: unknown executor '", name, "' (native, command, replay)"));
+    }
+    if (name == "replay" && cfg.replay_dir.empty()) {
+      return Fail("--executors replay needs --replay_dir (recorded evidence to answer from)");
+    }
+    if (name == "replay") {
+      if (auto st = CheckReplayEvidence(cfg.replay_dir); !st.ok()) {
+        return Fail(util::StrCat("--replay_dir: ", util::MessageOf(st)));
+      }
+    }
+  }
+  if (!cfg.executors.empty() && cfg.workspace.empty()) {
+    return Fail("--executors " + util::StrJoin(cfg.executors, ",") +
+                " need a --workspace (the agent's tt-xla checkout)");
   }
   // Subprocesses run in their own directories: every path handed to them is absolute.
   cfg.data_dir = std::filesystem::absolute(cfg.data_dir, ec).lexically_normal().string();

@@ -5,12 +5,16 @@
 
 #include <filesystem>
 #include <iostream>
+#include <random>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/clock/clock.h"
 #include "common/config/config.h"
+#include "common/inventory/schema.h"
 #include "common/metrics/metrics_server.h"
+#include "common/rpc/rpc.h"
 #include "common/util/allocator.h"
 #include "common/util/dir_lock.h"
 #include "common/util/file.h"
@@ -34,6 +38,7 @@ struct CoordinatorConfig {
   std::string metrics_address = "127.0.0.1:9601";
   std::string health_address;
   std::string data_dir = "triage-data";
+  bool init = false;
   bool insecure = false;
   std::string tls_cert;
   std::string tls_key;
@@ -54,44 +59,121 @@ struct CoordinatorConfig {
   std::string log_level = "info";
 
   void Register(triage::config::Schema& s) {
-    s.Add("agent_address", &agent_address, "host:port of the AgentService listener (port 0: any)");
+    using triage::config::HostPort;
+    using triage::config::kMaxSeconds;
+    using triage::config::Range;
+    s.Add("agent_address", &agent_address, "host:port of the AgentService listener (port 0: any)",
+          HostPort(false));
     s.Add("control_address", &control_address,
-          "host:port of the ControlService listener (triagectl)");
-    s.Add("metrics_address", &metrics_address, "host:port of /metrics (\"\" = off)");
+          "host:port of the ControlService listener (triagectl)", HostPort(false));
+    s.Add("metrics_address", &metrics_address, "host:port of /metrics (\"\" = off)",
+          HostPort(true));
     s.Add("health_address", &health_address,
           "host:port of a plaintext listener with only grpc.health.v1, for probes that cannot "
-          "speak TLS (\"\" = off)");
-    s.Add("data_dir", &data_dir, "SQLite database, git cache and ports file live here");
+          "speak TLS (\"\" = off)",
+          HostPort(true));
+    s.Add("data_dir", &data_dir, "SQLite database, git cache and ports file live here",
+          [](std::string_view v) { return v.empty() ? "must not be empty" : ""; });
+    s.Add("init", &init,
+          "create a new database although data_dir shows an earlier one (its coordinator.id "
+          "marker or WAL files) and coordinator.db is missing");
     s.Add("insecure", &insecure, "allow plaintext gRPC and no bearer tokens (warns)");
     s.Add("tls_cert", &tls_cert, "PEM server certificate (both ports)");
     s.Add("tls_key", &tls_key, "PEM server key");
     s.Add("tls_client_ca", &tls_client_ca, "PEM CA for client certificates: mutual TLS");
     s.Add("tokens_file", &tokens_file, "YAML bearer tokens with roles agent/operator/viewer");
-    s.Add("lease_ttl_seconds", &lease_ttl_seconds, "a lease lives this long without heartbeats");
-    s.Add("heartbeat_interval_seconds", &heartbeat_interval_seconds, "told to agents");
+    s.Add("lease_ttl_seconds", &lease_ttl_seconds, "a lease lives this long without heartbeats",
+          Range{1, kMaxSeconds});
+    s.Add("heartbeat_interval_seconds", &heartbeat_interval_seconds, "told to agents",
+          Range{1, 3600});
     s.Add("agent_dead_after_seconds", &agent_dead_after_seconds,
-          "silence after which an agent is offline and its leases expire");
+          "silence after which an agent is offline and its leases expire", Range{1, kMaxSeconds});
     s.Add("offline_agent_retention_seconds", &offline_agent_retention_seconds,
-          "an offline agent stays listed (as offline) this long, then is forgotten");
-    s.Add("lease_wait_seconds", &lease_wait_seconds, "server cap on a Lease long-poll");
-    s.Add("backoff_base_seconds", &backoff_base_seconds, "requeue delay after a failed attempt");
-    s.Add("backoff_max_seconds", &backoff_max_seconds, "cap of the doubling requeue delay");
+          "an offline agent stays listed (as offline) this long, then is forgotten",
+          Range{0, kMaxSeconds});
+    s.Add("lease_wait_seconds", &lease_wait_seconds, "server cap on a Lease long-poll",
+          Range{1, 3600});
+    s.Add("backoff_base_seconds", &backoff_base_seconds, "requeue delay after a failed attempt",
+          Range{0, kMaxSeconds});
+    s.Add("backoff_max_seconds", &backoff_max_seconds, "cap of the doubling requeue delay",
+          Range{0, kMaxSeconds});
     s.Add("max_attempts", &max_attempts,
-          "failed attempts (the work failed) before a shard is quarantined");
+          "failed attempts (the work failed) before a shard is quarantined", Range{1, 1000});
     s.Add("max_infra_losses", &max_infra_losses,
           "leases a shard may lose to agents or the coordinator going away before it is "
-          "quarantined (they do not count as attempts)");
+          "quarantined (they do not count as attempts)",
+          Range{1, 1000});
     s.Add("default_archs", &default_archs, "target archs of sweeps that name none");
-    s.Add("tick_ms", &tick_ms, "how often leases and agents are checked");
+    s.Add("tick_ms", &tick_ms, "how often leases and agents are checked", Range{10, 60'000});
     s.Add("sqlite_synchronous_full", &sqlite_synchronous_full,
           "fsync every commit (survives power loss; slower)");
-    s.Add("log_level", &log_level, "trace, debug, info, warn, error");
+    s.Add("log_level", &log_level, "trace, debug, info, warn, error",
+          triage::config::OneOf({"trace", "debug", "info", "warn", "error"}));
   }
 };
 
 int Fail(const std::string& message) {
   std::cerr << "triage-coordinator: " << message << "\n";
   return 2;
+}
+
+// data_dir/coordinator.id: a random id written when the database is first created. It tells a
+// data directory whose database was deleted from a fresh one.
+constexpr char kMarkerName[] = "coordinator.id";
+constexpr char kDatabaseName[] = "coordinator.db";
+
+// Refuses to create a database in a data directory that held one before: the marker or the
+// database's WAL/SHM files are there but coordinator.db is not (deleted or moved). A fresh,
+// empty data directory passes; so does any directory with `init` (the leftover WAL/SHM files
+// are then moved aside, so that SQLite does not replay them into the new database).
+absl::Status CheckDatabaseNotLost(const std::filesystem::path& dir, bool init) {
+  std::error_code ec;
+  const auto db = dir / kDatabaseName;
+  if (std::filesystem::exists(db, ec)) {
+    // An empty file is what SQLite would silently turn into a new database.
+    if (!init && std::filesystem::is_regular_file(db, ec) &&
+        std::filesystem::file_size(db, ec) == 0 && std::filesystem::exists(dir / kMarkerName, ec)) {
+      return absl::FailedPreconditionError(triage::util::StrCat(
+          db.string(),
+          ": empty (0 bytes), but an earlier database lived here (coordinator.id): not a SQLite "
+          "database (corrupt or truncated); restore it from a backup or move it away, or start "
+          "with --init to create a new, empty database"));
+    }
+    return absl::OkStatus();
+  }
+  std::vector<std::string> traces;
+  for (const char* name : {kMarkerName, "coordinator.db-wal", "coordinator.db-shm"}) {
+    if (std::filesystem::exists(dir / name, ec)) traces.push_back(name);
+  }
+  if (traces.empty()) return absl::OkStatus();
+  if (!init) {
+    return absl::FailedPreconditionError(triage::util::StrCat(
+        db.string(), ": missing, but ", dir.string(), " holds ",
+        triage::util::StrJoin(traces, ", "),
+        " of an earlier database (deleted or moved?): restore coordinator.db, or start with "
+        "--init to create a new, empty database"));
+  }
+  for (const char* name : {"coordinator.db-wal", "coordinator.db-shm"}) {
+    if (!std::filesystem::exists(dir / name, ec)) continue;
+    std::filesystem::rename(dir / name, dir / (std::string(name) + ".orphan"), ec);
+    if (ec) {
+      return absl::FailedPreconditionError(triage::util::StrCat(
+          "--init: cannot move ", (dir / name).string(), " aside: ", ec.message()));
+    }
+    spdlog::warn("--init: moved {} of a missing database aside to {}.orphan", name, name);
+  }
+  return absl::OkStatus();
+}
+
+// Writes a new marker for a database created now (created: coordinator.db did not exist before
+// the store opened it), or the marker a database made by a version without it lacks.
+absl::Status WriteMarker(const std::filesystem::path& dir, bool created) {
+  std::error_code ec;
+  if (!created && std::filesystem::exists(dir / kMarkerName, ec)) return absl::OkStatus();
+  std::random_device rd;
+  std::string id;
+  for (int i = 0; i < 4; ++i) id += absl::StrCat(absl::Hex(rd(), absl::kZeroPad8));
+  return triage::util::WriteFileAtomic(dir / kMarkerName, id + "\n");
 }
 
 }  // namespace
@@ -120,7 +202,30 @@ int main(int argc, char** argv) {
   if (!cfg.insecure && cfg.tokens_file.empty()) {
     return Fail("no tokens_file: give bearer tokens, or set insecure for a trusted network");
   }
+  if (cfg.backoff_max_seconds < cfg.backoff_base_seconds) {
+    return Fail(util::StrCat("backoff_max_seconds (", cfg.backoff_max_seconds,
+                             ") is less than backoff_base_seconds (", cfg.backoff_base_seconds,
+                             ")"));
+  }
+  for (const auto& arch : cfg.default_archs) {
+    if (!inventory::IsKnownArch(arch)) {
+      return Fail(util::StrCat("default_archs: unknown arch '", arch,
+                               "' (known: ", util::StrJoin(inventory::kArchNames, ", "), ")"));
+    }
+  }
+  // Files named by settings are read and checked before anything is created or listened on.
+  auto auth = cfg.tokens_file.empty() ? coord::Authenticator::Disabled()
+                                      : coord::Authenticator::FromFile(cfg.tokens_file);
+  if (!auth.ok()) return Fail(util::StrCat("tokens_file: ", util::MessageOf(auth.status())));
+  const rpc::TlsServerConfig tls{cfg.tls_cert, cfg.tls_key, cfg.tls_client_ca};
+  if (auto creds = rpc::ServerCredentials(tls, cfg.insecure); !creds.ok()) {
+    return Fail(util::MessageOf(creds.status()));
+  }
   std::error_code ec;
+  if (std::filesystem::exists(cfg.data_dir, ec) &&
+      !std::filesystem::is_directory(cfg.data_dir, ec)) {
+    return Fail(util::StrCat("data_dir: ", cfg.data_dir, " exists and is not a directory"));
+  }
   std::filesystem::create_directories(cfg.data_dir, ec);
   if (ec) return Fail(util::StrCat("cannot create data_dir ", cfg.data_dir, ": ", ec.message()));
   // One coordinator per data directory, for the whole life of the process: a second one would
@@ -129,11 +234,17 @@ int main(int argc, char** argv) {
                                           "data_dir", cfg.data_dir);
   if (!data_lock.ok()) return Fail(util::MessageOf(data_lock.status()));
 
+  if (auto st = CheckDatabaseNotLost(cfg.data_dir, cfg.init); !st.ok()) {
+    return Fail(util::MessageOf(st));
+  }
+  const bool creating =
+      !std::filesystem::exists(std::filesystem::path(cfg.data_dir) / kDatabaseName, ec);
   coord::SqliteOptions sqlite;
   sqlite.synchronous_full = cfg.sqlite_synchronous_full;
   auto store =
-      coord::SqliteStore::Open(std::filesystem::path(cfg.data_dir) / "coordinator.db", sqlite);
+      coord::SqliteStore::Open(std::filesystem::path(cfg.data_dir) / kDatabaseName, sqlite);
   if (!store.ok()) return Fail(util::MessageOf(store.status()));
+  if (auto st = WriteMarker(cfg.data_dir, creating); !st.ok()) return Fail(util::MessageOf(st));
 
   auto registry = std::make_shared<prometheus::Registry>();
   coord::PrometheusMetrics metrics(registry);
@@ -159,21 +270,19 @@ int main(int argc, char** argv) {
       options, store->get(), SystemClock::Get(),
       coord::MakeGitSweepReader(std::filesystem::path(cfg.data_dir) / "cache"), &metrics);
   if (auto st = coordinator.Recover(); !st.ok()) {
-    return Fail(util::StrCat("cannot recover from ", cfg.data_dir, ": ", util::MessageOf(st)));
+    return Fail(util::StrCat("cannot recover from ",
+                             (std::filesystem::path(cfg.data_dir) / kDatabaseName).string(), ": ",
+                             util::MessageOf(st)));
   }
 
   merge::SweepOutputs outputs(&coordinator, &metrics, cfg.data_dir);
   coordinator.SetFinishHook([&outputs](const std::string& id) { return outputs.Build(id); });
 
-  auto auth = cfg.tokens_file.empty() ? coord::Authenticator::Disabled()
-                                      : coord::Authenticator::FromFile(cfg.tokens_file);
-  if (!auth.ok()) return Fail(util::MessageOf(auth.status()));
-
   coord::ServerConfig server_config;
   server_config.agent_address = cfg.agent_address;
   server_config.control_address = cfg.control_address;
   server_config.health_address = cfg.health_address;
-  server_config.tls = {cfg.tls_cert, cfg.tls_key, cfg.tls_client_ca};
+  server_config.tls = tls;
   server_config.insecure = cfg.insecure;
   server_config.tick = std::chrono::milliseconds(cfg.tick_ms);
   auto server = coord::CoordinatorServer::Start(server_config, &coordinator, std::move(*auth),

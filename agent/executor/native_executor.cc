@@ -46,7 +46,14 @@ absl::StatusOr<v1::ShardResult> NativeExecutor::Run(ExecContext& ctx) {
     if (ctx.progress) ctx.progress(step, entry, {});
   };
   pc.cancelled = ctx.cancelled;
-  return playbooks::RunPlaybook(pc);
+  // Probe documents, JUnit files and recorded evidence are input from files and subprocesses: a
+  // shape the playbook code did not expect fails this shard with the reason, never the agent.
+  try {
+    return playbooks::RunPlaybook(pc);
+  } catch (const std::exception& e) {
+    return absl::InternalError(
+        util::StrCat("shard ", spec.shard_id(), " (", name(), "): malformed input: ", e.what()));
+  }
 }
 
 }  // namespace triage::agent

@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cstdlib>
 #include <iostream>
+#include <limits>
 
 #include "CLI/CLI.hpp"
 #include "common/util/file.h"
@@ -21,6 +22,14 @@ std::string Trim(std::string_view s) {
   return std::string(s);
 }
 
+std::string RangeText(const Range& r) {
+  if (r.max == std::numeric_limits<std::int64_t>::max() || r.max == kMaxSeconds) {
+    return r.max == kMaxSeconds ? util::StrCat("at least ", r.min, " (at most ", r.max, ")")
+                                : util::StrCat("at least ", r.min);
+  }
+  return util::StrCat("between ", r.min, " and ", r.max);
+}
+
 }  // namespace
 
 std::string EnvName(std::string_view prefix, std::string_view field) {
@@ -33,20 +42,68 @@ std::string LegacyEnvWarning(std::string_view old_name, std::string_view new_nam
   return util::StrCat(old_name, " is set but no longer read (ignored): use ", new_name);
 }
 
-void Schema::Add(std::string name, std::string* field, std::string doc) {
-  fields_.push_back({std::move(name), field, std::move(doc), "", {}, nullptr});
+TextCheck HostPort(bool allow_empty) {
+  return [allow_empty](std::string_view v) -> std::string {
+    if (v.empty()) return allow_empty ? "" : "expected host:port, got an empty value";
+    const auto colon = v.rfind(':');
+    if (colon == std::string_view::npos) return "expected host:port (no ':port')";
+    std::string_view host = v.substr(0, colon);
+    const std::string_view port = v.substr(colon + 1);
+    if (host.starts_with('[') != host.ends_with(']') ||
+        (!host.starts_with('[') && host.find(':') != std::string_view::npos)) {
+      return "expected host:port (an IPv6 host goes in brackets: [::1]:port)";
+    }
+    for (char c : host) {
+      if (std::isspace(static_cast<unsigned char>(c)) || c == '/') {
+        return "expected host:port (the host has a space or '/')";
+      }
+    }
+    int p = -1;
+    auto res = std::from_chars(port.data(), port.data() + port.size(), p);
+    if (port.empty() || res.ec != std::errc() || res.ptr != port.data() + port.size() || p < 0 ||
+        p > 65535) {
+      return util::StrCat("port must be a number in 0..65535, got '", port, "'");
+    }
+    return "";
+  };
 }
-void Schema::Add(std::string name, std::int64_t* field, std::string doc) {
-  fields_.push_back({std::move(name), field, std::move(doc), "", {}, nullptr});
+
+TextCheck OneOf(std::vector<std::string> words) {
+  return [words = std::move(words)](std::string_view v) -> std::string {
+    for (const auto& w : words) {
+      if (v == w) return "";
+    }
+    return util::StrCat("expected one of ", util::StrJoin(words, ", "));
+  };
+}
+
+void Schema::Add(std::string name, std::string* field, std::string doc, TextCheck check) {
+  Field f{std::move(name), field, std::move(doc)};
+  f.check = std::move(check);
+  fields_.push_back(std::move(f));
+}
+void Schema::Add(std::string name, std::int64_t* field, std::string doc,
+                 std::optional<Range> range) {
+  Field f{std::move(name), field, std::move(doc)};
+  f.range = range;
+  fields_.push_back(std::move(f));
 }
 void Schema::Add(std::string name, double* field, std::string doc) {
-  fields_.push_back({std::move(name), field, std::move(doc), "", {}, nullptr});
+  fields_.push_back({std::move(name), field, std::move(doc)});
 }
 void Schema::Add(std::string name, bool* field, std::string doc) {
-  fields_.push_back({std::move(name), field, std::move(doc), "", {}, nullptr});
+  fields_.push_back({std::move(name), field, std::move(doc)});
 }
 void Schema::Add(std::string name, std::vector<std::string>* field, std::string doc) {
-  fields_.push_back({std::move(name), field, std::move(doc), "", {}, nullptr});
+  fields_.push_back({std::move(name), field, std::move(doc)});
+}
+
+std::string Schema::DocOf(const Field& f) {
+  if (!f.range) return f.doc;
+  if (f.range->max == std::numeric_limits<std::int64_t>::max() || f.range->max == kMaxSeconds) {
+    return util::StrCat(f.doc, " (at least ", f.range->min, ")");
+  }
+  return util::StrCat(f.doc, " (", f.range->min, "..", f.range->max, ")");
 }
 
 Schema::Field* Schema::Find(std::string_view name) {
@@ -67,12 +124,24 @@ absl::Status Schema::Set(std::string_view name, std::string_view value, const st
         util::StrCat(source, ": ", name, ": expected ", what, ", got '", value, "'"));
   };
   if (auto* s = std::get_if<std::string*>(&f->target)) {
+    if (f->check) {
+      if (std::string problem = f->check(value); !problem.empty()) {
+        return absl::InvalidArgumentError(
+            util::StrCat(source, ": ", name, ": ", problem, ", got '", value, "'"));
+      }
+    }
     **s = std::string(value);
   } else if (auto* i = std::get_if<std::int64_t*>(&f->target)) {
     std::int64_t x = 0;
     auto res = std::from_chars(v.data(), v.data() + v.size(), x);
-    if (v.empty() || res.ec != std::errc() || res.ptr != v.data() + v.size())
-      return bad("an integer");
+    if (v.empty() || res.ec != std::errc() || res.ptr != v.data() + v.size()) {
+      return bad(res.ec == std::errc::result_out_of_range ? "an integer that fits in 64 bits"
+                                                          : "an integer");
+    }
+    if (f->range && (x < f->range->min || x > f->range->max)) {
+      return absl::InvalidArgumentError(util::StrCat(
+          source, ": ", name, ": out of range: ", "must be ", RangeText(*f->range), ", got ", x));
+    }
     **i = x;
   } else if (auto* d = std::get_if<double*>(&f->target)) {
     char* end = nullptr;
@@ -181,7 +250,7 @@ void Schema::AddFlags(CLI::App& app) {
   app.add_flag("--print-config", print_config_,
                "Print every setting with its value and meaning, then exit");
   for (auto& f : fields_) {
-    std::string doc = util::StrCat(f.doc, " [env ", EnvName(env_prefix_, f.name), "]");
+    std::string doc = util::StrCat(DocOf(f), " [env ", EnvName(env_prefix_, f.name), "]");
     if (std::holds_alternative<bool*>(f.target)) {
       // --name alone is true; --name=false also works.
       f.option = app.add_flag("--" + f.name, f.flag_value, doc);
@@ -240,7 +309,7 @@ std::string Schema::Describe() const {
     } else if (auto* l = std::get_if<std::vector<std::string>*>(&f.target)) {
       value = util::StrCat("[", util::StrJoin(**l, ", "), "]");
     }
-    util::StrAppend(&out, f.name, ": ", value, "  # ", f.doc, "\n");
+    util::StrAppend(&out, f.name, ": ", value, "  # ", DocOf(f), "\n");
   }
   return out;
 }

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -30,13 +31,30 @@ inline constexpr char kLegacyEnvPrefix[] = "TRIAGE_";
 // default. Values come, in increasing precedence, from the defaults, a YAML file (--config),
 // <env_prefix><NAME> environment variables and command-line flags (--name). A bad value is one
 // clear line naming where it came from. --help shows each flag's type and default.
+// The values an integer setting accepts, declared where the setting is added: a value outside
+// is refused with the setting's name and where the value came from.
+struct Range {
+  std::int64_t min;
+  std::int64_t max;
+};
+// Seconds settings are capped at ten years, so that converting them to milliseconds or adding
+// them to a clock cannot overflow.
+inline constexpr std::int64_t kMaxSeconds = 10LL * 365 * 24 * 3600;
+// Checks a text setting: "" when the value is acceptable, else what is wrong with it.
+using TextCheck = std::function<std::string(std::string_view value)>;
+// "host:port" with a port in 0..65535 ("[v6]:port" and ":port" too); allow_empty: "" = off.
+TextCheck HostPort(bool allow_empty);
+// One of the given words.
+TextCheck OneOf(std::vector<std::string> words);
+
 class Schema {
  public:
   // env_prefix: kCoordinatorEnvPrefix, kAgentEnvPrefix.
   explicit Schema(std::string env_prefix) : env_prefix_(std::move(env_prefix)) {}
 
-  void Add(std::string name, std::string* field, std::string doc);
-  void Add(std::string name, std::int64_t* field, std::string doc);
+  void Add(std::string name, std::string* field, std::string doc, TextCheck check = {});
+  void Add(std::string name, std::int64_t* field, std::string doc,
+           std::optional<Range> range = std::nullopt);
   void Add(std::string name, double* field, std::string doc);
   void Add(std::string name, bool* field, std::string doc);
   void Add(std::string name, std::vector<std::string>* field, std::string doc);
@@ -66,11 +84,15 @@ class Schema {
     std::string name;
     std::variant<std::string*, std::int64_t*, double*, bool*, std::vector<std::string>*> target;
     std::string doc;
+    std::optional<Range> range;            // integers
+    TextCheck check;                       // text
     std::string flag_value;                // what the flag parser stored (single values)
     std::vector<std::string> flag_values;  // the same for lists
     CLI::Option* option = nullptr;
   };
   Field* Find(std::string_view name);
+  // The field's doc with its accepted range, as --help and --print-config show it.
+  static std::string DocOf(const Field& f);
   // "INT [120]", "BOOL [false]", "TEXT ... [n150]": the field's type and current value.
   static std::string FlagText(const Field& f);
   std::string env_prefix_;

@@ -1,7 +1,14 @@
 #include "common/rpc/rpc.h"
 
+#include <openssl/bio.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+
 #include <algorithm>
 #include <cctype>
+#include <filesystem>
+#include <memory>
 #include <random>
 #include <thread>
 
@@ -26,13 +33,95 @@ absl::Status FromGrpc(const grpc::Status& status) {
 
 namespace {
 
-absl::StatusOr<std::string> Pem(const std::string& path, std::string_view what) {
+enum class PemKind { kCertificates, kPrivateKey };
+
+// OpenSSL's first queued error as text (and the queue cleared), "" when there is none.
+std::string OpenSslError() {
+  unsigned long e = ERR_get_error();
+  ERR_clear_error();
+  if (e == 0) return "";
+  char buf[256];
+  ERR_error_string_n(e, buf, sizeof(buf));
+  return buf;
+}
+
+// Reads a PEM file named by `flag` and checks that it holds what `kind` says: one or more
+// certificates (a chain, a CA bundle) or one private key, each of which parses.
+absl::StatusOr<std::string> Pem(const std::string& path, PemKind kind, std::string_view flag) {
+  auto bad = [&](std::string_view what) {
+    return absl::InvalidArgumentError(util::StrCat(flag, " ", path, ": ", what));
+  };
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return bad("is a directory, not a PEM file");
   auto text = util::ReadFile(path, 1 << 20);
-  if (!text.ok()) {
-    return absl::InvalidArgumentError(
-        util::StrCat("TLS ", what, ": ", util::MessageOf(text.status())));
+  if (!text.ok())
+    return absl::InvalidArgumentError(util::StrCat(flag, ": ", util::MessageOf(text.status())));
+  const bool want_cert = kind == PemKind::kCertificates;
+  const std::string_view expected = want_cert ? "a PEM certificate" : "a PEM private key";
+  if (text->find("-----BEGIN ") == std::string::npos) {
+    return bad(util::StrCat("not ", expected, " (no -----BEGIN block)"));
+  }
+  const bool has_cert = text->find("-----BEGIN CERTIFICATE-----") != std::string::npos;
+  const bool has_key = text->find("PRIVATE KEY-----") != std::string::npos;
+  if (want_cert && !has_cert) {
+    return bad(has_key ? "holds a private key, not a certificate"
+                       : "not a PEM certificate (no -----BEGIN CERTIFICATE----- block)");
+  }
+  if (!want_cert && !has_key) {
+    return bad(has_cert ? "holds a certificate, not a private key"
+                        : "not a PEM private key (no -----BEGIN ... PRIVATE KEY----- block)");
+  }
+  if (!want_cert && text->find("ENCRYPTED PRIVATE KEY-----") != std::string::npos) {
+    return bad("the private key is encrypted (give an unencrypted key)");
+  }
+  std::unique_ptr<BIO, decltype(&BIO_free)> bio(
+      BIO_new_mem_buf(text->data(), static_cast<int>(text->size())), BIO_free);
+  ERR_clear_error();
+  if (want_cert) {
+    int count = 0;
+    while (true) {
+      X509* cert = PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr);
+      if (cert == nullptr) break;
+      X509_free(cert);
+      ++count;
+    }
+    const unsigned long e = ERR_peek_last_error();
+    const bool clean_end =
+        ERR_GET_LIB(e) == ERR_LIB_PEM && ERR_GET_REASON(e) == PEM_R_NO_START_LINE;
+    if (count == 0 || !clean_end) {
+      std::string why = OpenSslError();
+      return bad(util::StrCat("a CERTIFICATE block does not parse", why.empty() ? "" : " (", why,
+                              why.empty() ? "" : ")"));
+    }
+    ERR_clear_error();
+  } else {
+    EVP_PKEY* key = PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr);
+    if (key == nullptr) {
+      std::string why = OpenSslError();
+      return bad(util::StrCat("the PRIVATE KEY block does not parse", why.empty() ? "" : " (", why,
+                              why.empty() ? "" : ")"));
+    }
+    EVP_PKEY_free(key);
   }
   return *text;
+}
+
+// The certificate (the first of the chain) and the key belong together.
+absl::Status CheckKeyMatches(const std::string& cert_pem, const std::string& key_pem,
+                             std::string_view cert_what, std::string_view key_what) {
+  std::unique_ptr<BIO, decltype(&BIO_free)> cbio(
+      BIO_new_mem_buf(cert_pem.data(), static_cast<int>(cert_pem.size())), BIO_free);
+  std::unique_ptr<BIO, decltype(&BIO_free)> kbio(
+      BIO_new_mem_buf(key_pem.data(), static_cast<int>(key_pem.size())), BIO_free);
+  std::unique_ptr<X509, decltype(&X509_free)> cert(
+      PEM_read_bio_X509(cbio.get(), nullptr, nullptr, nullptr), X509_free);
+  std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)> key(
+      PEM_read_bio_PrivateKey(kbio.get(), nullptr, nullptr, nullptr), EVP_PKEY_free);
+  bool ok = cert != nullptr && key != nullptr && X509_check_private_key(cert.get(), key.get()) == 1;
+  ERR_clear_error();
+  if (ok) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      util::StrCat(key_what, " does not belong to the certificate in ", cert_what));
 }
 
 }  // namespace
@@ -48,16 +137,23 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(
     return grpc::InsecureServerCredentials();
   }
   if (tls.cert_file.empty() || tls.key_file.empty()) {
-    return absl::InvalidArgumentError("TLS needs both a certificate and a key");
+    return absl::InvalidArgumentError(
+        util::StrCat("TLS needs both a certificate and a key: give ",
+                     tls.cert_file.empty() ? tls.cert_flag : tls.key_flag));
   }
-  auto cert = Pem(tls.cert_file, "certificate");
+  auto cert = Pem(tls.cert_file, PemKind::kCertificates, tls.cert_flag);
   if (!cert.ok()) return cert.status();
-  auto key = Pem(tls.key_file, "key");
+  auto key = Pem(tls.key_file, PemKind::kPrivateKey, tls.key_flag);
   if (!key.ok()) return key.status();
+  if (auto st = CheckKeyMatches(*cert, *key, util::StrCat(tls.cert_flag, " ", tls.cert_file),
+                                util::StrCat(tls.key_flag, " ", tls.key_file));
+      !st.ok()) {
+    return st;
+  }
   grpc::SslServerCredentialsOptions options;
   options.pem_key_cert_pairs.push_back({*key, *cert});
   if (!tls.client_ca_file.empty()) {
-    auto ca = Pem(tls.client_ca_file, "client CA");
+    auto ca = Pem(tls.client_ca_file, PemKind::kCertificates, tls.client_ca_flag);
     if (!ca.ok()) return ca.status();
     options.pem_root_certs = *ca;
     options.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
@@ -70,15 +166,25 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ClientCredentials(
   if (tls.insecure) return grpc::InsecureChannelCredentials();
   grpc::SslCredentialsOptions options;
   if (!tls.ca_file.empty()) {
-    auto ca = Pem(tls.ca_file, "CA");
+    auto ca = Pem(tls.ca_file, PemKind::kCertificates, tls.ca_flag);
     if (!ca.ok()) return ca.status();
     options.pem_root_certs = *ca;
   }
   if (!tls.cert_file.empty() || !tls.key_file.empty()) {
-    auto cert = Pem(tls.cert_file, "client certificate");
+    if (tls.cert_file.empty() || tls.key_file.empty()) {
+      return absl::InvalidArgumentError(
+          util::StrCat("mutual TLS needs both a client certificate and its key: give ",
+                       tls.cert_file.empty() ? tls.cert_flag : tls.key_flag));
+    }
+    auto cert = Pem(tls.cert_file, PemKind::kCertificates, tls.cert_flag);
     if (!cert.ok()) return cert.status();
-    auto key = Pem(tls.key_file, "client key");
+    auto key = Pem(tls.key_file, PemKind::kPrivateKey, tls.key_flag);
     if (!key.ok()) return key.status();
+    if (auto st = CheckKeyMatches(*cert, *key, util::StrCat(tls.cert_flag, " ", tls.cert_file),
+                                  util::StrCat(tls.key_flag, " ", tls.key_file));
+        !st.ok()) {
+      return st;
+    }
     options.pem_cert_chain = *cert;
     options.pem_private_key = *key;
   }

@@ -30,8 +30,14 @@ struct TlsServerConfig {
   std::string cert_file;       // PEM certificate chain of the server
   std::string key_file;        // PEM private key
   std::string client_ca_file;  // set: mutual TLS, clients must present a certificate it signed
+  // The settings that name the files, for messages.
+  std::string cert_flag = "--tls_cert";
+  std::string key_flag = "--tls_key";
+  std::string client_ca_flag = "--tls_client_ca";
 };
-// Plaintext only when insecure is true (the caller logs the warning).
+// Plaintext only when insecure is true (the caller logs the warning). Every file is read and
+// checked first: it holds PEM blocks of the expected type that parse (certificates, a private
+// key), and the key belongs to the certificate; a failure names the flag and the file.
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(
     const TlsServerConfig& tls, bool insecure);
 
@@ -40,7 +46,12 @@ struct TlsClientConfig {
   std::string cert_file;  // client certificate for mutual TLS (optional)
   std::string key_file;
   bool insecure = false;  // plaintext
+  // The settings that name the files, for messages.
+  std::string ca_flag = "--tls_ca";
+  std::string cert_flag = "--tls_cert";
+  std::string key_flag = "--tls_key";
 };
+// Files are checked as for ServerCredentials.
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ClientCredentials(
     const TlsClientConfig& tls);
 absl::StatusOr<std::shared_ptr<grpc::Channel>> Connect(const std::string& address,

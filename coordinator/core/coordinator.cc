@@ -880,6 +880,12 @@ absl::StatusOr<v1::Sweep> Coordinator::StartSweep(const v1::StartSweepRequest& r
       return absl::InvalidArgumentError(util::StrCat("unknown arch '", arch, "'"));
     }
   }
+  // 0: the coordinator's max_attempts.
+  if (req.max_attempts() < 0 || req.max_attempts() > 1000) {
+    return absl::InvalidArgumentError(
+        util::StrCat("max_attempts must be between 1 and 1000 (0: the coordinator's default), got ",
+                     req.max_attempts()));
+  }
   if (executor == "command") {
     // Refused now, not on every agent later.
     auto params = command::ParseParams({req.params().begin(), req.params().end()});

@@ -47,20 +47,68 @@ absl::StatusOr<Authenticator> Authenticator::FromYaml(std::string_view text,
                                                       const std::string& source) {
   const std::string& path = source;
   std::vector<Token> tokens;
+  auto at = [&](const YAML::Node& n) { return util::StrCat(path, ":", n.Mark().line + 1); };
   try {
-    YAML::Node root = YAML::Load(std::string(text));
-    if (!root["tokens"] || !root["tokens"].IsSequence()) {
-      return absl::InvalidArgumentError(util::StrCat(path, ": expected a 'tokens' list"));
+    const YAML::Node root = YAML::Load(std::string(text));
+    if (!root.IsMap()) {
+      return absl::InvalidArgumentError(util::StrCat(
+          root.IsNull() ? path : at(root), ": expected a mapping with a 'tokens' list, got ",
+          root.IsNull()       ? "an empty file"
+          : root.IsSequence() ? "a list"
+                              : "a scalar"));
     }
-    for (const auto& t : root["tokens"]) {
-      if (!t.IsMap() || !t["name"] || !t["role"] || !t["token"]) {
+    for (const auto& kv : root) {
+      if (kv.first.Scalar() != "tokens") {
         return absl::InvalidArgumentError(
-            util::StrCat(path, ":", t.Mark().line + 1, ": each token needs name, role and token"));
+            util::StrCat(at(kv.first), ": unknown key '", kv.first.Scalar(), "' (only 'tokens')"));
       }
-      tokens.push_back({t["name"].Scalar(), t["role"].Scalar(), t["token"].Scalar()});
+    }
+    const YAML::Node list = root["tokens"];
+    if (!list || !list.IsSequence()) {
+      return absl::InvalidArgumentError(
+          util::StrCat(list ? at(list) : path, ": expected a 'tokens' list"));
+    }
+    std::size_t i = 0;
+    for (const auto& t : list) {
+      const std::string where = util::StrCat(at(t), ": tokens[", i++, "]");
+      if (!t.IsMap()) {
+        return absl::InvalidArgumentError(
+            util::StrCat(where, ": expected a mapping with name, role and token"));
+      }
+      for (const auto& kv : t) {
+        const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "";
+        if (key != "name" && key != "role" && key != "token") {
+          return absl::InvalidArgumentError(util::StrCat(at(kv.first), ": tokens[", i - 1,
+                                                         "]: unknown field '", key,
+                                                         "' (name, role, token)"));
+        }
+      }
+      Token token;
+      for (auto [field, out] : {std::pair{"name", &token.name}, std::pair{"role", &token.role},
+                                std::pair{"token", &token.token}}) {
+        const YAML::Node v = t[field];
+        if (!v) {
+          return absl::InvalidArgumentError(util::StrCat(where, ": field '", field,
+                                                         "' is missing (each token needs name, ",
+                                                         "role and token)"));
+        }
+        if (!v.IsScalar()) {
+          return absl::InvalidArgumentError(
+              util::StrCat(at(v), ": tokens[", i - 1, "].", field, ": expected a string"));
+        }
+        *out = v.Scalar();
+      }
+      if (auto st = FromTokens({token}); !st.ok()) {
+        return absl::InvalidArgumentError(util::StrCat(where, ": ", st.status().message()));
+      }
+      tokens.push_back(std::move(token));
     }
   } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(util::StrCat(path, ":", e.mark.line + 1, ": ", e.msg));
+    return absl::InvalidArgumentError(
+        util::StrCat(path, ":", e.mark.line + 1, ":", e.mark.column + 1, ": ", e.msg));
+  }
+  if (tokens.empty()) {
+    return absl::InvalidArgumentError(util::StrCat(path, ": the 'tokens' list is empty"));
   }
   auto a = FromTokens(std::move(tokens));
   if (!a.ok()) return absl::InvalidArgumentError(util::StrCat(path, ": ", a.status().message()));

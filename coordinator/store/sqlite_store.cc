@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <set>
@@ -145,6 +146,52 @@ absl::Status Query(sqlite3* db, const char* sql, F row, std::string_view arg = {
   return absl::OkStatus();
 }
 
+// What a coordinator.db that SQLite cannot read is, and what to do about it.
+constexpr const char* kDamaged =
+    "not a SQLite database (corrupt or truncated); restore it from a backup or move it away";
+
+// A database file shorter than the page count its header records was cut short (a partial copy,
+// a full disk). Only checked when there is no WAL to replay: a WAL may hold the missing pages.
+absl::Status CheckNotTruncated(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return absl::OkStatus();
+  if (std::filesystem::is_directory(path, ec)) {
+    return absl::FailedPreconditionError(
+        util::StrCat(path.string(), ": is a directory, not a SQLite database"));
+  }
+  const auto size = std::filesystem::file_size(path, ec);
+  if (ec || size == 0) return absl::OkStatus();  // unreadable: SQLite says why; empty: new
+  auto wal = path;
+  wal += "-wal";
+  if (std::filesystem::exists(wal, ec) && std::filesystem::file_size(wal, ec) > 0) {
+    return absl::OkStatus();
+  }
+  std::string header(100, '\0');
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return absl::OkStatus();
+  const std::size_t n = std::fread(header.data(), 1, header.size(), f);
+  std::fclose(f);
+  if (n < header.size() || !header.starts_with(std::string_view("SQLite format 3\0", 16))) {
+    return absl::FailedPreconditionError(util::StrCat(path.string(), ": ", kDamaged));
+  }
+  auto be = [&](std::size_t at, int bytes) {
+    std::uint64_t v = 0;
+    for (int i = 0; i < bytes; ++i) v = (v << 8) | static_cast<unsigned char>(header[at + i]);
+    return v;
+  };
+  std::uint64_t page_size = be(16, 2);
+  if (page_size == 1) page_size = 65536;
+  const std::uint64_t pages = be(28, 4);
+  // The header's page count is valid only when its change counter matches (SQLite's rule).
+  if (be(24, 4) != be(92, 4) || pages == 0) return absl::OkStatus();
+  if (size < pages * page_size) {
+    return absl::FailedPreconditionError(util::StrCat(path.string(), ": ", kDamaged, " (", size,
+                                                      " bytes, its header records ",
+                                                      pages * page_size, ")"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 struct SqliteStore::Statements {
@@ -208,6 +255,9 @@ struct SqliteStore::Pending {
 
 absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::filesystem::path& path,
                                                                const SqliteOptions& options) {
+  if (path != ":memory:") {
+    if (auto st = CheckNotTruncated(path); !st.ok()) return st;
+  }
   sqlite3* db = nullptr;
   int rc = sqlite3_open_v2(
       path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
@@ -217,16 +267,21 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::filesy
     return absl::UnavailableError(util::StrCat("cannot open database ", path.string(), ": ", msg));
   }
   std::unique_ptr<SqliteStore> store(new SqliteStore(db, path, options));
-  if (auto st = store->Configure(); !st.ok()) return st;
-  if (auto st = store->Exec(kSchema); !st.ok()) {
-    return absl::FailedPreconditionError(util::StrCat(
-        path.string(), ": not a triage-farm database or unreadable: ", util::MessageOf(st)));
-  }
-  if (auto st = store->Migrate(); !st.ok()) {
+  // A failure while opening names the file; a damaged file says so and what to do.
+  auto failed = [&](const absl::Status& st, std::string_view doing) {
+    const int code = sqlite3_errcode(db) & 0xff;
+    if (code == SQLITE_NOTADB || code == SQLITE_CORRUPT) {
+      return absl::FailedPreconditionError(util::StrCat(path.string(), ": ", kDamaged));
+    }
     return absl::FailedPreconditionError(
-        util::StrCat(path.string(), ": cannot upgrade the schema: ", util::MessageOf(st)));
+        util::StrCat(path.string(), ": ", doing, ": ", util::MessageOf(st)));
+  };
+  if (auto st = store->Configure(); !st.ok()) return failed(st, "cannot configure");
+  if (auto st = store->Exec(kSchema); !st.ok()) {
+    return failed(st, "not a triage-farm database or unreadable");
   }
-  if (auto st = store->Prepare(); !st.ok()) return st;
+  if (auto st = store->Migrate(); !st.ok()) return failed(st, "cannot upgrade the schema");
+  if (auto st = store->Prepare(); !st.ok()) return failed(st, "cannot prepare statements");
   store->RememberFileLocked();
   return store;
 }

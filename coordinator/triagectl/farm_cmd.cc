@@ -111,6 +111,26 @@ int CountPatchedFiles(std::string_view patch) {
   return n;
 }
 
+// Why path cannot be (or become) an output directory: it, or a directory above it, exists and
+// is not a directory. "" when it can.
+std::string OutDirProblem(const std::filesystem::path& path) {
+  std::error_code ec;
+  for (auto p = path; !p.empty(); p = p.parent_path()) {
+    const auto st = std::filesystem::status(p, ec);
+    if (std::filesystem::exists(st)) {
+      if (std::filesystem::is_directory(st)) return "";
+      const char* what = std::filesystem::is_regular_file(st) ? "is a file, not a directory"
+                                                              : "is not a directory";
+      return p == path ? std::string(what) : util::StrCat(p.string(), " ", what);
+    }
+    if (std::filesystem::is_symlink(std::filesystem::symlink_status(p, ec))) {
+      return util::StrCat(p.string(), " is a dangling symbolic link");
+    }
+    if (p == p.parent_path()) break;
+  }
+  return "";
+}
+
 class Client {
  public:
   static absl::StatusOr<Client> Connect(const Connection& c) {
@@ -121,7 +141,11 @@ class Client {
       if (!t.ok()) return t.status();
       client.token_ = std::string(util::TrimWhitespace(*t));
     }
-    auto channel = rpc::Connect(c.coordinator, {c.tls_ca, c.tls_cert, c.tls_key, c.insecure});
+    rpc::TlsClientConfig tls{c.tls_ca, c.tls_cert, c.tls_key, c.insecure};
+    tls.ca_flag = "--tls-ca";
+    tls.cert_flag = "--tls-cert";
+    tls.key_flag = "--tls-key";
+    auto channel = rpc::Connect(c.coordinator, tls);
     if (!channel.ok()) return channel.status();
     client.stub_ = v1::ControlService::NewStub(*channel);
     client.address_ = c.coordinator;
@@ -427,7 +451,8 @@ void FarmCommands::Register(CLI::App& app) {
   start->add_option("--per", o_.per, "command executor: run per entry (default) or shard");
   start->add_option("--param", o_.params, "Executor parameter key=value (repeatable)");
   start->add_option("--priority", o_.priority, "Higher runs first");
-  start->add_option("--max-attempts", o_.max_attempts, "Attempts before quarantine");
+  start->add_option("--max-attempts", o_.max_attempts, "Attempts before quarantine (1..1000)")
+      ->check(CLI::Range(1, 1000));
   start->add_option("--reason", o_.reason, "Why (audit log)");
   start->add_option("--rules", o_.rules, "Classification rules YAML")->check(CLI::ExistingFile);
   start->add_option("--agent-repo-url", o_.agent_repo_url,
@@ -489,7 +514,16 @@ void FarmCommands::Register(CLI::App& app) {
       ->add_option("--stuck-minutes", o_.stuck_minutes,
                    "Threshold for --stuck, > 0 (implies --stuck)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            char* end = nullptr;
+            const double x = std::strtod(v.c_str(), &end);
+            if (v.empty() || *end != '\0' || !(x > 0) || x > 525600.0) {
+              return "must be a number of minutes above 0 (at most a year), got " + v;
+            }
+            return "";
+          },
+          "MINUTES > 0"));
   cmds_["shards list"] = shards_list;
 
   auto* shard = app.add_subcommand("shard", "Act on one shard");
@@ -531,6 +565,14 @@ int FarmCommands::Run(std::ostream& out, std::ostream& err) {
   if (o_.output != "table" && o_.output != "json") {
     err << "triagectl: -o must be table or json\n";
     return kExitUsage;
+  }
+  if (which == "sweep patch" || which == "sweep report") {
+    // Checked before asking the coordinator: an output path that cannot be a directory.
+    if (std::string problem = OutDirProblem(o_.out_dir.empty() ? "." : o_.out_dir);
+        !problem.empty()) {
+      err << "triagectl: --out " << o_.out_dir << ": " << problem << "\n";
+      return kExitUsage;
+    }
   }
   auto client = Client::Connect(o_.conn);
   if (!client.ok()) return Error(err, client.status());
@@ -633,13 +675,21 @@ int FarmCommands::Run(std::ostream& out, std::ostream& err) {
   if (which == "sweep patch" || which == "sweep report") {
     std::filesystem::path dir = o_.out_dir.empty() ? "." : o_.out_dir;
     std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    if (ec) return Error(err, absl::InvalidArgumentError(ec.message()));
+    // Made once the coordinator has answered: a refused request leaves nothing behind.
+    auto make_dir = [&]() -> absl::Status {
+      std::filesystem::create_directories(dir, ec);
+      if (ec) {
+        return absl::InvalidArgumentError(
+            util::StrCat("--out ", dir.string(), ": cannot create the directory: ", ec.message()));
+      }
+      return absl::OkStatus();
+    };
     if (which == "sweep patch") {
       v1::GetPatchRequest req;
       req.set_sweep_id(o_.id);
       auto p = client->Call<v1::GetPatchRequest, v1::Patch>(&S::GetPatch, req);
       if (!p.ok()) return Error(err, p.status());
+      if (auto st = make_dir(); !st.ok()) return Error(err, st);
       nlohmann::json written = nlohmann::json::array();
       for (const auto& [name, text] : {std::pair{"tt-xla.patch", p->ttxla_patch()},
                                        std::pair{"tt-forge-models.patch", p->forge_patch()}}) {
@@ -669,6 +719,7 @@ int FarmCommands::Run(std::ostream& out, std::ostream& err) {
     req.set_sweep_id(o_.id);
     auto r = client->Call<v1::GetReportRequest, v1::Report>(&S::GetReport, req);
     if (!r.ok()) return Error(err, r.status());
+    if (auto st = make_dir(); !st.ok()) return Error(err, st);
     nlohmann::json written = nlohmann::json::array();
     for (const auto& [name, text] :
          {std::pair{"report.md", r->markdown()}, std::pair{"report.json", r->json()}}) {

@@ -122,6 +122,46 @@ class OperatorErrorsTest : public ::testing::Test {
 
 // The agent pointed at the control port: a clear error naming the address and the fix, exit
 // non-zero, and no "signal" line (nobody sent one).
+// A first start writes coordinator.id beside the new database. With the database gone the
+// coordinator refuses to start (exit 2, naming it) rather than create an empty one; --init
+// creates it, moves the leftover WAL aside and writes a new id.
+TEST_F(OperatorErrorsTest, ADeletedDatabaseIsReplacedOnlyWithInit) {
+  const auto data = tmp_.path() / "cdata";
+  StartCoordinator({"--insecure"});
+  const std::string first_id = testing::ReadFileOrDie(data / "coordinator.id");
+  EXPECT_EQ(first_id.size(), 33u) << first_id;
+  coordinator_->Signal(SIGTERM);
+  ASSERT_EQ(coordinator_->Wait(10s), 0) << Log("coordinator.log");
+  coordinator_.reset();
+  std::filesystem::remove(data / "coordinator.db");
+  testing::WriteFileOrDie(data / "coordinator.db-wal", "stale");
+  std::filesystem::remove(data / "ports.json");
+
+  std::string out;
+  const std::vector<std::string> argv = {testing::kCoordinatorBinary,
+                                         "--insecure",
+                                         "--data_dir",
+                                         data.string(),
+                                         "--agent_address",
+                                         Addr(agent_port_),
+                                         "--control_address",
+                                         Addr(control_port_),
+                                         "--metrics_address",
+                                         ""};
+  EXPECT_EQ(testing::RunCommand(argv, tmp_.path(), &out, CleanEnv()), 2) << out;
+  EXPECT_TRUE(Contains(out, (data / "coordinator.db").string() + ": missing, but " + data.string() +
+                                " holds coordinator.id, coordinator.db-wal"))
+      << out;
+  EXPECT_FALSE(std::filesystem::exists(data / "coordinator.db"));
+
+  StartCoordinator({"--insecure", "--init"});
+  EXPECT_TRUE(std::filesystem::exists(data / "coordinator.db"));
+  EXPECT_EQ(testing::ReadFileOrDie(data / "coordinator.db-wal.orphan"), "stale");
+  EXPECT_NE(testing::ReadFileOrDie(data / "coordinator.id"), first_id)
+      << "a new database, a new id";
+  EXPECT_TRUE(testing::WaitForCoordinator(control_port_, tmp_.path(), 10s));
+}
+
 TEST_F(OperatorErrorsTest, AgentOnTheControlPortSaysSoAndExits) {
   StartCoordinator({"--insecure"});
   auto agent = StartAgent("wrong-port", {"--insecure", "--coordinator", Addr(control_port_)});

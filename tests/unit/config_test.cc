@@ -141,5 +141,80 @@ TEST(ConfigEnv, ABadValueNamesTheVariable) {
       << st.message();
 }
 
+// Each field declares its range next to its doc; a value outside is refused naming the setting
+// and the source, whichever source it came from.
+struct Ranged {
+  std::int64_t attempts = 3;
+  std::string address = "127.0.0.1:7601";
+  std::string level = "info";
+  void Register(Schema& s) {
+    s.Add("max_attempts", &attempts, "attempts", Range{1, 1000});
+    s.Add("agent_address", &address, "listener", HostPort(false));
+    s.Add("log_level", &level, "level", OneOf({"info", "warn"}));
+  }
+};
+
+TEST(ConfigRange, RefusesOutOfRangeValuesNamingTheSource) {
+  {
+    Ranged cfg;
+    Schema schema(kCoordinatorEnvPrefix);
+    cfg.Register(schema);
+    CLI::App app{"test"};
+    auto st = Parse(schema, app, {"--max_attempts", "-1"});
+    ASSERT_FALSE(st.ok());
+    EXPECT_EQ(st.message(),
+              "flag --max_attempts: max_attempts: out of range: must be between 1 and 1000, got "
+              "-1");
+    EXPECT_EQ(cfg.attempts, 3) << "the field keeps its value";
+  }
+  {
+    Ranged cfg;
+    Schema schema(kCoordinatorEnvPrefix);
+    cfg.Register(schema);
+    auto st = schema.LoadEnvironment({{"TRIAGE_COORDINATOR_MAX_ATTEMPTS", "0"}});
+    ASSERT_FALSE(st.ok());
+    EXPECT_NE(std::string(st.message())
+                  .find("environment TRIAGE_COORDINATOR_MAX_ATTEMPTS: "
+                        "max_attempts: out of range"),
+              std::string::npos)
+        << st.message();
+  }
+  {
+    Ranged cfg;
+    Schema schema(kCoordinatorEnvPrefix);
+    cfg.Register(schema);
+    auto st = schema.LoadYaml("log_level: info\nmax_attempts: 1001\n", "c.yaml");
+    ASSERT_FALSE(st.ok());
+    EXPECT_NE(std::string(st.message()).find("c.yaml:2:1: max_attempts: out of range"),
+              std::string::npos)
+        << st.message();
+  }
+  Ranged cfg;
+  Schema schema(kCoordinatorEnvPrefix);
+  cfg.Register(schema);
+  EXPECT_TRUE(schema.Set("max_attempts", "1000", "test").ok());
+  EXPECT_EQ(cfg.attempts, 1000);
+  EXPECT_NE(schema.Describe().find("max_attempts: 1000  # attempts (1..1000)"), std::string::npos)
+      << schema.Describe();
+}
+
+TEST(ConfigRange, AddressesAndWords) {
+  Ranged cfg;
+  Schema schema(kCoordinatorEnvPrefix);
+  cfg.Register(schema);
+  for (const char* ok : {"127.0.0.1:0", "[::1]:7601", ":7601", "host.example:65535"}) {
+    EXPECT_TRUE(schema.Set("agent_address", ok, "test").ok()) << ok;
+  }
+  for (const char* bad :
+       {"", "localhost", "127.0.0.1:65536", "127.0.0.1:-1", "::1:7601", "host:http", "a b:1"}) {
+    auto st = schema.Set("agent_address", bad, "flag --agent_address");
+    EXPECT_FALSE(st.ok()) << bad;
+    EXPECT_TRUE(std::string(st.message()).starts_with("flag --agent_address: agent_address: "))
+        << st.message();
+  }
+  EXPECT_FALSE(schema.Set("log_level", "loud", "test").ok());
+  EXPECT_TRUE(schema.Set("log_level", "warn", "test").ok());
+}
+
 }  // namespace
 }  // namespace triage::config

@@ -1091,6 +1091,14 @@ TEST_F(CoordinatorTest, InvalidSweepsAreRefused) {
   req.set_executor("native");
   req.set_durations_json("{");
   EXPECT_TRUE(absl::IsInvalidArgument(coord_->StartSweep(req, operator_).status()));
+  req.clear_durations_json();
+  for (int bad : {-1, 1001}) {
+    req.set_max_attempts(bad);
+    auto st = coord_->StartSweep(req, operator_).status();
+    EXPECT_TRUE(absl::IsInvalidArgument(st)) << bad;
+    EXPECT_NE(st.message().find("max_attempts must be between 1 and 1000"), std::string::npos)
+        << st;
+  }
 }
 
 TEST_F(CoordinatorTest, FilesWithErrorsAreLeftOut) {

@@ -214,6 +214,35 @@ namespace {
 
 // A database written by schema 1 (no sweeps.details column) opens, gains the column and keeps
 // its rows; details written afterwards come back from Load.
+// A file SQLite cannot read is named, and said to be damaged; never replaced.
+TEST(SqliteStoreOpenTest, ADamagedFileIsNamed) {
+  testing::TempDir tmp;
+  const auto garbage = tmp.path() / "garbage.db";
+  testing::WriteFileOrDie(garbage, std::string(4096, 'g'));
+  auto st = SqliteStore::Open(garbage);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.status().message(),
+            garbage.string() +
+                ": not a SQLite database (corrupt or truncated); restore it from a backup or "
+                "move it away");
+  EXPECT_EQ(testing::ReadFileOrDie(garbage), std::string(4096, 'g'));
+
+  // A real database cut short: shorter than the page count its header records.
+  const auto cut = tmp.path() / "cut.db";
+  {
+    auto store = SqliteStore::Open(cut);
+    ASSERT_TRUE(store.ok()) << store.status();
+  }
+  const auto size = std::filesystem::file_size(cut);
+  ASSERT_GT(size, 8192u);
+  std::filesystem::resize_file(cut, 4096);
+  auto truncated = SqliteStore::Open(cut);
+  ASSERT_FALSE(truncated.ok());
+  EXPECT_NE(truncated.status().message().find(cut.string() + ": not a SQLite database"),
+            std::string::npos)
+      << truncated.status();
+}
+
 TEST(SqliteStoreMigrationTest, Schema1DatabaseGainsSweepDetails) {
   testing::TempDir tmp;
   const auto path = tmp.path() / "old.db";
