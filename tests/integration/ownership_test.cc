@@ -36,14 +36,14 @@ class OwnershipTest : public ::testing::Test {
     return c;
   }
 
+  // ports.json as an object; an empty one while it is not there yet (the coordinator writes it
+  // just after its listeners are up, so a client may reach it a moment before).
   nlohmann::json Ports(const std::filesystem::path& data_dir) {
     std::error_code ec;
-    if (!std::filesystem::exists(data_dir / "ports.json", ec)) return {};
-    try {
-      return nlohmann::json::parse(testing::ReadFileOrDie(data_dir / "ports.json"));
-    } catch (...) {
-      return {};
-    }
+    if (!std::filesystem::exists(data_dir / "ports.json", ec)) return nlohmann::json::object();
+    auto j = nlohmann::json::parse(testing::ReadFileOrDie(data_dir / "ports.json"), nullptr,
+                                   /*allow_exceptions=*/false);
+    return j.is_object() ? j : nlohmann::json::object();
   }
 
   // Starts the first coordinator and waits until triagectl reaches it.
@@ -55,7 +55,9 @@ class OwnershipTest : public ::testing::Test {
                               Addr(metrics_port_), "first.log");
     ASSERT_TRUE(testing::WaitFor([&] { return ListSweeps(); }, 15s))
         << testing::ReadFileOrDie(tmp_.path() / "first.log");
-    ASSERT_EQ(Ports(tmp_.path() / "first").value("pid", 0), first_->pid());
+    ASSERT_TRUE(testing::WaitFor(
+        [&] { return Ports(tmp_.path() / "first").value("pid", 0) == first_->pid(); }, 5s))
+        << Ports(tmp_.path() / "first").dump();
   }
 
   bool ListSweeps() {

@@ -61,13 +61,11 @@ class RestartTest : public ::testing::Test {
   }
 
   nlohmann::json Status(const std::string& id) {
+    // An empty object while the coordinator does not answer (it is being restarted).
     std::string out;
-    if (Ctl({"sweep", "status", id, "-o", "json"}, &out) != 0) return {};
-    try {
-      return nlohmann::json::parse(out);
-    } catch (...) {
-      return {};
-    }
+    if (Ctl({"sweep", "status", id, "-o", "json"}, &out) != 0) return nlohmann::json::object();
+    auto j = nlohmann::json::parse(out, nullptr, /*allow_exceptions=*/false);
+    return j.is_object() ? j : nlohmann::json::object();
   }
 
   testing::TempDir tmp_;
