@@ -202,6 +202,15 @@ class FarmTest : public ::testing::Test {
     return sweep;
   }
 
+  // A sweep of `loaders` shards whose first shard runs, held by executor, on a new agent.
+  v1::Sweep StartHeld(FakeExecutor& executor, const std::string& agent, int loaders) {
+    executor.Hold(true);
+    StartAgent(agent, &executor);
+    auto sweep = StartSweep(loaders);
+    EXPECT_TRUE(executor.WaitRunning(1, 5s));
+    return sweep;
+  }
+
   bool WaitSweep(const std::string& id, const std::string& state, std::chrono::milliseconds t) {
     return testing::WaitFor([&] { return coord_->GetSweep(id)->state() == state; }, t);
   }
@@ -321,10 +330,7 @@ TEST_F(FarmTest, AnAgentThatDiesMidShardLosesItToAnother) {
 TEST_F(FarmTest, AResultFinishedDuringAnOutageIsAcceptedAfterIt) {
   agent_retry_ = {0, 200ms, 6s};  // until stopped, as agents run
   FakeExecutor executor;
-  executor.Hold(true);
-  StartAgent("a", &executor);
-  auto sweep = StartSweep(1);
-  ASSERT_TRUE(executor.WaitRunning(1, 5s));
+  auto sweep = StartHeld(executor, "a", 1);
   store_->FailNextAppliesForTest(1'000'000);  // every write fails from now on
   executor.Hold(false);
   std::this_thread::sleep_for(5s);  // past the lease's 3 s life without a delivered result
@@ -370,10 +376,7 @@ TEST_F(FarmTest, ASpooledResultIsAcceptedAfterTheAgentRestarts) {
 // back from the open connection; the sweep goes on and ends with every result stored.
 TEST_F(FarmTest, ADeletedDatabaseIsNoticedAndWrittenBack) {
   FakeExecutor executor;
-  executor.Hold(true);
-  StartAgent("a", &executor);
-  auto sweep = StartSweep(2);
-  ASSERT_TRUE(executor.WaitRunning(1, 5s));
+  auto sweep = StartHeld(executor, "a", 2);
   const auto db = tmp_.path() / "coordinator.db";
   ASSERT_TRUE(std::filesystem::remove(db));
   ASSERT_TRUE(testing::WaitFor([&] { return std::filesystem::exists(db); }, 5s))
