@@ -27,4 +27,7 @@ export ASAN_OPTIONS="halt_on_error=1:abort_on_error=1:detect_leaks=1:strict_stri
 export LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
 # shellcheck disable=SC2086
-ctest --test-dir "$dir" --output-on-failure --no-tests=error -j "$jobs" -L 'unit|integration' ${CTEST_ARGS:-}
+# dockerfile_static compares the runtime packages of the image with what the release binaries
+# link; sanitizer builds link libasan/libubsan on purpose, so it has nothing to say here.
+ctest --test-dir "$dir" --output-on-failure --no-tests=error -j "$jobs" -L 'unit|integration' \
+  -E '^dockerfile_static$' ${CTEST_ARGS:-}
