@@ -82,7 +82,7 @@ struct AgentConfig {
     s.Add("tls_cert", &tls_cert, "PEM client certificate for mutual TLS");
     s.Add("tls_key", &tls_key, "PEM client key for mutual TLS");
     s.Add("agent_id", &agent_id, "stable id of this agent (default: the hostname)",
-          [](std::string_view v) { return v.empty() ? "must not be empty" : ""; });
+          triage::config::NonEmpty());
     s.Add("arch", &arch, "n150, p150, n300-llmbox, ...");
     s.Add("device_count", &device_count, "Tenstorrent devices on this machine", Range{1, 1024});
     s.Add("pool", &pool, "pool name (for operators)");
@@ -91,7 +91,7 @@ struct AgentConfig {
     s.Add("executors", &executors, "executors this agent offers (command, native, replay)");
     s.Add("workspace", &workspace, "this agent's tt-xla checkout (with the submodule)");
     s.Add("data_dir", &data_dir, "shard directories and results not yet acknowledged",
-          [](std::string_view v) { return v.empty() ? "must not be empty" : ""; });
+          triage::config::NonEmpty());
     s.Add("python", &python, "the workspace's Python (probe, pytest)");
     s.Add("scripts_dir", &scripts_dir,
           "directory of triage_probe.py and triage_pytest_plugin.py (default: found next to "

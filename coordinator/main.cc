@@ -73,7 +73,7 @@ struct CoordinatorConfig {
           "speak TLS (\"\" = off)",
           HostPort(true));
     s.Add("data_dir", &data_dir, "SQLite database, git cache and ports file live here",
-          [](std::string_view v) { return v.empty() ? "must not be empty" : ""; });
+          triage::config::NonEmpty());
     s.Add("init", &init,
           "create a new database although data_dir shows an earlier one (its coordinator.id "
           "marker or WAL files) and coordinator.db is missing");

@@ -77,6 +77,10 @@ TextCheck OneOf(std::vector<std::string> words) {
   };
 }
 
+TextCheck NonEmpty() {
+  return [](std::string_view v) -> std::string { return v.empty() ? "must not be empty" : ""; };
+}
+
 void Schema::Add(std::string name, std::string* field, std::string doc, TextCheck check) {
   Field f{std::move(name), field, std::move(doc)};
   f.check = std::move(check);

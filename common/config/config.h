@@ -46,6 +46,8 @@ using TextCheck = std::function<std::string(std::string_view value)>;
 TextCheck HostPort(bool allow_empty);
 // One of the given words.
 TextCheck OneOf(std::vector<std::string> words);
+// Any text but "".
+TextCheck NonEmpty();
 
 class Schema {
  public:

@@ -76,6 +76,17 @@ class OwnershipTest : public ::testing::Test {
     return log;
   }
 
+  // A second coordinator (own data dir) on the given addresses, one of them the first's: it
+  // exits non-zero with "<what>: address in use (another process holds it)", and the first
+  // keeps serving.
+  void ExpectSecondExitsNaming(const std::string& agent, const std::string& control,
+                               const std::string& metrics, const std::string& what) {
+    auto second = StartCoordinator(tmp_.path() / "second", agent, control, metrics, "second.log");
+    const std::string log = ExpectExitsNonZero(*second, "second.log");
+    EXPECT_TRUE(Contains(log, what + ": address in use (another process holds it)")) << log;
+    ExpectFirstStillServes();
+  }
+
   void ExpectFirstStillServes() {
     EXPECT_TRUE(ListSweeps());
     EXPECT_EQ(first_->Wait(100ms), -1) << "the first coordinator must keep running";
@@ -93,35 +104,20 @@ class OwnershipTest : public ::testing::Test {
 
 TEST_F(OwnershipTest, SecondCoordinatorOnATakenControlPortExitsNamingIt) {
   StartFirst();
-  auto second = StartCoordinator(tmp_.path() / "second", "127.0.0.1:0", Addr(control_port_), "",
-                                 "second.log");
-  const std::string log = ExpectExitsNonZero(*second, "second.log");
-  EXPECT_TRUE(Contains(log, "cannot listen on " + Addr(control_port_) +
-                                ": address in use (another process holds it)"))
-      << log;
-  ExpectFirstStillServes();
+  ExpectSecondExitsNaming("127.0.0.1:0", Addr(control_port_), "",
+                          "cannot listen on " + Addr(control_port_));
 }
 
 TEST_F(OwnershipTest, SecondCoordinatorOnATakenAgentPortExitsNamingIt) {
   StartFirst();
-  auto second =
-      StartCoordinator(tmp_.path() / "second", Addr(agent_port_), "127.0.0.1:0", "", "second.log");
-  const std::string log = ExpectExitsNonZero(*second, "second.log");
-  EXPECT_TRUE(Contains(
-      log, "cannot listen on " + Addr(agent_port_) + ": address in use (another process holds it)"))
-      << log;
-  ExpectFirstStillServes();
+  ExpectSecondExitsNaming(Addr(agent_port_), "127.0.0.1:0", "",
+                          "cannot listen on " + Addr(agent_port_));
 }
 
 TEST_F(OwnershipTest, SecondCoordinatorOnATakenMetricsPortExitsNamingIt) {
   StartFirst();
-  auto second = StartCoordinator(tmp_.path() / "second", "127.0.0.1:0", "127.0.0.1:0",
-                                 Addr(metrics_port_), "second.log");
-  const std::string log = ExpectExitsNonZero(*second, "second.log");
-  EXPECT_TRUE(Contains(log, "cannot serve metrics on " + Addr(metrics_port_) +
-                                ": address in use (another process holds it)"))
-      << log;
-  ExpectFirstStillServes();
+  ExpectSecondExitsNaming("127.0.0.1:0", "127.0.0.1:0", Addr(metrics_port_),
+                          "cannot serve metrics on " + Addr(metrics_port_));
 }
 
 TEST_F(OwnershipTest, SecondCoordinatorOnTheSameDataDirExitsNamingTheOwner) {

@@ -147,12 +147,25 @@ struct Ranged {
   std::int64_t attempts = 3;
   std::string address = "127.0.0.1:7601";
   std::string level = "info";
+  std::string data_dir = "data";
   void Register(Schema& s) {
     s.Add("max_attempts", &attempts, "attempts", Range{1, 1000});
     s.Add("agent_address", &address, "listener", HostPort(false));
     s.Add("log_level", &level, "level", OneOf({"info", "warn"}));
+    s.Add("data_dir", &data_dir, "data", NonEmpty());
   }
 };
+
+TEST(ConfigRange, NonEmptyRefusesTheEmptyText) {
+  Ranged cfg;
+  Schema schema(kCoordinatorEnvPrefix);
+  cfg.Register(schema);
+  auto st = schema.Set("data_dir", "", "flag --data_dir");
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(std::string(st.message()).find("must not be empty"), std::string::npos) << st.message();
+  EXPECT_EQ(cfg.data_dir, "data");
+  EXPECT_TRUE(schema.Set("data_dir", "elsewhere", "flag --data_dir").ok());
+}
 
 TEST(ConfigRange, RefusesOutOfRangeValuesNamingTheSource) {
   {
