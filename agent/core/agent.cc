@@ -276,13 +276,15 @@ void Agent::RunShard(const v1::LeaseResponse& lease) {
   result.set_duration_seconds(seconds);
   metrics_->Step(spec.playbook(), "shard",
                  result.status() == v1::ShardResult::SUCCEEDED ? "succeeded" : "failed", seconds);
+  // Decided once: a revocation that arrives after this point finds the result on its way.
+  const bool cancelled = cancel_current_.load();
   {
     // From here until it is acknowledged the lease is kept alive as an undelivered result.
     std::lock_guard lock(mu_);
     current_lease_.clear();
-    if (!cancel_current_.load()) undelivered_.insert(lease.lease_id());
+    if (!cancelled) undelivered_.insert(lease.lease_id());
   }
-  if (cancel_current_.load()) {
+  if (cancelled) {
     spdlog::warn("[shard={}] stopped: the lease was revoked or the agent is stopping",
                  spec.shard_id());
     return;  // the coordinator no longer wants this result
