@@ -285,8 +285,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // same happens to the line the first pass appended: the values agree, the order may not.
   std::set<std::tuple<std::string, std::optional<std::string>, std::string>> deleted;
   bool reordered = false;
+  // The same holds for a whole arch_overrides map deleted and then made again by an arch edit:
+  // its arch blocks may come back in another order.
   for (const EntryEdit& e : edits) {
     for (const auto& [name, value] : e.set) reordered |= deleted.count({e.key, e.arch, name}) > 0;
+    if (e.arch) reordered |= deleted.count({e.key, std::nullopt, "arch_overrides"}) > 0;
     for (const auto& name : e.del) deleted.insert({e.key, e.arch, name});
   }
   if (!reordered) {
