@@ -21,12 +21,12 @@
 #include "common/util/log.h"
 #include "common/util/strings.h"
 #include "coordinator/core/coordinator.h"
-#include "coordinator/merge/outputs.h"
+#include "coordinator/core/sweep_outputs.h"
+#include "coordinator/metrics/prometheus_metrics.h"
+#include "coordinator/persistence/sqlite_store.h"
+#include "coordinator/planning/sweep_reader.h"
 #include "coordinator/server/auth.h"
-#include "coordinator/server/prometheus_metrics.h"
 #include "coordinator/server/server.h"
-#include "coordinator/server/sweep_reader.h"
-#include "coordinator/store/sqlite_store.h"
 #include "prometheus/registry.h"
 
 namespace {

@@ -11,10 +11,10 @@
 #include "common/inventory/schema.h"
 #include "common/util/log.h"
 #include "common/util/strings.h"
-#include "coordinator/core/outcome_counts.h"
-#include "coordinator/core/planner.h"
-#include "coordinator/core/result_check.h"
-#include "coordinator/core/waves.h"
+#include "coordinator/model/outcome_counts.h"
+#include "coordinator/planning/planner.h"
+#include "coordinator/planning/waves.h"
+#include "coordinator/scheduling/result_check.h"
 #include "nlohmann/json.hpp"
 
 namespace triage::coord {

@@ -15,12 +15,13 @@
 #include "absl/status/statusor.h"
 #include "common/clock/clock.h"
 #include "common/inventory/inventory.h"
-#include "coordinator/core/demand.h"
-#include "coordinator/core/group_commit.h"
-#include "coordinator/core/metrics.h"
-#include "coordinator/core/model.h"
-#include "coordinator/core/outcome_counts.h"
-#include "coordinator/core/store.h"
+#include "coordinator/metrics/metrics.h"
+#include "coordinator/model/model.h"
+#include "coordinator/model/outcome_counts.h"
+#include "coordinator/persistence/group_commit.h"
+#include "coordinator/persistence/store.h"
+#include "coordinator/planning/sweep_reader.h"
+#include "coordinator/scheduling/demand.h"
 #include "triage/v1/agent.pb.h"
 #include "triage/v1/control.pb.h"
 
@@ -47,18 +48,12 @@ struct CoordinatorOptions {
       {"unpack_forward_output", 900}, {"dtype_bfloat16", 900}, {"missing_inputs", 900}};
 };
 
-// What a sweep reads: the checkout pinned at its commits, and its inventory read through git.
-struct SweepInput {
-  std::string repo;  // for display
-  std::string ttxla_commit;
-  std::string forge_commit;
-  std::string forge_gitlink;  // the commit ttxla_commit records for the submodule
-  std::string forge_source;   // gitlink, checkout, ref (git::ForgeSourceName)
-  std::vector<std::string> notes;
-  std::string agent_repo_url;
-  inventory::Inventory inventory;
+// The sweep outputs, built from the accepted results on request (coordinator/core/sweep_outputs.h
+// provides them; the server only serves them).
+struct OutputProviders {
+  std::function<absl::StatusOr<v1::Patch>(const std::string& sweep_id)> patch;
+  std::function<absl::StatusOr<v1::Report>(const std::string& sweep_id)> report;
 };
-using SweepReader = std::function<absl::StatusOr<SweepInput>(const v1::StartSweepRequest&)>;
 
 // The coordinator's brain: sweeps, shards, leases and agents, with every state change stored
 // (Store) before it is acknowledged. Plain C++: the gRPC services in coordinator/server are thin

@@ -8,7 +8,7 @@
 #include "common/inventory/document.h"
 #include "common/registry/registry.h"
 #include "common/util/strings.h"
-#include "coordinator/core/waves.h"
+#include "coordinator/planning/waves.h"
 
 namespace triage::merge {
 namespace {

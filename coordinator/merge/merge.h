@@ -7,7 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/inventory/editor.h"
-#include "coordinator/core/model.h"
+#include "coordinator/model/model.h"
 
 namespace triage::merge {
 

@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
-#include "coordinator/core/model.h"
-#include "coordinator/core/outcome_counts.h"
 #include "coordinator/merge/merge.h"
+#include "coordinator/model/model.h"
+#include "coordinator/model/outcome_counts.h"
 
 namespace triage::merge {
 
@@ -34,7 +34,7 @@ struct ReportInput {
   int many_entries = 3;
   // Settles the sweep's counts from the report's view of its entries (label and review, by
   // file + '\n' + key): the coordinator merges them with the entries that have no result, so
-  // the report's totals and `sweep get` are one count (coordinator/core/outcome_counts.h).
+  // the report's totals and `sweep get` are one count (coordinator/model/outcome_counts.h).
   // Unset: the report's entries alone are counted.
   std::function<v1::EntryCounts(const std::map<std::string, coord::EntryTally>&)> settle_counts;
 };

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "coordinator/core/model.h"
+#include "coordinator/model/model.h"
 
 namespace triage::coord {
 

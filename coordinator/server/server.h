@@ -10,20 +10,14 @@
 #include "absl/status/statusor.h"
 #include "common/rpc/rpc.h"
 #include "coordinator/core/coordinator.h"
+#include "coordinator/metrics/prometheus_metrics.h"
 #include "coordinator/server/auth.h"
-#include "coordinator/server/prometheus_metrics.h"
 
 namespace grpc {
 class Server;
 }
 
 namespace triage::coord {
-
-// The sweep outputs (merge issue): built from the accepted results on request.
-struct OutputProviders {
-  std::function<absl::StatusOr<v1::Patch>(const std::string& sweep_id)> patch;
-  std::function<absl::StatusOr<v1::Report>(const std::string& sweep_id)> report;
-};
 
 struct ServerConfig {
   std::string agent_address = "127.0.0.1:7601";    // AgentService (agents)

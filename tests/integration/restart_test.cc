@@ -6,7 +6,7 @@
 
 #include <set>
 
-#include "coordinator/store/sqlite_store.h"
+#include "coordinator/persistence/sqlite_store.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/unit/test_support.h"

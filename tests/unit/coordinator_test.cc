@@ -6,9 +6,9 @@
 
 #include <map>
 
-#include "coordinator/core/planner.h"
-#include "coordinator/core/waves.h"
-#include "coordinator/store/sqlite_store.h"
+#include "coordinator/persistence/sqlite_store.h"
+#include "coordinator/planning/planner.h"
+#include "coordinator/planning/waves.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/unit/test_support.h"

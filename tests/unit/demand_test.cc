@@ -1,9 +1,9 @@
 // Demand (which work no live agent can take, and why) and EstimateEta, as pure functions; and
 // the one way entries are counted (outcome_counts).
 
-#include "coordinator/core/demand.h"
+#include "coordinator/scheduling/demand.h"
 
-#include "coordinator/core/outcome_counts.h"
+#include "coordinator/model/outcome_counts.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

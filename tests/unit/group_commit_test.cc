@@ -3,7 +3,7 @@
 // callbacks (a sweep's merge) do not hold up commits. Uses a scripted store for the committer
 // itself, and the real coordinator over SQLite behind a store whose commits can be held.
 
-#include "coordinator/core/group_commit.h"
+#include "coordinator/persistence/group_commit.h"
 
 #include <atomic>
 #include <condition_variable>
@@ -11,7 +11,7 @@
 #include <mutex>
 
 #include "coordinator/core/coordinator.h"
-#include "coordinator/store/sqlite_store.h"
+#include "coordinator/persistence/sqlite_store.h"
 #include "gtest/gtest.h"
 #include "tests/unit/test_support.h"
 

@@ -3,7 +3,7 @@
 // batch; Abort drops what is staged; and what was flushed comes back from Load, also through a
 // second connection (as after a restart).
 
-#include "coordinator/store/sqlite_store.h"
+#include "coordinator/persistence/sqlite_store.h"
 
 #include "gtest/gtest.h"
 #include "tests/unit/test_support.h"

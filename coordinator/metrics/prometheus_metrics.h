@@ -3,7 +3,7 @@
 #include <memory>
 #include <string_view>
 
-#include "coordinator/core/metrics.h"
+#include "coordinator/metrics/metrics.h"
 
 namespace prometheus {
 class Registry;

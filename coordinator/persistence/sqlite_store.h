@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "coordinator/core/store.h"
+#include "coordinator/persistence/store.h"
 
 struct sqlite3;
 

@@ -1,4 +1,4 @@
-#include "coordinator/core/planner.h"
+#include "coordinator/planning/planner.h"
 
 #include <algorithm>
 #include <cstdio>

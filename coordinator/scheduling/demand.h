@@ -11,7 +11,7 @@
 #include <tuple>
 #include <vector>
 
-#include "coordinator/core/model.h"
+#include "coordinator/model/model.h"
 
 namespace triage::coord {
 

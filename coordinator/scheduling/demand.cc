@@ -1,4 +1,4 @@
-#include "coordinator/core/demand.h"
+#include "coordinator/scheduling/demand.h"
 
 #include <algorithm>
 #include <set>

@@ -1,4 +1,4 @@
-#include "coordinator/core/waves.h"
+#include "coordinator/planning/waves.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -1,4 +1,4 @@
-#include "coordinator/merge/outputs.h"
+#include "coordinator/core/sweep_outputs.h"
 
 #include <chrono>
 

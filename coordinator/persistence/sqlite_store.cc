@@ -1,4 +1,4 @@
-#include "coordinator/store/sqlite_store.h"
+#include "coordinator/persistence/sqlite_store.h"
 
 #include <sqlite3.h>
 #include <sys/stat.h>

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "coordinator/core/store.h"
+#include "coordinator/persistence/store.h"
 
 namespace triage::coord {
 

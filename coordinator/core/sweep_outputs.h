@@ -9,7 +9,6 @@
 #include "absl/status/statusor.h"
 #include "coordinator/core/coordinator.h"
 #include "coordinator/merge/merge.h"
-#include "coordinator/server/server.h"
 
 namespace triage::merge {
 

@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "coordinator/core/model.h"
+#include "coordinator/model/model.h"
 
 namespace triage::coord {
 

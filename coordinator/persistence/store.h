@@ -7,7 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "coordinator/core/model.h"
+#include "coordinator/model/model.h"
 
 namespace triage::coord {
 

@@ -1,4 +1,4 @@
-#include "coordinator/server/prometheus_metrics.h"
+#include "coordinator/metrics/prometheus_metrics.h"
 
 #include <mutex>
 #include <set>

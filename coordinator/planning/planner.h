@@ -7,7 +7,7 @@
 #include "absl/status/statusor.h"
 #include "common/classify/classify.h"
 #include "common/inventory/inventory.h"
-#include "coordinator/core/model.h"
+#include "coordinator/model/model.h"
 
 namespace triage::coord {
 

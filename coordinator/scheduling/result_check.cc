@@ -1,4 +1,4 @@
-#include "coordinator/core/result_check.h"
+#include "coordinator/scheduling/result_check.h"
 
 #include <set>
 

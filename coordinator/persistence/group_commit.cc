@@ -1,4 +1,4 @@
-#include "coordinator/core/group_commit.h"
+#include "coordinator/persistence/group_commit.h"
 
 #include <algorithm>
 #include <chrono>

@@ -1,4 +1,4 @@
-#include "coordinator/server/sweep_reader.h"
+#include "coordinator/planning/sweep_reader.h"
 
 #include "common/git/git.h"
 #include "common/util/strings.h"

@@ -1,4 +1,4 @@
-#include "coordinator/core/outcome_counts.h"
+#include "coordinator/model/outcome_counts.h"
 
 namespace triage::coord {
 

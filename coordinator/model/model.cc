@@ -1,4 +1,4 @@
-#include "coordinator/core/model.h"
+#include "coordinator/model/model.h"
 
 namespace triage::coord {
 namespace {

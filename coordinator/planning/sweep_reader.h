@@ -1,0 +1,35 @@
+#pragma once
+
+#include <cstddef>
+#include <filesystem>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/inventory/inventory.h"
+#include "triage/v1/control.pb.h"
+
+namespace triage::coord {
+
+// What a sweep reads: the checkout pinned at its commits, and its inventory read through git.
+struct SweepInput {
+  std::string repo;  // for display
+  std::string ttxla_commit;
+  std::string forge_commit;
+  std::string forge_gitlink;  // the commit ttxla_commit records for the submodule
+  std::string forge_source;   // gitlink, checkout, ref (git::ForgeSourceName)
+  std::vector<std::string> notes;
+  std::string agent_repo_url;
+  inventory::Inventory inventory;
+};
+using SweepReader = std::function<absl::StatusOr<SweepInput>(const v1::StartSweepRequest&)>;
+
+// Reads a sweep's input through git: a checkout visible to the coordinator at its HEAD (and the
+// submodule commit recorded there), or a URL fetched into cache_dir. Files are read from the
+// commit, so later edits to the checkout do not change a sweep.
+SweepReader MakeGitSweepReader(std::filesystem::path cache_dir,
+                               std::size_t max_file_bytes = inventory::kDefaultMaxYamlBytes);
+
+}  // namespace triage::coord
