@@ -18,10 +18,10 @@
 #include "coordinator/metrics/metrics.h"
 #include "coordinator/model/model.h"
 #include "coordinator/model/outcome_counts.h"
-#include "coordinator/persistence/group_commit.h"
+#include "coordinator/persistence/journal.h"
 #include "coordinator/persistence/store.h"
 #include "coordinator/planning/sweep_reader.h"
-#include "coordinator/scheduling/demand.h"
+#include "coordinator/scheduling/lease_table.h"
 #include "triage/v1/agent.pb.h"
 #include "triage/v1/control.pb.h"
 
@@ -44,6 +44,10 @@ struct CoordinatorOptions {
   std::vector<std::string> default_archs = {"n150"};
   std::string default_executor = "native";
   double min_trusted_seconds = 5;
+  SchedulingOptions scheduling() const {
+    return {lease_ttl,    agent_dead_after, offline_retention, lease_wait_limit,
+            backoff_base, backoff_max,      max_infra_losses};
+  }
   std::map<std::string, double> playbook_estimates = {
       {"unpack_forward_output", 900}, {"dtype_bfloat16", 900}, {"missing_inputs", 900}};
 };
@@ -136,9 +140,11 @@ class Coordinator {
 
   const CoordinatorOptions& options() const { return options_; }
   // Commits so far and the mutations they made durable (their ratio is the mean group size).
-  GroupCommit::Stats commit_stats() const { return commits_.stats(); }
+  GroupCommit::Stats commit_stats() const { return journal_.stats(); }
 
  private:
+  // Per sweep, what its views and events show, kept in step with its shards (OnShardChanged)
+  // and results (ApplyResultLocked).
   struct EntryRt {
     std::string playbook;
     int shards = 0;
@@ -158,142 +164,97 @@ class Coordinator {
     std::vector<std::string> live_problems;     // work nobody can take, quarantined shards
     bool blocked = false;                       // nothing left can progress without a person
   };
-  struct Waiter {
-    std::int64_t id;
-    std::string agent_id;
-    std::string session_id;
-    std::string request_id;
-    TimePoint deadline;
-    LeaseCallback done;
-  };
-  using QueueKey = std::tuple<int, double, std::int64_t, std::string>;
-  // Work to do once the lock is released and the operation's writes are durable (ticket):
-  // callbacks in order, then sweep finishing (so a watcher sees "completed" before
-  // "succeeded"). If the writes were lost, replies get the error and the rest is dropped.
-  struct Deferred {
-    std::vector<GroupCommit::Item> now;
-    std::vector<GroupCommit::Item> last;
-    std::uint64_t ticket = 0;
-    void push_back(std::function<void()> f) { now.push_back({std::move(f), nullptr}); }
-    void Reply(std::function<void()> ok, std::function<void(const absl::Status&)> failed) {
-      now.push_back({std::move(ok), std::move(failed)});
+
+  // The skeleton every operation shares: under the state lock, op decides and stages its
+  // changes (CommitLocked) and queues its replies and announcements in an Effects; then the
+  // effects are handed to the group commit. kDurable waits until they ran (the writes are
+  // durable, or lost: then that error is the answer); kAtOnce answers without waiting (for
+  // answers that change nothing durable: heartbeats, progress). An error from op is returned
+  // as it is: op staged nothing.
+  enum class Ack { kDurable, kAtOnce };
+  template <typename Op>
+  auto Operate(Ack ack, Op&& op) -> decltype(op(std::declval<Effects&>())) {
+    Effects after;
+    auto answer = [&] {
+      std::lock_guard lock(mu_);
+      return op(after);
+    }();
+    if (!answer.ok()) return answer;
+    if (ack == Ack::kAtOnce) {
+      journal_.Settle(after);
+    } else if (absl::Status st = journal_.SettleAndWait(after); !st.ok()) {
+      return st;
     }
-    // done(answer) once durable, done(error) if lost: every Lease/Complete callback's reply.
-    template <typename Callback, typename Value>
-    void Answer(Callback done, Value answer) {
-      Reply([done, answer = std::move(answer)]() mutable { done(std::move(answer)); },
-            [done](const absl::Status& st) { done(st); });
-    }
-  };
-  // Hands the deferred work to the group commit (see GroupCommit).
-  void Settle(Deferred& after);
-  // The same, and waits until it ran: OK, or the error that lost the operation's writes.
-  absl::Status SettleAndWait(Deferred& after);
-  // After a failed commit: the store's state is the truth; reload it.
-  void OnFlushFailure(const absl::Status& status);
+    return answer;
+  }
+
+  // The apply path: stages m with these records (Journal), then puts them into memory: the
+  // lease table, the sweeps' accounting (through OnShardChanged), finished sweeps, waiting
+  // long-polls. Recovery puts records read from the store through the same Put calls.
+  absl::Status CommitLocked(Mutation& m, std::vector<ShardRecord>& shards,
+                            std::vector<AgentRecord>& agents, Effects& after);
+  void OnShardChanged(const ShardRecord* old, const ShardRecord& updated);
+  void ApplyResultLocked(const ResultRecord& r);
+  // After a failed commit: the store's state is the truth; rebuild memory from it.
+  void Rebuild(const absl::Status& why);
   void ResetLocked();
-  void RecoverLocked(Snapshot snap, Deferred& after);
+  void RecoverLocked(Snapshot snap, Effects& after);
+
+  // Agent service (coordinator.cc).
+  absl::StatusOr<v1::LeaseResponse> GrantLocked(const AgentRecord& agent, const ShardRecord& shard,
+                                                const std::string& request_id, Effects& after);
+  void ServeWaitersLocked(Effects& after);
   absl::StatusOr<v1::CompleteResponse> CompleteLocked(const v1::CompleteRequest& req,
-                                                      Deferred& after);
-
-  static QueueKey KeyOf(const ShardRecord& s);
-  static std::string EntryKey(const v1::ShardEntry& e) { return e.file() + "\n" + e.key(); }
-  static std::string ShardArch(const ShardRecord& s);
-  void ReportOnCallAgesLocked(TimePoint now);
-  // Offline agents without leases whose last heartbeat is older than offline_retention leave
-  // the fleet (memory and store).
-  void ForgetOfflineAgentsLocked(TimePoint now, Deferred& after);
-  // Recomputes each running sweep's live problems (work no live agent can take, quarantined
-  // shards) and whether it is blocked; tells watchers when that changed.
-  void RefreshProblemsLocked(Deferred& after);
-  // Ends the shard's lease (if any) as "revoked": the attempt is recorded in m and the agent is
-  // told to stop at its next heartbeat.
-  void RevokeLeaseLocked(ShardRecord& s, TimePoint now, const std::string& why, Mutation& m);
-  std::string AgentStateName(const AgentRecord& a) const;
-  std::string EntryStateName(const EntryRt& e) const;
-
-  bool Matches(const AgentRecord& agent, const ShardRecord& shard, TimePoint now) const;
-  ShardRecord* FindMatch(const AgentRecord& agent, TimePoint now);
-  absl::StatusOr<v1::LeaseResponse> GrantLocked(AgentRecord& agent, ShardRecord& shard,
-                                                const std::string& request_id, Deferred& after);
-  void ServeWaitersLocked(Deferred& after);
-  // Applies the mutation, then commits the updated records into memory.
-  absl::Status ApplyAndCommit(Mutation& m, std::vector<ShardRecord>& shards,
-                              std::vector<AgentRecord>& agents, Deferred& after);
-  void CommitShard(ShardRecord updated);
-  void CommitAgent(AgentRecord updated);
-  void CommitResultLocked(const ResultRecord& r);
-  // Who is to blame for an attempt that ended without a result.
-  enum class Fault {
-    kWork,            // the agent reported a failure, or a result broke the shard's rules
-    kInfrastructure,  // the lease was lost: agent died, stopped, restarted; coordinator restart
-  };
-  // A failed attempt: requeue (work faults with backoff) or quarantine after max_attempts work
-  // faults or max_infra_losses infrastructure faults. Fills the copy of the shard.
-  void FailAttempt(ShardRecord& s, const std::string& outcome, const std::string& reason,
-                   TimePoint now, Mutation& m, Fault fault);
-  int MaxAttempts(const ShardRecord& s) const;
-  // The attempt row of the shard's current lease, ended now.
-  static AttemptRecord EndedAttempt(const ShardRecord& s, TimePoint now, std::string outcome,
-                                    std::string reason);
+                                                      Effects& after);
   // Dependents of a shard that ended: released (succeeded) or failed/cancelled.
   void CascadeLocked(const ShardRecord& ended, const v1::ShardResult* result,
                      std::vector<ShardRecord>& out);
-  void MaybeFinishSweepLocked(const std::string& sweep_id, Deferred& after);
+  int MaxAttempts(const ShardRecord& s) const;
+
+  // Sweeps (sweeps.cc).
+  void MaybeFinishSweepLocked(const std::string& sweep_id, Effects& after);
   // Plans the next registry wave of a sweep whose shards all ended; true when it made shards.
-  bool PlanWaveLocked(const std::string& sweep_id, Deferred& after);
+  bool PlanWaveLocked(const std::string& sweep_id, Effects& after);
   void FinishSweep(const std::string& sweep_id);
   // A scheduled FinishSweep that will not run (its trigger was lost): Tick schedules it again.
   void Unfinish(const std::string& sweep_id);
-  void EmitLocked(const std::string& sweep_id, const std::string& message, Deferred& after);
+  void ScheduleFinishLocked(const std::string& sweep_id, Effects& after);
+  void EmitLocked(const std::string& sweep_id, const std::string& message, Effects& after);
   v1::Sweep ViewLocked(const SweepRt& s) const;
   // The live counts of a sweep's entries; merged (see SettleCounts) replaces entries it names.
   v1::EntryCounts CountLocked(const SweepRt& s,
                               const std::map<std::string, EntryTally>* merged) const;
+  static std::string EntryKey(const v1::ShardEntry& e) { return e.file() + "\n" + e.key(); }
+  static std::string EntryStateName(const EntryRt& e);
+
+  // On-call operations and time (on_call.cc).
   v1::Shard ShardViewLocked(const ShardRecord& s) const;
   v1::Agent AgentViewLocked(const AgentRecord& a) const;
-  absl::Status CheckResultLocked(const ShardRecord& shard, const v1::ShardResult& result) const;
-  std::string NewSessionId();
   void AuditLocked(Mutation& m, const Caller& caller, std::string action, std::string target,
                    std::string reason);
-  void RecordFailure(const absl::Status& status);
+  // Offline agents without leases whose last heartbeat is older than offline_retention leave
+  // the fleet (memory and store).
+  void ForgetOfflineAgentsLocked(TimePoint now, Effects& after);
+  void ExpireLeasesLocked(TimePoint now, Effects& after);
+  // Recomputes each running sweep's live problems (work no live agent can take, quarantined
+  // shards) and whether it is blocked; tells watchers when that changed.
+  void RefreshProblemsLocked(Effects& after);
 
   const CoordinatorOptions options_;
-  Store* const store_;
   Clock* const clock_;
   SweepReader reader_;
   CoordinatorMetrics default_metrics_;
   CoordinatorMetrics* metrics_;
   FinishHook finish_hook_;
-  GroupCommit commits_;
+  Journal journal_;
 
   mutable std::mutex mu_;
-  std::mutex start_mu_;  // one StartSweep planning at a time (outside mu_)
-  // The outcome of the latest commit (a group commit or the store's probe): false from a failed
-  // commit (or a database file found deleted or replaced) until a commit succeeds. Staging
-  // succeeds even when the disk is full, so it says nothing about health.
-  std::atomic<bool> healthy_{true};
-  std::uint64_t last_staged_ = 0;  // the store ticket of the latest staged mutation
-  bool serving_waiters_ = false;
-  std::set<std::string> on_call_archs_;
-  std::set<std::pair<std::string, std::string>>
-      unservable_reported_;  // (arch, reason) gauges  // archs whose on-call ages were reported
-                             // once
+  std::mutex start_mu_;  // one StartSweep reading its input at a time (outside mu_)
+  LeaseTable table_;
   std::int64_t next_seq_ = 1;
   std::int64_t next_sweep_ = 1;
-  std::int64_t next_wait_id_ = 1;
-  std::int64_t next_session_ = 1;
   std::map<std::string, SweepRt> sweeps_;
-  std::map<std::string, ShardRecord> shards_;
-  std::map<std::string, AgentRecord> agents_;
-  std::map<std::string, std::string> lease_to_shard_;           // active leases
-  std::map<std::string, std::vector<std::string>> dependents_;  // shard -> shards waiting on it
-  std::map<std::string, std::string> lease_request_;            // lease id -> the Lease request id
-  std::set<std::string> accepted_leases_;
   std::set<std::string> finishing_;  // sweeps whose FinishSweep is scheduled or running
-  std::set<QueueKey> queue_;
-  Demand demand_;  // queued shards per sweep and requirement
-  std::list<Waiter> waiters_;
   std::map<int, std::pair<std::string, WatchCallback>> watchers_;
   int next_watch_ = 1;
 };

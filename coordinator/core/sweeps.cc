@@ -1,0 +1,426 @@
+// The front door's sweep lifecycle: start (validate, read, plan), registry waves, finishing,
+// views, counts and watches (docs/architecture.md).
+
+#include <algorithm>
+#include <cstdio>
+
+#include "common/util/log.h"
+#include "common/util/strings.h"
+#include "coordinator/core/coordinator.h"
+#include "coordinator/planning/planner.h"
+#include "coordinator/planning/start_request.h"
+#include "coordinator/planning/waves.h"
+
+namespace triage::coord {
+
+static_assert(static_cast<int>(ShardState::kCancelled) == 7, "SweepRt::by_state has 8 slots");
+
+std::string Coordinator::EntryStateName(const EntryRt& e) {
+  if (e.shards > 0 && e.terminal == e.shards) return "done";
+  return e.active > 0 ? "running" : "queued";
+}
+
+// A shard's record changes (LeaseTable::Put): its sweep's entries, per-state counts and lanes
+// follow.
+void Coordinator::OnShardChanged(const ShardRecord* old, const ShardRecord& updated) {
+  auto sweep = sweeps_.find(updated.sweep_id);
+  if (sweep == sweeps_.end()) return;
+  SweepRt& sw = sweep->second;
+  const ShardState old_state = old != nullptr ? old->state : updated.state;
+  auto active = [](ShardState s) { return s == ShardState::kLeased || s == ShardState::kRunning; };
+  const int d_terminal =
+      (IsTerminal(updated.state) ? 1 : 0) - (old != nullptr && IsTerminal(old_state) ? 1 : 0);
+  const int d_active =
+      (active(updated.state) ? 1 : 0) - (old != nullptr && active(old_state) ? 1 : 0);
+  // Entries a later phase no longer carries (the earlier phase settled them) are done as far
+  // as this shard is concerned.
+  if (old != nullptr && !IsTerminal(old_state) &&
+      old->spec.entries_size() > updated.spec.entries_size()) {
+    std::set<std::string> kept;
+    for (const auto& e : updated.spec.entries()) kept.insert(EntryKey(e));
+    for (const auto& e : old->spec.entries()) {
+      if (kept.count(EntryKey(e))) continue;
+      EntryRt& rt = sw.entries[EntryKey(e)];
+      std::string before = EntryStateName(rt);
+      rt.terminal += 1;
+      std::string after = EntryStateName(rt);
+      if (before != after) metrics_->EntryStateChanged(rt.playbook, before, after);
+    }
+  }
+  if (d_terminal != 0 || d_active != 0 || old == nullptr) {
+    for (const auto& e : updated.spec.entries()) {
+      EntryRt& rt = sw.entries[EntryKey(e)];
+      std::string before = old == nullptr ? "" : EntryStateName(rt);
+      if (old == nullptr) {
+        rt.playbook = updated.spec.playbook();
+        ++rt.shards;
+      }
+      rt.terminal += d_terminal;
+      rt.active += d_active;
+      std::string after = EntryStateName(rt);
+      if (before != after) metrics_->EntryStateChanged(rt.playbook, before, after);
+    }
+  }
+  if (old == nullptr) sw.shard_ids.push_back(updated.id);
+  const bool was_open = old != nullptr && !IsTerminal(old_state);
+  const bool is_open = !IsTerminal(updated.state);
+  sw.unfinished += (is_open ? 1 : 0) - (was_open ? 1 : 0);
+  sw.lanes[LeaseTable::ShardArch(updated)].open += (is_open ? 1 : 0) - (was_open ? 1 : 0);
+  if (old != nullptr) sw.by_state[static_cast<int>(old_state)] -= 1;
+  sw.by_state[static_cast<int>(updated.state)] += 1;
+}
+
+void Coordinator::ApplyResultLocked(const ResultRecord& r) {
+  table_.PutResult(r);
+  auto sw = sweeps_.find(r.sweep_id);
+  if (sw == sweeps_.end()) return;
+  for (const auto& o : r.result.entries()) {
+    auto e = sw->second.entries.find(o.file() + "\n" + o.key());
+    if (e != sw->second.entries.end()) {
+      e->second.decided[o.arch()] = OutcomeLabel(o);
+      e->second.review |= o.review_size() > 0;
+    }
+  }
+  if (const ShardRecord* shard = table_.FindShard(r.shard_id)) {
+    LaneProgress& lane = sw->second.lanes[LeaseTable::ShardArch(*shard)];
+    const TimePoint started =
+        r.accepted_at - std::chrono::duration_cast<Duration>(
+                            std::chrono::duration<double>(r.result.duration_seconds()));
+    if (lane.results == 0 || started < lane.first_start) lane.first_start = started;
+    ++lane.results;
+  }
+  sw->second.results.push_back(r);
+}
+
+absl::StatusOr<v1::Sweep> Coordinator::StartSweep(const v1::StartSweepRequest& req,
+                                                  const Caller& caller) {
+  auto start = ValidateStartRequest(req, {options_.default_executor, options_.default_archs});
+  if (!start.ok()) return start.status();
+
+  // Reading through git happens outside the state lock; planning is quick and runs under it,
+  // with the fleet as it is (whether probes can go to cpu agents).
+  std::lock_guard start_lock(start_mu_);
+  auto input = reader_(req);
+  if (!input.ok()) return input.status();
+
+  PlanOptions plan_options;
+  plan_options.playbooks = start->playbooks;
+  plan_options.archs = start->archs;
+  plan_options.durations = std::move(start->durations);
+  plan_options.executor = start->executor;
+  for (const auto& [k, v] : req.params()) plan_options.params[k] = v;
+  plan_options.priority = req.priority();
+  plan_options.min_trusted_seconds = options_.min_trusted_seconds;
+  plan_options.playbook_estimates = options_.playbook_estimates;
+  plan_options.repo_url =
+      req.agent_repo_url().empty() ? input->agent_repo_url : req.agent_repo_url();
+  const classify::Classifier& rules = *start->rules;
+
+  return Operate(Ack::kDurable, [&](Effects& after) -> absl::StatusOr<v1::Sweep> {
+    plan_options.split_probe = table_.AnyCpuAgentServing();
+    const TimePoint now = clock_->Now();
+    char id[32];
+    std::snprintf(id, sizeof(id), "sw-%04lld", static_cast<long long>(next_sweep_++));
+    Plan plan = PlanSweep(input->inventory, rules, plan_options, id, input->ttxla_commit,
+                          input->forge_commit);
+    SweepRecord rec;
+    rec.id = id;
+    rec.seq = next_seq_++;
+    rec.state = SweepState::kRunning;
+    rec.request = req;
+    rec.request.clear_durations_json();
+    rec.request.set_executor(start->executor);
+    rec.repo = input->repo;
+    rec.ttxla_commit = input->ttxla_commit;
+    rec.forge_commit = input->forge_commit;
+    rec.details.set_forge_gitlink_commit(input->forge_gitlink.empty() ? input->forge_commit
+                                                                      : input->forge_gitlink);
+    rec.details.set_forge_source(input->forge_source.empty() ? "gitlink" : input->forge_source);
+    for (const auto& n : input->notes) rec.details.add_notes(n);
+    rec.archs = plan_options.archs;
+    rec.playbooks = plan_options.playbooks.empty() ? rules.Playbooks() : plan_options.playbooks;
+    for (const auto& d : input->inventory.diagnostics) {
+      if (d.severity == util::Severity::kError) rec.problems.push_back(d.ToString());
+    }
+    for (auto& p : plan.problems) rec.problems.push_back(std::move(p));
+    rec.created_by = caller.name;
+    rec.created_at = now;
+    for (auto& s : plan.shards) {
+      s.seq = next_seq_++;
+      s.enqueued_at = now;
+      s.eligible_at = now;
+    }
+    Mutation m;
+    m.name = "CreateSweep";
+    m.sweeps.push_back(&rec);
+    for (const auto& s : plan.shards) m.shard_specs.push_back(&s);
+    for (const auto& e : plan.entries) m.entries.emplace_back(rec.id, e);
+    AuditLocked(m, caller, "start_sweep", rec.id,
+                util::StrCat(req.reason(), req.reason().empty() ? "" : "; ", input->repo, "@",
+                             input->ttxla_commit.substr(0, 12), ", ", plan.shards.size(),
+                             " shards, ", plan.entries.size(), " entries"));
+    SweepRt rt;
+    rt.rec = rec;
+    sweeps_[rec.id] = std::move(rt);
+    std::vector<AgentRecord> agents;
+    if (auto st = CommitLocked(m, plan.shards, agents, after); !st.ok()) {
+      sweeps_.erase(rec.id);
+      return st;
+    }
+    metrics_->SweepStateChanged("", "running");
+    if (plan.shards.empty()) MaybeFinishSweepLocked(rec.id, after);
+    EmitLocked(rec.id, util::StrCat("sweep started: ", plan.shards.size(), " shards"), after);
+    return ViewLocked(sweeps_.at(rec.id));
+  });
+}
+
+bool Coordinator::PlanWaveLocked(const std::string& sweep_id, Effects& after) {
+  constexpr int kMaxWaves = 3;
+  SweepRt& sweep = sweeps_.at(sweep_id);
+  std::vector<const ShardRecord*> shards;
+  int wave = 0;
+  for (const auto& id : sweep.shard_ids) {
+    shards.push_back(&table_.shard(id));
+    wave = std::max(wave, shards.back()->spec.wave());
+  }
+  if (wave >= kMaxWaves) return false;
+  WavePlan plan =
+      PlanNextWave(sweep_id, shards, sweep.results, sweep.rec.archs, table_.AnyCpuAgentServing(),
+                   static_cast<int>(sweep.shard_ids.size()) + 1);
+  if (plan.shards.empty()) return false;
+  const TimePoint now = clock_->Now();
+  Mutation m;
+  m.name = "PlanWave";
+  for (auto& s : plan.shards) {
+    s.seq = next_seq_++;
+    s.enqueued_at = now;
+    s.eligible_at = now;
+    m.shard_specs.push_back(&s);
+  }
+  if (!journal_.Stage(m, after).ok()) return false;  // retried on the next completion or Tick
+  for (auto& s : plan.shards) table_.Put(std::move(s));
+  EmitLocked(sweep_id,
+             util::StrCat("wave ", wave + 1, ": ", plan.shards.size(),
+                          " shard(s) re-verify entries touched by registry lines"),
+             after);
+  return true;
+}
+
+void Coordinator::ScheduleFinishLocked(const std::string& sweep_id, Effects& after) {
+  if (finishing_.insert(sweep_id).second) {
+    after.last.push_back({[this, sweep_id] { FinishSweep(sweep_id); },
+                          [this, sweep_id](const absl::Status&) { Unfinish(sweep_id); }});
+  }
+}
+
+void Coordinator::MaybeFinishSweepLocked(const std::string& sweep_id, Effects& after) {
+  auto it = sweeps_.find(sweep_id);
+  if (it == sweeps_.end() || it->second.rec.state != SweepState::kRunning) return;
+  if (it->second.unfinished > 0) return;
+  // Registry lines proposed in this wave may touch entries verified without them.
+  if (PlanWaveLocked(sweep_id, after)) {
+    ServeWaitersLocked(after);
+    return;
+  }
+  // Every shard ended: merge (hook) outside the lock, then record the final state.
+  it->second.rec.state = SweepState::kMerging;
+  metrics_->SweepStateChanged("running", "merging");
+  ScheduleFinishLocked(sweep_id, after);
+}
+
+void Coordinator::FinishSweep(const std::string& sweep_id) {
+  FinishHook hook;
+  {
+    std::lock_guard lock(mu_);
+    hook = finish_hook_;
+  }
+  absl::Status merged = hook ? hook(sweep_id) : absl::OkStatus();
+  Effects after;
+  {
+    std::lock_guard lock(mu_);
+    auto it = sweeps_.find(sweep_id);
+    finishing_.erase(sweep_id);
+    if (it == sweeps_.end() || it->second.rec.state != SweepState::kMerging) return;
+    SweepRecord rec = it->second.rec;
+    bool any_failed = false;
+    for (const auto& id : it->second.shard_ids) {
+      any_failed |= table_.shard(id).state == ShardState::kFailed;
+    }
+    rec.state = (!merged.ok() || any_failed) ? SweepState::kFailed : SweepState::kSucceeded;
+    if (!merged.ok()) rec.error = util::StrCat("merge: ", util::MessageOf(merged));
+    rec.finished_at = clock_->Now();
+    Mutation m;
+    m.name = "FinishSweep";
+    m.sweeps.push_back(&rec);
+    if (!journal_.Stage(m, after).ok()) return;  // stays merging; retried on the next Tick
+    metrics_->SweepStateChanged("merging", SweepStateName(rec.state));
+    if (rec.state == SweepState::kSucceeded) {
+      metrics_->SweepSucceeded(ToSeconds(rec.finished_at.time_since_epoch()));
+    }
+    it->second.rec = rec;
+    EmitLocked(sweep_id, util::StrCat("sweep ", SweepStateName(rec.state)), after);
+  }
+  journal_.Settle(after);
+}
+
+void Coordinator::Unfinish(const std::string& sweep_id) {
+  std::lock_guard lock(mu_);
+  finishing_.erase(sweep_id);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Views
+
+absl::StatusOr<v1::Sweep> Coordinator::GetSweep(const std::string& id) {
+  std::lock_guard lock(mu_);
+  auto it = sweeps_.find(id);
+  if (it == sweeps_.end()) return absl::NotFoundError(util::StrCat("no sweep ", id));
+  return ViewLocked(it->second);
+}
+
+std::vector<v1::Sweep> Coordinator::ListSweeps() {
+  std::lock_guard lock(mu_);
+  std::vector<v1::Sweep> out;
+  for (const auto& [id, s] : sweeps_) out.push_back(ViewLocked(s));
+  return out;
+}
+
+absl::StatusOr<SweepRecord> Coordinator::SweepInfo(const std::string& sweep_id) {
+  std::lock_guard lock(mu_);
+  auto it = sweeps_.find(sweep_id);
+  if (it == sweeps_.end()) return absl::NotFoundError(util::StrCat("no sweep ", sweep_id));
+  return it->second.rec;
+}
+
+absl::StatusOr<std::vector<ShardRecord>> Coordinator::Shards(const std::string& sweep_id) {
+  std::lock_guard lock(mu_);
+  auto it = sweeps_.find(sweep_id);
+  if (it == sweeps_.end()) return absl::NotFoundError(util::StrCat("no sweep ", sweep_id));
+  std::vector<ShardRecord> out;
+  for (const auto& id : it->second.shard_ids) out.push_back(table_.shard(id));
+  return out;
+}
+
+absl::StatusOr<std::vector<ResultRecord>> Coordinator::Results(const std::string& sweep_id) {
+  std::lock_guard lock(mu_);
+  auto it = sweeps_.find(sweep_id);
+  if (it == sweeps_.end()) return absl::NotFoundError(util::StrCat("no sweep ", sweep_id));
+  return it->second.results;
+}
+
+v1::EntryCounts Coordinator::CountLocked(const SweepRt& s,
+                                         const std::map<std::string, EntryTally>* merged) const {
+  std::vector<EntryTally> tallies;
+  tallies.reserve(s.entries.size());
+  for (const auto& [k, e] : s.entries) {
+    EntryTally& t = tallies.emplace_back();
+    const std::string st = EntryStateName(e);
+    t.phase = st == "done"      ? EntryTally::Phase::kDone
+              : st == "running" ? EntryTally::Phase::kRunning
+                                : EntryTally::Phase::kQueued;
+    if (const std::string* label = ForFirstArch(e.decided, s.rec.archs)) t.label = *label;
+    t.review = e.review;
+    if (merged == nullptr) continue;
+    if (auto m = merged->find(k); m != merged->end()) {
+      t.label = m->second.label;
+      t.review = m->second.review;
+    }
+  }
+  return CountEntries(tallies);
+}
+
+absl::StatusOr<v1::EntryCounts> Coordinator::SettleCounts(
+    const std::string& sweep_id, const std::map<std::string, EntryTally>& merged) {
+  return Operate(Ack::kDurable, [&](Effects& after) -> absl::StatusOr<v1::EntryCounts> {
+    auto it = sweeps_.find(sweep_id);
+    if (it == sweeps_.end()) return absl::NotFoundError(util::StrCat("no sweep ", sweep_id));
+    v1::EntryCounts counts = CountLocked(it->second, &merged);
+    SweepRecord rec = it->second.rec;
+    *rec.details.mutable_final_entries() = counts;
+    Mutation m;
+    m.name = "SettleCounts";
+    m.sweeps.push_back(&rec);
+    std::vector<ShardRecord> shards;
+    std::vector<AgentRecord> agents;
+    if (auto st = CommitLocked(m, shards, agents, after); !st.ok()) return st;
+    it->second.rec.details = rec.details;
+    return counts;
+  });
+}
+
+v1::Sweep Coordinator::ViewLocked(const SweepRt& s) const {
+  v1::Sweep v;
+  const SweepRecord& r = s.rec;
+  v.set_id(r.id);
+  v.set_state(std::string(SweepStateName(r.state)));
+  v.set_repo(r.repo);
+  v.set_ttxla_commit(r.ttxla_commit);
+  v.set_forge_commit(r.forge_commit);
+  v.set_forge_gitlink_commit(r.details.forge_gitlink_commit());
+  v.set_forge_source(r.details.forge_source());
+  for (const auto& n : r.details.notes()) v.add_notes(n);
+  for (const auto& p : r.playbooks) v.add_playbooks(p);
+  for (const auto& a : r.archs) v.add_archs(a);
+  v.set_executor(r.request.executor());
+  v.set_created_unix_ms(ToUnixMillis(r.created_at));
+  if (r.finished_at != TimePoint{}) v.set_finished_unix_ms(ToUnixMillis(r.finished_at));
+  for (const auto& p : r.problems) v.add_problems(p);
+  v.set_created_by(r.created_by);
+  v.set_priority(r.request.priority());
+  v.set_error(r.error);
+  // Once the merge settled the counts (conflicts and its review flags included) they are final.
+  *v.mutable_entries() =
+      r.details.has_final_entries() ? r.details.final_entries() : CountLocked(s, nullptr);
+  for (int st = 0; st < static_cast<int>(s.by_state.size()); ++st) {
+    if (s.by_state[st] > 0) {
+      (*v.mutable_shards_by_state())[std::string(ShardStateName(static_cast<ShardState>(st)))] =
+          s.by_state[st];
+    }
+  }
+  for (const auto& p : s.live_problems) v.add_problems(p);
+  if (r.state == SweepState::kRunning && s.blocked) v.set_state("blocked");
+  // ETA: measured on this sweep only (docs/farm.md), unknown until enough shards finished.
+  v.set_eta_seconds(r.state == SweepState::kRunning ? EstimateEta(s.lanes, clock_->Now()) : 0);
+  return v;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Watches
+
+void Coordinator::EmitLocked(const std::string& sweep_id, const std::string& message,
+                             Effects& after) {
+  bool any = false;
+  for (const auto& [id, w] : watchers_) any |= w.first == sweep_id;
+  if (!any) return;
+  auto it = sweeps_.find(sweep_id);
+  if (it == sweeps_.end()) return;
+  v1::SweepEvent ev;
+  *ev.mutable_sweep() = ViewLocked(it->second);
+  ev.set_message(message);
+  for (const auto& [id, w] : watchers_) {
+    if (w.first == sweep_id) after.push_back([cb = w.second, ev] { cb(ev); });
+  }
+}
+
+absl::StatusOr<int> Coordinator::Watch(const std::string& sweep_id, WatchCallback cb) {
+  v1::SweepEvent ev;
+  int id;
+  {
+    std::lock_guard lock(mu_);
+    auto it = sweeps_.find(sweep_id);
+    if (it == sweeps_.end()) return absl::NotFoundError(util::StrCat("no sweep ", sweep_id));
+    id = next_watch_++;
+    watchers_[id] = {sweep_id, cb};
+    *ev.mutable_sweep() = ViewLocked(it->second);
+    ev.set_message("watching");
+  }
+  cb(ev);
+  return id;
+}
+
+void Coordinator::Unwatch(int id) {
+  std::lock_guard lock(mu_);
+  watchers_.erase(id);
+}
+
+}  // namespace triage::coord

@@ -1,0 +1,81 @@
+#include "coordinator/planning/start_request.h"
+
+#include <algorithm>
+
+#include "common/command/command_params.h"
+#include "common/inventory/schema.h"
+#include "common/util/strings.h"
+#include "nlohmann/json.hpp"
+
+namespace triage::coord {
+namespace {
+
+absl::StatusOr<std::map<std::string, double>> ParseDurations(const std::string& json) {
+  std::map<std::string, double> out;
+  if (json.empty()) return out;
+  try {
+    auto j = nlohmann::json::parse(json);
+    if (!j.is_object()) {
+      return absl::InvalidArgumentError("durations: expected a JSON object of node id -> seconds");
+    }
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      if (it.value().is_number()) out[it.key()] = it.value().get<double>();
+    }
+  } catch (const nlohmann::json::exception& e) {
+    return absl::InvalidArgumentError(util::StrCat("durations: invalid JSON: ", e.what()));
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<StartRequest> ValidateStartRequest(const v1::StartSweepRequest& req,
+                                                  const StartDefaults& defaults) {
+  if (req.repo_path().empty() == req.git_url().empty()) {
+    return absl::InvalidArgumentError("give exactly one of repo_path or git_url");
+  }
+  StartRequest out;
+  out.executor = req.executor().empty() ? defaults.executor : req.executor();
+  if (out.executor != "native" && out.executor != "command" && out.executor != "replay") {
+    return absl::InvalidArgumentError(
+        util::StrCat("unknown executor '", out.executor, "' (native, command, replay)"));
+  }
+  for (const auto& arch : req.archs()) {
+    if (!inventory::IsKnownArch(arch)) {
+      return absl::InvalidArgumentError(util::StrCat("unknown arch '", arch, "'"));
+    }
+  }
+  out.archs.assign(req.archs().begin(), req.archs().end());
+  if (out.archs.empty()) out.archs = defaults.archs;
+  // 0: the coordinator's max_attempts.
+  if (req.max_attempts() < 0 || req.max_attempts() > 1000) {
+    return absl::InvalidArgumentError(
+        util::StrCat("max_attempts must be between 1 and 1000 (0: the coordinator's default), got ",
+                     req.max_attempts()));
+  }
+  if (out.executor == "command") {
+    // Refused now, not on every agent later.
+    auto params = command::ParseParams({req.params().begin(), req.params().end()});
+    if (!params.ok()) return params.status();
+  }
+  out.rules = &classify::Classifier::Default();
+  if (!req.rules_yaml().empty()) {
+    auto c = classify::Classifier::FromYaml(req.rules_yaml(), "rules");
+    if (!c.ok()) return c.status();
+    out.custom_rules = std::make_shared<const classify::Classifier>(std::move(*c));
+    out.rules = out.custom_rules.get();
+  }
+  const auto known = out.rules->Playbooks();
+  for (const auto& pb : req.playbooks()) {
+    if (std::find(known.begin(), known.end(), pb) == known.end()) {
+      return absl::InvalidArgumentError(util::StrCat("unknown playbook '", pb, "'"));
+    }
+  }
+  out.playbooks.assign(req.playbooks().begin(), req.playbooks().end());
+  auto durations = ParseDurations(req.durations_json());
+  if (!durations.ok()) return durations.status();
+  out.durations = std::move(*durations);
+  return out;
+}
+
+}  // namespace triage::coord

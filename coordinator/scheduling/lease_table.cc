@@ -1,0 +1,616 @@
+#include "coordinator/scheduling/lease_table.h"
+
+#include <algorithm>
+#include <random>
+
+#include "common/util/strings.h"
+
+namespace triage::coord {
+namespace {
+
+constexpr std::string_view kCpuArch = "cpu";
+
+bool Active(ShardState s) { return s == ShardState::kLeased || s == ShardState::kRunning; }
+
+}  // namespace
+
+LeaseTable::LeaseTable(SchedulingOptions options, CoordinatorMetrics* metrics,
+                       ShardListener listener)
+    : options_(std::move(options)), metrics_(metrics), listener_(std::move(listener)) {}
+
+// ---------------------------------------------------------------------------------------------
+// Records
+
+LeaseTable::QueueKey LeaseTable::KeyOf(const ShardRecord& s) {
+  return {-s.priority, -s.expected_seconds, s.seq, s.id};
+}
+
+std::string LeaseTable::ShardArch(const ShardRecord& s) {
+  return s.spec.arch().empty() ? std::string(kCpuArch) : s.spec.arch();
+}
+
+std::string LeaseTable::AgentStateName(const AgentRecord& a) {
+  if (a.offline) return "offline";
+  if (a.draining) return "draining";
+  return a.leases.empty() ? "idle" : "busy";
+}
+
+const ShardRecord* LeaseTable::FindShard(const std::string& id) const {
+  auto it = shards_.find(id);
+  return it == shards_.end() ? nullptr : &it->second;
+}
+
+AgentRecord* LeaseTable::FindAgent(const std::string& id) {
+  auto it = agents_.find(id);
+  return it == agents_.end() ? nullptr : &it->second;
+}
+
+const ShardRecord* LeaseTable::ShardOfLease(const std::string& lease_id) const {
+  auto it = lease_to_shard_.find(lease_id);
+  return it == lease_to_shard_.end() ? nullptr : &shards_.at(it->second);
+}
+
+std::vector<std::string> LeaseTable::Dependents(const std::string& shard_id) const {
+  auto it = dependents_.find(shard_id);
+  return it == dependents_.end() ? std::vector<std::string>{} : it->second;
+}
+
+bool LeaseTable::AnyCpuAgentServing() const {
+  return std::any_of(agents_.begin(), agents_.end(), [](const auto& a) {
+    return a.second.dims.cpu_only() && !a.second.offline && !a.second.draining;
+  });
+}
+
+void LeaseTable::AgentLeases(const std::string& agent_id, const std::string& lease_id, bool add) {
+  auto agent = agents_.find(agent_id);
+  if (agent == agents_.end()) return;
+  std::string before = AgentStateName(agent->second);
+  if (add) {
+    agent->second.leases.insert(lease_id);
+  } else {
+    agent->second.leases.erase(lease_id);
+  }
+  std::string after = AgentStateName(agent->second);
+  if (before != after) metrics_->AgentStateChanged(agent->second.dims.arch(), before, after);
+}
+
+void LeaseTable::Put(ShardRecord updated) {
+  auto it = shards_.find(updated.id);
+  const ShardRecord* old = it == shards_.end() ? nullptr : &it->second;
+  if (old != nullptr) {
+    if (old->state == ShardState::kQueued) queue_.erase(KeyOf(*old));
+    if (old->state == ShardState::kQueued || old->state == ShardState::kWaiting) {
+      demand_.Add(old->sweep_id, Requirement::Of(*old), old->state == ShardState::kWaiting, -1);
+    }
+    if (old->lease && (!updated.lease || updated.lease->lease_id != old->lease->lease_id)) {
+      lease_to_shard_.erase(old->lease->lease_id);
+      lease_request_.erase(old->lease->lease_id);
+      AgentLeases(old->lease->agent_id, old->lease->lease_id, false);
+    }
+  }
+  const std::string arch = ShardArch(updated);
+  if (old == nullptr) {
+    metrics_->ShardStateChanged(arch, "", ShardStateName(updated.state));
+  } else if (old->state != updated.state) {
+    metrics_->ShardStateChanged(arch, ShardStateName(old->state), ShardStateName(updated.state));
+  }
+  if (listener_) listener_(old, updated);
+  if (old == nullptr && !updated.depends_on.empty()) {
+    dependents_[updated.depends_on].push_back(updated.id);
+  }
+  if (updated.state == ShardState::kQueued) queue_.insert(KeyOf(updated));
+  if (updated.state == ShardState::kQueued || updated.state == ShardState::kWaiting) {
+    demand_.Add(updated.sweep_id, Requirement::Of(updated), updated.state == ShardState::kWaiting,
+                +1);
+  }
+  if (updated.lease &&
+      (old == nullptr || !old->lease || old->lease->lease_id != updated.lease->lease_id)) {
+    lease_to_shard_[updated.lease->lease_id] = updated.id;
+    AgentLeases(updated.lease->agent_id, updated.lease->lease_id, true);
+  }
+  shards_[updated.id] = std::move(updated);
+}
+
+void LeaseTable::Put(AgentRecord updated) {
+  auto it = agents_.find(updated.dims.agent_id());
+  if (it == agents_.end()) {
+    metrics_->AgentStateChanged(updated.dims.arch(), "", AgentStateName(updated));
+    agents_[updated.dims.agent_id()] = std::move(updated);
+    return;
+  }
+  // Lease membership is owned by Put(ShardRecord); keep it.
+  updated.leases = it->second.leases;
+  std::string before = AgentStateName(it->second);
+  std::string after = AgentStateName(updated);
+  if (before != after || it->second.dims.arch() != updated.dims.arch()) {
+    metrics_->AgentStateChanged(it->second.dims.arch(), before, "");
+    metrics_->AgentStateChanged(updated.dims.arch(), "", after);
+  }
+  it->second = std::move(updated);
+}
+
+void LeaseTable::Remove(const std::string& agent_id) {
+  auto it = agents_.find(agent_id);
+  if (it == agents_.end()) return;
+  metrics_->AgentStateChanged(it->second.dims.arch(), AgentStateName(it->second), "");
+  agents_.erase(it);
+}
+
+void LeaseTable::Clear() {
+  for (const auto& [id, a] : agents_) {
+    metrics_->AgentStateChanged(a.dims.arch(), AgentStateName(a), "");
+  }
+  for (const auto& [id, s] : shards_) {
+    metrics_->ShardStateChanged(ShardArch(s), ShardStateName(s.state), "");
+  }
+  shards_.clear();
+  agents_.clear();
+  lease_to_shard_.clear();
+  dependents_.clear();
+  lease_request_.clear();
+  accepted_leases_.clear();
+  queue_.clear();
+  demand_.Clear();
+}
+
+void LeaseTable::Recovered(AgentRecord a, TimePoint now) {
+  a.last_heartbeat = now;  // a grace period to re-attach
+  a.offline = false;
+  a.leases.clear();
+  metrics_->AgentStateChanged(a.dims.arch(), "", AgentStateName(a));
+  agents_[a.dims.agent_id()] = std::move(a);
+}
+
+void LeaseTable::Recovered(ShardRecord s, TimePoint now) {
+  if (s.lease) {
+    s.lease->deadline = now + options_.lease_ttl;
+    s.last_progress_at = now;
+  }
+  Put(std::move(s));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Agents
+
+std::string LeaseTable::NewSessionId() {
+  static thread_local std::mt19937_64 rng(std::random_device{}());
+  return util::StrCat("sess-", next_session_++, "-", util::Hex(rng(), 16));
+}
+
+std::vector<ShardRecord> LeaseTable::FenceRestartedAgent(const AgentRecord& previous,
+                                                         const std::set<std::string>& held,
+                                                         TimePoint now, Mutation& m) {
+  std::vector<ShardRecord> out;
+  for (const auto& lease_id : previous.leases) {
+    auto sid = lease_to_shard_.find(lease_id);
+    if (sid == lease_to_shard_.end()) continue;
+    ShardRecord& current = shards_.at(sid->second);
+    if (held.count(lease_id) && current.lease) {
+      // Kept: the lease's life starts again so that the re-sent result arrives in time.
+      current.lease->deadline = now + options_.lease_ttl;
+      continue;
+    }
+    ShardRecord s = current;
+    metrics_->LeaseExpired(ShardArch(s), "agent_restart");
+    // An agent restart says nothing about the work: its own budget, not max_attempts.
+    FailAttempt(s, "expired", "agent re-registered (restart): lease fenced", now, m,
+                Fault::kInfrastructure, 0);
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+void LeaseTable::Seen(AgentRecord& agent, TimePoint now) {
+  agent.last_heartbeat = now;
+  if (agent.offline) {
+    std::string before = AgentStateName(agent);
+    agent.offline = false;
+    metrics_->AgentStateChanged(agent.dims.arch(), before, AgentStateName(agent));
+  }
+}
+
+v1::HeartbeatResponse LeaseTable::Heartbeat(const v1::HeartbeatRequest& req, TimePoint now) {
+  v1::HeartbeatResponse resp;
+  auto it = agents_.find(req.agent_id());
+  if (it == agents_.end() || it->second.session_id != req.session_id()) {
+    resp.set_reregister(true);
+    return resp;
+  }
+  AgentRecord& agent = it->second;
+  metrics_->HeartbeatAge(agent.dims.arch(), ToSeconds(now - agent.last_heartbeat));
+  Seen(agent, now);
+  const auto named = [&req](const std::string& lease_id) {
+    return std::find(req.lease_ids().begin(), req.lease_ids().end(), lease_id) !=
+           req.lease_ids().end();
+  };
+  for (const auto& lease_id : req.lease_ids()) {
+    auto sid = lease_to_shard_.find(lease_id);
+    if (sid == lease_to_shard_.end()) {
+      resp.add_revoked_lease_ids(lease_id);
+      continue;
+    }
+    ShardRecord& s = shards_.at(sid->second);
+    if (s.lease && s.lease->agent_id == agent.dims.agent_id()) {
+      s.lease->deadline = now + options_.lease_ttl;
+    } else {
+      resp.add_revoked_lease_ids(lease_id);
+    }
+  }
+  for (const auto& lease_id : agent.revoked) {
+    if (named(lease_id) &&
+        std::find(resp.revoked_lease_ids().begin(), resp.revoked_lease_ids().end(), lease_id) ==
+            resp.revoked_lease_ids().end()) {
+      resp.add_revoked_lease_ids(lease_id);
+    }
+  }
+  // Revocations the agent no longer mentions have been acted on.
+  for (auto r = agent.revoked.begin(); r != agent.revoked.end();) {
+    r = named(*r) ? std::next(r) : agent.revoked.erase(r);
+  }
+  resp.set_draining(agent.draining);
+  return resp;
+}
+
+void LeaseTable::MarkSilentAgentsOffline(TimePoint now) {
+  for (auto& [id, a] : agents_) {
+    if (!a.offline && now - a.last_heartbeat > options_.agent_dead_after) {
+      std::string before = AgentStateName(a);
+      a.offline = true;
+      metrics_->AgentStateChanged(a.dims.arch(), before, AgentStateName(a));
+    }
+  }
+}
+
+std::vector<std::string> LeaseTable::ForgettableAgents(TimePoint now) const {
+  std::vector<std::string> out;
+  for (const auto& [id, a] : agents_) {
+    if (a.offline && a.leases.empty() && now - a.last_heartbeat > options_.offline_retention) {
+      out.push_back(id);
+    }
+  }
+  return out;
+}
+
+void LeaseTable::StartGrace(TimePoint now) {
+  for (auto& [id, a] : agents_) a.last_heartbeat = std::max(a.last_heartbeat, now);
+  for (auto& [lease_id, sid] : lease_to_shard_) {
+    ShardRecord& s = shards_.at(sid);
+    if (!s.lease) continue;
+    s.lease->deadline = std::max(s.lease->deadline, now + options_.lease_ttl);
+    s.last_progress_at = std::max(s.last_progress_at, now);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Leases
+
+bool LeaseTable::Matches(const AgentRecord& agent, const ShardRecord& shard, TimePoint now) const {
+  if (shard.state != ShardState::kQueued || shard.eligible_at > now) return false;
+  return AgentOffers(agent.dims, shard.spec.executor(), shard.spec.playbook(), shard.archs,
+                     shard.cpu_ok);
+}
+
+const ShardRecord* LeaseTable::FindMatch(const AgentRecord& agent, TimePoint now) const {
+  if (agent.offline || agent.draining) return nullptr;
+  for (const auto& key : queue_) {
+    const ShardRecord& s = shards_.at(std::get<3>(key));
+    if (Matches(agent, s, now)) return &s;
+  }
+  return nullptr;
+}
+
+const ShardRecord* LeaseTable::SameRequest(const AgentRecord& agent,
+                                           const std::string& request_id) const {
+  if (request_id.empty()) return nullptr;
+  const ShardRecord* same = nullptr;
+  for (const auto& lease_id : agent.leases) {
+    auto r = lease_request_.find(lease_id);
+    if (r != lease_request_.end() && r->second == request_id) {
+      same = &shards_.at(lease_to_shard_.at(lease_id));
+    }
+  }
+  return same;
+}
+
+ShardRecord LeaseTable::Grant(const AgentRecord& agent, const ShardRecord& shard, TimePoint now,
+                              Mutation& m) const {
+  ShardRecord s = shard;
+  s.attempts += 1;
+  s.token += 1;
+  LeaseInfo lease;
+  lease.lease_id = util::StrCat(s.id, "-l", s.token);
+  lease.agent_id = agent.dims.agent_id();
+  lease.session_id = agent.session_id;
+  lease.token = s.token;
+  lease.granted_at = now;
+  lease.deadline = now + options_.lease_ttl;
+  s.lease = lease;
+  s.state = ShardState::kLeased;
+  s.last_progress_at = now;
+  s.last_step.clear();
+  s.last_entry.clear();
+  s.log_tail.clear();
+  AttemptRecord a;
+  a.shard_id = s.id;
+  a.attempt = static_cast<int>(lease.token);
+  a.lease_id = lease.lease_id;
+  a.agent_id = lease.agent_id;
+  a.token = lease.token;
+  a.granted_at = now;
+  m.attempts.push_back(a);
+  metrics_->ShardQueueWait(ShardArch(s), s.spec.playbook(),
+                           std::max(0.0, ToSeconds(now - std::max(s.enqueued_at, s.eligible_at))));
+  return s;
+}
+
+void LeaseTable::RememberRequest(const std::string& lease_id, const std::string& request_id) {
+  if (!request_id.empty()) lease_request_[lease_id] = request_id;
+}
+
+v1::LeaseResponse LeaseTable::Granted(const ShardRecord& s) {
+  v1::LeaseResponse resp;
+  resp.set_granted(true);
+  resp.set_lease_id(s.lease->lease_id);
+  resp.set_fencing_token(s.lease->token);
+  resp.set_deadline_unix_ms(ToUnixMillis(s.lease->deadline));
+  *resp.mutable_shard() = s.spec;
+  return resp;
+}
+
+v1::ProgressResponse LeaseTable::Progress(const v1::ProgressRequest& req, TimePoint now) {
+  v1::ProgressResponse resp;
+  auto sid = lease_to_shard_.find(req.lease_id());
+  if (sid == lease_to_shard_.end()) {
+    resp.set_revoked(true);
+    return resp;
+  }
+  const ShardRecord& current = shards_.at(sid->second);
+  if (!current.lease || current.lease->token != req.fencing_token() ||
+      current.lease->agent_id != req.agent_id()) {
+    resp.set_revoked(true);
+    return resp;
+  }
+  // In memory only (progress is not persisted).
+  ShardRecord s = current;
+  s.lease->deadline = now + options_.lease_ttl;
+  s.last_progress_at = now;
+  s.last_step = req.step();
+  s.last_entry = req.entry();
+  if (req.log_tail_size() > 0) s.log_tail.assign(req.log_tail().begin(), req.log_tail().end());
+  if (s.state == ShardState::kLeased) s.state = ShardState::kRunning;
+  Put(std::move(s));
+  if (auto agent = agents_.find(req.agent_id()); agent != agents_.end()) {
+    agent->second.last_heartbeat = now;
+  }
+  return resp;
+}
+
+AttemptRecord LeaseTable::EndedAttempt(const ShardRecord& s, TimePoint now, std::string outcome,
+                                       std::string reason) {
+  AttemptRecord a;
+  a.shard_id = s.id;
+  a.attempt = static_cast<int>(s.lease->token);
+  a.lease_id = s.lease->lease_id;
+  a.agent_id = s.lease->agent_id;
+  a.token = s.lease->token;
+  a.granted_at = s.lease->granted_at;
+  a.ended_at = now;
+  a.outcome = std::move(outcome);
+  a.reason = std::move(reason);
+  return a;
+}
+
+void LeaseTable::FailAttempt(ShardRecord& s, const std::string& outcome, const std::string& reason,
+                             TimePoint now, Mutation& m, Fault fault, int max_attempts) const {
+  if (s.lease) m.attempts.push_back(EndedAttempt(s, now, outcome, reason));
+  s.lease.reset();
+  s.last_error = reason;
+  if (fault == Fault::kInfrastructure) {
+    // The grant is given back: the work was not tried to its end.
+    s.attempts = std::max(0, s.attempts - 1);
+    s.infra_losses += 1;
+    if (s.infra_losses >= options_.max_infra_losses) {
+      s.last_error = util::StrCat(reason, " (", s.infra_losses,
+                                  " leases lost to agents or the coordinator going away)");
+      s.state = ShardState::kQuarantined;
+      return;
+    }
+    s.state = ShardState::kQueued;
+    s.enqueued_at = now;
+    s.eligible_at = now;  // nothing to wait for: another agent may take it at once
+    metrics_->Requeued(ShardArch(s), "infra");
+    return;
+  }
+  if (s.attempts >= max_attempts) {
+    s.state = ShardState::kQuarantined;
+    return;
+  }
+  auto backoff = options_.backoff_base;
+  for (int i = 1; i < s.attempts && backoff < options_.backoff_max; ++i) backoff *= 2;
+  backoff = std::min<Duration>(backoff, options_.backoff_max);
+  s.state = ShardState::kQueued;
+  s.enqueued_at = now;
+  s.eligible_at = now + backoff;
+  metrics_->Requeued(ShardArch(s), "auto");
+}
+
+void LeaseTable::Revoke(ShardRecord& s, TimePoint now, const std::string& why, Mutation& m) {
+  if (!s.lease) return;
+  m.attempts.push_back(EndedAttempt(s, now, "revoked", why));
+  auto agent = agents_.find(s.lease->agent_id);
+  if (agent != agents_.end()) agent->second.revoked.insert(s.lease->lease_id);
+  s.lease.reset();
+}
+
+std::vector<ShardRecord> LeaseTable::ExpireLeases(
+    TimePoint now, Mutation& m, const std::function<int(const ShardRecord&)>& max_attempts) {
+  std::vector<ShardRecord> out;
+  for (const auto& [lease_id, sid] : lease_to_shard_) {
+    const ShardRecord& cur = shards_.at(sid);
+    if (!cur.lease) continue;
+    auto agent = agents_.find(cur.lease->agent_id);
+    const bool agent_dead = agent == agents_.end() || agent->second.offline;
+    if (!agent_dead && cur.lease->deadline > now) continue;
+    ShardRecord s = cur;
+    const std::string why = agent_dead ? "heartbeat_timeout" : "deadline";
+    metrics_->LeaseExpired(ShardArch(s), why);
+    if (agent != agents_.end()) agent->second.revoked.insert(lease_id);
+    FailAttempt(
+        s, "expired",
+        util::StrCat("lease ", lease_id, " expired (", why, ") on agent ", s.lease->agent_id), now,
+        m, Fault::kInfrastructure, max_attempts(s));
+    if (s.state == ShardState::kQuarantined) {
+      metrics_->ShardAttempts(s.spec.playbook(), s.attempts);
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+absl::StatusOr<LeaseTable::Intake> LeaseTable::Admit(const v1::CompleteRequest& req) const {
+  Intake in;
+  if (accepted_leases_.count(req.lease_id())) {
+    in.kind = Intake::Kind::kDuplicate;
+    return in;
+  }
+  auto sid = lease_to_shard_.find(req.lease_id());
+  if (sid == lease_to_shard_.end()) {
+    in.metric_reason = "unknown_lease";
+    in.why =
+        util::StrCat("lease ", req.lease_id(), " is not current (expired, requeued or cancelled)");
+    return in;
+  }
+  const ShardRecord& s = shards_.at(sid->second);
+  if (!s.lease || s.lease->token != req.fencing_token()) {
+    in.metric_reason = "fencing";
+    in.why = util::StrCat("stale fencing token ", req.fencing_token(), " for shard ", s.id,
+                          " (current ", s.lease ? s.lease->token : s.token, ")");
+    return in;
+  }
+  if (s.lease->agent_id != req.agent_id()) {
+    return absl::PermissionDeniedError(
+        util::StrCat("agent ", req.agent_id(), " does not hold lease ", req.lease_id()));
+  }
+  in.kind = Intake::Kind::kAccept;
+  in.shard = s;
+  return in;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Waiters
+
+std::int64_t LeaseTable::AddWaiter(const v1::LeaseRequest& req, TimePoint now, LeaseCallback done) {
+  Duration wait =
+      std::min<Duration>(std::chrono::milliseconds(req.wait_ms()), options_.lease_wait_limit);
+  const std::int64_t id = next_wait_id_++;
+  waiters_.push_back(
+      Waiter{id, req.agent_id(), req.session_id(), req.request_id(), now + wait, std::move(done)});
+  return id;
+}
+
+LeaseTable::LeaseCallback LeaseTable::CancelWaiter(std::int64_t id) {
+  for (auto it = waiters_.begin(); it != waiters_.end(); ++it) {
+    if (it->id == id) {
+      LeaseCallback done = std::move(it->done);
+      waiters_.erase(it);
+      return done;
+    }
+  }
+  return nullptr;
+}
+
+std::vector<LeaseTable::Waiter> LeaseTable::TakeExpiredWaiters(TimePoint now) {
+  std::vector<Waiter> out;
+  for (auto w = waiters_.begin(); w != waiters_.end();) {
+    if (w->deadline <= now) {
+      out.push_back(std::move(*w));
+      w = waiters_.erase(w);
+    } else {
+      ++w;
+    }
+  }
+  return out;
+}
+
+std::vector<LeaseTable::Waiter> LeaseTable::TakeWaitersOf(const std::string& agent_id) {
+  std::vector<Waiter> out;
+  for (auto w = waiters_.begin(); w != waiters_.end();) {
+    if (w->agent_id == agent_id) {
+      out.push_back(std::move(*w));
+      w = waiters_.erase(w);
+    } else {
+      ++w;
+    }
+  }
+  return out;
+}
+
+std::vector<LeaseTable::Waiter> LeaseTable::TakeAllWaiters() {
+  std::vector<Waiter> out(std::make_move_iterator(waiters_.begin()),
+                          std::make_move_iterator(waiters_.end()));
+  waiters_.clear();
+  return out;
+}
+
+void LeaseTable::ServeWaiters(
+    TimePoint now,
+    const std::function<void(Waiter&, const AgentRecord&, const ShardRecord&)>& grant,
+    const std::function<void(Waiter&)>& reregister) {
+  if (serving_waiters_ || waiters_.empty() || queue_.empty()) return;
+  serving_waiters_ = true;
+  for (auto it = waiters_.begin(); it != waiters_.end() && !queue_.empty();) {
+    auto agent = agents_.find(it->agent_id);
+    if (agent == agents_.end() || agent->second.session_id != it->session_id) {
+      reregister(*it);
+      it = waiters_.erase(it);
+      continue;
+    }
+    const ShardRecord* shard = FindMatch(agent->second, now);
+    if (shard == nullptr) {
+      ++it;
+      continue;
+    }
+    Waiter w = std::move(*it);
+    it = waiters_.erase(it);
+    grant(w, agent->second, *shard);
+  }
+  serving_waiters_ = false;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The on-call view
+
+std::vector<Unservable> LeaseTable::FindUnservable() {
+  std::vector<const AgentRecord*> agents;
+  agents.reserve(agents_.size());
+  for (const auto& [id, a] : agents_) agents.push_back(&a);
+  std::vector<coord::Unservable> out = demand_.Evaluate(agents);
+  std::map<std::pair<std::string, std::string>, int> gauges;  // (arch, reason) -> shards
+  for (const auto& u : out) gauges[{u.arch, u.reason}] += u.shards;
+  for (const auto& key : unservable_reported_) gauges.try_emplace(key, 0);
+  for (const auto& [key, n] : gauges) {
+    metrics_->UnservableShards(key.first, key.second, n);
+    unservable_reported_.insert(key);
+  }
+  return out;
+}
+
+void LeaseTable::ReportOnCallAges(TimePoint now) {
+  std::map<std::string, std::pair<double, double>> ages;  // arch -> {progress, queued}
+  for (const auto& arch : on_call_archs_) ages[arch] = {0, 0};
+  for (const auto& [id, s] : shards_) {
+    if (Active(s.state)) {
+      auto& a = ages[ShardArch(s)];
+      a.first = std::max(a.first, ToSeconds(now - s.last_progress_at));
+    } else if (s.state == ShardState::kQueued && s.eligible_at <= now) {
+      auto& a = ages[ShardArch(s)];
+      a.second = std::max(a.second, ToSeconds(now - s.eligible_at));
+    }
+  }
+  for (const auto& [arch, a] : ages) {
+    on_call_archs_.insert(arch);
+    metrics_->OnCallAges(arch, a.first, a.second);
+  }
+}
+
+}  // namespace triage::coord

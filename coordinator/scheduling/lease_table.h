@@ -1,0 +1,199 @@
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <list>
+#include <map>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/clock/clock.h"
+#include "coordinator/metrics/metrics.h"
+#include "coordinator/model/model.h"
+#include "coordinator/persistence/store.h"
+#include "coordinator/scheduling/demand.h"
+#include "triage/v1/agent.pb.h"
+
+namespace triage::coord {
+
+struct SchedulingOptions {
+  Duration lease_ttl = std::chrono::seconds(60);         // lease life without heartbeats
+  Duration agent_dead_after = std::chrono::seconds(30);  // silence before an agent is offline
+  Duration offline_retention = std::chrono::hours(24);   // offline agents are then forgotten
+  Duration lease_wait_limit = std::chrono::seconds(20);  // server cap on a Lease long-poll
+  Duration backoff_base = std::chrono::seconds(10);      // requeue delay after attempt 1
+  Duration backoff_max = std::chrono::minutes(10);
+  int max_infra_losses = 10;
+};
+
+// Who is to blame for an attempt that ended without a result.
+enum class Fault {
+  kWork,            // the agent reported a failure, or a result broke the shard's rules
+  kInfrastructure,  // the lease was lost: agent died, stopped, restarted; coordinator restart
+};
+
+// The scheduler's state (docs/architecture.md, "Scheduling"): the fleet of agents, every shard's
+// record, the queue and the matching rule, Lease long-polls waiting for work, leases with their
+// fencing tokens and deadlines, heartbeats, expiry, backoff and quarantine, and the checks a
+// result passes at intake.
+//
+// It decides; it does not write. Methods that change a shard fill an updated copy and the
+// attempt rows of a Mutation; the owner stages the mutation (Journal) and then puts the copies
+// back with Put, the one apply path that live traffic and recovery share. In-memory-only
+// changes (heartbeat times, lease deadlines, progress) are made in place.
+//
+// Not thread-safe: the owner (the coordinator's front door) calls it under its state lock.
+class LeaseTable {
+ public:
+  // Called by Put before a shard's record is replaced (old is null for a new shard): the owner
+  // keeps its per-sweep accounting in step.
+  using ShardListener = std::function<void(const ShardRecord* old, const ShardRecord& updated)>;
+  using LeaseCallback = std::function<void(absl::StatusOr<v1::LeaseResponse>)>;
+  struct Waiter {
+    std::int64_t id;
+    std::string agent_id;
+    std::string session_id;
+    std::string request_id;
+    TimePoint deadline;
+    LeaseCallback done;
+  };
+
+  LeaseTable(SchedulingOptions options, CoordinatorMetrics* metrics, ShardListener listener);
+
+  // --- records ---------------------------------------------------------------------------
+  const std::map<std::string, ShardRecord>& shards() const { return shards_; }
+  const std::map<std::string, AgentRecord>& agents() const { return agents_; }
+  const ShardRecord* FindShard(const std::string& id) const;
+  const ShardRecord& shard(const std::string& id) const { return shards_.at(id); }
+  AgentRecord* FindAgent(const std::string& id);
+  // The shard holding a current lease, or null.
+  const ShardRecord* ShardOfLease(const std::string& lease_id) const;
+  // The shards waiting for this one to end.
+  std::vector<std::string> Dependents(const std::string& shard_id) const;
+  bool Accepted(const std::string& lease_id) const { return accepted_leases_.count(lease_id); }
+  bool AnyCpuAgentServing() const;
+
+  // The one apply path: records staged by the owner (or read back from the store) replace the
+  // table's; Put keeps the queue, the demand, the lease index and the agents' lease sets in
+  // step, and tells the listener.
+  void Put(ShardRecord updated);
+  void Put(AgentRecord updated);
+  void PutResult(const ResultRecord& r) { accepted_leases_.insert(r.lease_id); }
+  void Remove(const std::string& agent_id);
+  void Clear();  // everything, after a failed commit (the store's state is rebuilt)
+  // An agent read back after a restart: a grace period to re-attach, leases re-linked by Put.
+  void Recovered(AgentRecord a, TimePoint now);
+  // A shard read back after a restart: its lease (if any) gets a fresh deadline.
+  void Recovered(ShardRecord s, TimePoint now);
+
+  // --- agents ----------------------------------------------------------------------------
+  std::string NewSessionId();
+  // A restarted agent (a new session): its leases are fenced and their shards go back to the
+  // queue, but for those whose finished results it holds (held) and is about to re-send:
+  // their life starts again. Fills m's attempts; returns the updated shards.
+  std::vector<ShardRecord> FenceRestartedAgent(const AgentRecord& previous,
+                                               const std::set<std::string>& held, TimePoint now,
+                                               Mutation& m);
+  // In memory only: renews the leases the agent names, tells it which to stop.
+  v1::HeartbeatResponse Heartbeat(const v1::HeartbeatRequest& req, TimePoint now);
+  // An agent seen (heartbeat, lease call): online again.
+  void Seen(AgentRecord& agent, TimePoint now);
+  void MarkSilentAgentsOffline(TimePoint now);
+  // Offline agents without leases, silent for longer than offline_retention.
+  std::vector<std::string> ForgettableAgents(TimePoint now) const;
+  // Every agent's silence and every lease's life count from now (a restart's grace).
+  void StartGrace(TimePoint now);
+
+  // --- leases ----------------------------------------------------------------------------
+  // The lease an agent already holds for this Lease request id (a retried call), or null.
+  const ShardRecord* SameRequest(const AgentRecord& agent, const std::string& request_id) const;
+  // The first queued shard (priority, longest first, oldest) this agent may take now.
+  const ShardRecord* FindMatch(const AgentRecord& agent, TimePoint now) const;
+  // The granted copy of shard for agent; fills m's attempt row.
+  ShardRecord Grant(const AgentRecord& agent, const ShardRecord& shard, TimePoint now,
+                    Mutation& m) const;
+  void RememberRequest(const std::string& lease_id, const std::string& request_id);
+  static v1::LeaseResponse Granted(const ShardRecord& s);
+  // In memory only: progress renews the lease; a leased shard turns running. Revoked when the
+  // lease is not current.
+  v1::ProgressResponse Progress(const v1::ProgressRequest& req, TimePoint now);
+
+  // A failed attempt: requeue (work faults with backoff) or quarantine after max_attempts work
+  // faults or max_infra_losses infrastructure faults. Fills the copy of the shard.
+  void FailAttempt(ShardRecord& s, const std::string& outcome, const std::string& reason,
+                   TimePoint now, Mutation& m, Fault fault, int max_attempts) const;
+  // Ends the shard's lease (if any) as "revoked": the attempt is recorded in m and the agent is
+  // told to stop at its next heartbeat.
+  void Revoke(ShardRecord& s, TimePoint now, const std::string& why, Mutation& m);
+  // The attempt row of the shard's current lease, ended now.
+  static AttemptRecord EndedAttempt(const ShardRecord& s, TimePoint now, std::string outcome,
+                                    std::string reason);
+  // Leases past their deadline or on offline agents: the updated shards (m has the attempts).
+  std::vector<ShardRecord> ExpireLeases(TimePoint now, Mutation& m,
+                                        const std::function<int(const ShardRecord&)>& max_attempts);
+
+  // What a Complete may do with its lease. kAccept: the shard's copy is in shard.
+  struct Intake {
+    enum class Kind { kDuplicate, kStale, kAccept } kind = Kind::kStale;
+    std::string metric_reason;  // kStale: unknown_lease, fencing
+    std::string why;
+    ShardRecord shard;
+  };
+  absl::StatusOr<Intake> Admit(const v1::CompleteRequest& req) const;
+
+  // --- waiters ---------------------------------------------------------------------------
+  std::int64_t AddWaiter(const v1::LeaseRequest& req, TimePoint now, LeaseCallback done);
+  LeaseCallback CancelWaiter(std::int64_t id);
+  // Long-polls past their deadline, and those of an agent (drained), removed.
+  std::vector<Waiter> TakeExpiredWaiters(TimePoint now);
+  std::vector<Waiter> TakeWaitersOf(const std::string& agent_id);
+  std::vector<Waiter> TakeAllWaiters();
+  // Serves waiting long-polls while shards match: grant(waiter, agent, shard) commits the grant
+  // and answers; a waiter whose session is gone is answered reregister through reregister.
+  // Re-entrant calls (a grant's commit serves waiters) return at once: the outer loop serves.
+  void ServeWaiters(
+      TimePoint now,
+      const std::function<void(Waiter&, const AgentRecord&, const ShardRecord&)>& grant,
+      const std::function<void(Waiter&)>& reregister);
+
+  // --- the on-call view -------------------------------------------------------------------
+  // Queued work no live, undrained agent can take; the gauges per (arch, reason) are reported.
+  std::vector<Unservable> FindUnservable();
+  // Per arch: the longest time a leased/running shard went without progress and the age of the
+  // oldest queued shard.
+  void ReportOnCallAges(TimePoint now);
+
+  static std::string AgentStateName(const AgentRecord& a);
+  // The lane a shard runs in: its arch, or "cpu" for a probe phase.
+  static std::string ShardArch(const ShardRecord& s);
+
+ private:
+  using QueueKey = std::tuple<int, double, std::int64_t, std::string>;
+  static QueueKey KeyOf(const ShardRecord& s);
+  bool Matches(const AgentRecord& agent, const ShardRecord& shard, TimePoint now) const;
+  void AgentLeases(const std::string& agent_id, const std::string& lease_id, bool add);
+
+  const SchedulingOptions options_;
+  CoordinatorMetrics* const metrics_;
+  const ShardListener listener_;
+
+  std::map<std::string, ShardRecord> shards_;
+  std::map<std::string, AgentRecord> agents_;
+  std::map<std::string, std::string> lease_to_shard_;           // active leases
+  std::map<std::string, std::vector<std::string>> dependents_;  // shard -> shards waiting on it
+  std::map<std::string, std::string> lease_request_;            // lease id -> the Lease request id
+  std::set<std::string> accepted_leases_;
+  std::set<QueueKey> queue_;
+  Demand demand_;  // queued and waiting shards per sweep and requirement
+  std::list<Waiter> waiters_;
+  std::int64_t next_wait_id_ = 1;
+  std::int64_t next_session_ = 1;
+  bool serving_waiters_ = false;
+  std::set<std::string> on_call_archs_;  // archs whose on-call ages were reported once
+  std::set<std::pair<std::string, std::string>> unservable_reported_;  // (arch, reason) gauges
+};
+
+}  // namespace triage::coord
