@@ -255,77 +255,96 @@ absl::StatusOr<v1::CompleteResponse> Coordinator::CompleteLocked(const v1::Compl
     return resp;
   }
   ShardRecord s = std::move(intake->shard);
-  Mutation m;
-  std::vector<ShardRecord> shards;
-  std::vector<AgentRecord> agents;
-  const LeaseInfo lease = *s.lease;
-  const std::string arch = LeaseTable::ShardArch(s);
-  metrics_->ShardRunTime(arch, s.spec.playbook(), ToSeconds(now - lease.granted_at));
+  const TimePoint granted_at = s.lease->granted_at;
+  metrics_->ShardRunTime(LeaseTable::ShardArch(s), s.spec.playbook(), ToSeconds(now - granted_at));
   if (absl::Status owned = CheckResultOwnership(s.spec, req.result()); !owned.ok()) {
-    m.name = "RejectResult";
-    std::string why = util::MessageOf(owned);
-    table_.FailAttempt(s, "rejected", why, now, m, Fault::kWork, MaxAttempts(s));
-    metrics_->ShardCompleted(arch, s.spec.playbook(), "rejected");
-    if (s.state == ShardState::kQuarantined) {
-      metrics_->ShardAttempts(s.spec.playbook(), s.attempts);
-    }
-    shards.push_back(s);
-    if (auto st = CommitLocked(m, shards, agents, after); !st.ok()) return st;
-    EmitLocked(s.sweep_id, util::StrCat("shard ", s.id, " result rejected: ", why), after);
+    return EndAttemptLocked(std::move(s), "RejectResult", util::MessageOf(owned), after);
+  }
+  if (req.result().status() != v1::ShardResult::SUCCEEDED) {
+    return EndAttemptLocked(
+        std::move(s), "FailAttempt",
+        req.result().error().empty() ? "the agent reported a failure" : req.result().error(),
+        after);
+  }
+  return RecordResultLocked(std::move(s), req.result(), after);
+}
+
+absl::StatusOr<v1::CompleteResponse> Coordinator::EndAttemptLocked(ShardRecord s,
+                                                                   const std::string& operation,
+                                                                   const std::string& why,
+                                                                   Effects& after) {
+  // A rejected result (it broke the shard's rules) or a failure the agent reported: both are
+  // the work's fault, so they count toward max_attempts.
+  const bool rejected = operation == "RejectResult";
+  const std::string arch = LeaseTable::ShardArch(s);
+  Mutation m;
+  m.name = operation;
+  table_.FailAttempt(s, rejected ? "rejected" : "failed", why, clock_->Now(), m, Fault::kWork,
+                     MaxAttempts(s));
+  metrics_->ShardCompleted(arch, s.spec.playbook(), rejected ? "rejected" : "failed");
+  if (s.state == ShardState::kQuarantined) metrics_->ShardAttempts(s.spec.playbook(), s.attempts);
+  const std::string id = s.id;
+  const std::string sweep_id = s.sweep_id;
+  std::vector<ShardRecord> shards{std::move(s)};
+  std::vector<AgentRecord> agents;
+  if (auto st = CommitLocked(m, shards, agents, after); !st.ok()) return st;
+  v1::CompleteResponse resp;
+  if (rejected) {
+    EmitLocked(sweep_id, util::StrCat("shard ", id, " result rejected: ", why), after);
     metrics_->StaleResultRejected("disallowed_file");
     resp.set_accepted(false);
     resp.set_rejected_reason(why);
-    return resp;
-  }
-  if (req.result().status() != v1::ShardResult::SUCCEEDED) {
-    m.name = "FailAttempt";
-    std::string why =
-        req.result().error().empty() ? "the agent reported a failure" : req.result().error();
-    table_.FailAttempt(s, "failed", why, now, m, Fault::kWork, MaxAttempts(s));
-    metrics_->ShardCompleted(arch, s.spec.playbook(), "failed");
-    if (s.state == ShardState::kQuarantined) metrics_->ShardAttempts(s.spec.playbook(), s.attempts);
-    shards.push_back(s);
-    if (auto st = CommitLocked(m, shards, agents, after); !st.ok()) return st;
-    EmitLocked(s.sweep_id, util::StrCat("shard ", s.id, " attempt failed: ", why), after);
+  } else {
+    EmitLocked(sweep_id, util::StrCat("shard ", id, " attempt failed: ", why), after);
     resp.set_accepted(true);
-    return resp;
   }
+  return resp;
+}
+
+absl::StatusOr<v1::CompleteResponse> Coordinator::RecordResultLocked(ShardRecord s,
+                                                                     const v1::ShardResult& result,
+                                                                     Effects& after) {
+  const TimePoint now = clock_->Now();
+  const LeaseInfo lease = *s.lease;
+  Mutation m;
   m.name = "RecordResult";
-  AttemptRecord a = LeaseTable::EndedAttempt(s, now, "succeeded", "");
-  m.attempts.push_back(a);
+  m.attempts.push_back(LeaseTable::EndedAttempt(s, now, "succeeded", ""));
   ResultRecord r;
   r.lease_id = lease.lease_id;
   r.shard_id = s.id;
   r.sweep_id = s.sweep_id;
   r.token = lease.token;
   r.accepted_at = now;
-  r.result = req.result();
+  r.result = result;
   m.result = r;
   s.lease.reset();
   s.state = ShardState::kSucceeded;
   s.last_error.clear();
   std::vector<ShardRecord> dependents;
-  CascadeLocked(s, &req.result(), dependents);
+  CascadeLocked(s, &result, dependents);
   const std::string id = s.id;
   const std::string sweep_id = s.sweep_id;
+  const std::string arch = LeaseTable::ShardArch(s);
   const std::string playbook = s.spec.playbook();
   const int attempts = s.attempts;
-  shards.push_back(std::move(s));
+  std::vector<ShardRecord> shards{std::move(s)};
   for (auto& d : dependents) shards.push_back(std::move(d));
   for (const auto& d : shards) {
     if (d.id != id && d.spec.SerializeAsString() != table_.shard(d.id).spec.SerializeAsString()) {
       m.shard_specs.push_back(&d);
     }
   }
+  std::vector<AgentRecord> agents;
   if (auto st = CommitLocked(m, shards, agents, after); !st.ok()) return st;
   metrics_->ShardCompleted(arch, playbook, "succeeded");
   metrics_->ShardAttempts(playbook, attempts);
   const auto& entries = sweeps_.at(sweep_id).entries;
-  for (const auto& o : req.result().entries()) {
+  for (const auto& o : result.entries()) {
     auto e = entries.find(o.file() + "\n" + o.key());
     if (e != entries.end()) metrics_->EntryDecided(e->second.playbook, OutcomeLabel(o), o.stage());
   }
   EmitLocked(sweep_id, util::StrCat("shard ", id, " completed by ", lease.agent_id), after);
+  v1::CompleteResponse resp;
   resp.set_accepted(true);
   return resp;
 }

@@ -206,6 +206,12 @@ class Coordinator {
   void ServeWaitersLocked(Effects& after);
   absl::StatusOr<v1::CompleteResponse> CompleteLocked(const v1::CompleteRequest& req,
                                                       Effects& after);
+  // A Complete that ends the attempt without a result: operation RejectResult or FailAttempt.
+  absl::StatusOr<v1::CompleteResponse> EndAttemptLocked(ShardRecord s, const std::string& operation,
+                                                        const std::string& why, Effects& after);
+  absl::StatusOr<v1::CompleteResponse> RecordResultLocked(ShardRecord s,
+                                                          const v1::ShardResult& result,
+                                                          Effects& after);
   // Dependents of a shard that ended: released (succeeded) or failed/cancelled.
   void CascadeLocked(const ShardRecord& ended, const v1::ShardResult* result,
                      std::vector<ShardRecord>& out);
