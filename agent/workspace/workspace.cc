@@ -354,8 +354,7 @@ absl::StatusOr<Workspace::Diffs> Workspace::CollectDiffs(std::string_view ttxla_
   return diffs;
 }
 
-absl::StatusOr<std::string> Workspace::ReadAtCommit(std::string_view repo,
-                                                    std::string_view commit,
+absl::StatusOr<std::string> Workspace::ReadAtCommit(std::string_view repo, std::string_view commit,
                                                     std::string_view path) const {
   if (auto s = CheckRelative(path); !s.ok()) return s;
   auto git = RepoGit(repo);  // Git::Show checks the commit and runs git with argv only

@@ -77,9 +77,9 @@ v1::EntryEdit LiftEntryEdit(const std::string& path, const std::string& arch,
     o = o != nullptr ? o->Find(other) : nullptr;
     n = n != nullptr ? n->Find(other) : nullptr;
     if ((o == nullptr) != (n == nullptr) || (o != nullptr && !(*o == *n))) {
-      AddReview(outcome, util::StrCat("the command changed arch_overrides.", other,
-                                      " in a shard for ", arch.empty() ? "no arch" : arch,
-                                      ": not lifted"));
+      AddReview(outcome,
+                util::StrCat("the command changed arch_overrides.", other, " in a shard for ",
+                             arch.empty() ? "no arch" : arch, ": not lifted"));
     }
   }
   for (const auto& item : after.value.map) {
@@ -87,9 +87,9 @@ v1::EntryEdit LiftEntryEdit(const std::string& path, const std::string& arch,
     const inventory::Value* old = before->Field(item.key);
     if (old != nullptr && *old == item.value) continue;
     if (!(*after.FieldForArch(item.key, arch) == item.value)) {
-      AddReview(outcome, util::StrCat("the command changed top-level ", item.key,
-                                      ", which arch_overrides.", arch,
-                                      " hides on this arch: not lifted"));
+      AddReview(outcome,
+                util::StrCat("the command changed top-level ", item.key, ", which arch_overrides.",
+                             arch, " hides on this arch: not lifted"));
     }
   }
   return edit;
@@ -134,8 +134,8 @@ class Lifter {
   void LiftTtXla(const std::string& raw) {
     auto split = diff::SplitDiff(raw);
     if (!split.ok()) {
-      out_.notes.push_back(
-          util::StrCat("unreadable tt-xla diff: ", util::MessageOf(split.status()), ": not lifted"));
+      out_.notes.push_back(util::StrCat("unreadable tt-xla diff: ", util::MessageOf(split.status()),
+                                        ": not lifted"));
       return;
     }
     for (const auto& fd : *split) {
@@ -160,8 +160,8 @@ class Lifter {
       auto before_doc = inventory::Document::Parse(path, *base);
       auto after_doc = inventory::Document::Parse(path, *after);
       if (!after_doc.ok()) {
-        out_.notes.push_back(util::StrCat("the command left ", path, " invalid: ",
-                                          after_doc.diagnostics().front().ToString(),
+        out_.notes.push_back(util::StrCat("the command left ", path,
+                                          " invalid: ", after_doc.diagnostics().front().ToString(),
                                           ": not lifted"));
         continue;
       }
@@ -190,8 +190,8 @@ class Lifter {
   void LiftForge(const std::string& raw) {
     auto split = diff::SplitDiff(raw);
     if (!split.ok()) {
-      out_.notes.push_back(util::StrCat("unreadable tt_forge_models diff: ",
-                                        util::MessageOf(split.status()), ": not lifted"));
+      out_.notes.push_back(util::StrCat(
+          "unreadable tt_forge_models diff: ", util::MessageOf(split.status()), ": not lifted"));
       return;
     }
     const std::string registry_path(registry::kTrainingUtilsPath.substr(kForgePrefix.size()));
@@ -229,9 +229,9 @@ class Lifter {
     auto b = registry::RegistryFile::Parse(path, *base);
     auto a = registry::RegistryFile::Parse(path, *after);
     if (!b.ok() || !a.ok()) {
-      out_.notes.push_back(util::StrCat(
-          "training_utils.py unreadable after the command: ",
-          util::MessageOf(b.ok() ? a.status() : b.status()), ": not lifted"));
+      out_.notes.push_back(util::StrCat("training_utils.py unreadable after the command: ",
+                                        util::MessageOf(b.ok() ? a.status() : b.status()),
+                                        ": not lifted"));
       return;
     }
     for (const auto& reg : b->registrations()) {

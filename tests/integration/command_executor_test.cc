@@ -202,17 +202,16 @@ TEST_F(CommandExecutorTest, ARegistryLineFromACommandStartsTheReverificationWave
   const std::string yaml = "test_config:\n" +
                            entry("a/pytorch-V1-single_device-training", kUnpackReason) +
                            entry("c/pytorch-X-single_device-training", kBf16Reason);
-  const auto repo = testing::MakeTtXlaRepo(
-      tmp_.path() / "reg", {{kYamlPath, yaml}},
-      {{"a/pytorch/loader.py", "class ModelLoader:\n    pass\n"},
-       {"c/pytorch/loader.py", "class ModelLoader:\n    pass\n"},
-       {"training_utils.py", "_register_attr(\"A\", \"b\")\n"}});
+  const auto repo =
+      testing::MakeTtXlaRepo(tmp_.path() / "reg", {{kYamlPath, yaml}},
+                             {{"a/pytorch/loader.py", "class ModelLoader:\n    pass\n"},
+                              {"c/pytorch/loader.py", "class ModelLoader:\n    pass\n"},
+                              {"training_utils.py", "_register_attr(\"A\", \"b\")\n"}});
   workspace::Workspace ws(testing::CloneWorkspace(repo, tmp_.path() / "reg-ws"),
                           tmp_.path() / "reg-shards");
   git::Git g(repo);
   const std::string ttxla_commit = *g.RevParse("HEAD");
-  const std::string forge_commit =
-      *g.SubmoduleCommit(ttxla_commit, "third_party/tt_forge_models");
+  const std::string forge_commit = *g.SubmoduleCommit(ttxla_commit, "third_party/tt_forge_models");
 
   auto store = coord::SqliteStore::Open(":memory:");
   ASSERT_TRUE(store.ok()) << store.status();

@@ -142,8 +142,9 @@ TEST_F(LiftTest, AYamlHunkBecomesTheEntrysFieldEdit) {
 // The shard's arch reads arch_overrides.<arch> on top of the top level: a change there is lifted
 // like a top-level one; another arch's overrides are not lifted and are flagged.
 TEST_F(LiftTest, ArchOverridesAreReadAsTheShardsArchSeesThem) {
-  const std::string base_entry = "    reason: \"tt-forge-models doesn't implement "
-                                 "unpack_forward_output for this model.\"\n";
+  const std::string base_entry =
+      "    reason: \"tt-forge-models doesn't implement "
+      "unpack_forward_output for this model.\"\n";
   auto with_override = [&](const std::string& arch) {
     return Replace(kYaml, base_entry,
                    base_entry + "    arch_overrides:\n      " + arch +
@@ -177,8 +178,8 @@ TEST_F(LiftTest, TrainingUtilsLinesBecomeRegistryOps) {
   EXPECT_TRUE(out.notes.empty()) << util::StrJoin(out.notes, "\n");
   std::vector<std::string> ops;
   for (const auto& op : r.registry_ops()) {
-    ops.push_back(util::StrCat(v1::RegistryOp::Kind_Name(op.kind()), " ", op.cls(), " ",
-                               op.attr()));
+    ops.push_back(
+        util::StrCat(v1::RegistryOp::Kind_Name(op.kind()), " ", op.cls(), " ", op.attr()));
   }
   EXPECT_EQ(ops, (std::vector<std::string>{"REMOVE MiniMgpstrOutput ", "REMOVE MiniSeq2SeqOutput ",
                                            "ADD MiniCausalLMOutput logits",
@@ -242,7 +243,8 @@ TEST_F(LiftTest, ChangesOutsideTheShardAreFlaggedOrLeftForTheOwnershipCheck) {
 
 TEST_F(LiftTest, WhatCannotBeReadIsFlaggedForReview) {
   // A diff that does not apply to the pinned file.
-  const std::string stale = diff::UnifiedDiff(kYamlPath, "test_config:\n  x: 1\n", "test_config:\n");
+  const std::string stale =
+      diff::UnifiedDiff(kYamlPath, "test_config:\n  x: 1\n", "test_config:\n");
   v1::ShardResult r = Command(stale, "");
   LiftOutput out = Lift(spec_, r, files_);
   ASSERT_EQ(out.notes.size(), 1u);
@@ -260,14 +262,15 @@ TEST_F(LiftTest, WhatCannotBeReadIsFlaggedForReview) {
   EXPECT_EQ(r.entries(0).review(0), out.notes[0]);
 
   // An entry the command removed.
-  r = Command(YamlDiff(Replace(kYaml, "  b/pytorch-single_device-training:\n    status: "
-                                      "NOT_SUPPORTED_SKIP\n",
+  r = Command(YamlDiff(Replace(kYaml,
+                               "  b/pytorch-single_device-training:\n    status: "
+                               "NOT_SUPPORTED_SKIP\n",
                                "")),
               "");
   out = Lift(spec_, r, files_);
   ASSERT_EQ(out.notes.size(), 1u);
-  EXPECT_EQ(out.notes[0], util::StrCat("the command removed entry '", kB, "' from ", kYamlPath,
-                                       ": not lifted"));
+  EXPECT_EQ(out.notes[0],
+            util::StrCat("the command removed entry '", kB, "' from ", kYamlPath, ": not lifted"));
 
   // training_utils.py missing at the pinned commit.
   files_.forge.erase(kUtilsPath);

@@ -1,9 +1,10 @@
 // The merge of a sweep's results (coordinator/merge/merge.h) against in-memory pinned files:
 // top-level vs per-arch placement, YAML / registry / loader conflicts, command-executor results
-// (lifted as their agent lifts them, common/lift/lift.h) merging like native ones, patches that `git apply --check` accepts, and a property test that the patches do not
-// depend on the order, duplicates or retried attempts of the results. Then the report
-// (coordinator/merge/report.h): each entry's part of the forge patch, and, through a real
-// coordinator and store, the outputs of a finished sweep (its final state, evidence per arch).
+// (lifted as their agent lifts them, common/lift/lift.h) merging like native ones, patches that
+// `git apply --check` accepts, and a property test that the patches do not depend on the order,
+// duplicates or retried attempts of the results. Then the report (coordinator/merge/report.h): each
+// entry's part of the forge patch, and, through a real coordinator and store, the outputs of a
+// finished sweep (its final state, evidence per arch).
 
 #include "coordinator/merge/merge.h"
 
@@ -791,8 +792,9 @@ TEST(Merge, CommandDiffsMergeLikeTheNativeResult) {
   for (const auto& rec : stray.results) {
     absl::Status owned = coord::CheckResultOwnership(ShardOf(stray, rec.shard_id).spec, rec.result);
     EXPECT_FALSE(owned.ok());
-    EXPECT_NE(owned.message().find("tt_forge_models/a/pytorch/loader.py outside the shard's loader"),
-              std::string::npos)
+    EXPECT_NE(
+        owned.message().find("tt_forge_models/a/pytorch/loader.py outside the shard's loader"),
+        std::string::npos)
         << owned;
   }
 }
