@@ -170,6 +170,10 @@ class Lifter {
         if (old != nullptr && old->value == e.value) continue;
         auto it = outcomes_.find(path + "\n" + e.key);
         if (it == outcomes_.end()) {
+          // Reported, not rejected: the file is the shard's own, and the coordinator has always
+          // accepted the rest of such a result; refusing it would throw away the shard's
+          // verified outcomes for a change the merge could not use anyway (docs/farm.md, "One
+          // result format: the lift"). Files the shard does not own are rejected (KeepOutside).
           out_.notes.push_back(util::StrCat("change of entry '", e.key, "' in ", path,
                                             " is outside the shard: not lifted"));
           continue;
