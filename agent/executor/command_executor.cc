@@ -4,6 +4,7 @@
 
 #include "agent/workspace/workspace.h"
 #include "common/command/command_params.h"
+#include "common/lift/lift.h"
 #include "common/process/process.h"
 #include "common/util/file.h"
 #include "common/util/strings.h"
@@ -30,6 +31,24 @@ std::string Replace(std::string item, const std::map<std::string, std::string>& 
   }
   return out;
 }
+
+// The shard's base files: both repositories at the spec's pinned commits, read from the
+// workspace's git object store (the working tree holds what the command changed).
+class WorkspacePinnedFiles : public lift::PinnedFiles {
+ public:
+  WorkspacePinnedFiles(const workspace::Workspace& ws, const v1::ShardSpec& spec)
+      : ws_(ws), spec_(spec) {}
+  absl::StatusOr<std::string> ReadTtXla(const std::string& path) override {
+    return ws_.ReadAtCommit(workspace::kTtXlaRepo, spec_.ttxla_commit(), path);
+  }
+  absl::StatusOr<std::string> ReadForge(const std::string& path) override {
+    return ws_.ReadAtCommit(workspace::kForgeRepo, spec_.forge_commit(), path);
+  }
+
+ private:
+  const workspace::Workspace& ws_;
+  const v1::ShardSpec& spec_;
+};
 
 }  // namespace
 
@@ -165,12 +184,25 @@ absl::StatusOr<v1::ShardResult> CommandExecutor::Run(ExecContext& ctx) {
       o->set_arch(spec.arch());
       o->set_flavor(e->flavor());
       o->set_verdict("command");
-      o->set_changed(false);  // the diffs carry the changes; the merge lifts them
+      o->set_changed(false);  // until the lift below finds a change of the entry
       if (!runs[i].review.empty()) o->add_review(runs[i].review);
       // The log of the entry's run and the JUnit files (as the native playbooks link them).
       o->add_evidence(util::StrCat("logs/command-", i + 1, ".log"));
       for (const auto& name : junit_names) o->add_evidence(name);
     }
+  }
+  // One result format: the diffs become entry edits, registry operations and loader file edits
+  // here, once, and the coordinator never sees raw diffs (docs/farm.md, "Executors"). What cannot
+  // be lifted is flagged for review on the outcomes; files outside the shard stay in the result,
+  // and the coordinator's ownership check rejects it naming them.
+  WorkspacePinnedFiles pinned(*ctx.workspace, spec);
+  const lift::LiftOutput lifted = lift::Lift(spec, result, pinned);
+  if (ctx.progress && (!lifted.notes.empty() || !lifted.outside.empty())) {
+    std::vector<std::string> lines = lifted.notes;
+    for (const auto& f : lifted.outside) {
+      lines.push_back(util::StrCat(f, " is outside the shard: the result will be rejected"));
+    }
+    ctx.progress("lift", "", lines);
   }
   return result;
 }

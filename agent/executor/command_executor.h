@@ -18,9 +18,13 @@ namespace triage::agent {
 //            one argv element per entry key (per-shard mode).
 //   per      "entry" (default) or "shard".
 //   timeout_seconds  per command run (default: the agent's command_timeout, else the shard's).
-// Afterwards: both repos' diffs against the pinned commits (new files included), every JUnit
-// file under the shard's junit/ directory, and the exit status travel in the result. A
-// non-zero exit or a timeout (the whole process group is killed) flags the entries for review.
+// Afterwards both repos' diffs against the pinned commits (new files included) are lifted into
+// the structured edits a native result carries (common/lift/lift.h: entry edits, registry
+// operations, loader file edits against the pinned commit), reading the base files at the pinned
+// commits from the workspace's git; the result carries no raw diff. Every JUnit file under the
+// shard's junit/ directory and the exit status travel in the result too. A non-zero exit, a
+// timeout (the whole process group is killed) or a change that could not be lifted flags the
+// entries for review.
 class CommandExecutor : public Executor {
  public:
   std::string name() const override { return "command"; }

@@ -22,6 +22,8 @@ constexpr auto kFetchTimeout = std::chrono::minutes(30);
 constexpr auto kTreeTimeout = std::chrono::minutes(10);
 constexpr int kMaxSymlinkHops = 40;
 constexpr int kMaxAttempts = 10000;
+// A file read at a pinned commit (the YAML files and training_utils.py are far smaller).
+constexpr std::size_t kMaxPinnedFileBytes = 64 << 20;
 
 absl::Status WithContext(const absl::Status& status, std::string_view context) {
   return absl::Status(status.code(), util::StrCat(context, ": ", util::MessageOf(status)));
@@ -350,6 +352,14 @@ absl::StatusOr<Workspace::Diffs> Workspace::CollectDiffs(std::string_view ttxla_
   if (!forge.ok()) return forge.status();
   diffs.forge = std::move(*forge);
   return diffs;
+}
+
+absl::StatusOr<std::string> Workspace::ReadAtCommit(std::string_view repo, std::string_view commit,
+                                                    std::string_view path) const {
+  if (auto s = CheckRelative(path); !s.ok()) return s;
+  auto git = RepoGit(repo);  // Git::Show checks the commit and runs git with argv only
+  if (!git.ok()) return git.status();
+  return git->Show(commit, path, kMaxPinnedFileBytes);
 }
 
 absl::StatusOr<std::vector<std::string>> Workspace::ChangedFiles(std::string_view repo,

@@ -55,6 +55,13 @@ class Workspace {
   absl::StatusOr<std::vector<std::string>> ChangedFiles(std::string_view repo,
                                                         std::string_view commit) const;
 
+  // The bytes of path (relative to that repository's root) at commit in repo ("tt-xla" or
+  // "tt_forge_models"), read from git's object store, not the working tree, so what a shard
+  // changed does not show. NotFound when the file is not in commit; the path is checked like
+  // Resolve's (relative, no "..").
+  absl::StatusOr<std::string> ReadAtCommit(std::string_view repo, std::string_view commit,
+                                           std::string_view path) const;
+
   // A path inside the workspace from a relative path that may come from YAML keys or results.
   // Rejects empty and absolute paths, any ".." component, NUL bytes, and paths that resolve
   // (following existing symlinks) outside root. Returns root/relative (not canonicalized).

@@ -378,12 +378,6 @@ void Coordinator::CascadeLocked(const ShardRecord& ended, const v1::ShardResult*
       }
       for (const auto& fe : result->file_edits()) *u.spec.add_pre_apply() = fe;
       for (const auto& op : result->registry_ops()) *u.spec.add_pre_registry() = op;
-      if (!result->forge_diff().empty()) {
-        v1::FileEdit fe;
-        fe.set_repo("tt_forge_models");
-        fe.set_diff(result->forge_diff());
-        *u.spec.add_pre_apply() = fe;
-      }
       u.state = ShardState::kQueued;
       u.enqueued_at = now;
       u.eligible_at = now;

@@ -52,27 +52,6 @@ inventory::Value FromYaml(const v1::YamlValue& v) {
   }
 }
 
-v1::YamlValue ToYaml(const inventory::Value& v) {
-  v1::YamlValue out;
-  switch (v.kind) {
-    case inventory::Value::Kind::kBool:
-      out.set_bool_value(v.boolean);
-      break;
-    case inventory::Value::Kind::kInt:
-      out.set_int_value(v.integer);
-      break;
-    case inventory::Value::Kind::kFloat:
-      out.set_float_value(v.number);
-      break;
-    case inventory::Value::Kind::kList:
-      for (const auto& i : v.list) out.mutable_list_value()->add_items(i.string);
-      break;
-    default:
-      out.set_string_value(v.string);
-  }
-  return out;
-}
-
 // A canonical text of an edit's intent (set fields sorted, deletes sorted).
 std::string Canonical(const v1::EntryEdit& e) {
   std::vector<std::string> parts;
@@ -91,172 +70,6 @@ inventory::EntryEdit ToEditorEdit(const v1::EntryEdit& e, const std::string& arc
   for (const auto& f : e.set()) out.set.emplace_back(f.name(), FromYaml(f.value()));
   for (const auto& d : e.delete_()) out.del.push_back(d);
   return out;
-}
-
-// What a command's change of one entry means for the shard's arch: the difference between the
-// fields the runner sees on that arch before and after (inventory::Entry::FieldForArch), so a
-// change under arch_overrides.<arch> is lifted like a top-level one and the merge places it.
-// Changes the arch does not see (another arch's overrides, a top-level field its override
-// hides) are not lifted and are flagged for review.
-v1::EntryEdit LiftEntryEdit(const std::string& path, const std::string& arch,
-                            const inventory::Entry* before, const inventory::Entry& after,
-                            v1::EntryOutcome& outcome) {
-  v1::EntryEdit edit;
-  edit.set_file(path);
-  edit.set_key(after.key);
-  for (const auto& name : after.FieldNamesForArch(arch)) {
-    const inventory::Value* now = after.FieldForArch(name, arch);
-    const inventory::Value* was = before != nullptr ? before->FieldForArch(name, arch) : nullptr;
-    if (was != nullptr && *was == *now) continue;
-    auto* f = edit.add_set();
-    f->set_name(name);
-    *f->mutable_value() = ToYaml(*now);
-  }
-  if (before == nullptr) return edit;
-  for (const auto& name : before->FieldNamesForArch(arch)) {
-    if (after.FieldForArch(name, arch) == nullptr) edit.add_delete_(name);
-  }
-  // What changed that this arch does not see.
-  std::set<std::string> others;
-  for (const auto* e : {before, &after}) {
-    for (auto& a : e->OverrideArchs()) {
-      if (a != arch) others.insert(a);
-    }
-  }
-  for (const auto& other : others) {
-    const inventory::Value* o = before->Field("arch_overrides");
-    const inventory::Value* n = after.Field("arch_overrides");
-    o = o != nullptr ? o->Find(other) : nullptr;
-    n = n != nullptr ? n->Find(other) : nullptr;
-    if ((o == nullptr) != (n == nullptr) || (o != nullptr && !(*o == *n))) {
-      outcome.add_review(util::StrCat("the command changed arch_overrides.", other,
-                                      " in a shard for ", arch.empty() ? "no arch" : arch,
-                                      ": not lifted"));
-    }
-  }
-  for (const auto& item : after.value.map) {
-    if (item.key == "arch_overrides") continue;
-    const inventory::Value* old = before->Field(item.key);
-    if (old != nullptr && *old == item.value) continue;
-    if (!(*after.FieldForArch(item.key, arch) == item.value)) {
-      outcome.add_review(util::StrCat("the command changed top-level ", item.key,
-                                      ", which arch_overrides.", arch,
-                                      " hides on this arch: not lifted"));
-    }
-  }
-  return edit;
-}
-
-// Turns a command executor's raw diffs into the structured edits a native result carries:
-// YAML hunks -> per-entry field changes, training_utils.py hunks -> registry operations, loader
-// hunks -> file edits. Hunks outside the shard's files are dropped and reported.
-void Lift(const v1::ShardSpec& spec, v1::ShardResult& r, PinnedFiles* files,
-          std::vector<std::string>& notes) {
-  std::map<std::string, v1::EntryOutcome*> outcomes;
-  for (auto& o : *r.mutable_entries()) outcomes[o.file() + "\n" + o.key()] = &o;
-  if (!r.ttxla_diff().empty()) {
-    auto split = diff::SplitDiff(r.ttxla_diff());
-    if (!split.ok()) {
-      notes.push_back(util::StrCat(spec.shard_id(),
-                                   ": unreadable tt-xla diff: ", util::MessageOf(split.status())));
-    } else {
-      for (const auto& fd : *split) {
-        const std::string path = fd.path();
-        auto base = files->ReadTtXla(path);
-        if (!base.ok()) {
-          notes.push_back(
-              util::StrCat(spec.shard_id(), ": ", path, ": ", util::MessageOf(base.status())));
-          continue;
-        }
-        auto after = diff::ApplyFileDiff(*base, fd);
-        if (!after.ok()) {
-          notes.push_back(util::StrCat(spec.shard_id(), ": ", util::MessageOf(after.status())));
-          continue;
-        }
-        auto before_doc = inventory::Document::Parse(path, *base);
-        auto after_doc = inventory::Document::Parse(path, *after);
-        if (!after_doc.ok()) {
-          notes.push_back(util::StrCat(spec.shard_id(), ": the command left ", path,
-                                       " invalid: ", after_doc.diagnostics().front().ToString()));
-          continue;
-        }
-        for (const auto& e : after_doc.entries()) {
-          const inventory::Entry* old = before_doc.Find(e.key);
-          if (old != nullptr && old->value == e.value) continue;
-          auto it = outcomes.find(path + "\n" + e.key);
-          if (it == outcomes.end()) {
-            notes.push_back(util::StrCat(spec.shard_id(), ": change of entry '", e.key, "' in ",
-                                         path, " is outside the shard: dropped"));
-            continue;
-          }
-          v1::EntryEdit edit = LiftEntryEdit(path, spec.arch(), old, e, *it->second);
-          it->second->set_changed(edit.set_size() > 0 || edit.delete__size() > 0);
-          *it->second->mutable_edit() = edit;
-        }
-      }
-    }
-  }
-  if (!r.forge_diff().empty()) {
-    auto split = diff::SplitDiff(r.forge_diff());
-    std::string loader_dir = spec.loader().substr(0, spec.loader().rfind('/') + 1);
-    if (std::string_view(loader_dir).starts_with(kForgePrefix))
-      loader_dir.erase(0, kForgePrefix.size());
-    const std::string registry_path(registry::kTrainingUtilsPath.substr(kForgePrefix.size()));
-    if (!split.ok()) {
-      notes.push_back(util::StrCat(spec.shard_id(), ": unreadable tt_forge_models diff"));
-    } else {
-      for (const auto& fd : *split) {
-        const std::string path = fd.path();
-        if (path == registry_path) {
-          auto base = files->ReadForge(path);
-          if (!base.ok()) continue;
-          auto after = diff::ApplyFileDiff(*base, fd);
-          if (!after.ok()) {
-            notes.push_back(util::StrCat(spec.shard_id(), ": ", util::MessageOf(after.status())));
-            continue;
-          }
-          auto b = registry::RegistryFile::Parse(path, *base);
-          auto a = registry::RegistryFile::Parse(path, *after);
-          if (!b.ok() || !a.ok()) {
-            notes.push_back(util::StrCat(spec.shard_id(),
-                                         ": training_utils.py unreadable after "
-                                         "the command"));
-            continue;
-          }
-          for (const auto& reg : b->registrations()) {
-            const auto* now = a->Find(reg.cls);
-            if (now == nullptr || now->attr != reg.attr) {
-              auto* op = r.add_registry_ops();
-              op->set_kind(v1::RegistryOp::REMOVE);
-              op->set_cls(reg.cls);
-            }
-          }
-          for (const auto& reg : a->registrations()) {
-            const auto* was = b->Find(reg.cls);
-            if ((was == nullptr || was->attr != reg.attr) && !reg.attr.empty()) {
-              auto* op = r.add_registry_ops();
-              op->set_kind(v1::RegistryOp::ADD);
-              op->set_cls(reg.cls);
-              op->set_attr(reg.attr);
-            }
-          }
-          continue;
-        }
-        if (!std::string_view(path).starts_with(loader_dir)) {
-          notes.push_back(util::StrCat(spec.shard_id(), ": hunk for tt_forge_models/", path,
-                                       " is outside the shard's loader: dropped"));
-          continue;
-        }
-        auto* fe = r.add_file_edits();
-        fe->set_repo("tt_forge_models");
-        fe->set_path(path);
-        fe->set_diff(fd.text);
-        fe->set_against_pinned(true);
-      }
-    }
-  }
-  r.clear_ttxla_diff();
-  r.clear_forge_diff();
 }
 
 std::string EntryText(const inventory::Document& doc, const std::string& key) {
@@ -286,11 +99,10 @@ absl::StatusOr<MergeOutput> Merge(const MergeInput& input) {
   }
   struct Item {
     const coord::ShardRecord* shard;
-    v1::ShardResult result;
-    coord::ResultRecord record;
+    const coord::ResultRecord* record;
   };
   std::vector<Item> items;
-  for (const auto& [id, r] : latest) items.push_back({shards.at(id), r->result, *r});
+  for (const auto& [id, r] : latest) items.push_back({shards.at(id), r});
   std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) {
     auto key = [](const Item& i) {
       return std::make_tuple(i.shard->spec.wave(), PhaseOrder(i.shard->spec.phase()),
@@ -298,12 +110,6 @@ absl::StatusOr<MergeOutput> Merge(const MergeInput& input) {
     };
     return key(a) < key(b);
   });
-  // Command executor results become structured edits first.
-  for (auto& it : items) {
-    if (!it.result.ttxla_diff().empty() || !it.result.forge_diff().empty()) {
-      Lift(it.shard->spec, it.result, input.files, out.conflicts);
-    }
-  }
 
   // ---- entries: the deciding outcome per target arch
   struct Acc {
@@ -315,7 +121,7 @@ absl::StatusOr<MergeOutput> Merge(const MergeInput& input) {
   std::map<std::pair<std::string, std::string>, Acc> acc;  // (file, key)
   for (const auto& it : items) {
     const auto& spec = it.shard->spec;
-    for (const auto& o : it.result.entries()) {
+    for (const auto& o : it.record->result.entries()) {
       Acc& a = acc[{o.file(), o.key()}];
       EntryMerge& m = a.m;
       m.key = o.key();
@@ -463,13 +269,9 @@ absl::StatusOr<MergeOutput> Merge(const MergeInput& input) {
   }
 
   // ---- registry
-  std::vector<coord::ResultRecord> lifted_records;
-  for (const auto& it : items) {
-    coord::ResultRecord r = it.record;
-    r.result = it.result;
-    lifted_records.push_back(std::move(r));
-  }
-  coord::WavePlan registry = coord::MergeRegistry(lifted_records);
+  std::vector<coord::ResultRecord> records;
+  for (const auto& it : items) records.push_back(*it.record);
+  coord::WavePlan registry = coord::MergeRegistry(records);
   for (const auto& c : registry.conflicts) {
     out.conflicts.push_back(c);
     out.conflict_counts["registry"]++;
@@ -510,7 +312,7 @@ absl::StatusOr<MergeOutput> Merge(const MergeInput& input) {
   };
   std::map<std::string, FileState> loaders;
   for (const auto& it : items) {
-    for (const auto& fe : it.result.file_edits()) {
+    for (const auto& fe : it.record->result.file_edits()) {
       if (fe.repo() != "tt_forge_models") continue;
       auto split = diff::SplitDiff(fe.diff());
       if (!split.ok()) continue;

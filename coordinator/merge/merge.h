@@ -7,18 +7,13 @@
 
 #include "absl/status/statusor.h"
 #include "common/inventory/editor.h"
+#include "common/lift/lift.h"
 #include "coordinator/model/model.h"
 
 namespace triage::merge {
 
-// The files of a sweep's pinned commits.
-class PinnedFiles {
- public:
-  virtual ~PinnedFiles() = default;
-  // Path relative to the tt-xla root / the tt_forge_models root. NotFound for a missing file.
-  virtual absl::StatusOr<std::string> ReadTtXla(const std::string& path) = 0;
-  virtual absl::StatusOr<std::string> ReadForge(const std::string& path) = 0;
-};
+// The files of a sweep's pinned commits (the interface the agent's lift reads them through).
+using PinnedFiles = lift::PinnedFiles;
 
 struct MergeInput {
   std::string sweep_id;
@@ -67,6 +62,9 @@ struct MergeOutput {
 //    two attributes for one class are a conflict (no line).
 //  - Loader files: edits chained wave by wave (a later edit was made on top of the earlier).
 //  - A conflict is listed and the thing is left as it was; never last-writer-wins.
+// Results are structured (entry edits, registry ops, file edits): a command executor's raw diffs
+// were lifted on its agent (common/lift/lift.h) and the coordinator refuses results that still
+// carry them (docs/farm.md, "Executors").
 absl::StatusOr<MergeOutput> Merge(const MergeInput& input);
 
 }  // namespace triage::merge

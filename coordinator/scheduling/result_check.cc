@@ -57,12 +57,14 @@ std::vector<std::string> DiffPaths(const std::string& diff) {
 }
 
 absl::Status CheckResultOwnership(const v1::ShardSpec& spec, const v1::ShardResult& result) {
-  std::set<std::pair<std::string, std::string>> entries;
-  std::set<std::string> yaml_files;
-  for (const auto& e : spec.entries()) {
-    entries.insert({e.file(), e.key()});
-    yaml_files.insert(e.file());
+  // One result format: the command executor's agent lifts its diffs into the structured edits
+  // below before sending (common/lift/lift.h, docs/farm.md "Executors").
+  if (!result.ttxla_diff().empty() || !result.forge_diff().empty()) {
+    return absl::InvalidArgumentError(
+        "result carries unlifted raw diffs: the agent lifts them into edits");
   }
+  std::set<std::pair<std::string, std::string>> entries;
+  for (const auto& e : spec.entries()) entries.insert({e.file(), e.key()});
   // The loader's directory, relative to the tt_forge_models root.
   std::string loader_dir = spec.loader().substr(0, spec.loader().rfind('/') + 1);
   if (std::string_view(loader_dir).starts_with(kForgePrefix))
@@ -80,12 +82,11 @@ absl::Status CheckResultOwnership(const v1::ShardSpec& spec, const v1::ShardResu
           "the edit of entry '", o.key(), "' names another entry ('", o.edit().key(), "')"));
     }
   }
-  auto check_forge_path = [&](const std::string& p, bool allow_registry) -> absl::Status {
+  auto check_forge_path = [&](const std::string& p) -> absl::Status {
     if (!SafeRelative(p)) {
       return absl::PermissionDeniedError(util::StrCat("unsafe path '", p, "'"));
     }
     if (std::string_view(p).starts_with(loader_dir)) return absl::OkStatus();
-    if (allow_registry && p == registry_file) return absl::OkStatus();
     return absl::PermissionDeniedError(util::StrCat(
         "edit of tt_forge_models/", p, " outside the shard's loader directory ", loader_dir));
   };
@@ -97,7 +98,7 @@ absl::Status CheckResultOwnership(const v1::ShardSpec& spec, const v1::ShardResu
         for (const auto& p : DiffPaths(fe.diff())) paths.push_back(p);
       }
       for (const auto& p : paths) {
-        if (auto st = check_forge_path(p, /*allow_registry=*/false); !st.ok()) {
+        if (auto st = check_forge_path(p); !st.ok()) {
           return absl::PermissionDeniedError(
               util::StrCat(util::MessageOf(st),
                            p == registry_file ? " (registry changes travel as registry ops)" : ""));
@@ -114,16 +115,6 @@ absl::Status CheckResultOwnership(const v1::ShardSpec& spec, const v1::ShardResu
         (op.kind() == v1::RegistryOp::ADD && !registry::IsIdentifier(op.attr()))) {
       return absl::PermissionDeniedError(
           util::StrCat("registry op with invalid names '", op.cls(), "', '", op.attr(), "'"));
-    }
-  }
-  // Raw diffs of the command executor.
-  for (const auto& p : DiffPaths(result.forge_diff())) {
-    if (auto st = check_forge_path(p, /*allow_registry=*/true); !st.ok()) return st;
-  }
-  for (const auto& p : DiffPaths(result.ttxla_diff())) {
-    if (!SafeRelative(p) || !yaml_files.count(p)) {
-      return absl::PermissionDeniedError(
-          util::StrCat("edit of tt-xla/", p, ": the shard may only change its YAML files"));
     }
   }
   return absl::OkStatus();

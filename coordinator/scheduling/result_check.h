@@ -12,9 +12,10 @@ namespace triage::coord {
 std::vector<std::string> DiffPaths(const std::string& diff);
 
 // A result may only change what its shard owns: the YAML entries of the shard, files under
-// its loader's directory, and registry lines of training_utils.py (as registry operations, or
-// as lines of that file in a command executor's diff). Paths must be relative, without "..".
-// Anything else rejects the whole result, with the offending file or key named.
+// its loader's directory, and registry lines of training_utils.py (as registry operations).
+// Paths must be relative, without "..". Anything else rejects the whole result, with the
+// offending file or key named. A result that still carries raw diffs (ttxla_diff, forge_diff) is
+// refused too: the command executor's agent lifts them into edits (common/lift/lift.h).
 absl::Status CheckResultOwnership(const v1::ShardSpec& spec, const v1::ShardResult& result);
 
 }  // namespace triage::coord

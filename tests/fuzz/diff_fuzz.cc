@@ -6,7 +6,7 @@
 //     file whose hunks parse, and applying it to A gives B.
 //   - Any diff: B read as a diff is split, its hunks parsed and applied to A without crashing;
 //     errors are InvalidArgument.
-//   - The lift of a command executor's diff (coordinator/merge): when B applies to A and both
+//   - The lift of a command executor's diff (common/lift): when B applies to A and both
 //     are clean test-config documents, each changed entry is read per arch the way the lift
 //     reads it, and every field it names on an arch resolves (the lift dereferences them).
 
@@ -55,7 +55,7 @@ void RoundTrip(std::string_view a, std::string_view b, const std::string& diff, 
   FUZZ_CHECK(*applied == b, "%s: own diff applies to a different text", how);
 }
 
-// What coordinator/merge's lift reads of a changed entry, on each arch.
+// What common/lift reads of a changed entry, on each arch.
 void LiftReads(std::string_view before_text, const std::string& after_text) {
   using triage::inventory::Document;
   const Document before = Document::Parse("f.yaml", std::string(before_text));

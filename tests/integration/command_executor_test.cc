@@ -1,6 +1,8 @@
 // The command executor on a real workspace, with scripted stand-in commands that edit files:
-// diffs of both repos, JUnit files, exit status, argv without a shell, and timeouts that kill
-// the whole process group.
+// both repos' diffs lifted into structured edits (common/lift/lift.h) with the base files read at
+// the pinned commits, JUnit files, exit status, argv without a shell, timeouts that kill the
+// whole process group, and a registry line from a command starting the coordinator's registry
+// re-verification wave.
 
 #include "agent/executor/command_executor.h"
 
@@ -9,7 +11,11 @@
 #include <set>
 
 #include "agent/workspace/workspace.h"
+#include "common/clock/clock.h"
 #include "common/git/git.h"
+#include "common/util/file.h"
+#include "coordinator/core/coordinator.h"
+#include "coordinator/persistence/sqlite_store.h"
 #include "gtest/gtest.h"
 #include "tests/unit/test_support.h"
 
@@ -84,7 +90,7 @@ class CommandExecutorTest : public ::testing::Test {
   std::vector<std::string> steps_;
 };
 
-TEST_F(CommandExecutorTest, CollectsBothDiffsJUnitAndTheExitStatus) {
+TEST_F(CommandExecutorTest, LiftsBothDiffsAndCollectsJUnitAndTheExitStatus) {
   Script(
       "tool.sh",
       "set -e\n"
@@ -100,13 +106,24 @@ TEST_F(CommandExecutorTest, CollectsBothDiffsJUnitAndTheExitStatus) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->status(), v1::ShardResult::SUCCEEDED);
   EXPECT_EQ(r->exit_code(), 0);
-  EXPECT_NE(r->forge_diff().find("+    def unpack_forward_output(self, out):"), std::string::npos)
-      << r->forge_diff();
-  EXPECT_NE(r->forge_diff().find("a/a/pytorch/loader.py"), std::string::npos)
-      << "paths relative to the tt_forge_models root";
-  EXPECT_NE(r->ttxla_diff().find("+    status: EXPECTED_PASSING"), std::string::npos);
-  EXPECT_EQ(r->ttxla_diff().find("third_party/tt_forge_models"), std::string::npos)
-      << "no submodule noise in the tt-xla diff";
+  EXPECT_TRUE(r->ttxla_diff().empty() && r->forge_diff().empty()) << "lifted on the agent";
+  ASSERT_EQ(r->file_edits_size(), 1) << "no submodule noise from the tt-xla diff";
+  const v1::FileEdit& fe = r->file_edits(0);
+  EXPECT_EQ(fe.repo(), "tt_forge_models");
+  EXPECT_EQ(fe.path(), "a/pytorch/loader.py") << "paths relative to the tt_forge_models root";
+  EXPECT_TRUE(fe.against_pinned());
+  EXPECT_NE(fe.diff().find("+    def unpack_forward_output(self, out):"), std::string::npos)
+      << fe.diff();
+  EXPECT_NE(fe.diff().find("a/a/pytorch/loader.py"), std::string::npos) << fe.diff();
+  EXPECT_EQ(r->registry_ops_size(), 0);
+  for (const auto& o : r->entries()) {
+    SCOPED_TRACE(o.key());
+    ASSERT_TRUE(o.changed()) << "the YAML hunk is the entry's edit";
+    EXPECT_EQ(o.edit().key(), o.key());
+    ASSERT_EQ(o.edit().set_size(), 1);
+    EXPECT_EQ(o.edit().set(0).name(), "status");
+    EXPECT_EQ(o.edit().set(0).value().string_value(), "EXPECTED_PASSING");
+  }
   bool junit = false;
   for (const auto& e : r->evidence())
     junit |= e.kind() == "junit" && e.content().find("testcase") != std::string::npos;
@@ -167,6 +184,147 @@ TEST_F(CommandExecutorTest, FailuresAndTimeoutsAreFlaggedAndTheGroupIsKilled) {
   const int pid = std::stoi(testing::ReadFileOrDie(pidfile));
   EXPECT_TRUE(testing::WaitFor([&] { return ::kill(pid, 0) != 0; }, 5s))
       << "the command's background child must be killed with its group";
+}
+
+// A registry line a command proposes (a `_register_attr(...)` line added to training_utils.py)
+// starts the registry re-verification wave (coordinator/planning/waves.h) exactly as a native
+// result's registry op does: the agent lifts the hunk into a registry op, and the coordinator
+// re-verifies, with the line pre-applied, the entries whose output class it names.
+TEST_F(CommandExecutorTest, ARegistryLineFromACommandStartsTheReverificationWave) {
+  constexpr char kUnpackReason[] =
+      "tt-forge-models doesn't implement unpack_forward_output for this model.";
+  constexpr char kBf16Reason[] = "RuntimeError: 'lu_cpu' not implemented for 'BFloat16'";
+  auto entry = [](const std::string& key, const std::string& reason) {
+    return "  " + key +
+           ":\n    status: NOT_SUPPORTED_SKIP\n    bringup_status: FAILED_FE_COMPILATION\n" +
+           "    reason: \"" + reason + "\"\n";
+  };
+  const std::string yaml = "test_config:\n" +
+                           entry("a/pytorch-V1-single_device-training", kUnpackReason) +
+                           entry("c/pytorch-X-single_device-training", kBf16Reason);
+  const auto repo =
+      testing::MakeTtXlaRepo(tmp_.path() / "reg", {{kYamlPath, yaml}},
+                             {{"a/pytorch/loader.py", "class ModelLoader:\n    pass\n"},
+                              {"c/pytorch/loader.py", "class ModelLoader:\n    pass\n"},
+                              {"training_utils.py", "_register_attr(\"A\", \"b\")\n"}});
+  workspace::Workspace ws(testing::CloneWorkspace(repo, tmp_.path() / "reg-ws"),
+                          tmp_.path() / "reg-shards");
+  git::Git g(repo);
+  const std::string ttxla_commit = *g.RevParse("HEAD");
+  const std::string forge_commit = *g.SubmoduleCommit(ttxla_commit, "third_party/tt_forge_models");
+
+  auto store = coord::SqliteStore::Open(":memory:");
+  ASSERT_TRUE(store.ok()) << store.status();
+  FakeClock clock;
+  coord::Coordinator coordinator(
+      coord::CoordinatorOptions{}, store->get(), &clock,
+      [&](const v1::StartSweepRequest&) -> absl::StatusOr<coord::SweepInput> {
+        coord::SweepInput in;
+        in.repo = repo.string();
+        in.ttxla_commit = ttxla_commit;
+        in.forge_commit = forge_commit;
+        in.agent_repo_url = repo.string();
+        in.inventory.documents.push_back(inventory::Document::Parse(kYamlPath, yaml));
+        return in;
+      });
+  v1::RegisterRequest reg;
+  reg.mutable_dimensions()->set_agent_id("n");
+  reg.mutable_dimensions()->set_arch("n150");
+  reg.mutable_dimensions()->add_executors("command");
+  auto session = coordinator.Register(reg);
+  ASSERT_TRUE(session.ok()) << session.status();
+  auto lease = [&]() {
+    v1::LeaseRequest req;
+    req.set_agent_id("n");
+    req.set_session_id(session->session_id());
+    absl::StatusOr<v1::LeaseResponse> got = absl::UnknownError("not called");
+    coordinator.Lease(req, [&](absl::StatusOr<v1::LeaseResponse> r) { got = std::move(r); });
+    EXPECT_TRUE(got.ok()) << got.status();
+    return got.ok() ? *got : v1::LeaseResponse{};
+  };
+  auto complete = [&](const v1::LeaseResponse& l, const v1::ShardResult& result) {
+    v1::CompleteRequest req;
+    req.set_agent_id("n");
+    req.set_session_id(session->session_id());
+    req.set_lease_id(l.lease_id());
+    req.set_fencing_token(l.fencing_token());
+    *req.mutable_result() = result;
+    auto resp = coordinator.Complete(req);
+    EXPECT_TRUE(resp.ok()) << resp.status();
+    return resp.ok() && resp->accepted();
+  };
+
+  // The command adds the registry line for its model's output class.
+  Script("register.sh",
+         "sed -i 's/^_register_attr(\"A\", \"b\")$/_register_attr(\"A\", \"b\")\\n"
+         "_register_attr(\"SharedOutput\", \"logits\")/' "
+         "third_party/tt_forge_models/training_utils.py\n");
+  v1::StartSweepRequest start;
+  start.set_repo_path(repo.string());
+  start.add_playbooks("unpack_forward_output");
+  start.add_playbooks("dtype_bfloat16");
+  start.set_executor("command");
+  (*start.mutable_params())["command"] = "[\"" + (tmp_.path() / "register.sh").string() + "\"]";
+  (*start.mutable_params())["per"] = "shard";
+  start.set_reason("test");
+  auto sweep = coordinator.StartSweep(start, coord::Caller{"alice", "operator"});
+  ASSERT_TRUE(sweep.ok()) << sweep.status();
+
+  std::map<std::string, v1::LeaseResponse> leases;
+  for (int i = 0; i < 2; ++i) {
+    auto l = lease();
+    ASSERT_TRUE(l.granted());
+    leases[l.shard().loader()] = l;
+  }
+  const std::string a = "third_party/tt_forge_models/a/pytorch/loader.py";
+  const std::string c = "third_party/tt_forge_models/c/pytorch/loader.py";
+  ASSERT_TRUE(leases.count(a) && leases.count(c));
+
+  // a: the command runs for real in the workspace; its result arrives lifted.
+  const v1::ShardSpec spec_a = leases[a].shard();
+  auto dir = ws.Prepare(spec_a);
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  ExecContext ctx;
+  ctx.spec = &spec_a;
+  ctx.workspace = &ws;
+  ctx.shard_dir = *dir;
+  auto ra = CommandExecutor().Run(ctx);
+  ASSERT_TRUE(ra.ok()) << ra.status();
+  EXPECT_TRUE(ra->ttxla_diff().empty() && ra->forge_diff().empty());
+  ASSERT_EQ(ra->registry_ops_size(), 1);
+  EXPECT_EQ(ra->registry_ops(0).kind(), v1::RegistryOp::ADD);
+  EXPECT_EQ(ra->registry_ops(0).cls(), "SharedOutput");
+  EXPECT_EQ(ra->registry_ops(0).attr(), "logits");
+  EXPECT_EQ(ra->file_edits_size(), 0);
+  ASSERT_TRUE(complete(leases[a], *ra));
+
+  // c's model returns the same class, but its playbook stopped: unpack_forward_output failed.
+  v1::ShardResult rc;
+  rc.set_status(v1::ShardResult::SUCCEEDED);
+  for (const auto& e : leases[c].shard().entries()) {
+    auto* o = rc.add_entries();
+    o->set_key(e.key());
+    o->set_file(e.file());
+    o->set_arch("n150");
+    o->set_verdict("needs_unpack");
+    o->set_output_class("SharedOutput");
+  }
+  ASSERT_TRUE(complete(leases[c], rc));
+
+  EXPECT_EQ(coordinator.GetSweep(sweep->id())->state(), "running") << "a second wave follows";
+  auto wave2 = lease();
+  ASSERT_TRUE(wave2.granted());
+  EXPECT_EQ(wave2.shard().wave(), 2);
+  EXPECT_EQ(wave2.shard().loader(), c);
+  ASSERT_EQ(wave2.shard().pre_registry_size(), 1);
+  EXPECT_EQ(wave2.shard().pre_registry(0).cls(), "SharedOutput");
+  EXPECT_EQ(wave2.shard().pre_registry(0).attr(), "logits");
+  // The next wave's workspace holds the line.
+  ASSERT_TRUE(ws.Prepare(wave2.shard()).ok());
+  auto utils = util::ReadFile(ws.forge_root() / "training_utils.py");
+  ASSERT_TRUE(utils.ok());
+  EXPECT_NE(utils->find("_register_attr(\"SharedOutput\", \"logits\")"), std::string::npos)
+      << *utils;
 }
 
 TEST_F(CommandExecutorTest, AMissingCommandIsAnInfrastructureError) {

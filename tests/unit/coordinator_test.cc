@@ -527,11 +527,19 @@ TEST_F(CoordinatorTest, ResultsMayOnlyTouchOwnedFiles) {
          fe->set_path("c/pytorch/../../etc/passwd");
        },
        "unsafe path"},
-      {"raw tt-xla diff outside the YAML",
+      {"raw diff (the agent lifts it)",
        [](v1::ShardResult& r) {
          r.set_ttxla_diff("diff --git a/setup.py b/setup.py\n--- a/setup.py\n+++ b/setup.py\n");
        },
-       "may only change its YAML files"},
+       "result carries unlifted raw diffs"},
+      {"tt-xla file outside the YAML",
+       [](v1::ShardResult& r) {
+         auto* fe = r.add_file_edits();
+         fe->set_repo("tt-xla");
+         fe->set_path("setup.py");
+         fe->set_diff("diff --git a/setup.py b/setup.py\n--- a/setup.py\n+++ b/setup.py\n");
+       },
+       "file edit in repo 'tt-xla' (setup.py)"},
       {"registry injection",
        [](v1::ShardResult& r) {
          auto* op = r.add_registry_ops();

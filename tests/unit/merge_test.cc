@@ -1,9 +1,10 @@
 // The merge of a sweep's results (coordinator/merge/merge.h) against in-memory pinned files:
-// top-level vs per-arch placement, YAML / registry / loader conflicts, lifting of command-executor
-// diffs, patches that `git apply --check` accepts, and a property test that the patches do not
-// depend on the order, duplicates or retried attempts of the results. Then the report
-// (coordinator/merge/report.h): each entry's part of the forge patch, and, through a real
-// coordinator and store, the outputs of a finished sweep (its final state, evidence per arch).
+// top-level vs per-arch placement, YAML / registry / loader conflicts, command-executor results
+// (lifted as their agent lifts them, common/lift/lift.h) merging like native ones, patches that
+// `git apply --check` accepts, and a property test that the patches do not depend on the order,
+// duplicates or retried attempts of the results. Then the report (coordinator/merge/report.h): each
+// entry's part of the forge patch, and, through a real coordinator and store, the outputs of a
+// finished sweep (its final state, evidence per arch).
 
 #include "coordinator/merge/merge.h"
 
@@ -15,9 +16,11 @@
 #include "common/diff/unified_diff.h"
 #include "common/inventory/document.h"
 #include "common/inventory/editor.h"
+#include "common/lift/lift.h"
 #include "common/util/strings.h"
 #include "coordinator/core/coordinator.h"
 #include "coordinator/core/sweep_outputs.h"
+#include "coordinator/scheduling/result_check.h"
 #include "coordinator/merge/report.h"
 #include "coordinator/persistence/sqlite_store.h"
 #include "gtest/gtest.h"
@@ -662,7 +665,33 @@ TEST(Merge, IdenticalLoaderEditsOfOneWaveAreNoConflict) {
   EXPECT_EQ(patched[std::string("forge/") + kLoaderA], x);
 }
 
-// ---- f. command-executor results are lifted into structured edits
+// ---- f. command-executor results, lifted on their agent, merge like native ones
+
+// What the agent sends for a command's raw diffs in r: the lift (common/lift/lift.h) against the
+// pinned files, for the shard's spec with an entry per outcome of r (as the planner gives them).
+v1::ShardResult LiftedOnTheAgent(Sweep& s, const std::string& shard_id, v1::ShardResult r,
+                                 lift::LiftOutput* lifted = nullptr) {
+  for (auto& shard : s.shards) {
+    if (shard.id != shard_id) continue;
+    for (const auto& o : r.entries()) {
+      auto* e = shard.spec.add_entries();
+      e->set_key(o.key());
+      e->set_file(o.file());
+    }
+    lift::LiftOutput out = lift::Lift(shard.spec, r, s.files);
+    EXPECT_TRUE(r.ttxla_diff().empty() && r.forge_diff().empty());
+    if (lifted != nullptr) *lifted = std::move(out);
+  }
+  return r;
+}
+
+const coord::ShardRecord& ShardOf(const Sweep& s, const std::string& id) {
+  for (const auto& shard : s.shards) {
+    if (shard.id == id) return shard;
+  }
+  ADD_FAILURE() << "no shard " << id;
+  return s.shards.front();
+}
 
 TEST(Merge, CommandDiffsMergeLikeTheNativeResult) {
   MapFiles files = DefaultFiles();
@@ -683,7 +712,8 @@ TEST(Merge, CommandDiffsMergeLikeTheNativeResult) {
   const std::string loader_after =
       Replace(loader, "torch.randn(1, 3, 8, 8)", "torch.randn(1, 3, 4, 4)");
 
-  auto build = [&](bool command, bool outside) {
+  // outside: 0 none, 1 a YAML entry outside the shard, 2 also a loader outside the shard's.
+  auto build = [&](bool command, int outside, std::vector<lift::LiftOutput>* lifted = nullptr) {
     Sweep s;
     s.files = files;
     for (const std::string arch : {"n150", "p150"}) {
@@ -695,19 +725,23 @@ TEST(Merge, CommandDiffsMergeLikeTheNativeResult) {
         std::string ttxla_diff = diff::UnifiedDiff(kYamlPath, yaml, *yaml_after);
         std::string forge_diff = diff::UnifiedDiff(kUtilsPath, utils, utils_after) +
                                  diff::UnifiedDiff(kLoaderB, loader, loader_after);
-        if (outside) {
-          // A loader outside the shard's, and a YAML entry outside the shard.
-          forge_diff += diff::UnifiedDiff(
-              kLoaderA, files.forge[kLoaderA],
-              Replace(files.forge[kLoaderA], "torch.randn(1, 3, 8, 8)", "torch.ones(1)"));
+        if (outside >= 1) {
           inventory::EntryEdit other{
               kD, std::nullopt, {{"status", inventory::Value::String("NOT_SUPPORTED_SKIP")}}, {}};
           auto both = inventory::ApplyEdits(doc, std::vector<inventory::EntryEdit>{pass, other});
           EXPECT_TRUE(both.ok()) << both.status();
           ttxla_diff = diff::UnifiedDiff(kYamlPath, yaml, *both);
         }
+        if (outside >= 2) {
+          forge_diff += diff::UnifiedDiff(
+              kLoaderA, files.forge[kLoaderA],
+              Replace(files.forge[kLoaderA], "torch.randn(1, 3, 8, 8)", "torch.ones(1)"));
+        }
         r.set_ttxla_diff(ttxla_diff);
         r.set_forge_diff(forge_diff);
+        lift::LiftOutput out;
+        r = LiftedOnTheAgent(s, id, r, &out);
+        if (lifted != nullptr) lifted->push_back(out);
       } else {
         *r.add_entries() = Outcome(kB, arch, PassEdit(kB));
         *r.add_registry_ops() = AddOp("MiniCausalLMOutput", "logits");
@@ -717,10 +751,10 @@ TEST(Merge, CommandDiffsMergeLikeTheNativeResult) {
     }
     return s;
   };
-  Sweep native = build(false, false);
+  Sweep native = build(false, 0);
   auto n = Merge(native.Input());
   ASSERT_TRUE(n.ok()) << n.status();
-  Sweep command = build(true, false);
+  Sweep command = build(true, 0);
   auto c = Merge(command.Input());
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_TRUE(n->conflicts.empty()) << Joined(n->conflicts);
@@ -735,18 +769,34 @@ TEST(Merge, CommandDiffsMergeLikeTheNativeResult) {
   EXPECT_EQ(c->registry[0].cls(), "MiniCausalLMOutput");
   ExpectPatchesApply(command.files, *c);
 
-  // Hunks outside the shard's files are dropped (and reported); the rest is the same.
-  Sweep outside = build(true, true);
+  // A change of an entry outside the shard is not lifted and is reported (a review flag on the
+  // shard's outcomes); the rest is the same.
+  Sweep outside = build(true, 1);
   auto o = Merge(outside.Input());
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_EQ(o->ttxla_patch, n->ttxla_patch);
   EXPECT_EQ(o->forge_patch, n->forge_patch);
-  EXPECT_EQ(o->forge_patch.find(kLoaderA), std::string::npos);
   EXPECT_EQ(o->ttxla_patch.find(kD), std::string::npos);
-  const std::string notes = Joined(o->conflicts);
-  EXPECT_NE(notes.find("a/pytorch/loader.py is outside the shard's loader"), std::string::npos)
-      << notes;
+  EXPECT_TRUE(o->conflicts.empty()) << Joined(o->conflicts);
+  EXPECT_EQ(FindEntry(*o, kD), nullptr);
+  const std::string notes = Joined(FindEntry(*o, kB)->review);
   EXPECT_NE(notes.find(util::StrCat("'", kD, "'")), std::string::npos) << notes;
+  EXPECT_NE(notes.find("is outside the shard: not lifted"), std::string::npos) << notes;
+
+  // A loader outside the shard's stays in the lifted result, and the coordinator's ownership
+  // check rejects the result naming the file (as it rejects a native result editing it).
+  std::vector<lift::LiftOutput> lifted;
+  Sweep stray = build(true, 2, &lifted);
+  ASSERT_EQ(lifted.size(), 2u);
+  EXPECT_EQ(lifted[0].outside, (std::vector<std::string>{"tt_forge_models/a/pytorch/loader.py"}));
+  for (const auto& rec : stray.results) {
+    absl::Status owned = coord::CheckResultOwnership(ShardOf(stray, rec.shard_id).spec, rec.result);
+    EXPECT_FALSE(owned.ok());
+    EXPECT_NE(
+        owned.message().find("tt_forge_models/a/pytorch/loader.py outside the shard's loader"),
+        std::string::npos)
+        << owned;
+  }
 }
 
 // A command that writes its arch's result under arch_overrides.<arch> means the same as a
@@ -780,6 +830,7 @@ TEST(Merge, CommandArchOverridesAreLiftedForTheShardsArch) {
     if (command) {
       *rn.add_entries() = Outcome(kB, "n150", std::nullopt);
       rn.set_ttxla_diff(diff::UnifiedDiff(kYamlPath, yaml, n150_yaml));
+      rn = LiftedOnTheAgent(s, n, rn);
       *rp.add_entries() = Outcome(kB, "p150", std::nullopt);
     } else {
       *rn.add_entries() = Outcome(kB, "n150", status_only);
