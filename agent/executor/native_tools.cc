@@ -7,7 +7,7 @@
 namespace triage::agent {
 
 absl::StatusOr<std::vector<playbooks::ProbeDoc>> NativeTools::Probe(const std::string& key,
-                                                         const std::string& mode) {
+                                                                    const std::string& mode) {
   const auto run_dir = options_.shard_dir / "runs" / util::StrCat("probe-", ++runs_);
   std::filesystem::create_directories(run_dir);
   std::filesystem::create_directories(options_.shard_dir / "probes");
@@ -50,7 +50,7 @@ absl::StatusOr<std::vector<playbooks::ProbeDoc>> NativeTools::Probe(const std::s
 }
 
 absl::StatusOr<playbooks::PytestRun> NativeTools::Pytest(const std::vector<std::string>& keys,
-                                              const std::string& label) {
+                                                         const std::string& label) {
   const auto run_dir = options_.shard_dir / "runs" / util::StrCat("pytest-", ++runs_);
   std::filesystem::create_directories(run_dir);
   std::filesystem::create_directories(options_.shard_dir / "junit");

@@ -28,9 +28,9 @@ class NativeTools : public playbooks::PlaybookTools {
  public:
   explicit NativeTools(NativeToolsOptions options) : options_(std::move(options)) {}
   absl::StatusOr<std::vector<playbooks::ProbeDoc>> Probe(const std::string& key,
-                                              const std::string& mode) override;
+                                                         const std::string& mode) override;
   absl::StatusOr<playbooks::PytestRun> Pytest(const std::vector<std::string>& keys,
-                                   const std::string& label) override;
+                                              const std::string& label) override;
   std::map<std::string, std::filesystem::path> Evidence() const override { return evidence_; }
 
  private:

@@ -85,7 +85,7 @@ void ReplayTools::RecordText(const std::string& name, const std::string& text) {
 }
 
 absl::StatusOr<std::vector<playbooks::ProbeDoc>> ReplayTools::Probe(const std::string& key,
-                                                         const std::string& mode) {
+                                                                    const std::string& mode) {
   std::vector<std::string> phases = mode == "dtype"
                                         ? std::vector<std::string>{"bfloat16", "float32"}
                                         : std::vector<std::string>{"structure"};
@@ -112,7 +112,7 @@ absl::StatusOr<std::vector<playbooks::ProbeDoc>> ReplayTools::Probe(const std::s
 }
 
 absl::StatusOr<playbooks::PytestRun> ReplayTools::Pytest(const std::vector<std::string>& keys,
-                                              const std::string& /*label*/) {
+                                                         const std::string& /*label*/) {
   playbooks::PytestRun run;
   for (const auto& key : keys) {
     const int n = pytest_calls_[key]++;

@@ -26,9 +26,9 @@ class ReplayTools : public playbooks::PlaybookTools {
   static absl::StatusOr<std::unique_ptr<ReplayTools>> Load(const std::filesystem::path& dir,
                                                            std::filesystem::path record_dir = {});
   absl::StatusOr<std::vector<playbooks::ProbeDoc>> Probe(const std::string& key,
-                                              const std::string& mode) override;
+                                                         const std::string& mode) override;
   absl::StatusOr<playbooks::PytestRun> Pytest(const std::vector<std::string>& keys,
-                                   const std::string& label) override;
+                                              const std::string& label) override;
   std::map<std::string, std::filesystem::path> Evidence() const override { return evidence_; }
 
  private:

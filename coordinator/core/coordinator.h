@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "agent/playbooks/catalog.h"
 #include "common/clock/clock.h"
 #include "common/inventory/inventory.h"
 #include "coordinator/core/demand.h"
@@ -43,8 +44,8 @@ struct CoordinatorOptions {
   std::vector<std::string> default_archs = {"n150"};
   std::string default_executor = "native";
   double min_trusted_seconds = 5;
-  std::map<std::string, double> playbook_estimates = {
-      {"unpack_forward_output", 900}, {"dtype_bfloat16", 900}, {"missing_inputs", 900}};
+  // Per entry, by playbook: the catalog's estimates (agent/playbooks/catalog.h).
+  std::map<std::string, double> playbook_estimates = playbooks::CatalogEstimates();
 };
 
 // What a sweep reads: the checkout pinned at its commits, and its inventory read through git.
