@@ -15,8 +15,8 @@
 #include "agent/core/agent.h"
 #include "agent/executor/command_executor.h"
 #include "agent/executor/native_executor.h"
+#include "agent/executor/replay_tools.h"
 #include "agent/metrics/prometheus_agent_metrics.h"
-#include "agent/playbooks/replay_tools.h"
 #include "agent/workspace/workspace.h"
 #include "common/config/config.h"
 #include "common/inventory/schema.h"
@@ -151,7 +151,7 @@ absl::Status CheckReplayEvidence(const std::filesystem::path& replay_dir) {
     return absl::InvalidArgumentError(
         triage::util::StrCat(replay_dir.string(), ": ", ec.message()));
   for (const auto& dir : dirs) {
-    auto tools = triage::playbooks::ReplayTools::Load(dir, {});
+    auto tools = triage::agent::ReplayTools::Load(dir, {});
     if (!tools.ok()) return tools.status();
   }
   return absl::OkStatus();

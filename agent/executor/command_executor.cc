@@ -184,6 +184,7 @@ absl::StatusOr<v1::ShardResult> CommandExecutor::Run(ExecContext& ctx) {
       o->set_arch(spec.arch());
       o->set_flavor(e->flavor());
       o->set_verdict("command");
+      o->set_disposition(v1::EntryOutcome::DONE);  // the command's run decides it
       o->set_changed(false);  // until the lift below finds a change of the entry
       if (!runs[i].review.empty()) o->add_review(runs[i].review);
       // The log of the entry's run and the JUnit files (as the native playbooks link them).

@@ -1,8 +1,8 @@
 #include "agent/executor/native_executor.h"
 
-#include "agent/playbooks/native_tools.h"
+#include "agent/executor/native_tools.h"
+#include "agent/executor/replay_tools.h"
 #include "agent/playbooks/playbooks.h"
-#include "agent/playbooks/replay_tools.h"
 #include "agent/workspace/workspace.h"
 #include "common/evidence/evidence_layout.h"
 #include "common/util/strings.h"
@@ -19,7 +19,7 @@ absl::StatusOr<v1::ShardResult> NativeExecutor::Run(ExecContext& ctx) {
   const v1::ShardSpec& spec = *ctx.spec;
   std::unique_ptr<playbooks::PlaybookTools> tools;
   if (replay_dir_.empty()) {
-    playbooks::NativeToolsOptions o;
+    NativeToolsOptions o;
     o.workspace = ctx.workspace->root();
     o.shard_dir = ctx.shard_dir;
     o.scripts_dir = scripts_dir_;
@@ -28,13 +28,13 @@ absl::StatusOr<v1::ShardResult> NativeExecutor::Run(ExecContext& ctx) {
     o.probe_timeout = ctx.settings.probe_timeout;
     o.pytest_timeout = ctx.settings.pytest_timeout;
     o.cancelled = ctx.cancelled;
-    tools = std::make_unique<playbooks::NativeTools>(o);
+    tools = std::make_unique<NativeTools>(o);
   } else {
     std::filesystem::path dir = replay_dir_ / evidence::ShardDirName(spec);
     std::error_code ec;
     if (!std::filesystem::is_directory(dir, ec)) dir = replay_dir_;
     // What answers is recorded in the shard's directory, as a native run records what it ran.
-    auto replay = playbooks::ReplayTools::Load(dir, ctx.shard_dir);
+    auto replay = ReplayTools::Load(dir, ctx.shard_dir);
     if (!replay.ok()) return replay.status();
     tools = std::move(*replay);
   }

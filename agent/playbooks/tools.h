@@ -23,9 +23,10 @@ struct PytestRun {
   std::vector<std::string> evidence;  // names of the files recorded for this run
 };
 
-// What a playbook asks of the machine: the CPU probe and pytest. NativeTools runs them for real
-// and records the evidence in the layout of docs/evidence.md; ReplayTools answers from recorded
-// evidence and records what answered in the same layout.
+// What a playbook asks of the machine: the CPU probe and pytest. The executor's NativeTools
+// (agent/executor) runs them for real and records the evidence in the layout of
+// docs/evidence.md; its ReplayTools answers from recorded evidence and records what answered in
+// the same layout. The playbooks themselves run no process.
 class PlaybookTools {
  public:
   virtual ~PlaybookTools() = default;
@@ -40,5 +41,8 @@ class PlaybookTools {
   // The evidence recorded so far (name -> file), to send with the result.
   virtual std::map<std::string, std::filesystem::path> Evidence() const = 0;
 };
+
+// A file name for a key (keys contain '/'): '/' becomes "__" (docs/evidence.md).
+std::string KeyFileName(const std::string& key);
 
 }  // namespace triage::playbooks

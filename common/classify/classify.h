@@ -50,7 +50,7 @@ class Classifier {
   // source names the rules in error messages ("rules.yaml:12:9: ...").
   static absl::StatusOr<Classifier> FromYaml(std::string_view yaml, std::string source);
   static absl::StatusOr<Classifier> FromFile(const std::filesystem::path& path);
-  // The built-in rules: unpack_forward_output, dtype_bfloat16, missing_inputs.
+  // The built-in rules: those of the playbook catalog (agent/playbooks/catalog.h).
   static const Classifier& Default();
 
   Classification Classify(const inventory::Entry& entry) const;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "agent/playbooks/catalog.h"
 #include "common/clock/clock.h"
 #include "common/inventory/inventory.h"
 #include "coordinator/metrics/metrics.h"
@@ -48,8 +49,8 @@ struct CoordinatorOptions {
     return {lease_ttl,    agent_dead_after, offline_retention, lease_wait_limit,
             backoff_base, backoff_max,      max_infra_losses};
   }
-  std::map<std::string, double> playbook_estimates = {
-      {"unpack_forward_output", 900}, {"dtype_bfloat16", 900}, {"missing_inputs", 900}};
+  // Per entry, by playbook: the catalog's estimates (agent/playbooks/catalog.h).
+  std::map<std::string, double> playbook_estimates = playbooks::CatalogEstimates();
 };
 
 // The sweep outputs, built from the accepted results on request (coordinator/core/sweep_outputs.h

@@ -138,7 +138,7 @@ absl::StatusOr<MergeOutput> Merge(const MergeInput& input) {
         a.stopped = true;
         continue;
       }
-      if (o.verdict() == "ready") continue;  // probe phase: verified later
+      if (coord::AwaitsVerification(o)) continue;  // probe phase: verified later
       a.stopped = false;
       const std::string arch = o.arch().empty() ? spec.arch() : o.arch();
       const std::string canon = o.changed() ? Canonical(o.edit()) : "unchanged";

@@ -10,10 +10,28 @@
 namespace triage::coord {
 
 bool NeedsVerification(const v1::EntryOutcome& o) {
+  switch (o.disposition()) {
+    case v1::EntryOutcome::DONE:
+    case v1::EntryOutcome::VERIFY:
+      return true;
+    case v1::EntryOutcome::NEEDS_PLAYBOOK:
+    case v1::EntryOutcome::NEEDS_REVIEW:
+      return false;
+    default:
+      break;
+  }
+  // Outcomes without a disposition (recorded before it existed): by their verdict names.
   static const std::set<std::string> kStopped = {"not_reproduced", "escalate",   "needs_unpack",
                                                  "gate_misfired",  "no_fix",     "probe_failed",
                                                  "conflict",       "fix_failed", "no_evidence"};
   return !kStopped.count(o.verdict());
+}
+
+bool AwaitsVerification(const v1::EntryOutcome& o) {
+  if (o.disposition() != v1::EntryOutcome::DISPOSITION_UNSPECIFIED) {
+    return o.disposition() == v1::EntryOutcome::VERIFY;
+  }
+  return o.verdict() == "ready";
 }
 
 WavePlan MergeRegistry(const std::vector<ResultRecord>& results) {

@@ -10,7 +10,12 @@ namespace triage::coord {
 // Outcomes that end an entry's shard work before verification (the playbook stopped: not
 // reproduced, escalated, needs another playbook first, no fix, ...). Other outcomes (verified,
 // or "ready" after a probe phase) are verified again by a later phase on another arch.
+// Read from the outcome's disposition (docs/playbooks.md, "Dispositions"): NEEDS_REVIEW and
+// NEEDS_PLAYBOOK stop; without one, from its verdict name.
 bool NeedsVerification(const v1::EntryOutcome& outcome);
+// A probe phase's outcome: ready, verified by a later phase (disposition VERIFY; without one,
+// verdict "ready").
+bool AwaitsVerification(const v1::EntryOutcome& outcome);
 
 struct WavePlan {
   std::vector<ShardRecord> shards;     // the next wave (states waiting/queued, ids assigned)

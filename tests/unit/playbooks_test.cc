@@ -5,15 +5,20 @@
 
 #include <deque>
 
+#include "agent/executor/replay_tools.h"
+#include "agent/playbooks/dtype_bfloat16/dtype_bfloat16.h"
 #include "agent/playbooks/probe.h"
 #include "agent/playbooks/python_edit.h"
-#include "agent/playbooks/replay_tools.h"
+#include "agent/playbooks/shard_run.h"
+#include "agent/playbooks/unpack_forward_output/unpack_forward_output.h"
 #include "common/util/text.h"
 #include "gtest/gtest.h"
 #include "tests/unit/test_support.h"
 
 namespace triage::playbooks {
 namespace {
+
+using agent::ReplayTools;
 
 using nlohmann::json;
 
@@ -547,6 +552,127 @@ TEST_F(PlaybookRunTest, MissingEvidenceIsReviewNeverAGuess) {
     EXPECT_FALSE(e.changed());
     EXPECT_GE(e.review_size(), 1);
   }
+}
+
+// --- dispositions (docs/playbooks.md, "Dispositions"): every outcome of every path says what the
+// entry needs next.
+
+void ExpectDispositions(
+    const absl::StatusOr<v1::ShardResult>& r,
+    const std::vector<std::pair<std::string, v1::EntryOutcome::Disposition>>& want) {
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->entries_size(), static_cast<int>(want.size()));
+  for (int i = 0; i < r->entries_size(); ++i) {
+    const auto& e = r->entries(i);
+    EXPECT_EQ(e.verdict(), want[i].first) << e.key();
+    EXPECT_EQ(v1::EntryOutcome::Disposition_Name(e.disposition()),
+              v1::EntryOutcome::Disposition_Name(want[i].second))
+        << e.key() << " (" << e.verdict() << ")";
+    EXPECT_EQ(e.needs_playbook().empty(), e.disposition() != v1::EntryOutcome::NEEDS_PLAYBOOK)
+        << e.key();
+  }
+}
+
+TEST_F(PlaybookRunTest, DispositionUnpackFullIsDoneAfterVerification) {
+  const json out = Object("MiniOutput", {{"logits", Tensor({1, 4})}});
+  for (const char* k :
+       {"m/pytorch-A-single_device-training", "m/pytorch-B-single_device-training"}) {
+    tools_.probes[k] = {{Doc(k, "structure", out, false)}, {Doc(k, "structure", out, true)}};
+  }
+  tools_.cases["m/pytorch-B-single_device-training"] =
+      Failed("RuntimeError: TT_FATAL @ op.cpp:1: boom");
+  ExpectDispositions(Run("unpack_forward_output", "not_implemented"),
+                     {{"pass", v1::EntryOutcome::DONE}, {"failure", v1::EntryOutcome::DONE}});
+}
+
+TEST_F(PlaybookRunTest, DispositionProbePhaseIsVerify) {
+  spec_.set_phase(v1::PHASE_PROBE);
+  const json out = Object("MiniOutput", {{"logits", Tensor({1, 4})}});
+  tools_.probes["m/pytorch-A-single_device-training"] = {{Doc("a", "structure", out, false)},
+                                                         {Doc("a", "structure", out, true)}};
+  ExpectDispositions(
+      Run("unpack_forward_output", "not_implemented"),
+      {{"ready", v1::EntryOutcome::VERIFY}, {"no_evidence", v1::EntryOutcome::NEEDS_REVIEW}});
+}
+
+TEST_F(PlaybookRunTest, DispositionVerifyPhaseAndExistingOverrideAreDone) {
+  testing::WriteFileOrDie(ws_ / "third_party/tt_forge_models/m/pytorch/loader.py",
+                          "class ModelLoader:\n    def unpack_forward_output(self, o):\n"
+                          "        return o[0]\n");
+  ExpectDispositions(Run("unpack_forward_output", "not_implemented"),
+                     {{"pass", v1::EntryOutcome::DONE}, {"pass", v1::EntryOutcome::DONE}});
+  spec_.set_phase(v1::PHASE_VERIFY);
+  ExpectDispositions(Run("dtype_bfloat16", "cross_dtype"),
+                     {{"pass", v1::EntryOutcome::DONE}, {"pass", v1::EntryOutcome::DONE}});
+}
+
+TEST_F(PlaybookRunTest, DispositionUnpackStopsNeedReview) {
+  // A: the probe failed before the forward output; B: no tensor to select.
+  tools_.probes["m/pytorch-A-single_device-training"] = {
+      {Doc("a", "structure", json(), false, ProbeDoc::Error{"ImportError", "no module x", ""})}};
+  tools_.probes["m/pytorch-B-single_device-training"] = {
+      {Doc("b", "structure", Object("Bare", {{"n", {{"type", "int"}}}}), false)}};
+  ExpectDispositions(Run("unpack_forward_output", "not_implemented"),
+                     {{"probe_failed", v1::EntryOutcome::NEEDS_REVIEW},
+                      {"no_fix", v1::EntryOutcome::NEEDS_REVIEW}});
+}
+
+TEST_F(PlaybookRunTest, DispositionUnpackConflictingOverridesNeedReview) {
+  tools_.probes["m/pytorch-A-single_device-training"] = {
+      {Doc("a", "structure", {{"type", "tuple"}, {"items", {Tensor({2, 3})}}}, false)}};
+  tools_.probes["m/pytorch-B-single_device-training"] = {
+      {Doc("b", "structure", {{"type", "dict"}, {"items", {{"out", Tensor({2, 3})}}}}, false)}};
+  auto r = Run("unpack_forward_output", "not_implemented");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->entries(1).verdict(), "conflict");
+  EXPECT_EQ(r->entries(1).disposition(), v1::EntryOutcome::NEEDS_REVIEW);
+  EXPECT_NE(r->entries(0).disposition(), v1::EntryOutcome::DISPOSITION_UNSPECIFIED);
+}
+
+TEST_F(PlaybookRunTest, DispositionDtypeNeedsUnpackNamesThePlaybook) {
+  const json out = Tensor({1, 4});
+  // A: unpack_forward_output raised in the bfloat16 phase; B: the failure did not reproduce.
+  tools_.probes["m/pytorch-A-single_device-training"] = {
+      {Doc("a", "bfloat16", out, false), Doc("a", "float32", out, false)}};
+  tools_.probes["m/pytorch-B-single_device-training"] = {
+      {Doc("b", "bfloat16", out, true), Doc("b", "float32", out, true)}};
+  auto r = Run("dtype_bfloat16", "cross_dtype");
+  ExpectDispositions(r, {{"needs_unpack", v1::EntryOutcome::NEEDS_PLAYBOOK},
+                         {"not_reproduced", v1::EntryOutcome::NEEDS_REVIEW}});
+  EXPECT_EQ(r->entries(0).needs_playbook(), "unpack_forward_output");
+}
+
+TEST_F(PlaybookRunTest, DispositionDtypeEscalateAndGateMisfiredNeedReview) {
+  const json out = Tensor({1, 4});
+  const ProbeDoc::Error dtype{"RuntimeError", "mat1 and mat2 must have the same dtype", ""};
+  tools_.probes["m/pytorch-A-single_device-training"] = {
+      {Doc("a", "bfloat16", json(), true, dtype), Doc("a", "float32", json(), true, dtype)}};
+  tools_.probes["m/pytorch-B-single_device-training"] = {
+      {Doc("b", "bfloat16", json(), true, ProbeDoc::Error{"KeyError", "'labels'", ""}),
+       Doc("b", "float32", out, true)}};
+  ExpectDispositions(Run("dtype_bfloat16", "cross_dtype"),
+                     {{"escalate", v1::EntryOutcome::NEEDS_REVIEW},
+                      {"gate_misfired", v1::EntryOutcome::NEEDS_REVIEW}});
+}
+
+// A playbook with no runner: refused when it needs probing (as an unknown one), verified like
+// any other in a VERIFY phase (docs/playbooks.md, "Adding a playbook").
+TEST_F(PlaybookRunTest, PlaybookWithoutRunnerIsRefusedUnlessOnlyVerified) {
+  auto unknown = Run("no_such_playbook", "x");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_TRUE(absl::IsUnimplemented(unknown.status())) << unknown.status();
+  EXPECT_NE(unknown.status().message().find("has no playbook 'no_such_playbook'"),
+            std::string::npos);
+  auto catalogued = Run("missing_inputs", "decoder_input_ids");
+  ASSERT_FALSE(catalogued.ok());
+  EXPECT_TRUE(absl::IsUnimplemented(catalogued.status())) << catalogued.status();
+  EXPECT_NE(catalogued.status().message().find("has no playbook 'missing_inputs'"),
+            std::string::npos);
+  EXPECT_NE(catalogued.status().message().find("no runner"), std::string::npos);
+  EXPECT_TRUE(tools_.pytest_calls.empty());
+  spec_.set_phase(v1::PHASE_VERIFY);
+  ExpectDispositions(Run("missing_inputs", "decoder_input_ids"),
+                     {{"pass", v1::EntryOutcome::DONE}, {"pass", v1::EntryOutcome::DONE}});
 }
 
 TEST(ReplayTools, MatchesProbesBySeqAndTestcasesByOrder) {

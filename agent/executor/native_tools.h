@@ -6,7 +6,7 @@
 
 #include "agent/playbooks/tools.h"
 
-namespace triage::playbooks {
+namespace triage::agent {
 
 struct NativeToolsOptions {
   std::filesystem::path workspace;    // the tt-xla checkout
@@ -24,13 +24,13 @@ struct NativeToolsOptions {
 // working directory so the runner's ._bringup_stage.txt is never shared) and records what they
 // produced: probes/<key>.<phase>.<seq>.json, junit/<label>.xml, logs/<label>.log and, for a
 // pytest run that left no XML, logs/<key>.log.
-class NativeTools : public PlaybookTools {
+class NativeTools : public playbooks::PlaybookTools {
  public:
   explicit NativeTools(NativeToolsOptions options) : options_(std::move(options)) {}
-  absl::StatusOr<std::vector<ProbeDoc>> Probe(const std::string& key,
-                                              const std::string& mode) override;
-  absl::StatusOr<PytestRun> Pytest(const std::vector<std::string>& keys,
-                                   const std::string& label) override;
+  absl::StatusOr<std::vector<playbooks::ProbeDoc>> Probe(const std::string& key,
+                                                         const std::string& mode) override;
+  absl::StatusOr<playbooks::PytestRun> Pytest(const std::vector<std::string>& keys,
+                                              const std::string& label) override;
   std::map<std::string, std::filesystem::path> Evidence() const override { return evidence_; }
 
  private:
@@ -40,7 +40,4 @@ class NativeTools : public PlaybookTools {
   int runs_ = 0;
 };
 
-// A file name for a key (keys contain '/'): '/' becomes "__".
-std::string KeyFileName(const std::string& key);
-
-}  // namespace triage::playbooks
+}  // namespace triage::agent

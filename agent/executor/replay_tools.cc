@@ -1,12 +1,11 @@
-#include "agent/playbooks/replay_tools.h"
+#include "agent/executor/replay_tools.h"
 
 #include <algorithm>
 
-#include "agent/playbooks/native_tools.h"
 #include "common/util/file.h"
 #include "common/util/strings.h"
 
-namespace triage::playbooks {
+namespace triage::agent {
 namespace {
 
 std::vector<std::filesystem::path> Files(const std::filesystem::path& dir, std::string_view ext) {
@@ -39,7 +38,7 @@ absl::StatusOr<std::unique_ptr<ReplayTools>> ReplayTools::Load(const std::filesy
   for (const auto& f : Files(dir / "probes", ".json")) {
     auto text = util::ReadFile(f, 64 << 20);
     if (!text.ok()) return text.status();
-    auto docs = ParseProbeFile(*text, f.string());
+    auto docs = playbooks::ParseProbeFile(*text, f.string());
     if (!docs.ok()) return docs.status();
     for (auto& d : *docs) t->probes_.push_back(std::move(d));
   }
@@ -59,7 +58,7 @@ absl::StatusOr<std::unique_ptr<ReplayTools>> ReplayTools::Load(const std::filesy
   return t;
 }
 
-void ReplayTools::Record(const std::string& name, PytestRun* run) {
+void ReplayTools::Record(const std::string& name, playbooks::PytestRun* run) {
   if (record_dir_.empty()) return;
   if (!evidence_.count(name)) {
     const auto to = record_dir_ / name;
@@ -85,15 +84,15 @@ void ReplayTools::RecordText(const std::string& name, const std::string& text) {
   if (!ec && util::WriteFileAtomic(to, text).ok()) evidence_[name] = to;
 }
 
-absl::StatusOr<std::vector<ProbeDoc>> ReplayTools::Probe(const std::string& key,
-                                                         const std::string& mode) {
+absl::StatusOr<std::vector<playbooks::ProbeDoc>> ReplayTools::Probe(const std::string& key,
+                                                                    const std::string& mode) {
   std::vector<std::string> phases = mode == "dtype"
                                         ? std::vector<std::string>{"bfloat16", "float32"}
                                         : std::vector<std::string>{"structure"};
-  std::vector<ProbeDoc> out;
+  std::vector<playbooks::ProbeDoc> out;
   for (const auto& phase : phases) {
     const int seq = probe_calls_[util::StrCat(key, "\n", phase)]++;
-    const ProbeDoc* found = nullptr;
+    const playbooks::ProbeDoc* found = nullptr;
     for (const auto& d : probes_) {
       if (d.key == key && d.phase == phase && d.seq == seq) found = &d;
     }
@@ -105,16 +104,16 @@ absl::StatusOr<std::vector<ProbeDoc>> ReplayTools::Probe(const std::string& key,
     // at the default.
     nlohmann::json raw = found->raw;
     raw["seq"] = seq;
-    RecordText(util::StrCat("probes/", KeyFileName(key), ".", phase, ".", seq, ".json"),
+    RecordText(util::StrCat("probes/", playbooks::KeyFileName(key), ".", phase, ".", seq, ".json"),
                raw.dump(2) + "\n");
     out.push_back(*found);
   }
   return out;
 }
 
-absl::StatusOr<PytestRun> ReplayTools::Pytest(const std::vector<std::string>& keys,
-                                              const std::string& /*label*/) {
-  PytestRun run;
+absl::StatusOr<playbooks::PytestRun> ReplayTools::Pytest(const std::vector<std::string>& keys,
+                                                         const std::string& /*label*/) {
+  playbooks::PytestRun run;
   for (const auto& key : keys) {
     const int n = pytest_calls_[key]++;
     auto it = cases_.find(key);
@@ -145,4 +144,4 @@ absl::StatusOr<PytestRun> ReplayTools::Pytest(const std::vector<std::string>& ke
   return run;
 }
 
-}  // namespace triage::playbooks
+}  // namespace triage::agent

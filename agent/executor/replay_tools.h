@@ -2,7 +2,7 @@
 
 #include "agent/playbooks/tools.h"
 
-namespace triage::playbooks {
+namespace triage::agent {
 
 // Answers the playbook's device-side questions from recorded evidence (docs/evidence.md):
 //   DIR/probes/*.json   probe documents (one per file or a JSON array), matched by key, phase
@@ -20,15 +20,15 @@ namespace triage::playbooks {
 //   logs/<key>.log                   the log that answered for a key without a testcase
 // Files outside the recorded set are not answers: replaying the recorded set asks the same
 // questions and gets the same answers.
-class ReplayTools : public PlaybookTools {
+class ReplayTools : public playbooks::PlaybookTools {
  public:
   // record_dir empty: nothing is recorded and Evidence() is empty.
   static absl::StatusOr<std::unique_ptr<ReplayTools>> Load(const std::filesystem::path& dir,
                                                            std::filesystem::path record_dir = {});
-  absl::StatusOr<std::vector<ProbeDoc>> Probe(const std::string& key,
-                                              const std::string& mode) override;
-  absl::StatusOr<PytestRun> Pytest(const std::vector<std::string>& keys,
-                                   const std::string& label) override;
+  absl::StatusOr<std::vector<playbooks::ProbeDoc>> Probe(const std::string& key,
+                                                         const std::string& mode) override;
+  absl::StatusOr<playbooks::PytestRun> Pytest(const std::vector<std::string>& keys,
+                                              const std::string& label) override;
   std::map<std::string, std::filesystem::path> Evidence() const override { return evidence_; }
 
  private:
@@ -37,16 +37,16 @@ class ReplayTools : public PlaybookTools {
     std::filesystem::path file;  // the JUnit file it came from
   };
   // Copies DIR/<name> to record_dir/<name> (once) and lists it as evidence of the run.
-  void Record(const std::string& name, PytestRun* run);
+  void Record(const std::string& name, playbooks::PytestRun* run);
   void RecordText(const std::string& name, const std::string& text);
 
   std::filesystem::path dir_;
   std::filesystem::path record_dir_;
-  std::vector<ProbeDoc> probes_;
+  std::vector<playbooks::ProbeDoc> probes_;
   std::map<std::string, std::vector<Case>> cases_;  // key -> testcases in file order
   std::map<std::string, int> probe_calls_;          // key + phase -> calls so far
   std::map<std::string, int> pytest_calls_;         // key -> calls so far
   std::map<std::string, std::filesystem::path> evidence_;
 };
 
-}  // namespace triage::playbooks
+}  // namespace triage::agent

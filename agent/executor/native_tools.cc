@@ -1,31 +1,19 @@
-#include "agent/playbooks/native_tools.h"
+#include "agent/executor/native_tools.h"
 
 #include "common/process/process.h"
 #include "common/util/file.h"
 #include "common/util/strings.h"
 
-namespace triage::playbooks {
+namespace triage::agent {
 
-std::string KeyFileName(const std::string& key) {
-  std::string out;
-  for (char c : key) {
-    if (c == '/') {
-      out += "__";
-    } else {
-      out.push_back(c);
-    }
-  }
-  return out;
-}
-
-absl::StatusOr<std::vector<ProbeDoc>> NativeTools::Probe(const std::string& key,
-                                                         const std::string& mode) {
+absl::StatusOr<std::vector<playbooks::ProbeDoc>> NativeTools::Probe(const std::string& key,
+                                                                    const std::string& mode) {
   const auto run_dir = options_.shard_dir / "runs" / util::StrCat("probe-", ++runs_);
   std::filesystem::create_directories(run_dir);
   std::filesystem::create_directories(options_.shard_dir / "probes");
   std::filesystem::create_directories(options_.shard_dir / "logs");
   const auto log = options_.shard_dir / "logs" /
-                   util::StrCat(KeyFileName(key), ".probe-", mode, "-", runs_, ".log");
+                   util::StrCat(playbooks::KeyFileName(key), ".probe-", mode, "-", runs_, ".log");
   process::RunOptions run;
   run.argv = {options_.python, (options_.scripts_dir / "triage_probe.py").string(),
               "--root",        options_.workspace.string(),
@@ -48,21 +36,21 @@ absl::StatusOr<std::vector<ProbeDoc>> NativeTools::Probe(const std::string& key,
     return absl::InternalError(util::StrCat("probe of ", key, " ", res->Describe(), ": ",
                                             util::StrJoin(process::TailLines(res->err, 5), " | ")));
   }
-  auto docs = ParseProbeOutput(res->output);
+  auto docs = playbooks::ParseProbeOutput(res->output);
   if (!docs.ok()) return docs.status();
   for (auto& d : *docs) {
     d.seq = seq_[util::StrCat(key, "\n", d.phase)]++;
     d.raw["seq"] = d.seq;
     const auto file = options_.shard_dir / "probes" /
-                      util::StrCat(KeyFileName(key), ".", d.phase, ".", d.seq, ".json");
+                      util::StrCat(playbooks::KeyFileName(key), ".", d.phase, ".", d.seq, ".json");
     (void)util::WriteFileAtomic(file, d.raw.dump(2) + "\n");
     evidence_[util::StrCat("probes/", file.filename().string())] = file;
   }
   return docs;
 }
 
-absl::StatusOr<PytestRun> NativeTools::Pytest(const std::vector<std::string>& keys,
-                                              const std::string& label) {
+absl::StatusOr<playbooks::PytestRun> NativeTools::Pytest(const std::vector<std::string>& keys,
+                                                         const std::string& label) {
   const auto run_dir = options_.shard_dir / "runs" / util::StrCat("pytest-", ++runs_);
   std::filesystem::create_directories(run_dir);
   std::filesystem::create_directories(options_.shard_dir / "junit");
@@ -101,7 +89,7 @@ absl::StatusOr<PytestRun> NativeTools::Pytest(const std::vector<std::string>& ke
   auto res = process::Run(run);
   if (!res.ok()) return res.status();
   if (res->cancelled) return absl::CancelledError("cancelled");
-  PytestRun out;
+  playbooks::PytestRun out;
   out.exit_code = res->exit_code;
   out.signal = res->timed_out ? 0 : res->signal;
   out.timed_out = res->timed_out;
@@ -135,4 +123,4 @@ absl::StatusOr<PytestRun> NativeTools::Pytest(const std::vector<std::string>& ke
   return out;
 }
 
-}  // namespace triage::playbooks
+}  // namespace triage::agent

@@ -1,0 +1,282 @@
+#include "agent/playbooks/shard_run.h"
+
+#include <algorithm>
+#include <map>
+
+#include "common/diff/unified_diff.h"
+#include "common/inventory/document.h"
+#include "common/util/file.h"
+#include "common/util/strings.h"
+
+namespace triage::playbooks {
+namespace {
+
+constexpr std::string_view kForgePrefix = "third_party/tt_forge_models/";
+
+}  // namespace
+
+ShardRun::ShardRun(PlaybookContext& ctx, const Playbook& playbook)
+    : ctx_(ctx), spec_(*ctx.spec), playbook_(playbook) {}
+
+absl::StatusOr<v1::ShardResult> ShardRun::Run() {
+  if (auto st = Init(); !st.ok()) return st;
+  const PhasePlan plan = playbook_.Plan(spec_.phase());
+  if (plan.probe_and_fix) {
+    if (auto st = playbook_.ProbeAndFix(*this); !st.ok()) return st;
+  }
+  if (!plan.verify) {
+    // Verified by a later phase (docs/playbooks.md, "Phases").
+    for (auto& w : work_) {
+      if (!w.verify) continue;
+      w.out->set_verdict("ready");
+      w.out->set_disposition(v1::EntryOutcome::VERIFY);
+    }
+  } else if (auto st = Verify(); !st.ok()) {
+    return st;
+  }
+  return Finish();
+}
+
+bool ShardRun::Cancelled() const { return ctx_.cancelled && ctx_.cancelled(); }
+
+void ShardRun::Progress(const std::string& step, const std::string& entry) {
+  if (ctx_.progress) ctx_.progress(step, entry);
+}
+
+void ShardRun::Review(EntryWork& w, const std::string& note) { w.out->add_review(note); }
+
+void ShardRun::Stop(EntryWork& w, const std::string& verdict,
+                    v1::EntryOutcome::Disposition disposition, const std::string& needs_playbook) {
+  if (!verdict.empty()) w.out->set_verdict(verdict);
+  w.out->set_disposition(disposition);
+  if (!needs_playbook.empty()) w.out->set_needs_playbook(needs_playbook);
+  w.verify = false;
+}
+
+absl::Status ShardRun::WriteLoader() { return util::WriteFileAtomic(loader_path_, loader_text_); }
+
+absl::Status ShardRun::Init() {
+  result_.set_status(v1::ShardResult::SUCCEEDED);
+  loader_path_ = ctx_.workspace / spec_.loader();
+  if (auto text = util::ReadFile(loader_path_, 4 << 20); text.ok()) {
+    loader_original_ = *text;
+    loader_text_ = *text;
+  } else if (spec_.phase() != v1::PHASE_VERIFY) {
+    return absl::FailedPreconditionError(
+        util::StrCat("loader ", spec_.loader(), " is not in the workspace"));
+  }
+  registry_path_ = ctx_.workspace / registry::kTrainingUtilsPath;
+  if (auto text = util::ReadFile(registry_path_, 4 << 20); text.ok()) {
+    auto r = registry::RegistryFile::Parse(std::string(registry::kTrainingUtilsPath), *text);
+    if (r.ok()) registry_ = std::move(*r);
+  }
+  // The entries' current YAML (the workspace holds the sweep's commit).
+  std::map<std::string, inventory::Document> docs;
+  auto doc_for = [&](const std::string& file) -> const inventory::Document* {
+    auto it = docs.find(file);
+    if (it == docs.end()) {
+      auto text = util::ReadFile(ctx_.workspace / file, inventory::kDefaultMaxYamlBytes);
+      if (!text.ok()) return nullptr;
+      it = docs.emplace(file, inventory::Document::Parse(file, *text)).first;
+    }
+    return &it->second;
+  };
+  for (const auto& e : spec_.entries()) {
+    EntryWork w;
+    w.entry = &e;
+    w.out = result_.add_entries();
+    w.out->set_key(e.key());
+    w.out->set_file(e.file());
+    w.out->set_arch(spec_.arch());
+    w.out->set_flavor(e.flavor());
+    w.status = e.status();
+    w.reason = e.reason();
+    if (const auto* doc = doc_for(e.file())) {
+      if (const auto* entry = doc->Find(e.key())) {
+        w.status = std::string(entry->Status());
+        w.reason = std::string(entry->StringField("reason"));
+        if (const auto* m = entry->Field("markers"); m != nullptr && m->is_list()) {
+          for (const auto& item : m->list) w.markers.push_back(item.string);
+        }
+      }
+    }
+    // The informational inference entry of the same loader variant.
+    std::string file = e.file();
+    std::string key = e.key();
+    if (auto at = file.find("_training_"); at != std::string::npos) {
+      file.replace(at, 10, "_inference_");
+      if (key.ends_with("-training")) key = key.substr(0, key.size() - 8) + "inference";
+      if (const auto* doc = doc_for(file)) {
+        if (const auto* entry = doc->Find(key)) {
+          w.inference_key = key;
+          w.inference_status = std::string(entry->Status());
+          w.inference_reason = std::string(entry->StringField("reason"));
+        }
+      }
+    }
+    work_.push_back(std::move(w));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ShardRun::WriteRegistry() {
+  if (!registry_) return absl::OkStatus();
+  return util::WriteFileAtomic(registry_path_, registry_->Text());
+}
+
+absl::Status ShardRun::Verify() {
+  std::vector<EntryWork*> todo;
+  for (auto& w : work_) {
+    if (w.verify) todo.push_back(&w);
+  }
+  if (todo.empty()) return absl::OkStatus();
+  if (Cancelled()) return absl::CancelledError("cancelled");
+  Progress("verify");
+  std::vector<std::string> keys;
+  for (EntryWork* w : todo) keys.push_back(w->entry->key());
+  auto run = ctx_.tools->Pytest(keys, "verify");
+  if (!run.ok()) return run.status();
+  struct Answer {
+    junit::TestCase tc;
+    std::string log;
+    int signal = 0;
+  };
+  std::map<std::string, Answer> cases;
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    cases[keys[i]] = {run->cases[i], run->log, run->signal};
+  }
+  // A process crash leaves no testcase for the rest of the run: run those alone.
+  std::vector<std::string> missing;
+  for (const auto& k : keys) {
+    if (cases[k].tc.outcome == junit::Outcome::kMissing) missing.push_back(k);
+  }
+  if (!missing.empty() && keys.size() > 1) {
+    for (const auto& k : missing) {
+      if (Cancelled()) return absl::CancelledError("cancelled");
+      Progress("verify-alone", k);
+      auto alone = ctx_.tools->Pytest({k}, "verify-alone");
+      if (!alone.ok()) return alone.status();
+      cases[k] = {alone->cases[0], alone->log, alone->signal};
+    }
+  }
+  for (EntryWork* w : todo) {
+    const Answer& a = cases[w->entry->key()];
+    Verification v;
+    v.testcase = a.tc.outcome == junit::Outcome::kMissing ? nullptr : &a.tc;
+    v.log = a.log;
+    v.signal = a.signal;
+    playbook_.Decide(*this, *w, v);
+  }
+  // The inference entry of the first variant, for information only.
+  for (EntryWork* w : todo) {
+    if (w->inference_key.empty()) continue;
+    Progress("inference", w->inference_key);
+    auto inf = ctx_.tools->Pytest({w->inference_key}, "inference");
+    if (!inf.ok() || inf->cases.empty()) break;
+    junit::VerifyContext vc;
+    vc.forced_skip = w->inference_status == "NOT_SUPPORTED_SKIP";
+    vc.old_reason = w->inference_reason;
+    vc.log_text = inf->log;
+    const auto& tc = inf->cases[0];
+    junit::Finding f = junit::Classify(tc.outcome == junit::Outcome::kMissing ? nullptr : &tc, vc);
+    std::string summary = util::StrCat(w->inference_key, ": ", junit::VerdictName(f.verdict),
+                                       f.reason.empty() ? "" : util::StrCat(" (", f.reason, ")"));
+    w->out->set_inference_outcome(summary);
+    if (w->inference_status == "EXPECTED_PASSING" && f.verdict != junit::Verdict::kPass &&
+        f.verdict != junit::Verdict::kNoEvidence) {
+      Review(*w, util::StrCat("inference regression: ", summary));
+    }
+    break;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::ShardResult> ShardRun::Finish() {
+  if (loader_text_ != loader_original_) {
+    std::string rel = spec_.loader();
+    if (std::string_view(rel).starts_with(kForgePrefix)) rel.erase(0, kForgePrefix.size());
+    auto* fe = result_.add_file_edits();
+    fe->set_repo("tt_forge_models");
+    fe->set_path(rel);
+    fe->set_diff(diff::UnifiedDiff(rel, loader_original_, loader_text_));
+  }
+  // Evidence recorded by the tools, and which of it concerns each entry.
+  for (const auto& [name, path] : ctx_.tools->Evidence()) {
+    const bool log = std::string_view(name).starts_with("logs/");
+    auto content = util::ReadFile(path, log ? (64 << 20) : (8 << 20));
+    if (!content.ok()) continue;
+    v1::Evidence* ev = result_.add_evidence();
+    ev->set_name(name);
+    ev->set_kind(log ? "log" : std::string_view(name).starts_with("junit/") ? "junit" : "probe");
+    // Logs can be long: keep their end, where the error is.
+    if (log && content->size() > (256u << 10)) content->erase(0, content->size() - (256u << 10));
+    ev->set_content(*content);
+    for (auto& w : work_) {
+      const std::string k = KeyFileName(w.entry->key());
+      if (name.find(k) != std::string::npos || name.find(w.entry->key()) != std::string::npos ||
+          std::string_view(name).starts_with("junit/")) {
+        w.out->add_evidence(name);
+      }
+    }
+  }
+  return result_;
+}
+
+void DecideFromVerification(EntryWork& w, const Verification& v) {
+  junit::VerifyContext vc;
+  vc.forced_skip = w.status == "NOT_SUPPORTED_SKIP";
+  vc.old_reason = w.reason;
+  vc.log_text = v.log;
+  vc.exit_signal = v.signal;
+  junit::Finding f = junit::Classify(v.testcase, vc);
+  junit::Decision d = junit::Decide(f);
+  w.out->set_verdict(std::string(junit::VerdictName(f.verdict)));
+  w.out->set_disposition(v1::EntryOutcome::DONE);
+  w.out->set_stage(f.stage);
+  w.out->set_reason(f.reason);
+  for (const auto& r : f.review) ShardRun::Review(w, r);
+  if (d.change) {
+    w.out->set_changed(true);
+    *w.out->mutable_edit() = EditFor(d, *w.entry, w.markers);
+  }
+}
+
+v1::EntryEdit EditFor(const junit::Decision& d, const v1::ShardEntry& entry,
+                      const std::vector<std::string>& current_markers) {
+  v1::EntryEdit edit;
+  edit.set_file(entry.file());
+  edit.set_key(entry.key());
+  auto set_string = [&](const char* name, const std::string& v) {
+    auto* f = edit.add_set();
+    f->set_name(name);
+    f->mutable_value()->set_string_value(v);
+  };
+  set_string("status", d.status);
+  if (d.bringup_status) {
+    set_string("bringup_status", *d.bringup_status);
+  } else {
+    edit.add_delete_("bringup_status");
+  }
+  if (d.reason) {
+    set_string("reason", *d.reason);
+  } else {
+    edit.add_delete_("reason");
+  }
+  if (d.assert_pcc) {
+    auto* f = edit.add_set();
+    f->set_name("assert_pcc");
+    f->mutable_value()->set_bool_value(*d.assert_pcc);
+  }
+  if (!d.add_markers.empty()) {
+    std::vector<std::string> markers = current_markers;
+    for (const auto& m : d.add_markers) {
+      if (std::find(markers.begin(), markers.end(), m) == markers.end()) markers.push_back(m);
+    }
+    auto* f = edit.add_set();
+    f->set_name("markers");
+    for (const auto& m : markers) f->mutable_value()->mutable_list_value()->add_items(m);
+  }
+  return edit;
+}
+
+}  // namespace triage::playbooks

@@ -1,0 +1,87 @@
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "agent/playbooks/playbook.h"
+#include "agent/playbooks/probe.h"
+#include "common/junit/verdict.h"
+#include "common/registry/registry.h"
+#include "triage/v1/types.pb.h"
+
+namespace triage::playbooks {
+
+// One entry of a running shard.
+struct EntryWork {
+  const v1::ShardEntry* entry = nullptr;
+  v1::EntryOutcome* out = nullptr;
+  bool verify = true;
+  bool fixed = false;  // a fix of this shard applies to it
+  std::string status;  // current YAML status (NAME)
+  std::string reason;  // current YAML reason
+  std::vector<std::string> markers;
+  std::string inference_key;
+  std::string inference_status;
+  std::string inference_reason;
+  std::optional<ProbeDoc> probe;    // structure (unpack) or bfloat16 (dtype)
+  std::optional<ProbeDoc> probe32;  // float32 (dtype)
+};
+
+// The common layer every playbook runs on: reads the shard's loader, registry and current YAML,
+// runs the playbook's phases, verifies and finishes the result (diffs and evidence).
+class ShardRun {
+ public:
+  ShardRun(PlaybookContext& ctx, const Playbook& playbook);
+
+  absl::StatusOr<v1::ShardResult> Run();
+
+  // --- for the playbooks' ProbeAndFix and Decide
+  const v1::ShardSpec& spec() const { return spec_; }
+  PlaybookTools& tools() { return *ctx_.tools; }
+  std::vector<EntryWork>& entries() { return work_; }
+  v1::ShardResult& result() { return result_; }
+  // The loader as the playbook has edited it so far; WriteLoader() writes it to the workspace.
+  std::string& loader_text() { return loader_text_; }
+  absl::Status WriteLoader();
+  // training_utils.py's registry (none when the workspace has no readable one).
+  registry::RegistryFile* registry() { return registry_ ? &*registry_ : nullptr; }
+  absl::Status WriteRegistry();
+
+  bool Cancelled() const;
+  void Progress(const std::string& step, const std::string& entry = "");
+  static void Review(EntryWork& w, const std::string& note);
+  // The entry stops here (no verification): its verdict and why it stopped. disposition is
+  // NEEDS_REVIEW or NEEDS_PLAYBOOK (then needs_playbook names the playbook to run first).
+  static void Stop(EntryWork& w, const std::string& verdict,
+                   v1::EntryOutcome::Disposition disposition = v1::EntryOutcome::NEEDS_REVIEW,
+                   const std::string& needs_playbook = "");
+
+ private:
+  absl::Status Init();
+  absl::Status Verify();
+  absl::StatusOr<v1::ShardResult> Finish();
+
+  PlaybookContext& ctx_;
+  const v1::ShardSpec& spec_;
+  const Playbook& playbook_;
+  v1::ShardResult result_;
+  std::vector<EntryWork> work_;
+  std::filesystem::path loader_path_;
+  std::string loader_original_;
+  std::string loader_text_;
+  std::filesystem::path registry_path_;
+  std::optional<registry::RegistryFile> registry_;
+};
+
+// The verification table's decision for one entry (docs/playbooks.md, "Decisions"): verdict,
+// stage, reason, review flags and, when the entry changes, its YAML edit. Disposition DONE.
+void DecideFromVerification(EntryWork& w, const Verification& verification);
+
+// The YAML edit for a decision (markers merged with the entry's current ones).
+v1::EntryEdit EditFor(const junit::Decision& d, const v1::ShardEntry& entry,
+                      const std::vector<std::string>& current_markers);
+
+}  // namespace triage::playbooks

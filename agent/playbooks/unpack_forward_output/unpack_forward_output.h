@@ -1,0 +1,46 @@
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "agent/playbooks/catalog.h"
+#include "agent/playbooks/playbook.h"
+#include "agent/playbooks/probe.h"
+#include "common/registry/registry.h"
+
+namespace triage::playbooks {
+
+// docs/playbooks.md, "unpack_forward_output" (the fix table): how to make unpack_forward_output
+// handle an output.
+struct UnpackPlan {
+  enum class Kind {
+    kStale,              // the output is already handled (existing registry entry/override)
+    kRegistryAdd,        // _register_attr(cls, attr)
+    kRemoveAndOverride,  // the registry entry for cls is wrong: delete it, add an override
+    kOverride,           // per-loader unpack_forward_output
+    kNoFix,              // nothing identifiable: review
+  };
+  Kind kind = Kind::kNoFix;
+  std::string cls;
+  std::string attr;
+  std::string expr;          // override: the expression returned (forward_output...)
+  bool needs_torch = false;  // override uses torch
+  std::string structure;     // "Forward output structure" (docstring and report)
+  std::string selected;      // "What is selected and why"
+  std::string why_not_other;
+  std::vector<std::string> review;
+};
+UnpackPlan PlanUnpack(const ProbeDoc& structure, const registry::RegistryFile* registry);
+
+// The override method (with the two-section docstring) for a plan of kind override.
+std::string RenderOverride(const UnpackPlan& plan);
+
+namespace unpack_forward_output {
+
+// The catalog entry (catalog.cc) and the playbook (agent/playbooks/registrations.inc).
+extern const CatalogEntry kCatalog;
+std::unique_ptr<Playbook> Make();
+
+}  // namespace unpack_forward_output
+}  // namespace triage::playbooks

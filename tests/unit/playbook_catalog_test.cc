@@ -1,0 +1,137 @@
+// The playbook catalog and registry (docs/playbooks.md, "Adding a playbook"): names, rule
+// fragments, estimates, and the default classification rules they make.
+
+#include <set>
+
+#include "agent/playbooks/catalog.h"
+#include "agent/playbooks/registry.h"
+#include "common/classify/classify.h"
+#include "gtest/gtest.h"
+
+namespace triage::playbooks {
+namespace {
+
+// The built-in rules as they were written out by hand before the catalog made them: the catalog
+// must give the same document, byte for byte (same playbooks, order, flavors and patterns).
+constexpr std::string_view kRulesBeforeTheCatalog =
+    R"yaml(# triage-farm classification rules: YAML reason -> playbook and flavor.
+playbooks:
+  - name: unpack_forward_output
+    run_modes: [training]
+    flavors:
+      # The runner's canonical reason for a model whose output class has no handler.
+      - name: not_implemented
+        any:
+          - "tt-forge-models doesn't implement unpack_forward_output for this model"
+      # The ValueError text itself, naming the class.
+      - name: no_handler
+        any:
+          - 'No handler for class (\w+) exists in `unpack_forward_output`'
+  - name: dtype_bfloat16
+    run_modes: [training]
+    # The dtype_bfloat16 gate: BFloat16 plus one of the dtype signatures.
+    require: ['BFloat16']
+    flavors:
+      - name: op_not_implemented
+        any:
+          - "not implemented for 'BFloat16'"
+      - name: cross_dtype
+        any:
+          - 'must have the same dtype'
+          - 'dtypes match'
+          - 'expected scalar type'
+  - name: missing_inputs
+    run_modes: [training]
+    flavors:
+      - name: decoder_input_ids
+        any:
+          - 'You have to specify either decoder_input_ids or decoder_inputs_embeds'
+      - name: detection_targets
+        any:
+          - 'targets should not be none when in training mode'
+          - 'Model expects targets to be passed while in training mode'
+          - "'NoneType' object has no attribute 'max'"
+      - name: batchnorm_single_value
+        any:
+          - 'Expected more than 1 value per channel when training'
+)yaml";
+
+TEST(PlaybookCatalog, NamesAreUniqueAndEveryRunnerIsCatalogued) {
+  std::set<std::string_view> names;
+  for (const auto& item : Catalog()) {
+    ASSERT_NE(item.entry, nullptr);
+    EXPECT_TRUE(names.insert(item.entry->name).second) << item.entry->name << " listed twice";
+    EXPECT_FALSE(item.entry->version.empty()) << item.entry->name;
+    EXPECT_GT(item.entry->estimate_seconds, 0) << item.entry->name;
+    EXPECT_EQ(FindInCatalog(item.entry->name), &item);
+  }
+  EXPECT_EQ(FindInCatalog("no_such_playbook"), nullptr);
+
+  std::set<std::string_view> runners;
+  for (const Playbook* p : RegisteredPlaybooks()) {
+    ASSERT_NE(p, nullptr);
+    EXPECT_TRUE(runners.insert(p->Name()).second) << p->Name() << " registered twice";
+    const CatalogItem* item = FindInCatalog(p->Name());
+    ASSERT_NE(item, nullptr) << p->Name();
+    EXPECT_TRUE(item->has_runner) << p->Name();
+    EXPECT_EQ(&p->Catalog(), item->entry) << "a playbook answers with its own catalog entry";
+    EXPECT_FALSE(p->ProbeModes().empty()) << p->Name();
+    EXPECT_EQ(FindPlaybook(p->Name()), p);
+  }
+  for (const auto& item : Catalog()) {
+    EXPECT_EQ(runners.count(item.entry->name) == 1, item.has_runner) << item.entry->name;
+  }
+  EXPECT_EQ(runners, (std::set<std::string_view>{"unpack_forward_output", "dtype_bfloat16"}));
+  EXPECT_EQ(FindPlaybook("missing_inputs"), nullptr) << "catalogued, no runner yet";
+}
+
+TEST(PlaybookCatalog, EveryRuleFragmentParsesAsItsPlaybooksRule) {
+  for (const auto& item : Catalog()) {
+    const std::string name(item.entry->name);
+    auto rules = classify::Classifier::FromYaml("playbooks:\n" + RuleYaml(*item.entry), name);
+    ASSERT_TRUE(rules.ok()) << rules.status();
+    EXPECT_EQ(rules->Playbooks(), std::vector<std::string>{name});
+    EXPECT_FALSE(rules->Flavors(name).empty()) << name;
+  }
+}
+
+TEST(PlaybookCatalog, DefaultRulesAreTheCataloguedFragmentsInOrder) {
+  EXPECT_EQ(CatalogRulesYaml(), kRulesBeforeTheCatalog);
+  EXPECT_EQ(classify::DefaultRulesYaml(), kRulesBeforeTheCatalog);
+  std::vector<std::string> order;
+  for (const auto& item : Catalog()) order.emplace_back(item.entry->name);
+  EXPECT_EQ(classify::Classifier::Default().Playbooks(), order);
+}
+
+TEST(PlaybookCatalog, EstimatesAreTheCataloguedOnes) {
+  EXPECT_EQ(CatalogEstimates(),
+            (std::map<std::string, double>{
+                {"unpack_forward_output", 900}, {"dtype_bfloat16", 900}, {"missing_inputs", 900}}));
+}
+
+TEST(PlaybookCatalog, TheGateIsTheRulesFlavors) {
+  const Playbook* unpack = FindPlaybook("unpack_forward_output");
+  ASSERT_NE(unpack, nullptr);
+  EXPECT_TRUE(unpack->Takes("not_implemented"));
+  EXPECT_TRUE(unpack->Takes("no_handler"));
+  EXPECT_FALSE(unpack->Takes("cross_dtype"));
+  const Playbook* dtype = FindPlaybook("dtype_bfloat16");
+  ASSERT_NE(dtype, nullptr);
+  EXPECT_TRUE(dtype->Takes("cross_dtype"));
+  EXPECT_TRUE(dtype->Takes("op_not_implemented"));
+  EXPECT_FALSE(dtype->Takes("decoder_input_ids"));
+}
+
+TEST(PlaybookCatalog, ThePhasePlanIsFullProbeVerify) {
+  const Playbook* p = FindPlaybook("dtype_bfloat16");
+  ASSERT_NE(p, nullptr);
+  EXPECT_TRUE(p->Plan(v1::PHASE_FULL).probe_and_fix);
+  EXPECT_TRUE(p->Plan(v1::PHASE_FULL).verify);
+  EXPECT_TRUE(p->Plan(v1::PHASE_PROBE).probe_and_fix);
+  EXPECT_FALSE(p->Plan(v1::PHASE_PROBE).verify);
+  EXPECT_FALSE(p->Plan(v1::PHASE_VERIFY).probe_and_fix);
+  EXPECT_TRUE(p->Plan(v1::PHASE_VERIFY).verify);
+}
+
+}  // namespace
+}  // namespace triage::playbooks
