@@ -21,7 +21,7 @@ class Workspace;
 
 namespace triage::agent {
 
-// The agent's metric hooks (docs/metrics.md); the defaults do nothing.
+// The agent's metric hooks (docs/farm.md#metrics); the defaults do nothing.
 class AgentMetrics {
  public:
   virtual ~AgentMetrics() = default;

@@ -16,9 +16,9 @@ namespace {
 
 constexpr std::string_view kForgePrefix = "third_party/tt_forge_models/";
 
-// The loss-relevant attribute of a named output, by the seed's family table: LMs and
-// classifiers -> logits; depth -> predicted_depth; segmentation masks; encoders ->
-// last_hidden_state (or pooler_output).
+// The loss-relevant attribute of a named output, in the order of docs/playbooks.md
+// ("Which attribute is registered"): LMs and classifiers -> logits; depth -> predicted_depth;
+// segmentation masks; encoders -> last_hidden_state (or pooler_output).
 constexpr std::string_view kAttrPreference[] = {
     "logits", "predicted_depth", "pred_masks",      "reconstruction",    "spectrogram",
     "sample", "start_logits",    "logits_per_text", "last_hidden_state", "pooler_output"};

@@ -19,7 +19,7 @@ class Server;
 
 namespace triage::coord {
 
-// The sweep outputs (merge issue): built from the accepted results on request.
+// The sweep outputs (docs/report.md): built from the accepted results on request.
 struct OutputProviders {
   std::function<absl::StatusOr<v1::Patch>(const std::string& sweep_id)> patch;
   std::function<absl::StatusOr<v1::Report>(const std::string& sweep_id)> report;
