@@ -10,6 +10,7 @@
 #include "common/command/command_params.h"
 #include "common/inventory/schema.h"
 #include "common/util/log.h"
+#include "common/util/log_context.h"
 #include "common/util/strings.h"
 #include "coordinator/core/outcome_counts.h"
 #include "coordinator/core/planner.h"
@@ -21,6 +22,15 @@ namespace triage::coord {
 namespace {
 
 constexpr std::string_view kCpuArch = "cpu";
+
+// A log line about one shard attempt (docs/observability.md, "Logs"), written by the deferred
+// work once the operation's writes are durable.
+std::function<void()> AttemptLog(spdlog::level::level_enum level, std::string_view sweep_id,
+                                 std::string_view shard_id, std::string_view lease_id,
+                                 std::string_view what) {
+  return [level, line = util::StrCat(util::ShardLogContext(sweep_id, shard_id, lease_id), " ",
+                                     what)] { spdlog::log(level, "{}", line); };
+}
 
 template <typename R>
 bool ContainsProto(const R& repeated, std::string_view s) {
@@ -523,6 +533,8 @@ absl::StatusOr<v1::LeaseResponse> Coordinator::GrantLocked(AgentRecord& agent, S
   resp.set_deadline_unix_ms(ToUnixMillis(lease.deadline));
   *resp.mutable_shard() = granted.spec;
   EmitLocked(sweep_id, util::StrCat("shard ", id, " leased by ", lease.agent_id), after);
+  after.push_back(AttemptLog(spdlog::level::info, sweep_id, id, lease.lease_id,
+                             util::StrCat("leased by ", lease.agent_id)));
   return resp;
 }
 
@@ -742,6 +754,8 @@ absl::StatusOr<v1::CompleteResponse> Coordinator::CompleteLocked(const v1::Compl
     std::vector<AgentRecord> agents;
     if (auto st = ApplyAndCommit(m, shards, agents, after); !st.ok()) return st;
     EmitLocked(s.sweep_id, util::StrCat("shard ", s.id, " result rejected: ", why), after);
+    after.push_back(AttemptLog(spdlog::level::warn, s.sweep_id, s.id, lease.lease_id,
+                               util::StrCat("result rejected: ", why)));
     metrics_->StaleResultRejected("disallowed_file");
     resp.set_accepted(false);
     resp.set_rejected_reason(why);
@@ -756,6 +770,8 @@ absl::StatusOr<v1::CompleteResponse> Coordinator::CompleteLocked(const v1::Compl
     std::vector<AgentRecord> agents;
     if (auto st = ApplyAndCommit(m, shards, agents, after); !st.ok()) return st;
     EmitLocked(s.sweep_id, util::StrCat("shard ", s.id, " attempt failed: ", why), after);
+    after.push_back(AttemptLog(spdlog::level::warn, s.sweep_id, s.id, lease.lease_id,
+                               util::StrCat("attempt failed: ", why)));
     resp.set_accepted(true);
   } else {
     m.name = "RecordResult";
@@ -804,6 +820,8 @@ absl::StatusOr<v1::CompleteResponse> Coordinator::CompleteLocked(const v1::Compl
         metrics_->EntryDecided(e->second.playbook, OutcomeLabel(o), o.stage());
     }
     EmitLocked(sweep_id, util::StrCat("shard ", id, " completed by ", lease.agent_id), after);
+    after.push_back(AttemptLog(spdlog::level::info, sweep_id, id, lease.lease_id,
+                               util::StrCat("completed by ", lease.agent_id)));
     resp.set_accepted(true);
   }
   return resp;
@@ -1363,6 +1381,8 @@ absl::StatusOr<v1::Shard> Coordinator::RequeueShard(const std::string& id,
     }
     metrics_->Requeued(ShardArch(s), "manual");
     EmitLocked(s.sweep_id, util::StrCat("shard ", id, " requeued by ", caller.name), after);
+    after.push_back(AttemptLog(spdlog::level::info, s.sweep_id, id, "",
+                               util::StrCat("requeued by ", caller.name, ": ", reason)));
     view = ShardViewLocked(shards_.at(id));
   }
   if (auto st = SettleAndWait(after); !st.ok()) return st;
@@ -1631,6 +1651,8 @@ void Coordinator::Tick() {
       const std::string why = agent_dead ? "heartbeat_timeout" : "deadline";
       metrics_->LeaseExpired(ShardArch(s), why);
       if (agent != agents_.end()) agent->second.revoked.insert(lease_id);
+      after.push_back(AttemptLog(spdlog::level::warn, s.sweep_id, s.id, lease_id,
+                                 util::StrCat("expired (", why, ") on agent ", s.lease->agent_id)));
       FailAttempt(
           s, "expired",
           util::StrCat("lease ", lease_id, " expired (", why, ") on agent ", s.lease->agent_id),
