@@ -1,16 +1,12 @@
 // triage-agent: leases shards from the coordinator and runs them in its own tt-xla workspace.
 
-#include <signal.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <filesystem>
 #include <iostream>
 #include <optional>
-#include <thread>
 
 #include "CLI/CLI.hpp"
-#include "absl/synchronization/mutex.h"
 #include "agent/client/grpc_client.h"
 #include "agent/core/agent.h"
 #include "agent/executor/command_executor.h"
@@ -19,6 +15,7 @@
 #include "agent/metrics/prometheus_agent_metrics.h"
 #include "agent/workspace/workspace.h"
 #include "common/config/config.h"
+#include "common/daemon/daemon.h"
 #include "common/inventory/schema.h"
 #include "common/metrics/metrics_server.h"
 #include "common/util/dir_lock.h"
@@ -161,14 +158,7 @@ absl::Status CheckReplayEvidence(const std::filesystem::path& replay_dir) {
 
 int main(int argc, char** argv) {
   using namespace triage;
-  // Debian's abseil checks every absl::Mutex (gRPC's locks) for deadlock cycles, which about
-  // doubles the CPU cost of an RPC; the check is a debugging aid, not needed in production.
-  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  const daemon::StopSignals signals = daemon::Start();
 
   AgentConfig cfg;
   config::Schema schema(config::kAgentEnvPrefix);
@@ -176,8 +166,7 @@ int main(int argc, char** argv) {
   CLI::App app{"triage-agent: runs triage shards leased from the coordinator"};
   if (auto exit_code = config::ParseCommandLine(schema, app, argc, argv, "triage-agent"))
     return *exit_code;
-  spdlog::set_level(spdlog::level::from_str(cfg.log_level));
-  spdlog::set_pattern(util::StrCat("%Y-%m-%dT%H:%M:%S.%e %^%l%$ [agent ", cfg.agent_id, "] %v"));
+  daemon::SetUpLogging(cfg.log_level, util::StrCat("agent ", cfg.agent_id));
 
   if (!cfg.token_file.empty()) {
     auto t = util::ReadFile(cfg.token_file, 4096);
@@ -318,24 +307,16 @@ int main(int argc, char** argv) {
   options.max_shards = static_cast<int>(cfg.max_shards);
 
   agent::Agent a(options, client->get(), ws.get(), executors, &metrics);
-  // Waits for SIGINT/SIGTERM while Run lasts. It polls rather than blocking in sigwait, so that
-  // when Run ends on its own (a fatal error, drained, max_shards) the thread ends without anyone
-  // sending a signal: only a real signal is logged as one.
-  std::atomic<bool> run_over{false};
-  std::thread waiter([&] {
-    const timespec slice{0, 100'000'000};
-    while (!run_over.load()) {
-      int sig = sigtimedwait(&signals, nullptr, &slice);
-      if (sig > 0) {
-        spdlog::info("signal {}: stopping", sig);
-        a.Stop();
-        return;
-      }
-    }
-  });
-  absl::Status st = a.Run();
-  run_over.store(true);
-  waiter.join();
+  // SIGINT/SIGTERM stop the agent while Run lasts; Run may also end on its own (a fatal error,
+  // drained, max_shards), and the watcher then ends without a signal.
+  absl::Status st;
+  {
+    daemon::SignalWatcher watcher(signals, [&a](int sig) {
+      spdlog::info("signal {}: stopping", sig);
+      a.Stop();
+    });
+    st = a.Run();
+  }
   if (!st.ok()) return Fail(util::MessageOf(st));
   spdlog::info("stopped after {} shard(s)", a.shards_done());
   return 0;

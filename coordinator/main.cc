@@ -1,7 +1,7 @@
 // triage-coordinator: plans sweeps, leases shards to agents over gRPC, stores every state change
 // in SQLite before acknowledging it, and serves /metrics.
 
-#include <signal.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <iostream>
@@ -9,9 +9,9 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "common/clock/clock.h"
 #include "common/config/config.h"
+#include "common/daemon/daemon.h"
 #include "common/inventory/schema.h"
 #include "common/metrics/metrics_server.h"
 #include "common/rpc/rpc.h"
@@ -180,15 +180,8 @@ absl::Status WriteMarker(const std::filesystem::path& dir, bool created) {
 
 int main(int argc, char** argv) {
   using namespace triage;
-  // Debian's abseil checks every absl::Mutex (gRPC's locks) for deadlock cycles, which about
-  // doubles the CPU cost of an RPC; the check is a debugging aid, not needed in production.
-  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-  // SIGINT/SIGTERM are handled by sigwait in this thread: block them before any thread starts.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // SIGINT/SIGTERM are taken by this thread at the end: blocked before any thread starts.
+  const daemon::StopSignals signals = daemon::Start();
 
   CoordinatorConfig cfg;
   config::Schema schema(config::kCoordinatorEnvPrefix);
@@ -196,8 +189,7 @@ int main(int argc, char** argv) {
   CLI::App app{"triage-coordinator: plans sweeps and leases shards to agents"};
   if (auto exit_code = config::ParseCommandLine(schema, app, argc, argv, "triage-coordinator"))
     return *exit_code;
-  spdlog::set_level(spdlog::level::from_str(cfg.log_level));
-  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ [coordinator] %v");
+  daemon::SetUpLogging(cfg.log_level, "coordinator");
 
   if (!cfg.insecure && cfg.tokens_file.empty()) {
     return Fail("no tokens_file: give bearer tokens, or set insecure for a trusted network");
@@ -302,8 +294,7 @@ int main(int argc, char** argv) {
                (*server)->agent_port(), (*server)->control_port(),
                metrics_server ? metrics_server->port() : 0, cfg.data_dir, util::AllocatorName());
 
-  int sig = 0;
-  sigwait(&signals, &sig);
+  const int sig = signals.Wait();
   spdlog::info("signal {}: shutting down", sig);
   (*server)->Shutdown();
   return 0;

@@ -5,6 +5,7 @@
 #include "agent/workspace/workspace.h"
 #include "common/util/file.h"
 #include "common/util/log.h"
+#include "common/util/log_context.h"
 #include "common/util/strings.h"
 
 namespace triage::agent {
@@ -41,6 +42,8 @@ Agent::~Agent() {
 void Agent::Stop() {
   stop_.store(true);
   cancel_current_.store(true);
+  // Taken once so that a SleepFor between its check of stop_ and its wait cannot miss the wake.
+  { std::lock_guard lock(mu_); }
   cv_.notify_all();
   client_->CancelWaits();  // a Lease long-poll would otherwise hold the exit for its wait
 }
@@ -52,7 +55,13 @@ std::string Agent::session() const {
 
 void Agent::SleepFor(std::chrono::milliseconds d) {
   std::unique_lock lock(mu_);
-  cv_.wait_for(lock, d, [this] { return Stopping(); });
+  options_.clock->WaitFor(cv_, lock, d, [this] { return Stopping(); });
+}
+
+absl::Status Agent::RetryCall(const std::function<absl::Status()>& call) {
+  return rpc::Retry(
+      options_.retry, call, [this] { return Stopping(); },
+      [this](std::chrono::milliseconds d) { SleepFor(d); });
 }
 
 absl::Status Agent::RegisterWithRetry() {
@@ -64,14 +73,11 @@ absl::Status Agent::RegisterWithRetry() {
     for (const auto& id : undelivered_) req.add_held_lease_ids(id);
   }
   absl::StatusOr<v1::RegisterResponse> resp = absl::UnavailableError("not tried");
-  absl::Status st = rpc::Retry(
-      options_.retry,
-      [&] {
-        resp = client_->Register(req);
-        if (!resp.ok()) spdlog::warn("register: {}", resp.status().message());
-        return resp.status();
-      },
-      [this] { return Stopping(); });
+  absl::Status st = RetryCall([&] {
+    resp = client_->Register(req);
+    if (!resp.ok()) spdlog::warn("register: {}", resp.status().message());
+    return resp.status();
+  });
   if (!st.ok()) return st;
   std::lock_guard lock(mu_);
   if (!resp->resumed() && !session_.empty()) {
@@ -107,7 +113,7 @@ void Agent::HeartbeatLoop() {
       std::lock_guard lock(mu_);
       for (const auto& id : resp->revoked_lease_ids()) {
         if (id == current_lease_) {
-          spdlog::warn("lease {} revoked by the coordinator: stopping the shard", id);
+          spdlog::warn("{} revoked by the coordinator: stopping the shard", current_context_);
           cancel_current_.store(true);
         }
       }
@@ -122,8 +128,9 @@ void Agent::HeartbeatLoop() {
 
 void Agent::Progress(const v1::LeaseResponse& lease, const std::string& step,
                      const std::string& entry, const std::vector<std::string>& tail) {
-  const auto now = std::chrono::steady_clock::now();
-  if (step == last_step_ && entry == last_entry_ &&
+  const TimePoint now = options_.clock->Now();
+  // A clock set back (now before the last report) does not hold the next report back.
+  if (step == last_step_ && entry == last_entry_ && now >= last_progress_ &&
       now - last_progress_ < options_.progress_interval) {
     return;
   }
@@ -140,36 +147,37 @@ void Agent::Progress(const v1::LeaseResponse& lease, const std::string& step,
   for (const auto& l : tail) req.add_log_tail(l);
   auto resp = client_->ReportProgress(req);
   if (resp.ok() && resp->revoked()) {
-    spdlog::warn("lease {} is no longer valid: stopping the shard", lease.lease_id());
+    spdlog::warn("{} no longer valid: stopping the shard",
+                 util::ShardLogContext(lease.shard().sweep_id(), lease.shard().shard_id(),
+                                       lease.lease_id()));
     cancel_current_.store(true);
   }
 }
 
-void Agent::Deliver(const std::filesystem::path& spool_file, const v1::CompleteRequest& req) {
+void Agent::Deliver(const std::filesystem::path& spool_file, const v1::CompleteRequest& req,
+                    const std::string& context) {
   absl::StatusOr<v1::CompleteResponse> resp = absl::UnavailableError("not sent");
-  absl::Status st = rpc::Retry(
-      options_.retry,
-      [&] {
-        resp = client_->Complete(req);
-        if (!resp.ok() && rpc::IsRetryable(resp.status())) {
-          spdlog::warn("complete {}: {} (retrying)", req.lease_id(), resp.status().message());
-        }
-        return resp.status();
-      },
-      [this] { return Stopping(); });
+  absl::Status st = RetryCall([&] {
+    resp = client_->Complete(req);
+    if (!resp.ok() && rpc::IsRetryable(resp.status())) {
+      spdlog::warn("{} complete {}: {} (retrying)", context, req.lease_id(),
+                   resp.status().message());
+    }
+    return resp.status();
+  });
   if (!Definitive(st)) {
-    spdlog::warn("result of {} kept in {} until the coordinator answers", req.lease_id(),
-                 spool_file.string());
+    spdlog::warn("{} result of {} kept in {} until the coordinator answers", context,
+                 req.lease_id(), spool_file.string());
     return;
   }
   if (!st.ok()) {
-    spdlog::error("result of {} refused: {}", req.lease_id(), st.message());
+    spdlog::error("{} result of {} refused: {}", context, req.lease_id(), st.message());
   } else if (!resp->accepted()) {
-    spdlog::warn("result of {} rejected: {}", req.lease_id(), resp->rejected_reason());
+    spdlog::warn("{} result of {} rejected: {}", context, req.lease_id(), resp->rejected_reason());
   } else if (resp->duplicate()) {
-    spdlog::info("result of {} was already accepted", req.lease_id());
+    spdlog::info("{} result of {} was already accepted", context, req.lease_id());
   } else {
-    spdlog::info("result of {} accepted", req.lease_id());
+    spdlog::info("{} result of {} accepted", context, req.lease_id());
   }
   std::error_code ec;
   std::filesystem::remove(spool_file, ec);
@@ -206,21 +214,25 @@ void Agent::ResendSpooled() {
     }
     // The session may have changed since: the lease and token are what the coordinator checks.
     req.set_session_id(session());
-    spdlog::info("re-sending the result of {} kept from before", req.lease_id());
-    Deliver(f, req);
+    // A spooled request names its lease only (the lease id starts with the shard's).
+    const std::string context = util::ShardLogContext("", "", req.lease_id());
+    spdlog::info("{} re-sending the result of {} kept from before", context, req.lease_id());
+    Deliver(f, req, context);
   }
 }
 
 void Agent::RunShard(const v1::LeaseResponse& lease) {
   const v1::ShardSpec& spec = lease.shard();
   cancel_current_.store(false);
+  const std::string context =
+      util::ShardLogContext(spec.sweep_id(), spec.shard_id(), lease.lease_id());
   {
     std::lock_guard lock(mu_);
     current_lease_ = lease.lease_id();
+    current_context_ = context;
   }
   last_step_.clear();
-  spdlog::info("[sweep={} shard={} lease={}] {} {} ({} entries, {})", spec.sweep_id(),
-               spec.shard_id(), lease.lease_id(), spec.playbook(), spec.loader(),
+  spdlog::info("{} {} {} ({} entries, {})", context, spec.playbook(), spec.loader(),
                spec.entries_size(), spec.executor());
   const auto start = std::chrono::steady_clock::now();
   v1::ShardResult result;
@@ -285,8 +297,7 @@ void Agent::RunShard(const v1::LeaseResponse& lease) {
     if (!cancelled) undelivered_.insert(lease.lease_id());
   }
   if (cancelled) {
-    spdlog::warn("[shard={}] stopped: the lease was revoked or the agent is stopping",
-                 spec.shard_id());
+    spdlog::warn("{} stopped: the lease was revoked or the agent is stopping", context);
     return;  // the coordinator no longer wants this result
   }
 
@@ -303,9 +314,9 @@ void Agent::RunShard(const v1::LeaseResponse& lease) {
   std::string bytes;
   req.SerializeToString(&bytes);
   if (auto st = util::WriteFileAtomic(file, bytes); !st.ok()) {
-    spdlog::error("cannot spool the result of {}: {}", lease.lease_id(), st.message());
+    spdlog::error("{} cannot spool the result of {}: {}", context, lease.lease_id(), st.message());
   }
-  Deliver(file, req);
+  Deliver(file, req, context);
   shards_done_.fetch_add(1);
 }
 
@@ -343,13 +354,10 @@ absl::Status Agent::Run() {
     req.set_wait_ms(options_.lease_wait.count());
     req.set_request_id(RandomId());
     absl::StatusOr<v1::LeaseResponse> lease = absl::UnavailableError("not asked");
-    absl::Status st = rpc::Retry(
-        options_.retry,
-        [&] {
-          lease = client_->Lease(req);
-          return lease.status();
-        },
-        [this] { return Stopping(); });
+    absl::Status st = RetryCall([&] {
+      lease = client_->Lease(req);
+      return lease.status();
+    });
     if (Stopping()) break;
     if (!st.ok()) {
       spdlog::error("lease: {}", st.message());

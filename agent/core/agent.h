@@ -4,6 +4,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -13,6 +14,7 @@
 #include "absl/status/status.h"
 #include "agent/client/coordinator_client.h"
 #include "agent/executor/executor.h"
+#include "common/clock/clock.h"
 #include "common/rpc/rpc.h"
 
 namespace triage::workspace {
@@ -21,7 +23,7 @@ class Workspace;
 
 namespace triage::agent {
 
-// The agent's metric hooks (docs/metrics.md); the defaults do nothing.
+// The agent's metric hooks (docs/farm.md#metrics); the defaults do nothing.
 class AgentMetrics {
  public:
   virtual ~AgentMetrics() = default;
@@ -40,6 +42,11 @@ struct AgentOptions {
   ExecSettings exec;
   bool exit_when_drained = false;  // stop once the coordinator drains this agent
   int max_shards = 0;              // stop after this many shards (0 = no limit)
+  // What the agent decides on time reads this clock: progress throttling, the heartbeat period,
+  // retry backoffs and the pauses between Lease calls (tests pass a FakeClock). Durations that
+  // are only measured and reported (a shard's run time, workspace resets) use steady_clock: a
+  // measurement must not jump with the wall clock, and a fake one would report nothing.
+  Clock* clock = SystemClock::Get();
 };
 
 // One agent process: registers, heartbeats on its own thread, leases shards (long-poll), runs
@@ -68,11 +75,16 @@ class Agent {
   std::vector<std::filesystem::path> SpooledFiles();
   void RunShard(const v1::LeaseResponse& lease);
   // Sends a spooled Complete until the coordinator answers (or stop); removes the file then.
-  void Deliver(const std::filesystem::path& spool_file, const v1::CompleteRequest& req);
+  // context: util::ShardLogContext of the attempt, for its log lines.
+  void Deliver(const std::filesystem::path& spool_file, const v1::CompleteRequest& req,
+               const std::string& context);
   void Progress(const v1::LeaseResponse& lease, const std::string& step, const std::string& entry,
                 const std::vector<std::string>& tail);
   bool Stopping() const { return stop_.load(); }
+  // Waits d on the injected clock, or until Stop().
   void SleepFor(std::chrono::milliseconds d);
+  // rpc::Retry with this agent's policy, its backoffs slept with SleepFor, ending on Stop().
+  absl::Status RetryCall(const std::function<absl::Status()>& call);
 
   AgentOptions options_;
   CoordinatorClient* client_;
@@ -86,6 +98,7 @@ class Agent {
   std::string session_;
   std::chrono::milliseconds heartbeat_interval_{5'000};
   std::string current_lease_;
+  std::string current_context_;  // util::ShardLogContext of current_lease_
   // Leases whose results are spooled and not yet acknowledged: heartbeats keep them alive (a
   // result finished during an outage must not expire while its delivery backs off), and a
   // registration names them so that a restart does not fence them.
@@ -99,7 +112,7 @@ class Agent {
   // Progress throttling.
   std::string last_step_;
   std::string last_entry_;
-  std::chrono::steady_clock::time_point last_progress_{};
+  TimePoint last_progress_{};
 };
 
 }  // namespace triage::agent

@@ -11,7 +11,7 @@ class Registry;
 
 namespace triage::agent {
 
-// The agent's metric catalogue (docs/metrics.md) on a prometheus-cpp registry.
+// The agent's metric catalogue (docs/farm.md#metrics) on a prometheus-cpp registry.
 class PrometheusAgentMetrics : public AgentMetrics {
  public:
   PrometheusAgentMetrics(std::shared_ptr<prometheus::Registry> registry, const std::string& version,

@@ -1,7 +1,9 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 
 namespace triage {
@@ -15,6 +17,13 @@ class Clock {
  public:
   virtual ~Clock() = default;
   virtual TimePoint Now() const = 0;
+  // Waits on cv (lock held, as cv.wait_for) until d has passed on this clock or wake() holds;
+  // wake() is checked whenever cv is notified. Returns wake(). A real clock waits a monotonic
+  // duration, so a step of the wall clock neither shortens nor stretches the wait.
+  virtual bool WaitFor(std::condition_variable& cv, std::unique_lock<std::mutex>& lock, Duration d,
+                       const std::function<bool()>& wake) const {
+    return cv.wait_for(lock, d, wake);
+  }
 };
 
 class SystemClock : public Clock {
@@ -38,6 +47,17 @@ class FakeClock : public Clock {
   void Set(TimePoint t) {
     std::lock_guard lock(mu_);
     now_ = t;
+  }
+  // Ends once the fake time has reached Now() + d (a test advances it) or wake() holds; both are
+  // checked at every notification of cv and every millisecond of real time.
+  bool WaitFor(std::condition_variable& cv, std::unique_lock<std::mutex>& lock, Duration d,
+               const std::function<bool()>& wake) const override {
+    const TimePoint deadline = Now() + d;
+    while (!wake()) {
+      if (Now() >= deadline) return false;
+      cv.wait_for(lock, std::chrono::milliseconds(1));
+    }
+    return true;
   }
 
  private:

@@ -277,7 +277,8 @@ bool IsRetryable(const absl::Status& status) {
 }
 
 absl::Status Retry(const RetryPolicy& policy, const std::function<absl::Status()>& call,
-                   const std::function<bool()>& stop) {
+                   const std::function<bool()>& stop,
+                   const std::function<void(std::chrono::milliseconds)>& sleep) {
   static thread_local std::mt19937 rng(std::random_device{}());
   auto backoff = policy.initial_backoff;
   absl::Status last;
@@ -286,12 +287,19 @@ absl::Status Retry(const RetryPolicy& policy, const std::function<absl::Status()
     if (last.ok() || !IsRetryable(last)) return last;
     if (policy.max_attempts > 0 && attempt >= policy.max_attempts) return last;
     if (stop && stop()) return last;
-    // Full jitter: sleep a random time up to the current backoff, in slices so stop() is seen.
+    // Full jitter: sleep a random time up to the current backoff (polled in slices so stop() is
+    // seen, unless the caller sleeps).
     std::uniform_int_distribution<long> dist(backoff.count() / 2, backoff.count());
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(dist(rng));
-    while (std::chrono::steady_clock::now() < deadline) {
+    const std::chrono::milliseconds wait(dist(rng));
+    if (sleep) {
+      sleep(wait);
       if (stop && stop()) return last;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    } else {
+      auto deadline = std::chrono::steady_clock::now() + wait;
+      while (std::chrono::steady_clock::now() < deadline) {
+        if (stop && stop()) return last;
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
     }
     backoff = std::min(backoff * 2, policy.max_backoff);
   }

@@ -76,7 +76,8 @@ inline constexpr char kAuthorizationHeader[] = "authorization";
 
 // Retries a call on UNAVAILABLE, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED and ABORTED with
 // exponential backoff and jitter, until it succeeds, fails otherwise, attempts run out or
-// stop() says so.
+// stop() says so. sleep, when given, waits out each backoff (on the caller's clock, ending early
+// when stopping); without it the backoff is slept in real time, polling stop().
 struct RetryPolicy {
   int max_attempts = 8;  // 0 = until stop()
   std::chrono::milliseconds initial_backoff{200};
@@ -84,6 +85,7 @@ struct RetryPolicy {
 };
 bool IsRetryable(const absl::Status& status);
 absl::Status Retry(const RetryPolicy& policy, const std::function<absl::Status()>& call,
-                   const std::function<bool()>& stop = {});
+                   const std::function<bool()>& stop = {},
+                   const std::function<void(std::chrono::milliseconds)>& sleep = {});
 
 }  // namespace triage::rpc

@@ -8,7 +8,9 @@
 #include <future>
 
 #include "common/util/log.h"
+#include "common/util/log_context.h"
 #include "common/util/strings.h"
+#include "coordinator/core/attempt_log.h"
 #include "coordinator/planning/waves.h"
 #include "coordinator/scheduling/result_check.h"
 
@@ -142,6 +144,8 @@ absl::StatusOr<v1::LeaseResponse> Coordinator::GrantLocked(const AgentRecord& ag
   const ShardRecord& granted = table_.shard(id);
   table_.RememberRequest(granted.lease->lease_id, request_id);
   EmitLocked(sweep_id, util::StrCat("shard ", id, " leased by ", granted.lease->agent_id), after);
+  after.push_back(AttemptLog(spdlog::level::info, sweep_id, id, granted.lease->lease_id,
+                             util::StrCat("leased by ", granted.lease->agent_id)));
   return LeaseTable::Granted(granted);
 }
 
@@ -285,9 +289,13 @@ absl::StatusOr<v1::CompleteResponse> Coordinator::EndAttemptLocked(ShardRecord s
   if (s.state == ShardState::kQuarantined) metrics_->ShardAttempts(s.spec.playbook(), s.attempts);
   const std::string id = s.id;
   const std::string sweep_id = s.sweep_id;
+  const std::string lease_id = m.attempts.empty() ? "" : m.attempts.front().lease_id;
   std::vector<ShardRecord> shards{std::move(s)};
   std::vector<AgentRecord> agents;
   if (auto st = CommitLocked(m, shards, agents, after); !st.ok()) return st;
+  after.push_back(
+      AttemptLog(spdlog::level::warn, sweep_id, id, lease_id,
+                 util::StrCat(rejected ? "result rejected: " : "attempt failed: ", why)));
   v1::CompleteResponse resp;
   if (rejected) {
     EmitLocked(sweep_id, util::StrCat("shard ", id, " result rejected: ", why), after);
@@ -344,6 +352,8 @@ absl::StatusOr<v1::CompleteResponse> Coordinator::RecordResultLocked(ShardRecord
     if (e != entries.end()) metrics_->EntryDecided(e->second.playbook, OutcomeLabel(o), o.stage());
   }
   EmitLocked(sweep_id, util::StrCat("shard ", id, " completed by ", lease.agent_id), after);
+  after.push_back(AttemptLog(spdlog::level::info, sweep_id, id, lease.lease_id,
+                             util::StrCat("completed by ", lease.agent_id)));
   v1::CompleteResponse resp;
   resp.set_accepted(true);
   return resp;

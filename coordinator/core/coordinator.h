@@ -135,7 +135,7 @@ class Coordinator {
   bool healthy() const;
 
   // Called (without the lock) when a sweep's last shard ends, before it is marked finished;
-  // the merge issue hooks in here. It may return an error that marks the sweep failed.
+  // the merge (docs/report.md) hooks in here. It may return an error that marks the sweep failed.
   using FinishHook = std::function<absl::Status(const std::string& sweep_id)>;
   void SetFinishHook(FinishHook hook);
 

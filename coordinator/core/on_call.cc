@@ -5,6 +5,7 @@
 
 #include "common/util/log.h"
 #include "common/util/strings.h"
+#include "coordinator/core/attempt_log.h"
 #include "coordinator/core/coordinator.h"
 
 namespace triage::coord {
@@ -135,6 +136,8 @@ absl::StatusOr<v1::Shard> Coordinator::RequeueShard(const std::string& id,
     }
     metrics_->Requeued(arch, "manual");
     EmitLocked(sweep_id, util::StrCat("shard ", id, " requeued by ", caller.name), after);
+    after.push_back(AttemptLog(spdlog::level::info, sweep_id, id, "",
+                               util::StrCat("requeued by ", caller.name, ": ", reason)));
     return ShardViewLocked(table_.shard(id));
   });
 }
@@ -282,6 +285,14 @@ void Coordinator::ExpireLeasesLocked(TimePoint now, Effects& after) {
   std::set<std::string> sweeps;
   for (const auto& s : shards) sweeps.insert(s.sweep_id);
   if (!CommitLocked(m, shards, agents, after).ok()) return;
+  for (const auto& a : m.attempts) {
+    // The attempt's reason reads "lease L expired (why) on agent A".
+    const std::string prefix = util::StrCat("lease ", a.lease_id, " ");
+    std::string what = a.reason.starts_with(prefix) ? a.reason.substr(prefix.size()) : a.reason;
+    const ShardRecord* s = table_.FindShard(a.shard_id);
+    after.push_back(AttemptLog(spdlog::level::warn, s != nullptr ? s->sweep_id : "", a.shard_id,
+                               a.lease_id, what));
+  }
   for (const auto& sw : sweeps) EmitLocked(sw, "leases expired", after);
 }
 

@@ -4,7 +4,7 @@
 
 namespace triage::coord {
 
-// The coordinator's metric hooks (names and labels: docs/metrics.md). The core calls these on
+// The coordinator's metric hooks (names and labels: docs/farm.md#metrics). The core calls these on
 // every transition; coordinator/metrics implements them with prometheus-cpp. The defaults do
 // nothing, for tests that don't look at metrics.
 class CoordinatorMetrics {

@@ -11,7 +11,7 @@ class Registry;
 
 namespace triage::coord {
 
-// The coordinator's metric catalogue (docs/metrics.md) on a prometheus-cpp registry.
+// The coordinator's metric catalogue (docs/farm.md#metrics) on a prometheus-cpp registry.
 class PrometheusMetrics : public CoordinatorMetrics {
  public:
   explicit PrometheusMetrics(std::shared_ptr<prometheus::Registry> registry);

@@ -1,6 +1,8 @@
 #include "common/rpc/rpc.h"
 
+#include <chrono>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -63,6 +65,42 @@ TEST(DescribeCallError, LeavesTheCoordinatorsOwnAnswersAlone) {
                          absl::PermissionDeniedError("v (role viewer) may not call StartSweep")}) {
     EXPECT_EQ(DescribeCallError(st, "127.0.0.1:7602", Service::kControl, false), st);
   }
+}
+
+// A caller's sleep waits out every backoff (the agent's, on its injected clock): jittered
+// between half and all of a backoff that doubles up to its cap; no real time passes here.
+TEST(Retry, BacksOffThroughTheCallersSleep) {
+  using std::chrono::milliseconds;
+  std::vector<milliseconds> waits;
+  int calls = 0;
+  absl::Status st = Retry(
+      {0, milliseconds(100), milliseconds(300)},
+      [&] { return ++calls < 5 ? absl::UnavailableError("down") : absl::OkStatus(); }, {},
+      [&](milliseconds d) { waits.push_back(d); });
+  EXPECT_TRUE(st.ok()) << st;
+  EXPECT_EQ(calls, 5);
+  ASSERT_EQ(waits.size(), 4u);
+  const milliseconds caps[] = {milliseconds(100), milliseconds(200), milliseconds(300),
+                               milliseconds(300)};
+  for (size_t i = 0; i < waits.size(); ++i) {
+    EXPECT_GE(waits[i], caps[i] / 2) << i;
+    EXPECT_LE(waits[i], caps[i]) << i;
+  }
+}
+
+// Stopping during a caller's sleep ends the retries without another call.
+TEST(Retry, StopsAfterTheCallersSleepWhenToldTo) {
+  bool stopping = false;
+  int calls = 0;
+  absl::Status st = Retry(
+      {0, std::chrono::milliseconds(10), std::chrono::milliseconds(10)},
+      [&] {
+        ++calls;
+        return absl::UnavailableError("down");
+      },
+      [&] { return stopping; }, [&](std::chrono::milliseconds) { stopping = true; });
+  EXPECT_TRUE(absl::IsUnavailable(st)) << st;
+  EXPECT_EQ(calls, 1);
 }
 
 }  // namespace

@@ -12,9 +12,9 @@
 namespace triage::playbooks {
 namespace {
 
-// The loss-relevant attribute of a named output, by the seed's family table: LMs and
-// classifiers -> logits; depth -> predicted_depth; segmentation masks; encoders ->
-// last_hidden_state (or pooler_output).
+// The loss-relevant attribute of a named output, in the order of docs/playbooks.md
+// ("Which attribute is registered"): LMs and classifiers -> logits; depth -> predicted_depth;
+// segmentation masks; encoders -> last_hidden_state (or pooler_output).
 constexpr std::string_view kAttrPreference[] = {
     "logits", "predicted_depth", "pred_masks",      "reconstruction",    "spectrogram",
     "sample", "start_logits",    "logits_per_text", "last_hidden_state", "pooler_output"};
