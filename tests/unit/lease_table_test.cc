@@ -167,9 +167,10 @@ TEST_F(LeaseTableTest, AgentsGetOnlyWhatTheyOffer) {
   const std::vector<Case> cases = {
       {"same arch", nothing, nothing, true},
       {"other arch", [](AgentRecord& a) { a.dims.set_arch("p150"); }, nothing, false},
-      {"one of the shard's archs",
-       [](AgentRecord& a) { a.dims.set_arch("p150"); },
-       [](ShardRecord& s) { s.archs = {"n150", "p150"}; },
+      {"one of the shard's archs", [](AgentRecord& a) { a.dims.set_arch("p150"); },
+       [](ShardRecord& s) {
+         s.archs = {"n150", "p150"};
+       },
        true},
       {"cpu agent, cpu_ok shard",
        [](AgentRecord& a) {
@@ -188,23 +189,17 @@ TEST_F(LeaseTableTest, AgentsGetOnlyWhatTheyOffer) {
          a.dims.set_cpu_only(true);
        },
        nothing, false},
-      {"device agent, cpu-only work",
-       nothing,
+      {"device agent, cpu-only work", nothing,
        [](ShardRecord& s) {
          s.cpu_ok = true;
          s.archs.clear();
        },
        false},
-      {"no executors listed: native only",
-       nothing,
-       [](ShardRecord& s) { s.spec.set_executor("command"); },
-       false},
-      {"listed executor",
-       [](AgentRecord& a) { a.dims.add_executors("command"); },
-       [](ShardRecord& s) { s.spec.set_executor("command"); },
-       true},
-      {"native not listed", [](AgentRecord& a) { a.dims.add_executors("replay"); }, nothing,
-       false},
+      {"no executors listed: native only", nothing,
+       [](ShardRecord& s) { s.spec.set_executor("command"); }, false},
+      {"listed executor", [](AgentRecord& a) { a.dims.add_executors("command"); },
+       [](ShardRecord& s) { s.spec.set_executor("command"); }, true},
+      {"native not listed", [](AgentRecord& a) { a.dims.add_executors("replay"); }, nothing, false},
       {"listed playbook", [](AgentRecord& a) { a.dims.add_playbooks("dtype_bfloat16"); }, nothing,
        true},
       {"other playbooks only",
