@@ -1,0 +1,708 @@
+// The LeaseTable on its own: no coordinator, no store. Records go in through Put (the one apply
+// path); the table's decisions (matches, grants, failed attempts, expiries, fencing, intake)
+// come back as updated copies and attempt rows, which the test puts back the way the owner
+// does after staging them.
+
+#include "coordinator/scheduling/lease_table.h"
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace triage::coord {
+namespace {
+
+using namespace std::chrono_literals;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::UnorderedElementsAre;
+
+// One call of the shard listener.
+struct ListenerCall {
+  std::optional<ShardRecord> old;
+  ShardRecord updated;
+};
+
+class LeaseTableTest : public ::testing::Test {
+ protected:
+  LeaseTableTest() { Reset(DefaultOptions()); }
+
+  static SchedulingOptions DefaultOptions() {
+    SchedulingOptions o;
+    o.lease_ttl = 60s;
+    o.agent_dead_after = 30s;
+    o.lease_wait_limit = 20s;
+    o.backoff_base = 10s;
+    o.backoff_max = 35s;
+    o.max_infra_losses = 3;
+    return o;
+  }
+
+  void Reset(SchedulingOptions options) {
+    options_ = options;
+    calls_.clear();
+    table_ = std::make_unique<LeaseTable>(
+        options, &metrics_, [this](const ShardRecord* old, const ShardRecord& updated) {
+          calls_.push_back({old ? std::optional<ShardRecord>(*old) : std::nullopt, updated});
+        });
+  }
+
+  TimePoint Now() const { return clock_.Now(); }
+
+  // A device agent of arch, seen now.
+  AgentRecord Agent(const std::string& id, const std::string& arch = "n150") const {
+    AgentRecord a;
+    a.dims.set_agent_id(id);
+    a.dims.set_arch(arch);
+    a.session_id = "sess-" + id;
+    a.registered_at = Now();
+    a.last_heartbeat = Now();
+    return a;
+  }
+
+  // A queued native shard for arch, eligible now.
+  ShardRecord Queued(const std::string& id, std::int64_t seq, const std::string& arch = "n150",
+                     int priority = 0, double expected_seconds = 100) const {
+    ShardRecord s;
+    s.id = id;
+    s.sweep_id = "sw-0001";
+    s.seq = seq;
+    s.spec.set_shard_id(id);
+    s.spec.set_sweep_id("sw-0001");
+    s.spec.set_playbook("dtype_bfloat16");
+    s.spec.set_executor("native");
+    s.spec.set_arch(arch);
+    s.state = ShardState::kQueued;
+    s.priority = priority;
+    s.expected_seconds = expected_seconds;
+    s.archs = {arch};
+    s.enqueued_at = Now();
+    s.eligible_at = Now();
+    return s;
+  }
+
+  void PutAgent(AgentRecord a) { table_->Put(std::move(a)); }
+  AgentRecord& agent(const std::string& id) { return *table_->FindAgent(id); }
+
+  // What FindMatch gives the agent now: the shard id, or "" for nothing.
+  std::string MatchFor(const std::string& agent_id) {
+    const ShardRecord* s = table_->FindMatch(agent(agent_id), Now());
+    return s == nullptr ? "" : s->id;
+  }
+
+  // Grants the shard to the agent and puts the granted copy back; the granted copy.
+  ShardRecord GrantAndPut(const std::string& agent_id, const std::string& shard_id,
+                          Mutation* m = nullptr) {
+    Mutation local;
+    ShardRecord s = table_->Grant(agent(agent_id), table_->shard(shard_id), Now(), m ? *m : local);
+    table_->Put(s);
+    return s;
+  }
+
+  static v1::CompleteRequest Complete(const ShardRecord& s) {
+    v1::CompleteRequest req;
+    req.set_agent_id(s.lease->agent_id);
+    req.set_session_id(s.lease->session_id);
+    req.set_lease_id(s.lease->lease_id);
+    req.set_fencing_token(s.lease->token);
+    return req;
+  }
+
+  FakeClock clock_;
+  CoordinatorMetrics metrics_;  // does nothing
+  SchedulingOptions options_;
+  std::vector<ListenerCall> calls_;
+  std::unique_ptr<LeaseTable> table_;
+};
+
+// --- the queue and matching ---------------------------------------------------------------
+
+TEST_F(LeaseTableTest, PutOfAQueuedShardMakesItMatchable) {
+  PutAgent(Agent("a1"));
+  EXPECT_EQ(MatchFor("a1"), "");
+  ShardRecord waiting = Queued("s-wait", 1);
+  waiting.state = ShardState::kWaiting;
+  waiting.depends_on = "s-1";
+  table_->Put(waiting);
+  EXPECT_EQ(MatchFor("a1"), "") << "a waiting shard is not in the queue";
+  table_->Put(Queued("s-1", 2));
+  EXPECT_EQ(MatchFor("a1"), "s-1");
+  EXPECT_THAT(table_->Dependents("s-1"), ElementsAre("s-wait"));
+
+  // Queued again after it waited: now it matches too (ordered by seq).
+  ShardRecord released = table_->shard("s-wait");
+  released.state = ShardState::kQueued;
+  table_->Put(released);
+  EXPECT_EQ(MatchFor("a1"), "s-wait");
+}
+
+TEST_F(LeaseTableTest, FindMatchTakesPriorityThenLongestThenOldest) {
+  PutAgent(Agent("a1"));
+  table_->Put(Queued("low-long", 1, "n150", /*priority=*/0, /*expected_seconds=*/5000));
+  table_->Put(Queued("high-short", 2, "n150", 1, 10));
+  table_->Put(Queued("high-long-newer", 4, "n150", 1, 50));
+  table_->Put(Queued("high-long-older", 3, "n150", 1, 50));
+  std::vector<std::string> order;
+  for (std::string id = MatchFor("a1"); !id.empty(); id = MatchFor("a1")) {
+    order.push_back(id);
+    GrantAndPut("a1", id);
+  }
+  EXPECT_THAT(order, ElementsAre("high-long-older", "high-long-newer", "high-short", "low-long"));
+}
+
+TEST_F(LeaseTableTest, AgentsGetOnlyWhatTheyOffer) {
+  struct Case {
+    std::string name;
+    std::function<void(AgentRecord&)> agent;
+    std::function<void(ShardRecord&)> shard;
+    bool matches;
+  };
+  auto nothing = [](auto&) {};
+  const std::vector<Case> cases = {
+      {"same arch", nothing, nothing, true},
+      {"other arch", [](AgentRecord& a) { a.dims.set_arch("p150"); }, nothing, false},
+      {"one of the shard's archs", [](AgentRecord& a) { a.dims.set_arch("p150"); },
+       [](ShardRecord& s) {
+         s.archs = {"n150", "p150"};
+       },
+       true},
+      {"cpu agent, cpu_ok shard",
+       [](AgentRecord& a) {
+         a.dims.set_arch("cpu");
+         a.dims.set_cpu_only(true);
+       },
+       [](ShardRecord& s) {
+         s.cpu_ok = true;
+         s.archs.clear();
+         s.spec.set_arch("");
+       },
+       true},
+      {"cpu agent, device shard",
+       [](AgentRecord& a) {
+         a.dims.set_arch("n150");
+         a.dims.set_cpu_only(true);
+       },
+       nothing, false},
+      {"device agent, cpu-only work", nothing,
+       [](ShardRecord& s) {
+         s.cpu_ok = true;
+         s.archs.clear();
+       },
+       false},
+      {"no executors listed: native only", nothing,
+       [](ShardRecord& s) { s.spec.set_executor("command"); }, false},
+      {"listed executor", [](AgentRecord& a) { a.dims.add_executors("command"); },
+       [](ShardRecord& s) { s.spec.set_executor("command"); }, true},
+      {"native not listed", [](AgentRecord& a) { a.dims.add_executors("replay"); }, nothing, false},
+      {"listed playbook", [](AgentRecord& a) { a.dims.add_playbooks("dtype_bfloat16"); }, nothing,
+       true},
+      {"other playbooks only",
+       [](AgentRecord& a) { a.dims.add_playbooks("unpack_forward_output"); }, nothing, false},
+      {"drained", [](AgentRecord& a) { a.draining = true; }, nothing, false},
+      {"offline", [](AgentRecord& a) { a.offline = true; }, nothing, false},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    Reset(DefaultOptions());
+    AgentRecord a = Agent("a1");
+    c.agent(a);
+    PutAgent(a);
+    ShardRecord s = Queued("s-1", 1);
+    c.shard(s);
+    table_->Put(s);
+    EXPECT_EQ(MatchFor("a1"), c.matches ? "s-1" : "");
+  }
+}
+
+TEST_F(LeaseTableTest, AShardInBackoffIsSkippedUntilItIsEligible) {
+  PutAgent(Agent("a1"));
+  ShardRecord later = Queued("s-backoff", 1, "n150", /*priority=*/5);
+  later.eligible_at = Now() + 10s;
+  table_->Put(later);
+  table_->Put(Queued("s-now", 2));
+  EXPECT_EQ(MatchFor("a1"), "s-now") << "the higher priority shard waits for its backoff";
+  table_->Put([&] {
+    ShardRecord s = table_->shard("s-now");
+    s.state = ShardState::kCancelled;
+    return s;
+  }());
+  EXPECT_EQ(MatchFor("a1"), "");
+  clock_.Advance(9s);
+  EXPECT_EQ(MatchFor("a1"), "");
+  clock_.Advance(1s);
+  EXPECT_EQ(MatchFor("a1"), "s-backoff") << "eligible at eligible_at";
+}
+
+// --- grants and leases ----------------------------------------------------------------------
+
+TEST_F(LeaseTableTest, GrantFillsTheLeaseAndTheAttemptRow) {
+  PutAgent(Agent("a1"));
+  ShardRecord queued = Queued("s-1", 1);
+  queued.token = 4;  // three earlier grants and an operator requeue
+  queued.attempts = 1;
+  table_->Put(queued);
+  clock_.Advance(7s);
+  Mutation m;
+  const ShardRecord granted = table_->Grant(agent("a1"), table_->shard("s-1"), Now(), m);
+  EXPECT_EQ(granted.state, ShardState::kLeased);
+  EXPECT_EQ(granted.token, 5);
+  EXPECT_EQ(granted.attempts, 2);
+  ASSERT_TRUE(granted.lease.has_value());
+  EXPECT_EQ(granted.lease->lease_id, "s-1-l5");
+  EXPECT_EQ(granted.lease->agent_id, "a1");
+  EXPECT_EQ(granted.lease->session_id, "sess-a1");
+  EXPECT_EQ(granted.lease->token, 5);
+  EXPECT_EQ(granted.lease->granted_at, Now());
+  EXPECT_EQ(granted.lease->deadline, Now() + 60s);
+  ASSERT_EQ(m.attempts.size(), 1u);
+  const AttemptRecord& a = m.attempts[0];
+  EXPECT_EQ(a.shard_id, "s-1");
+  EXPECT_EQ(a.attempt, 5) << "attempt rows are numbered by token";
+  EXPECT_EQ(a.lease_id, "s-1-l5");
+  EXPECT_EQ(a.agent_id, "a1");
+  EXPECT_EQ(a.token, 5);
+  EXPECT_EQ(a.granted_at, Now());
+  EXPECT_EQ(a.outcome, "") << "open";
+
+  // Grant decides; nothing changes until the copy is put back.
+  EXPECT_EQ(table_->shard("s-1").state, ShardState::kQueued);
+  EXPECT_EQ(table_->ShardOfLease("s-1-l5"), nullptr);
+  EXPECT_TRUE(agent("a1").leases.empty());
+  EXPECT_EQ(MatchFor("a1"), "s-1");
+
+  table_->Put(granted);
+  const ShardRecord* held = table_->ShardOfLease("s-1-l5");
+  ASSERT_NE(held, nullptr);
+  EXPECT_EQ(held->id, "s-1");
+  EXPECT_THAT(agent("a1").leases, ElementsAre("s-1-l5"));
+  EXPECT_EQ(MatchFor("a1"), "") << "a leased shard is out of the queue";
+
+  const v1::LeaseResponse resp = LeaseTable::Granted(*held);
+  EXPECT_TRUE(resp.granted());
+  EXPECT_EQ(resp.lease_id(), "s-1-l5");
+  EXPECT_EQ(resp.fencing_token(), 5);
+  EXPECT_EQ(resp.deadline_unix_ms(), ToUnixMillis(Now() + 60s));
+  EXPECT_EQ(resp.shard().shard_id(), "s-1");
+}
+
+TEST_F(LeaseTableTest, HeartbeatRenewsNamedLeasesAndRevokesOthers) {
+  PutAgent(Agent("a1"));
+  PutAgent(Agent("a2"));
+  table_->Put(Queued("s-1", 1));
+  table_->Put(Queued("s-2", 2));
+  table_->Put(Queued("s-3", 3));
+  const ShardRecord s1 = GrantAndPut("a1", "s-1");
+  const ShardRecord s2 = GrantAndPut("a1", "s-2");
+  const ShardRecord s3 = GrantAndPut("a2", "s-3");
+  clock_.Advance(50s);
+
+  v1::HeartbeatRequest hb;
+  hb.set_agent_id("a1");
+  hb.set_session_id("sess-a1");
+  hb.add_lease_ids(s1.lease->lease_id);  // its own: renewed
+  hb.add_lease_ids(s3.lease->lease_id);  // another agent's
+  hb.add_lease_ids("s-9-l1");            // unknown
+  v1::HeartbeatResponse resp = table_->Heartbeat(hb, Now());
+  EXPECT_FALSE(resp.reregister());
+  EXPECT_FALSE(resp.draining());
+  EXPECT_THAT(resp.revoked_lease_ids(), UnorderedElementsAre("s-3-l1", "s-9-l1"));
+  EXPECT_EQ(table_->shard("s-1").lease->deadline, Now() + 60s);
+  EXPECT_EQ(table_->shard("s-2").lease->deadline, s2.lease->deadline) << "not named: not renewed";
+  EXPECT_EQ(table_->shard("s-3").lease->deadline, s3.lease->deadline) << "not a1's to renew";
+  EXPECT_EQ(agent("a1").last_heartbeat, Now());
+
+  // A lease the table revoked is named in the answer while the agent still mentions it.
+  ShardRecord cancelled = table_->shard("s-1");
+  Mutation m;
+  table_->Revoke(cancelled, Now(), "sweep cancelled", m);
+  cancelled.state = ShardState::kCancelled;
+  table_->Put(cancelled);
+  ASSERT_EQ(m.attempts.size(), 1u);
+  EXPECT_EQ(m.attempts[0].outcome, "revoked");
+  hb.clear_lease_ids();
+  hb.add_lease_ids("s-1-l1");
+  EXPECT_THAT(table_->Heartbeat(hb, Now()).revoked_lease_ids(), ElementsAre("s-1-l1"));
+  EXPECT_THAT(agent("a1").revoked, ElementsAre("s-1-l1"));
+  hb.clear_lease_ids();
+  EXPECT_TRUE(table_->Heartbeat(hb, Now()).revoked_lease_ids().empty());
+  EXPECT_TRUE(agent("a1").revoked.empty()) << "no longer mentioned: acted on";
+
+  // Draining is told.
+  agent("a1").draining = true;
+  EXPECT_TRUE(table_->Heartbeat(hb, Now()).draining());
+}
+
+TEST_F(LeaseTableTest, HeartbeatOfAWrongSessionOrUnknownAgentAsksToReregister) {
+  PutAgent(Agent("a1"));
+  v1::HeartbeatRequest hb;
+  hb.set_agent_id("a1");
+  hb.set_session_id("sess-old");
+  const TimePoint seen = agent("a1").last_heartbeat;
+  clock_.Advance(5s);
+  EXPECT_TRUE(table_->Heartbeat(hb, Now()).reregister());
+  EXPECT_EQ(agent("a1").last_heartbeat, seen) << "a stale session does not count as seen";
+  hb.set_agent_id("nobody");
+  EXPECT_TRUE(table_->Heartbeat(hb, Now()).reregister());
+}
+
+// --- intake -------------------------------------------------------------------------------
+
+TEST_F(LeaseTableTest, AdmitSortsCompletions) {
+  PutAgent(Agent("a1"));
+  PutAgent(Agent("a2"));
+  table_->Put(Queued("s-1", 1));
+  const ShardRecord granted = GrantAndPut("a1", "s-1");
+
+  auto accept = table_->Admit(Complete(granted));
+  ASSERT_TRUE(accept.ok()) << accept.status();
+  EXPECT_EQ(accept->kind, LeaseTable::Intake::Kind::kAccept);
+  EXPECT_EQ(accept->shard.id, "s-1");
+  ASSERT_TRUE(accept->shard.lease.has_value());
+  EXPECT_EQ(accept->shard.lease->lease_id, "s-1-l1");
+
+  v1::CompleteRequest wrong_token = Complete(granted);
+  wrong_token.set_fencing_token(7);
+  auto fenced = table_->Admit(wrong_token);
+  ASSERT_TRUE(fenced.ok()) << fenced.status();
+  EXPECT_EQ(fenced->kind, LeaseTable::Intake::Kind::kStale);
+  EXPECT_EQ(fenced->metric_reason, "fencing");
+  EXPECT_THAT(fenced->why, HasSubstr("stale fencing token 7 for shard s-1 (current 1)"));
+
+  v1::CompleteRequest unknown = Complete(granted);
+  unknown.set_lease_id("s-1-l0");
+  auto stale = table_->Admit(unknown);
+  ASSERT_TRUE(stale.ok()) << stale.status();
+  EXPECT_EQ(stale->kind, LeaseTable::Intake::Kind::kStale);
+  EXPECT_EQ(stale->metric_reason, "unknown_lease");
+  EXPECT_THAT(stale->why, HasSubstr("lease s-1-l0 is not current"));
+
+  v1::CompleteRequest other_agent = Complete(granted);
+  other_agent.set_agent_id("a2");
+  auto denied = table_->Admit(other_agent);
+  EXPECT_TRUE(absl::IsPermissionDenied(denied.status())) << denied.status();
+
+  // Accepted: the shard ends and the result is remembered; the same completion again is a
+  // duplicate, even though the lease is no longer current.
+  ResultRecord r;
+  r.lease_id = "s-1-l1";
+  r.shard_id = "s-1";
+  table_->PutResult(r);
+  ShardRecord done = accept->shard;
+  done.lease.reset();
+  done.state = ShardState::kSucceeded;
+  table_->Put(done);
+  EXPECT_TRUE(table_->Accepted("s-1-l1"));
+  auto dup = table_->Admit(Complete(granted));
+  ASSERT_TRUE(dup.ok()) << dup.status();
+  EXPECT_EQ(dup->kind, LeaseTable::Intake::Kind::kDuplicate);
+}
+
+// A lease ended by a failed attempt: the token of a completion for it is checked against the
+// shard's latest grant.
+TEST_F(LeaseTableTest, AdmitOfAnEndedLeaseIsStale) {
+  PutAgent(Agent("a1"));
+  table_->Put(Queued("s-1", 1));
+  const ShardRecord first = GrantAndPut("a1", "s-1");
+  ShardRecord failed = table_->shard("s-1");
+  Mutation m;
+  table_->FailAttempt(failed, "failed", "exit 1", Now(), m, Fault::kInfrastructure, 3);
+  table_->Put(failed);
+  auto in = table_->Admit(Complete(first));
+  ASSERT_TRUE(in.ok()) << in.status();
+  EXPECT_EQ(in->kind, LeaseTable::Intake::Kind::kStale);
+  EXPECT_EQ(in->metric_reason, "unknown_lease");
+}
+
+// --- failed attempts ------------------------------------------------------------------------
+
+TEST_F(LeaseTableTest, WorkFaultsBackOffDoublingUpToTheMaximumThenQuarantine) {
+  PutAgent(Agent("a1"));
+  table_->Put(Queued("s-1", 1));
+  constexpr int kMaxAttempts = 5;
+  // backoff_base 10s, backoff_max 35s: 10, 20, 35 (capped), 35; the fifth fault quarantines.
+  const std::vector<Duration> backoffs = {10s, 20s, 35s, 35s};
+  for (std::size_t i = 0; i < backoffs.size(); ++i) {
+    SCOPED_TRACE(i + 1);
+    const ShardRecord granted = GrantAndPut("a1", "s-1");
+    clock_.Advance(3s);
+    ShardRecord s = table_->shard("s-1");
+    Mutation m;
+    table_->FailAttempt(s, "failed", "exit 1", Now(), m, Fault::kWork, kMaxAttempts);
+    EXPECT_EQ(s.state, ShardState::kQueued);
+    EXPECT_EQ(s.attempts, static_cast<int>(i) + 1) << "a work fault counts";
+    EXPECT_EQ(s.infra_losses, 0);
+    EXPECT_FALSE(s.lease.has_value());
+    EXPECT_EQ(s.last_error, "exit 1");
+    EXPECT_EQ(s.enqueued_at, Now());
+    EXPECT_EQ(s.eligible_at, Now() + backoffs[i]);
+    ASSERT_EQ(m.attempts.size(), 1u);
+    EXPECT_EQ(m.attempts[0].lease_id, granted.lease->lease_id);
+    EXPECT_EQ(m.attempts[0].granted_at, granted.lease->granted_at);
+    EXPECT_EQ(m.attempts[0].ended_at, Now());
+    EXPECT_EQ(m.attempts[0].outcome, "failed");
+    EXPECT_EQ(m.attempts[0].reason, "exit 1");
+    table_->Put(s);
+    EXPECT_EQ(table_->ShardOfLease(granted.lease->lease_id), nullptr);
+    EXPECT_TRUE(agent("a1").leases.empty());
+    EXPECT_EQ(MatchFor("a1"), "") << "backing off";
+    clock_.Set(s.eligible_at);
+    EXPECT_EQ(MatchFor("a1"), "s-1");
+  }
+  GrantAndPut("a1", "s-1");
+  ShardRecord s = table_->shard("s-1");
+  EXPECT_EQ(s.attempts, kMaxAttempts);
+  Mutation m;
+  table_->FailAttempt(s, "failed", "exit 1", Now(), m, Fault::kWork, kMaxAttempts);
+  EXPECT_EQ(s.state, ShardState::kQuarantined);
+  EXPECT_FALSE(s.lease.has_value());
+  EXPECT_EQ(m.attempts.size(), 1u);
+  table_->Put(s);
+  EXPECT_EQ(MatchFor("a1"), "");
+}
+
+TEST_F(LeaseTableTest, InfrastructureFaultsRequeueAtOnceAndHaveTheirOwnBound) {
+  PutAgent(Agent("a1"));
+  table_->Put(Queued("s-1", 1));
+  // max_attempts 1: a work fault would quarantine at once; infrastructure faults do not count.
+  for (int loss = 1; loss < options_.max_infra_losses; ++loss) {
+    SCOPED_TRACE(loss);
+    GrantAndPut("a1", "s-1");
+    ShardRecord s = table_->shard("s-1");
+    ASSERT_EQ(s.attempts, 1);
+    Mutation m;
+    table_->FailAttempt(s, "expired", "agent went away", Now(), m, Fault::kInfrastructure, 1);
+    EXPECT_EQ(s.state, ShardState::kQueued);
+    EXPECT_EQ(s.attempts, 0) << "the grant is given back";
+    EXPECT_EQ(s.infra_losses, loss);
+    EXPECT_EQ(s.eligible_at, Now()) << "no backoff";
+    EXPECT_EQ(s.last_error, "agent went away");
+    ASSERT_EQ(m.attempts.size(), 1u);
+    EXPECT_EQ(m.attempts[0].outcome, "expired");
+    table_->Put(s);
+    EXPECT_EQ(MatchFor("a1"), "s-1") << "another agent may take it at once";
+  }
+  GrantAndPut("a1", "s-1");
+  ShardRecord s = table_->shard("s-1");
+  Mutation m;
+  table_->FailAttempt(s, "expired", "agent went away", Now(), m, Fault::kInfrastructure, 1);
+  EXPECT_EQ(s.state, ShardState::kQuarantined);
+  EXPECT_EQ(s.infra_losses, options_.max_infra_losses);
+  EXPECT_THAT(s.last_error,
+              HasSubstr("agent went away (3 leases lost to agents or the coordinator going away)"));
+}
+
+// --- expiry ----------------------------------------------------------------------------------
+
+TEST_F(LeaseTableTest, ExpireLeasesPastTheirDeadlineOrOnOfflineAgents) {
+  PutAgent(Agent("alive"));
+  PutAgent(Agent("silent"));
+  table_->Put(Queued("s-late", 1));
+  table_->Put(Queued("s-fresh", 2));
+  table_->Put(Queued("s-orphan", 3));
+  const ShardRecord late = GrantAndPut("alive", "s-late");
+  clock_.Advance(25s);
+  const ShardRecord fresh = GrantAndPut("alive", "s-fresh");
+  const ShardRecord orphan = GrantAndPut("silent", "s-orphan");
+
+  // alive keeps heartbeating but never names s-late's lease; silent says nothing.
+  clock_.Advance(20s);
+  v1::HeartbeatRequest hb;
+  hb.set_agent_id("alive");
+  hb.set_session_id("sess-alive");
+  hb.add_lease_ids(fresh.lease->lease_id);
+  table_->Heartbeat(hb, Now());
+  auto no_limit = [](const ShardRecord&) { return 100; };
+  Mutation none;
+  EXPECT_TRUE(table_->ExpireLeases(Now(), none, no_limit).empty()) << "45s: nothing is due";
+  EXPECT_TRUE(none.attempts.empty());
+
+  clock_.Advance(16s);  // 61s after s-late's grant; silent quiet for 61s, alive for 16s
+  table_->MarkSilentAgentsOffline(Now());
+  EXPECT_TRUE(agent("silent").offline);
+  EXPECT_FALSE(agent("alive").offline);
+  Mutation m;
+  std::vector<ShardRecord> expired = table_->ExpireLeases(Now(), m, no_limit);
+  ASSERT_EQ(expired.size(), 2u);
+  std::map<std::string, ShardRecord> by_id;
+  for (auto& s : expired) by_id.emplace(s.id, s);
+  ASSERT_EQ(by_id.count("s-late"), 1u);
+  ASSERT_EQ(by_id.count("s-orphan"), 1u);
+  for (const auto& [id, s] : by_id) {
+    SCOPED_TRACE(id);
+    EXPECT_EQ(s.state, ShardState::kQueued);
+    EXPECT_FALSE(s.lease.has_value());
+    EXPECT_EQ(s.attempts, 0) << "an expiry is the farm's fault";
+    EXPECT_EQ(s.infra_losses, 1);
+    EXPECT_EQ(s.eligible_at, Now());
+  }
+  EXPECT_THAT(by_id.at("s-late").last_error,
+              HasSubstr("lease s-late-l1 expired (deadline) on agent alive"));
+  EXPECT_THAT(by_id.at("s-orphan").last_error,
+              HasSubstr("lease s-orphan-l1 expired (heartbeat_timeout) on agent silent"));
+  ASSERT_EQ(m.attempts.size(), 2u);
+  for (const auto& a : m.attempts) EXPECT_EQ(a.outcome, "expired");
+  EXPECT_THAT(agent("alive").revoked, ElementsAre("s-late-l1"));
+  EXPECT_THAT(agent("silent").revoked, ElementsAre("s-orphan-l1"));
+
+  for (auto& s : expired) table_->Put(s);
+  EXPECT_EQ(table_->ShardOfLease(late.lease->lease_id), nullptr);
+  EXPECT_EQ(table_->ShardOfLease(orphan.lease->lease_id), nullptr);
+  EXPECT_NE(table_->ShardOfLease(fresh.lease->lease_id), nullptr) << "renewed: kept";
+  EXPECT_THAT(agent("alive").leases, ElementsAre(fresh.lease->lease_id));
+  EXPECT_TRUE(agent("silent").leases.empty());
+}
+
+// --- a restarted agent ------------------------------------------------------------------------
+
+TEST_F(LeaseTableTest, FenceRestartedAgentFencesLeasesItDoesNotHold) {
+  PutAgent(Agent("a1"));
+  table_->Put(Queued("s-lost", 1));
+  table_->Put(Queued("s-held", 2));
+  const ShardRecord lost = GrantAndPut("a1", "s-lost");
+  const ShardRecord held = GrantAndPut("a1", "s-held");
+  const AgentRecord previous = agent("a1");
+  clock_.Advance(50s);
+
+  Mutation m;
+  std::vector<ShardRecord> fenced =
+      table_->FenceRestartedAgent(previous, {held.lease->lease_id}, Now(), m);
+  ASSERT_EQ(fenced.size(), 1u);
+  const ShardRecord& s = fenced[0];
+  EXPECT_EQ(s.id, "s-lost");
+  EXPECT_EQ(s.state, ShardState::kQueued);
+  EXPECT_FALSE(s.lease.has_value());
+  EXPECT_EQ(s.attempts, 0);
+  EXPECT_EQ(s.infra_losses, 1);
+  EXPECT_THAT(s.last_error, HasSubstr("agent re-registered (restart)"));
+  ASSERT_EQ(m.attempts.size(), 1u);
+  EXPECT_EQ(m.attempts[0].lease_id, lost.lease->lease_id);
+  EXPECT_EQ(m.attempts[0].outcome, "expired");
+
+  // The held lease lives on, with a new deadline; the fenced one is still the table's until put.
+  EXPECT_EQ(table_->shard("s-held").lease->deadline, Now() + 60s);
+  EXPECT_EQ(table_->shard("s-held").state, ShardState::kLeased);
+  table_->Put(s);
+  EXPECT_EQ(table_->ShardOfLease(lost.lease->lease_id), nullptr);
+  EXPECT_THAT(agent("a1").leases, ElementsAre(held.lease->lease_id));
+}
+
+// --- waiters ------------------------------------------------------------------------------------
+
+TEST_F(LeaseTableTest, WaitersAreCappedExpireAndCanBeCancelled) {
+  v1::LeaseRequest req;
+  req.set_agent_id("a1");
+  req.set_session_id("sess-a1");
+  req.set_request_id("r-1");
+  req.set_wait_ms(60'000);
+  int answered = 0;
+  auto done = [&answered](absl::StatusOr<v1::LeaseResponse>) { ++answered; };
+  const std::int64_t capped = table_->AddWaiter(req, Now(), done);
+  req.set_wait_ms(5'000);
+  req.set_request_id("r-2");
+  const std::int64_t short_wait = table_->AddWaiter(req, Now(), done);
+  req.set_request_id("r-3");
+  const std::int64_t cancelled = table_->AddWaiter(req, Now(), done);
+  EXPECT_NE(capped, short_wait);
+
+  LeaseTable::LeaseCallback cb = table_->CancelWaiter(cancelled);
+  ASSERT_TRUE(cb != nullptr);
+  EXPECT_TRUE(table_->CancelWaiter(cancelled) == nullptr) << "already gone";
+  EXPECT_TRUE(table_->CancelWaiter(12345) == nullptr);
+
+  EXPECT_TRUE(table_->TakeExpiredWaiters(Now() + 4999ms).empty());
+  std::vector<LeaseTable::Waiter> expired = table_->TakeExpiredWaiters(Now() + 5s);
+  ASSERT_EQ(expired.size(), 1u);
+  EXPECT_EQ(expired[0].id, short_wait);
+  EXPECT_EQ(expired[0].request_id, "r-2");
+  EXPECT_EQ(expired[0].deadline, Now() + 5s);
+  EXPECT_TRUE(table_->TakeExpiredWaiters(Now() + 19s).empty()) << "60s asked, 20s allowed";
+  expired = table_->TakeExpiredWaiters(Now() + 20s);
+  ASSERT_EQ(expired.size(), 1u);
+  EXPECT_EQ(expired[0].id, capped);
+  EXPECT_EQ(expired[0].deadline, Now() + 20s);
+  EXPECT_EQ(answered, 0) << "the table hands waiters back; it does not answer them";
+}
+
+TEST_F(LeaseTableTest, ServeWaitersGrantsInOrderAndSendsStaleSessionsToReregister) {
+  PutAgent(Agent("a1"));
+  PutAgent(Agent("a2"));
+  PutAgent(Agent("a3"));
+  auto request = [](const std::string& agent_id, const std::string& session) {
+    v1::LeaseRequest req;
+    req.set_agent_id(agent_id);
+    req.set_session_id(session);
+    req.set_wait_ms(10'000);
+    return req;
+  };
+  auto nop = [](absl::StatusOr<v1::LeaseResponse>) {};
+  table_->AddWaiter(request("a2", "sess-a2"), Now(), nop);
+  table_->AddWaiter(request("a3", "sess-before-restart"), Now(), nop);
+  table_->AddWaiter(request("a1", "sess-a1"), Now(), nop);
+
+  std::vector<std::pair<std::string, std::string>> grants;  // (agent, shard)
+  std::vector<std::string> reregistered;
+  auto grant = [&](LeaseTable::Waiter& w, const AgentRecord& a, const ShardRecord& s) {
+    grants.emplace_back(w.agent_id, s.id);
+    GrantAndPut(a.dims.agent_id(), s.id);  // the owner commits the grant
+  };
+  auto reregister = [&](LeaseTable::Waiter& w) { reregistered.push_back(w.agent_id); };
+
+  table_->ServeWaiters(Now(), grant, reregister);
+  EXPECT_TRUE(grants.empty()) << "no queued work: nobody is served";
+  EXPECT_TRUE(reregistered.empty());
+
+  table_->Put(Queued("s-1", 1));
+  table_->ServeWaiters(Now(), grant, reregister);
+  EXPECT_THAT(grants, ElementsAre(std::make_pair(std::string("a2"), std::string("s-1"))));
+  EXPECT_TRUE(reregistered.empty()) << "the queue ran dry before the stale waiter's turn";
+
+  table_->Put(Queued("s-2", 2));
+  table_->Put(Queued("s-3", 3));
+  table_->ServeWaiters(Now(), grant, reregister);
+  EXPECT_THAT(grants, ElementsAre(std::make_pair(std::string("a2"), std::string("s-1")),
+                                  std::make_pair(std::string("a1"), std::string("s-2"))));
+  EXPECT_THAT(reregistered, ElementsAre("a3"));
+  EXPECT_TRUE(table_->TakeAllWaiters().empty()) << "every waiter was answered";
+  EXPECT_EQ(MatchFor("a3"), "s-3");
+}
+
+// --- the listener -------------------------------------------------------------------------------
+
+TEST_F(LeaseTableTest, TheListenerSeesEveryPutWithTheOldRecord) {
+  PutAgent(Agent("a1"));
+  table_->Put(Queued("s-1", 1));
+  ASSERT_EQ(calls_.size(), 1u);
+  EXPECT_FALSE(calls_[0].old.has_value()) << "a new shard";
+  EXPECT_EQ(calls_[0].updated.id, "s-1");
+  EXPECT_EQ(calls_[0].updated.state, ShardState::kQueued);
+
+  GrantAndPut("a1", "s-1");
+  ASSERT_EQ(calls_.size(), 2u);
+  ASSERT_TRUE(calls_[1].old.has_value());
+  EXPECT_EQ(calls_[1].old->state, ShardState::kQueued);
+  EXPECT_FALSE(calls_[1].old->lease.has_value());
+  EXPECT_EQ(calls_[1].updated.state, ShardState::kLeased);
+
+  ShardRecord same = table_->shard("s-1");
+  table_->Put(same);  // no change is still a Put
+  ASSERT_EQ(calls_.size(), 3u);
+  EXPECT_EQ(calls_[2].old->state, ShardState::kLeased);
+  EXPECT_EQ(calls_[2].updated.state, ShardState::kLeased);
+
+  table_->Put(Queued("s-2", 2));
+  ASSERT_EQ(calls_.size(), 4u);
+  EXPECT_FALSE(calls_[3].old.has_value());
+  EXPECT_EQ(calls_[3].updated.id, "s-2");
+
+  PutAgent(Agent("a2"));
+  EXPECT_EQ(calls_.size(), 4u) << "agents are not shards";
+}
+
+}  // namespace
+}  // namespace triage::coord
