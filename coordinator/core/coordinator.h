@@ -46,8 +46,13 @@ struct CoordinatorOptions {
   std::string default_executor = "native";
   double min_trusted_seconds = 5;
   SchedulingOptions scheduling() const {
-    return {lease_ttl,    agent_dead_after, offline_retention, lease_wait_limit,
-            backoff_base, backoff_max,      max_infra_losses};
+    return {.lease_ttl = lease_ttl,
+            .agent_dead_after = agent_dead_after,
+            .offline_retention = offline_retention,
+            .lease_wait_limit = lease_wait_limit,
+            .backoff_base = backoff_base,
+            .backoff_max = backoff_max,
+            .max_infra_losses = max_infra_losses};
   }
   // Per entry, by playbook: the catalog's estimates (agent/playbooks/catalog.h).
   std::map<std::string, double> playbook_estimates = playbooks::CatalogEstimates();

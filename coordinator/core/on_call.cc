@@ -286,12 +286,9 @@ void Coordinator::ExpireLeasesLocked(TimePoint now, Effects& after) {
   for (const auto& s : shards) sweeps.insert(s.sweep_id);
   if (!CommitLocked(m, shards, agents, after).ok()) return;
   for (const auto& a : m.attempts) {
-    // The attempt's reason reads "lease L expired (why) on agent A".
-    const std::string prefix = util::StrCat("lease ", a.lease_id, " ");
-    std::string what = a.reason.starts_with(prefix) ? a.reason.substr(prefix.size()) : a.reason;
     const ShardRecord* s = table_.FindShard(a.shard_id);
     after.push_back(AttemptLog(spdlog::level::warn, s != nullptr ? s->sweep_id : "", a.shard_id,
-                               a.lease_id, what));
+                               a.lease_id, a.reason));
   }
   for (const auto& sw : sweeps) EmitLocked(sw, "leases expired", after);
 }

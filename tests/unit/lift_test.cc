@@ -11,6 +11,7 @@
 #include "common/util/strings.h"
 #include "coordinator/scheduling/result_check.h"
 #include "gtest/gtest.h"
+#include "tests/unit/memory_pinned_files.h"
 
 namespace triage::lift {
 namespace {
@@ -49,20 +50,11 @@ constexpr char kLoader[] =
     "    def load_inputs(self, dtype_override=None):\n"
     "        return torch.randn(1, 3, 8, 8)\n";
 
-class MapFiles : public PinnedFiles {
- public:
-  std::map<std::string, std::string> ttxla = {{kYamlPath, kYaml}};
-  std::map<std::string, std::string> forge = {
-      {kUtilsPath, kUtils}, {kLoaderA, kLoader}, {kLoaderB, kLoader}};
-  absl::StatusOr<std::string> ReadTtXla(const std::string& path) override {
-    auto it = ttxla.find(path);
-    if (it == ttxla.end()) return absl::NotFoundError("no " + path);
-    return it->second;
-  }
-  absl::StatusOr<std::string> ReadForge(const std::string& path) override {
-    auto it = forge.find(path);
-    if (it == forge.end()) return absl::NotFoundError("no " + path);
-    return it->second;
+// The shard's YAML, training_utils.py and both loaders at the pinned commits.
+struct MapFiles : testing::MemoryPinnedFiles {
+  MapFiles() {
+    ttxla = {{kYamlPath, kYaml}};
+    forge = {{kUtilsPath, kUtils}, {kLoaderA, kLoader}, {kLoaderB, kLoader}};
   }
 };
 

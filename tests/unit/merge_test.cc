@@ -25,6 +25,7 @@
 #include "coordinator/scheduling/result_check.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/unit/memory_pinned_files.h"
 #include "tests/unit/test_support.h"
 
 namespace triage::merge {
@@ -94,21 +95,7 @@ std::string Loader(const std::string& name) {
          "        return inputs\n";
 }
 
-class MapFiles : public PinnedFiles {
- public:
-  std::map<std::string, std::string> ttxla;
-  std::map<std::string, std::string> forge;
-  absl::StatusOr<std::string> ReadTtXla(const std::string& path) override {
-    auto it = ttxla.find(path);
-    if (it == ttxla.end()) return absl::NotFoundError("no " + path);
-    return it->second;
-  }
-  absl::StatusOr<std::string> ReadForge(const std::string& path) override {
-    auto it = forge.find(path);
-    if (it == forge.end()) return absl::NotFoundError("no " + path);
-    return it->second;
-  }
-};
+using MapFiles = testing::MemoryPinnedFiles;
 
 MapFiles DefaultFiles() {
   MapFiles f;
