@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "tests/unit/test_support.h"
+#include "tests/support/test_support.h"
 #include "yaml-cpp/yaml.h"
 
 extern char** environ;

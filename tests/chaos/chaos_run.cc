@@ -31,7 +31,7 @@
 #include <vector>
 
 #include "nlohmann/json.hpp"
-#include "tests/unit/test_support.h"
+#include "tests/support/test_support.h"
 
 namespace triage::chaos {
 namespace {

@@ -20,7 +20,7 @@
 #include "common/util/text.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "tests/unit/test_support.h"
+#include "tests/support/test_support.h"
 #include "yaml-cpp/yaml.h"
 
 namespace triage {

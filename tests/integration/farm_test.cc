@@ -16,7 +16,7 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
-#include "tests/unit/test_support.h"
+#include "tests/support/test_support.h"
 #include "triage/v1/agent.grpc.pb.h"
 #include "triage/v1/control.grpc.pb.h"
 

@@ -5,7 +5,7 @@
 #include <signal.h>
 
 #include "gtest/gtest.h"
-#include "tests/unit/test_support.h"
+#include "tests/support/test_support.h"
 
 namespace triage {
 namespace {

@@ -11,7 +11,7 @@
 
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "tests/unit/test_support.h"
+#include "tests/support/test_support.h"
 
 namespace triage {
 namespace {

@@ -9,7 +9,7 @@
 #include "coordinator/persistence/sqlite_store.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "tests/unit/test_support.h"
+#include "tests/support/test_support.h"
 
 namespace triage {
 namespace {

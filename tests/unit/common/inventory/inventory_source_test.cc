@@ -10,7 +10,7 @@
 #include "absl/status/status.h"
 #include "common/inventory/inventory.h"
 #include "gtest/gtest.h"
-#include "tests/unit/test_support.h"
+#include "tests/support/test_support.h"
 
 namespace triage::inventory {
 namespace {

@@ -13,7 +13,7 @@
 #include "agent/playbooks/unpack_forward_output/unpack_forward_output.h"
 #include "common/util/text.h"
 #include "gtest/gtest.h"
-#include "tests/unit/test_support.h"
+#include "tests/support/test_support.h"
 
 namespace triage::playbooks {
 namespace {

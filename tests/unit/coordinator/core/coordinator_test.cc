@@ -11,7 +11,7 @@
 #include "coordinator/planning/waves.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/unit/test_support.h"
+#include "tests/support/test_support.h"
 
 namespace triage::coord {
 namespace {

@@ -1,4 +1,4 @@
-#include "tests/unit/fake_coordinator_client.h"
+#include "tests/support/fake_coordinator_client.h"
 
 #include <algorithm>
 #include <thread>

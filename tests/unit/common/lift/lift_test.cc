@@ -11,7 +11,7 @@
 #include "common/util/strings.h"
 #include "coordinator/scheduling/result_check.h"
 #include "gtest/gtest.h"
-#include "tests/unit/memory_pinned_files.h"
+#include "tests/support/memory_pinned_files.h"
 
 namespace triage::lift {
 namespace {

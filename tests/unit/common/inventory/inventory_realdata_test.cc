@@ -14,7 +14,7 @@
 #include "common/util/strings.h"
 #include "common/util/text.h"
 #include "gtest/gtest.h"
-#include "tests/unit/test_support.h"
+#include "tests/support/test_support.h"
 
 namespace triage::inventory {
 namespace {

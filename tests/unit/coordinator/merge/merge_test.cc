@@ -25,8 +25,8 @@
 #include "coordinator/scheduling/result_check.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "tests/unit/memory_pinned_files.h"
-#include "tests/unit/test_support.h"
+#include "tests/support/memory_pinned_files.h"
+#include "tests/support/test_support.h"
 
 namespace triage::merge {
 namespace {

@@ -4,7 +4,7 @@
 
 #include "common/diff/unified_diff.h"
 #include "gtest/gtest.h"
-#include "tests/unit/test_support.h"
+#include "tests/support/test_support.h"
 
 namespace triage::inventory {
 namespace {

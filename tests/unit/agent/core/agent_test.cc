@@ -13,8 +13,8 @@
 #include "common/util/file.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/unit/fake_coordinator_client.h"
-#include "tests/unit/test_support.h"
+#include "tests/support/fake_coordinator_client.h"
+#include "tests/support/test_support.h"
 
 namespace triage {
 namespace {

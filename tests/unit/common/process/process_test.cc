@@ -15,7 +15,7 @@
 #include "common/util/strings.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/unit/test_support.h"
+#include "tests/support/test_support.h"
 
 namespace triage::process {
 namespace {

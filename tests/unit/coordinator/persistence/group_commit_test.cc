@@ -13,7 +13,7 @@
 #include "coordinator/core/coordinator.h"
 #include "coordinator/persistence/sqlite_store.h"
 #include "gtest/gtest.h"
-#include "tests/unit/test_support.h"
+#include "tests/support/test_support.h"
 
 namespace triage::coord {
 namespace {

@@ -15,7 +15,7 @@
 #include "coordinator/persistence/sqlite_store.h"
 #include "coordinator/persistence/store.h"
 #include "gtest/gtest.h"
-#include "tests/unit/test_support.h"
+#include "tests/support/test_support.h"
 
 namespace triage::coord {
 namespace {

@@ -6,7 +6,7 @@
 #include "common/diff/apply_diff.h"
 #include "common/diff/unified_diff.h"
 #include "gtest/gtest.h"
-#include "tests/unit/test_support.h"
+#include "tests/support/test_support.h"
 
 namespace triage::diff {
 namespace {

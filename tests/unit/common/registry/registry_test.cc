@@ -1,7 +1,7 @@
 #include "common/registry/registry.h"
 
 #include "gtest/gtest.h"
-#include "tests/unit/test_support.h"
+#include "tests/support/test_support.h"
 
 namespace triage::registry {
 namespace {

@@ -13,7 +13,7 @@
 #include "common/util/text.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/unit/test_support.h"
+#include "tests/support/test_support.h"
 
 namespace triage::junit {
 namespace {
