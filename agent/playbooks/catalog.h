@@ -5,6 +5,10 @@
 #include <string>
 #include <string_view>
 
+namespace triage::classify {
+class Classifier;
+}  // namespace triage::classify
+
 namespace triage::playbooks {
 
 // What the farm knows of a playbook without running it (docs/playbooks.md, "Adding a
@@ -37,7 +41,9 @@ std::map<std::string, double> CatalogEstimates();
 
 // One playbook's rule as an item of the rules' `playbooks:` list ("  - name: ...").
 std::string RuleYaml(const CatalogEntry& entry);
-// The rules document of every registered playbook (classify::DefaultRulesYaml()).
+// The rules document of every registered playbook (`triagectl inventory rules` prints it).
 std::string CatalogRulesYaml();
+// The built-in classification rules: CatalogRulesYaml() read once.
+const classify::Classifier& DefaultClassifier();
 
 }  // namespace triage::playbooks

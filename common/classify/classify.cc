@@ -167,15 +167,6 @@ absl::StatusOr<Classifier> Classifier::FromFile(const std::filesystem::path& pat
   return FromYaml(*text, path.string());
 }
 
-const Classifier& Classifier::Default() {
-  static const Classifier* rules = [] {
-    auto c = FromYaml(DefaultRulesYaml(), "<built-in rules>");
-    if (!c.ok()) std::abort();  // the built-in rules are covered by tests
-    return new Classifier(std::move(*c));
-  }();
-  return *rules;
-}
-
 std::optional<Match> Classifier::ClassifyReason(std::string_view reason, std::string_view status,
                                                 std::string_view run_mode) const {
   if (reason.empty()) return std::nullopt;

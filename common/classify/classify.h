@@ -31,7 +31,8 @@ struct Classification {
   std::string why_not;  // when no playbook matched: why ("no reason", "status ...", ...)
 };
 
-// Rules loaded from YAML (see docs/classify.md and DefaultRulesYaml()):
+// Rules loaded from YAML (see docs/classify.md; the built-in rules are the playbook
+// catalog's, playbooks::DefaultClassifier() in agent/playbooks/catalog.h):
 //   playbooks:
 //     - name: dtype_bfloat16
 //       run_modes: [training]                          # optional, default any
@@ -50,8 +51,6 @@ class Classifier {
   // source names the rules in error messages ("rules.yaml:12:9: ...").
   static absl::StatusOr<Classifier> FromYaml(std::string_view yaml, std::string source);
   static absl::StatusOr<Classifier> FromFile(const std::filesystem::path& path);
-  // The built-in rules: those of the playbook catalog (agent/playbooks/catalog.h).
-  static const Classifier& Default();
 
   Classification Classify(const inventory::Entry& entry) const;
   // One reason with the entry's status (canonical NAME) and run mode ("" = unknown).
@@ -76,8 +75,5 @@ class Classifier {
   Classifier() = default;
   std::vector<Rule> rules_;
 };
-
-// The YAML text of the built-in rules (also written by `triagectl inventory rules`).
-std::string_view DefaultRulesYaml();
 
 }  // namespace triage::classify

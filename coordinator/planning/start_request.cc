@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "agent/playbooks/catalog.h"
 #include "common/command/command_params.h"
 #include "common/inventory/schema.h"
 #include "common/util/strings.h"
@@ -58,7 +59,7 @@ absl::StatusOr<StartRequest> ValidateStartRequest(const v1::StartSweepRequest& r
     auto params = command::ParseParams({req.params().begin(), req.params().end()});
     if (!params.ok()) return params.status();
   }
-  out.rules = &classify::Classifier::Default();
+  out.rules = &playbooks::DefaultClassifier();
   if (!req.rules_yaml().empty()) {
     auto c = classify::Classifier::FromYaml(req.rules_yaml(), "rules");
     if (!c.ok()) return c.status();

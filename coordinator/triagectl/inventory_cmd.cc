@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 
+#include "agent/playbooks/catalog.h"
 #include "common/classify/classify.h"
 #include "common/inventory/inventory.h"
 #include "common/util/strings.h"
@@ -46,7 +47,7 @@ int RunInventoryClassify(const InventoryOptions& options, std::ostream& out, std
     err << "triagectl: -o must be table or json, got '" << options.output << "'\n";
     return kExitUsage;
   }
-  const classify::Classifier* rules = &classify::Classifier::Default();
+  const classify::Classifier* rules = &playbooks::DefaultClassifier();
   absl::StatusOr<classify::Classifier> custom = absl::UnknownError("unused");
   if (!options.rules.empty()) {
     custom = classify::Classifier::FromFile(options.rules);
@@ -145,7 +146,7 @@ int RunInventoryClassify(const InventoryOptions& options, std::ostream& out, std
 }
 
 int RunInventoryRules(std::ostream& out) {
-  out << classify::DefaultRulesYaml();
+  out << playbooks::CatalogRulesYaml();
   return kExitOk;
 }
 

@@ -97,10 +97,9 @@ TEST(PlaybookCatalog, EveryRuleFragmentParsesAsItsPlaybooksRule) {
 
 TEST(PlaybookCatalog, DefaultRulesAreTheCataloguedFragmentsInOrder) {
   EXPECT_EQ(CatalogRulesYaml(), kRulesBeforeTheCatalog);
-  EXPECT_EQ(classify::DefaultRulesYaml(), kRulesBeforeTheCatalog);
   std::vector<std::string> order;
   for (const auto& item : Catalog()) order.emplace_back(item.entry->name);
-  EXPECT_EQ(classify::Classifier::Default().Playbooks(), order);
+  EXPECT_EQ(DefaultClassifier().Playbooks(), order);
 }
 
 TEST(PlaybookCatalog, EstimatesAreTheCataloguedOnes) {

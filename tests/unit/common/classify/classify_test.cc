@@ -1,4 +1,5 @@
 #include "common/classify/classify.h"
+#include "agent/playbooks/catalog.h"
 
 #include "gtest/gtest.h"
 
@@ -46,7 +47,7 @@ TEST(Classifier, DefaultRulesTable) {
       {"TT_FATAL: out of memory", skip, "training", "", ""},
   };
   for (const auto& c : cases) {
-    auto m = Classifier::Default().ClassifyReason(c.reason, c.status, c.run_mode);
+    auto m = playbooks::DefaultClassifier().ClassifyReason(c.reason, c.status, c.run_mode);
     if (c.playbook.empty()) {
       EXPECT_FALSE(m.has_value()) << c.reason << " -> " << (m ? m->playbook : "");
       continue;
@@ -58,7 +59,7 @@ TEST(Classifier, DefaultRulesTable) {
 }
 
 TEST(Classifier, CapturesTheClassName) {
-  auto m = Classifier::Default().ClassifyReason(
+  auto m = playbooks::DefaultClassifier().ClassifyReason(
       "No handler for class MgpstrModelOutput exists in `unpack_forward_output`.Register a "
       "handler",
       "KNOWN_FAILURE_XFAIL", "training");
@@ -85,14 +86,14 @@ TEST(Classifier, ClassifiesEntriesIncludingOverrideOnlyOnes) {
       "    status: NOT_SUPPORTED_SKIP\n"
       "    reason: \"Flax model class removed\"\n");
   ASSERT_TRUE(doc.ok());
-  auto a = Classifier::Default().Classify(doc.entries()[0]);
+  auto a = playbooks::DefaultClassifier().Classify(doc.entries()[0]);
   ASSERT_TRUE(a.match.has_value());
   EXPECT_EQ(a.match->playbook, "dtype_bfloat16");
   EXPECT_EQ(a.match->arch, "p150");
-  auto b = Classifier::Default().Classify(doc.entries()[1]);
+  auto b = playbooks::DefaultClassifier().Classify(doc.entries()[1]);
   EXPECT_FALSE(b.match.has_value());
   EXPECT_EQ(b.why_not, "no reason");
-  auto c = Classifier::Default().Classify(doc.entries()[2]);
+  auto c = playbooks::DefaultClassifier().Classify(doc.entries()[2]);
   EXPECT_FALSE(c.match.has_value());
   EXPECT_EQ(c.reason, "Flax model class removed") << "the reason is kept";
   EXPECT_EQ(c.why_not, "reason matches no playbook");
@@ -139,7 +140,7 @@ TEST(Classifier, CustomRulesAndOrder) {
   EXPECT_TRUE(rules->ClassifyReason("Out of Memory: 1 B DRAM", "KNOWN_FAILURE_XFAIL", "inference"));
   EXPECT_FALSE(rules->ClassifyReason("Out of Memory: 1 B DRAM", "NOT_SUPPORTED_SKIP", "training"));
   EXPECT_EQ(
-      Classifier::Default().Playbooks(),
+      playbooks::DefaultClassifier().Playbooks(),
       (std::vector<std::string>{"unpack_forward_output", "dtype_bfloat16", "missing_inputs"}));
 }
 

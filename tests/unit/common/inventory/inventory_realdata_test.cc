@@ -6,6 +6,7 @@
 #include <set>
 #include <string>
 
+#include "agent/playbooks/catalog.h"
 #include "common/classify/classify.h"
 #include "common/diff/unified_diff.h"
 #include "common/inventory/editor.h"
@@ -261,7 +262,7 @@ TEST(RealData, ClassifierSelectsExactlyTheLiveUnpackEntries) {
   std::set<std::string> selected;
   int not_implemented = 0, no_handler = 0;
   for (const Entry& e : doc.entries()) {
-    auto c = classify::Classifier::Default().Classify(e);
+    auto c = playbooks::DefaultClassifier().Classify(e);
     if (c.match && c.match->playbook == "unpack_forward_output") {
       selected.insert(e.key);
       (c.match->flavor == "no_handler" ? no_handler : not_implemented)++;
@@ -298,7 +299,7 @@ TEST(RealData, ClassifierOnTheOtherSweepParents) {
     EXPECT_TRUE(doc.ok());
     std::map<std::string, int> flavors;
     for (const Entry& e : doc.entries()) {
-      auto c = classify::Classifier::Default().Classify(e);
+      auto c = playbooks::DefaultClassifier().Classify(e);
       if (c.match && c.match->playbook == playbook) flavors[c.match->flavor]++;
     }
     return flavors;

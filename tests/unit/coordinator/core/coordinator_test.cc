@@ -3,6 +3,7 @@
 // agents, matching, order, waves of dependent shards, operator actions and recovery.
 
 #include "coordinator/core/coordinator.h"
+#include "agent/playbooks/catalog.h"
 
 #include <map>
 
@@ -55,7 +56,7 @@ TEST(Planner, KeyOutsideTheRepositoryIsNeverPlanned) {
   EXPECT_THAT(inv.diagnostics.front().ToString(),
               HasSubstr(":2:3: key '../../etc/x/pytorch-V-single_device-training' names a model "
                         "path outside the repository"));
-  Plan plan = PlanSweep(inv, classify::Classifier::Default(), PlanOptions{}, "sw", "a", "b");
+  Plan plan = PlanSweep(inv, playbooks::DefaultClassifier(), PlanOptions{}, "sw", "a", "b");
   EXPECT_TRUE(plan.entries.empty());
   EXPECT_TRUE(plan.shards.empty());
   for (const auto& shard : plan.shards) {

@@ -2,6 +2,7 @@
 // error naming the field and value, or the normalised request (defaults filled in).
 
 #include "coordinator/planning/start_request.h"
+#include "agent/playbooks/catalog.h"
 
 #include <functional>
 #include <map>
@@ -60,7 +61,7 @@ const std::vector<Row>& Rows() {
          EXPECT_THAT(s.archs, ElementsAre("n150"));
          EXPECT_THAT(s.playbooks, IsEmpty());
          EXPECT_THAT(s.durations, IsEmpty());
-         EXPECT_EQ(s.rules, &classify::Classifier::Default());
+         EXPECT_EQ(s.rules, &playbooks::DefaultClassifier());
          EXPECT_EQ(s.custom_rules, nullptr);
        }},
       {"the coordinator's defaults", [](auto&) {}, "",
