@@ -63,6 +63,15 @@ class FarmCommands {
   int Run(std::ostream& out, std::ostream& err);
 
  private:
+  // The flags every farm command takes: where the coordinator is, credentials, -o.
+  void AddConnectionFlags(CLI::App* cmd);
+  // group's subcommand name with the connection flags; Run knows it as "<group> <name>".
+  CLI::App* AddCommand(CLI::App* group, const std::string& name, const std::string& description);
+  void RegisterSweep(CLI::App& app);
+  void RegisterSweepStart(CLI::App* sweep);
+  void RegisterShards(CLI::App& app);
+  void RegisterAgents(CLI::App& app);
+
   FarmOptions o_;
   std::map<std::string, CLI::App*> cmds_;
 };

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <map>
+#include <string>
+#include <vector>
 
 #include "agent/playbooks/catalog.h"
 #include "common/classify/classify.h"
@@ -17,6 +19,84 @@ std::string Clip(std::string_view s, std::size_t n) {
   std::size_t cut = n - 3;
   while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
   return util::StrCat(s.substr(0, cut), "...");
+}
+
+// One test entry as `inventory classify` shows it.
+struct ClassifiedEntry {
+  std::string file, key, status, bringup_status, reason, playbook, flavor, loader;
+  bool matched;
+};
+
+// Every test entry of inv through rules (only the matched ones with matched_only), and how many
+// entries each playbook handles (counting all of them).
+std::vector<ClassifiedEntry> ClassifyEntries(const inventory::Inventory& inv,
+                                             const classify::Classifier& rules, bool matched_only,
+                                             std::map<std::string, int>& per_playbook) {
+  std::vector<ClassifiedEntry> rows;
+  for (const auto& ref : inv.TestEntries()) {
+    auto c = rules.Classify(*ref.entry);
+    ClassifiedEntry r;
+    r.file = ref.document->path();
+    r.key = ref.entry->key;
+    r.status = std::string(ref.entry->Status());
+    r.bringup_status = std::string(ref.entry->StringField("bringup_status"));
+    r.reason = c.reason;
+    r.matched = c.match.has_value();
+    if (c.match) {
+      r.playbook = c.match->playbook;
+      r.flavor = c.match->flavor;
+      per_playbook[r.playbook]++;
+    }
+    r.loader = ref.entry->loader;
+    if (matched_only && !r.matched) continue;
+    rows.push_back(std::move(r));
+  }
+  return rows;
+}
+
+void PrintClassifiedJson(std::ostream& out, const std::vector<ClassifiedEntry>& rows) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const ClassifiedEntry& r : rows) {
+    nlohmann::json o;
+    o["file"] = r.file;
+    o["key"] = r.key;
+    o["status"] = r.status;
+    o["bringup_status"] =
+        r.bringup_status.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.bringup_status);
+    o["reason"] = r.reason.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.reason);
+    o["playbook"] = r.matched ? nlohmann::json(r.playbook) : nlohmann::json(nullptr);
+    o["flavor"] = r.matched ? nlohmann::json(r.flavor) : nlohmann::json(nullptr);
+    o["loader"] = r.loader;
+    a.push_back(std::move(o));
+  }
+  out << a.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+}
+
+void PrintClassifiedTable(std::ostream& out, const std::vector<ClassifiedEntry>& rows) {
+  const char* header[] = {"FILE",     "KEY",    "STATUS", "BRINGUP_STATUS",
+                          "PLAYBOOK", "FLAVOR", "REASON"};
+  std::size_t w[6] = {4, 3, 6, 14, 8, 6};
+  auto cells = [](const ClassifiedEntry& r) {
+    std::string file = r.file.substr(
+        r.file.find("test_config/") == std::string::npos ? 0 : r.file.find("test_config/") + 12);
+    return std::vector<std::string>{file,
+                                    r.key,
+                                    r.status,
+                                    r.bringup_status,
+                                    r.playbook.empty() ? "-" : r.playbook,
+                                    r.flavor.empty() ? "-" : r.flavor,
+                                    Clip(r.reason, 70)};
+  };
+  for (const ClassifiedEntry& r : rows) {
+    auto c = cells(r);
+    for (int i = 0; i < 6; ++i) w[i] = std::max(w[i], c[i].size());
+  }
+  auto print = [&](const std::vector<std::string>& c) {
+    for (int i = 0; i < 6; ++i) out << c[i] << std::string(w[i] - c[i].size() + 2, ' ');
+    out << c[6] << "\n";
+  };
+  print(std::vector<std::string>(std::begin(header), std::end(header)));
+  for (const ClassifiedEntry& r : rows) print(cells(r));
 }
 
 }  // namespace
@@ -70,71 +150,13 @@ int RunInventoryClassify(const InventoryOptions& options, std::ostream& out, std
         << " validation error(s); run `triagectl inventory check --repo " << options.repo
         << "` (files with errors are never edited)\n";
   }
-  struct Row {
-    std::string file, key, status, bringup_status, reason, playbook, flavor, loader;
-    bool matched;
-  };
-  std::vector<Row> rows;
   std::map<std::string, int> per_playbook;
-  for (const auto& ref : inv->TestEntries()) {
-    auto c = rules->Classify(*ref.entry);
-    Row r;
-    r.file = ref.document->path();
-    r.key = ref.entry->key;
-    r.status = std::string(ref.entry->Status());
-    r.bringup_status = std::string(ref.entry->StringField("bringup_status"));
-    r.reason = c.reason;
-    r.matched = c.match.has_value();
-    if (c.match) {
-      r.playbook = c.match->playbook;
-      r.flavor = c.match->flavor;
-      per_playbook[r.playbook]++;
-    }
-    r.loader = ref.entry->loader;
-    if (options.matched_only && !r.matched) continue;
-    rows.push_back(std::move(r));
-  }
+  const std::vector<ClassifiedEntry> rows =
+      ClassifyEntries(*inv, *rules, options.matched_only, per_playbook);
   if (options.output == "json") {
-    nlohmann::json a = nlohmann::json::array();
-    for (const Row& r : rows) {
-      nlohmann::json o;
-      o["file"] = r.file;
-      o["key"] = r.key;
-      o["status"] = r.status;
-      o["bringup_status"] =
-          r.bringup_status.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.bringup_status);
-      o["reason"] = r.reason.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.reason);
-      o["playbook"] = r.matched ? nlohmann::json(r.playbook) : nlohmann::json(nullptr);
-      o["flavor"] = r.matched ? nlohmann::json(r.flavor) : nlohmann::json(nullptr);
-      o["loader"] = r.loader;
-      a.push_back(std::move(o));
-    }
-    out << a.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    PrintClassifiedJson(out, rows);
   } else {
-    const char* header[] = {"FILE",     "KEY",    "STATUS", "BRINGUP_STATUS",
-                            "PLAYBOOK", "FLAVOR", "REASON"};
-    std::size_t w[6] = {4, 3, 6, 14, 8, 6};
-    auto cells = [](const Row& r) {
-      std::string file = r.file.substr(
-          r.file.find("test_config/") == std::string::npos ? 0 : r.file.find("test_config/") + 12);
-      return std::vector<std::string>{file,
-                                      r.key,
-                                      r.status,
-                                      r.bringup_status,
-                                      r.playbook.empty() ? "-" : r.playbook,
-                                      r.flavor.empty() ? "-" : r.flavor,
-                                      Clip(r.reason, 70)};
-    };
-    for (const Row& r : rows) {
-      auto c = cells(r);
-      for (int i = 0; i < 6; ++i) w[i] = std::max(w[i], c[i].size());
-    }
-    auto print = [&](const std::vector<std::string>& c) {
-      for (int i = 0; i < 6; ++i) out << c[i] << std::string(w[i] - c[i].size() + 2, ' ');
-      out << c[6] << "\n";
-    };
-    print(std::vector<std::string>(std::begin(header), std::end(header)));
-    for (const Row& r : rows) print(cells(r));
+    PrintClassifiedTable(out, rows);
   }
   std::string summary;
   for (const auto& [pb, n] : per_playbook) util::StrAppend(&summary, ", ", pb, ": ", n);

@@ -1,0 +1,255 @@
+#include "coordinator/triagectl/farm_results_cmd.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include <optional>
+#include <string_view>
+#include <tuple>
+#include <utility>
+
+#include "common/git/git.h"
+#include "common/util/file.h"
+#include "common/util/strings.h"
+#include "common/util/text.h"
+#include "coordinator/triagectl/inventory_cmd.h"
+#include "nlohmann/json.hpp"
+
+namespace triage::ctl::farm {
+namespace {
+
+// "diff --git" headers in a patch: the files it changes.
+int CountPatchedFiles(std::string_view patch) {
+  int n = 0;
+  for (std::string_view line : util::SplitLines(patch)) n += line.starts_with("diff --git ");
+  return n;
+}
+
+std::filesystem::path OutDir(const FarmOptions& o) { return o.out_dir.empty() ? "." : o.out_dir; }
+
+// Made once the coordinator has answered: a refused request leaves nothing behind.
+absl::Status MakeOutDir(const std::filesystem::path& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    return absl::InvalidArgumentError(
+        util::StrCat("--out ", dir.string(), ": cannot create the directory: ", ec.message()));
+  }
+  return absl::OkStatus();
+}
+
+// Writes the report's evidence/ files under dir; how many.
+absl::StatusOr<int> WriteEvidence(const v1::Report& r, const std::filesystem::path& dir) {
+  int evidence = 0;
+  for (const auto& f : r.files()) {
+    const std::string& name = f.name();
+    if (!name.starts_with("evidence/") || name.find("..") != std::string::npos) continue;
+    std::error_code ec;
+    std::filesystem::create_directories((dir / name).parent_path(), ec);
+    if (auto st = util::WriteFileAtomic(dir / name, f.content()); !st.ok()) return st;
+    ++evidence;
+  }
+  return evidence;
+}
+
+// Refuses anything but a clean checkout at exactly the sweep's commits. The submodule's
+// gitlink may differ from its HEAD (a sweep of a moved submodule leaves tt-xla showing
+// `M third_party/tt_forge_models`): what counts is that its HEAD is the sweep's commit.
+// The exit code when a checkout is refused (said on err); nullopt when both will do.
+std::optional<int> CheckCheckouts(const std::filesystem::path& repo,
+                                  const std::filesystem::path& forge, const v1::Patch& p,
+                                  std::ostream& err) {
+  for (const auto& [dir, commit, name] : {std::tuple{repo, p.ttxla_commit(), "tt-xla"},
+                                          std::tuple{forge, p.forge_commit(), "tt_forge_models"}}) {
+    const git::Git g(dir);
+    auto head = g.RevParse("HEAD");
+    if (!head.ok()) {
+      err << "triagectl: " << dir.string()
+          << " is not a git checkout: " << util::MessageOf(head.status()) << "\n";
+      return kExitProblems;
+    }
+    if (*head != commit) {
+      err << "triagectl: " << name << " in " << dir.string() << " is at " << head->substr(0, 12)
+          << ", the sweep read " << commit.substr(0, 12) << ": check out the sweep's commits first"
+          << " (git -C " << dir.string() << " checkout " << commit << ")\n";
+      return kExitProblems;
+    }
+    auto changes = g.WorkTreeChanges();
+    if (!changes.ok()) return Error(err, changes.status());
+    if (!changes->empty()) {
+      err << "triagectl: " << name << " checkout " << dir.string()
+          << " has local changes; apply needs a clean tree:\n";
+      for (const auto& c : *changes) err << "  " << c << "\n";
+      return kExitProblems;
+    }
+  }
+  return std::nullopt;
+}
+
+// One patch of `sweep apply` and the checkout it goes to.
+struct ApplyStep {
+  std::filesystem::path dir;
+  std::string patch;
+  std::string name;
+};
+
+// Writes the patches to tmp and applies them, checking both before changing either; each applied
+// one is said on out (without json) and added to applied. Why one failed, or nullopt.
+std::optional<std::string> ApplySteps(const std::vector<ApplyStep>& steps,
+                                      const std::filesystem::path& tmp, bool json,
+                                      nlohmann::json& applied, std::ostream& out) {
+  for (const auto& s : steps) {
+    if (s.patch.empty()) continue;
+    if (auto st = util::WriteFileAtomic(tmp / s.name, s.patch); !st.ok()) {
+      return util::StrCat(util::MessageOf(st), "\n");
+    }
+    if (auto r = git::Git(s.dir).Run({"apply", "--check", (tmp / s.name).string()}); !r.ok()) {
+      return util::StrCat(s.name, " does not apply to ", s.dir.string(), ":\n",
+                          util::MessageOf(r.status()), "\n");
+    }
+  }
+  for (const auto& s : steps) {
+    if (s.patch.empty()) continue;
+    if (auto r = git::Git(s.dir).Run({"apply", (tmp / s.name).string()}); !r.ok()) {
+      return util::StrCat("applying ", s.name, " failed:\n", util::MessageOf(r.status()), "\n");
+    }
+    if (!json) out << "applied " << s.name << " to " << s.dir.string() << "\n";
+    applied.push_back({{"patch", s.name}, {"repo", s.dir.string()}});
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string OutDirProblem(const std::filesystem::path& path) {
+  std::error_code ec;
+  for (auto p = path; !p.empty(); p = p.parent_path()) {
+    const auto st = std::filesystem::status(p, ec);
+    if (std::filesystem::exists(st)) {
+      if (std::filesystem::is_directory(st)) return "";
+      const char* what = std::filesystem::is_regular_file(st) ? "is a file, not a directory"
+                                                              : "is not a directory";
+      return p == path ? std::string(what) : util::StrCat(p.string(), " ", what);
+    }
+    if (std::filesystem::is_symlink(std::filesystem::symlink_status(p, ec))) {
+      return util::StrCat(p.string(), " is a dangling symbolic link");
+    }
+    if (p == p.parent_path()) break;
+  }
+  return "";
+}
+
+int RunSweepPatch(Client& client, const FarmOptions& o, std::ostream& out, std::ostream& err) {
+  const bool json = o.output == "json";
+  const std::filesystem::path dir = OutDir(o);
+  v1::GetPatchRequest req;
+  req.set_sweep_id(o.id);
+  auto p = client.Call<v1::GetPatchRequest, v1::Patch>(&Stub::GetPatch, req);
+  if (!p.ok()) return Error(err, p.status());
+  if (auto st = MakeOutDir(dir); !st.ok()) return Error(err, st);
+  nlohmann::json written = nlohmann::json::array();
+  for (const auto& [name, text] : {std::pair{"tt-xla.patch", p->ttxla_patch()},
+                                   std::pair{"tt-forge-models.patch", p->forge_patch()}}) {
+    if (auto st = util::WriteFileAtomic(dir / name, text); !st.ok()) return Error(err, st);
+    written.push_back({{"path", (dir / name).string()},
+                       {"bytes", text.size()},
+                       {"files", CountPatchedFiles(text)}});
+    if (!json) out << (dir / name).string() << "\n";
+  }
+  for (const auto& c : p->conflicts()) err << "conflict: " << c << "\n";
+  if (!p->partial().empty()) err << "triagectl: warning: partial patches: " << p->partial() << "\n";
+  if (json) {
+    nlohmann::json j = {
+        {"sweep", p->sweep_id()},
+        {"state", p->sweep_state()},
+        {"partial", p->partial().empty() ? nlohmann::json(nullptr) : nlohmann::json(p->partial())},
+        {"commits", {{"tt-xla", p->ttxla_commit()}, {"tt_forge_models", p->forge_commit()}}},
+        {"written", written},
+        {"conflicts", p->conflicts()}};
+    out << j.dump(2) << "\n";
+  }
+  return kExitOk;
+}
+
+int RunSweepReport(Client& client, const FarmOptions& o, std::ostream& out, std::ostream& err) {
+  const bool json = o.output == "json";
+  const std::filesystem::path dir = OutDir(o);
+  v1::GetReportRequest req;
+  req.set_sweep_id(o.id);
+  auto r = client.Call<v1::GetReportRequest, v1::Report>(&Stub::GetReport, req);
+  if (!r.ok()) return Error(err, r.status());
+  if (auto st = MakeOutDir(dir); !st.ok()) return Error(err, st);
+  nlohmann::json written = nlohmann::json::array();
+  for (const auto& [name, text] :
+       {std::pair{"report.md", r->markdown()}, std::pair{"report.json", r->json()}}) {
+    if (auto st = util::WriteFileAtomic(dir / name, text); !st.ok()) return Error(err, st);
+    written.push_back((dir / name).string());
+    if (!json) out << (dir / name).string() << "\n";
+  }
+  auto evidence = WriteEvidence(*r, dir);
+  if (!evidence.ok()) return Error(err, evidence.status());
+  if (*evidence > 0 && !json) {
+    out << (dir / "evidence").string() << "/ (" << *evidence << " files)\n";
+  }
+  const nlohmann::json report = nlohmann::json::parse(r->json(), nullptr, false);
+  const auto field = [&](const char* name) {
+    return report.is_object() && report.contains(name) ? report[name] : nlohmann::json(nullptr);
+  };
+  if (!field("partial").is_null()) {
+    err << "triagectl: warning: partial report: " << field("partial").get<std::string>() << "\n";
+  }
+  if (json) {
+    nlohmann::json j = {{"sweep", r->sweep_id()},
+                        {"state", field("state")},
+                        {"partial", field("partial")},
+                        {"written", written},
+                        {"evidence_dir", (dir / "evidence").string()},
+                        {"evidence_files", *evidence},
+                        {"totals", field("totals")}};
+    out << j.dump(2) << "\n";
+  }
+  return kExitOk;
+}
+
+int RunSweepApply(Client& client, const FarmOptions& o, std::ostream& out, std::ostream& err) {
+  const bool json = o.output == "json";
+  nlohmann::json applied = nlohmann::json::array();
+  v1::GetPatchRequest req;
+  req.set_sweep_id(o.id);
+  auto p = client.Call<v1::GetPatchRequest, v1::Patch>(&Stub::GetPatch, req);
+  if (!p.ok()) return Error(err, p.status());
+  const std::filesystem::path repo = o.repo;
+  const std::filesystem::path forge = repo / git::kForgeSubmodulePath;
+  if (auto rc = CheckCheckouts(repo, forge, *p, err)) return *rc;
+  std::string tmpl = (std::filesystem::temp_directory_path() / "triage-apply-XXXXXX").string();
+  if (mkdtemp(tmpl.data()) == nullptr) {
+    return Error(err, absl::FailedPreconditionError(
+                          util::StrCat("cannot create a temporary directory: ", strerror(errno))));
+  }
+  const std::filesystem::path tmp = tmpl;
+  const std::vector<ApplyStep> steps = {{repo, p->ttxla_patch(), "tt-xla.patch"},
+                                        {forge, p->forge_patch(), "tt-forge-models.patch"}};
+  const std::optional<std::string> failure = ApplySteps(steps, tmp, json, applied, out);
+  std::error_code ec;
+  std::filesystem::remove_all(tmp, ec);
+  if (failure) {
+    err << "triagectl: " << *failure;
+    return kExitProblems;
+  }
+  if (!p->partial().empty()) err << "triagectl: warning: partial patches: " << p->partial() << "\n";
+  if (json) {
+    out << nlohmann::json{{"sweep", p->sweep_id()},
+                          {"applied", applied},
+                          {"partial", p->partial().empty() ? nlohmann::json(nullptr)
+                                                           : nlohmann::json(p->partial())},
+                          {"committed", false}}
+               .dump(2)
+        << "\n";
+  } else {
+    out << "nothing was committed: review with `git diff` in both repositories\n";
+  }
+  return kExitOk;
+}
+
+}  // namespace triage::ctl::farm

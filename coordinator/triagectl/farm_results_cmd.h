@@ -1,0 +1,26 @@
+#pragma once
+
+// The sweep verbs that take a sweep's results: patch and report write them to a directory,
+// apply puts the patches on a checkout.
+
+#include <filesystem>
+#include <ostream>
+#include <string>
+
+#include "coordinator/triagectl/farm_common.h"
+
+namespace triage::ctl::farm {
+
+// Why path cannot be (or become) an output directory: it, or a directory above it, exists and
+// is not a directory. "" when it can.
+std::string OutDirProblem(const std::filesystem::path& path);
+
+// `sweep patch ID --out DIR`: tt-xla.patch and tt-forge-models.patch in DIR.
+int RunSweepPatch(Client& client, const FarmOptions& o, std::ostream& out, std::ostream& err);
+// `sweep report ID [--out DIR]`: report.md, report.json and the evidence files in DIR.
+int RunSweepReport(Client& client, const FarmOptions& o, std::ostream& out, std::ostream& err);
+// `sweep apply ID --repo CHECKOUT`: both patches onto a clean checkout at the sweep's commits;
+// nothing committed.
+int RunSweepApply(Client& client, const FarmOptions& o, std::ostream& out, std::ostream& err);
+
+}  // namespace triage::ctl::farm
