@@ -24,9 +24,12 @@ namespace sqlite_internal {
 // date.
 extern const char kSchema[];
 
-// List fields (archs, playbooks, problems) in their TEXT column: the items joined with "\n".
-std::string JoinList(const std::vector<std::string>& items);
-std::vector<std::string> SplitList(std::string_view text);
+// List fields (archs, playbooks, problems) in their TEXT column: a JSON array of strings, so any
+// item (one with a line break, an empty one) comes back as written. Text that is not valid
+// UTF-8 is stored with U+FFFD in its place.
+std::string EncodeList(const std::vector<std::string>& items);
+// False when text is neither empty (a NULL column: no items) nor a JSON array of strings.
+bool DecodeList(std::string_view text, std::vector<std::string>* items);
 
 // Runs one or more statements that return no rows.
 absl::Status Exec(sqlite3* db, const char* sql);

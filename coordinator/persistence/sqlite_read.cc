@@ -13,11 +13,19 @@ namespace {
 using sqlite_internal::ColBlob;
 using sqlite_internal::ColInt;
 using sqlite_internal::ColText;
+using sqlite_internal::DecodeList;
 using sqlite_internal::Query;
-using sqlite_internal::SplitList;
 
 // Each row reader below records a value it cannot read in *bad (the last one wins) and reads
 // on; Load then fails with it.
+
+// A list column of a record named what, into *items.
+void ListFromColumn(sqlite3_stmt* q, int i, std::string_view what, std::string_view column,
+                    std::vector<std::string>* items, absl::Status* bad) {
+  if (!DecodeList(ColText(q, i), items)) {
+    *bad = absl::DataLossError(util::StrCat(what, ": unreadable ", column));
+  }
+}
 
 constexpr const char* kSelectSweeps =
     "SELECT id, seq, state, request, repo, ttxla_commit, forge_commit, archs, playbooks, "
@@ -35,9 +43,9 @@ SweepRecord SweepFromRow(sqlite3_stmt* q, absl::Status* bad) {
   r.repo = ColText(q, 4);
   r.ttxla_commit = ColText(q, 5);
   r.forge_commit = ColText(q, 6);
-  r.archs = SplitList(ColText(q, 7));
-  r.playbooks = SplitList(ColText(q, 8));
-  r.problems = SplitList(ColText(q, 9));
+  ListFromColumn(q, 7, what, "archs", &r.archs, bad);
+  ListFromColumn(q, 8, what, "playbooks", &r.playbooks, bad);
+  ListFromColumn(q, 9, what, "problems", &r.problems, bad);
   r.created_by = ColText(q, 10);
   r.error = ColText(q, 11);
   r.created_at = FromUnixMillis(ColInt(q, 12));
@@ -70,7 +78,7 @@ ShardRecord ShardFromRow(sqlite3_stmt* q, absl::Status* bad) {
   r.enqueued_at = FromUnixMillis(ColInt(q, 9));
   r.eligible_at = FromUnixMillis(ColInt(q, 10));
   r.last_error = ColText(q, 11);
-  r.archs = SplitList(ColText(q, 12));
+  ListFromColumn(q, 12, what, "archs", &r.archs, bad);
   r.cpu_ok = ColInt(q, 13) != 0;
   if (!r.spec.ParseFromString(ColBlob(q, 14))) {
     *bad = absl::DataLossError(util::StrCat(what, ": unreadable spec"));

@@ -9,7 +9,7 @@
 
 namespace triage::coord {
 
-using sqlite_internal::JoinList;
+using sqlite_internal::EncodeList;
 using sqlite_internal::Stmt;
 
 absl::Status SqliteStore::Prepare() {
@@ -92,9 +92,9 @@ void SqliteStore::Statements::UpsertSweep(const SweepRecord& r, std::vector<Op>*
       .Text(5, r.repo)
       .Text(6, r.ttxla_commit)
       .Text(7, r.forge_commit)
-      .Text(8, JoinList(r.archs))
-      .Text(9, JoinList(r.playbooks))
-      .Text(10, JoinList(r.problems))
+      .Text(8, EncodeList(r.archs))
+      .Text(9, EncodeList(r.playbooks))
+      .Text(10, EncodeList(r.problems))
       .Text(11, r.created_by)
       .Text(12, r.error)
       .Int(13, ToUnixMillis(r.created_at))
@@ -130,7 +130,7 @@ void SqliteStore::Statements::UpsertShardFull(const ShardRecord& r, std::vector<
                .Int(10, ToUnixMillis(r.enqueued_at))
                .Int(11, ToUnixMillis(r.eligible_at))
                .Text(12, r.last_error)
-               .Text(13, JoinList(r.archs))
+               .Text(13, EncodeList(r.archs))
                .Int(14, r.cpu_ok ? 1 : 0)
                .Blob(15, std::move(spec));
   BindLease(op, 16, r);
