@@ -63,7 +63,8 @@ class SqliteStore : public Store {
   // is the truth is for a person to decide). Called with mu_ held.
   absl::Status RecoverFileLocked();
   void RememberFileLocked();
-  // Brings a database made by an older version up to the current schema (kAddedColumns).
+  // Brings a database made by an older version up to the current schema, in one transaction
+  // (sqlite_schema.cc).
   absl::Status Migrate();
   struct Op;
   struct Pending;

@@ -16,14 +16,21 @@ namespace triage::coord {
 // acknowledges the caller only after the store made it durable (see Store).
 struct Mutation {
   std::string name;
-  std::vector<const SweepRecord*> sweeps;       // upserted (with their static data)
-  std::vector<const ShardRecord*> shards;       // upserted (state, lease, counters)
-  std::vector<const ShardRecord*> shard_specs;  // shards whose spec changed (also upserted)
-  std::vector<const AgentRecord*> agents;       // upserted
-  std::vector<std::string> removed_agents;      // deleted (offline past their retention)
-  std::vector<AttemptRecord> attempts;          // upserted by (shard, attempt)
-  std::optional<ResultRecord> result;           // inserted; one per lease id
-  std::vector<AuditRecord> audit;               // appended
+  std::vector<const SweepRecord*> sweeps;  // upserted (with their static data)
+  // Shards whose state, lease, counters or last error changed: only those columns are updated,
+  // and the shard must already be stored (through shard_specs, in this mutation or an earlier
+  // one); a shard that is not makes the commit fail. A shard also in shard_specs is written
+  // from there.
+  std::vector<const ShardRecord*> shards;
+  // New shards, written whole, and shards whose spec changed: their spec and the columns
+  // `shards` updates are rewritten; what planning fixed when the shard was created (sweep,
+  // seq, priority, expected time, dependency, archs, cpu_ok) keeps its first value.
+  std::vector<const ShardRecord*> shard_specs;
+  std::vector<const AgentRecord*> agents;   // upserted
+  std::vector<std::string> removed_agents;  // deleted (offline past their retention)
+  std::vector<AttemptRecord> attempts;      // upserted by (shard, attempt)
+  std::optional<ResultRecord> result;       // inserted; one per lease id
+  std::vector<AuditRecord> audit;           // appended
   std::vector<std::pair<std::string, v1::ShardEntry>> entries;  // (sweep id, entry) inserted
 };
 

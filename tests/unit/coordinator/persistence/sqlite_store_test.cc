@@ -5,6 +5,8 @@
 
 #include "coordinator/persistence/sqlite_store.h"
 
+#include <sqlite3.h>
+
 #include "gtest/gtest.h"
 #include "tests/support/test_support.h"
 
@@ -212,8 +214,6 @@ TEST_F(SqliteStoreTest, AReplacedDatabaseFileFailsCommits) {
 
 namespace {
 
-// A database written by schema 1 (no sweeps.details column) opens, gains the column and keeps
-// its rows; details written afterwards come back from Load.
 // A file SQLite cannot read is named, and said to be damaged; never replaced.
 TEST(SqliteStoreOpenTest, ADamagedFileIsNamed) {
   testing::TempDir tmp;
@@ -243,6 +243,8 @@ TEST(SqliteStoreOpenTest, ADamagedFileIsNamed) {
       << truncated.status();
 }
 
+// A database written by schema 1 (no sweeps.details column) opens, gains the column and keeps
+// its rows; details written afterwards come back from Load.
 TEST(SqliteStoreMigrationTest, Schema1DatabaseGainsSweepDetails) {
   testing::TempDir tmp;
   const auto path = tmp.path() / "old.db";
@@ -287,7 +289,136 @@ TEST(SqliteStoreMigrationTest, Schema1DatabaseGainsSweepDetails) {
   ASSERT_EQ(
       testing::RunCommand({"sqlite3", path.string(), "SELECT value FROM meta"}, tmp.path(), &out),
       0);
-  EXPECT_EQ(out, "3\n");
+  EXPECT_EQ(out, "4\n");
+}
+
+// Runs sql on the database file at path through a connection of its own.
+void ExecOrDie(const std::filesystem::path& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  char* err = nullptr;
+  const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err);
+  EXPECT_EQ(rc, SQLITE_OK) << (err != nullptr ? err : sqlite3_errmsg(db)) << "\n" << sql;
+  sqlite3_free(err);
+  sqlite3_close(db);
+}
+
+// The first column of every row sql returns, as text ("NULL" for a NULL).
+std::vector<std::string> ColumnOrDie(const std::filesystem::path& path, const std::string& sql) {
+  std::vector<std::string> out;
+  sqlite3* db = nullptr;
+  EXPECT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  sqlite3_stmt* q = nullptr;
+  EXPECT_EQ(sqlite3_prepare_v2(db, sql.c_str(), -1, &q, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+  while (sqlite3_step(q) == SQLITE_ROW) {
+    const auto* text = reinterpret_cast<const char*>(sqlite3_column_text(q, 0));
+    out.emplace_back(text != nullptr ? text : "NULL");
+  }
+  sqlite3_finalize(q);
+  sqlite3_close(db);
+  return out;
+}
+
+// Up to schema 3 a list column held its items joined with "\n". Opening such a database rewrites
+// every list once as a JSON array of the items those versions read back (one per line), in the
+// same columns; a second open changes nothing, and lists written afterwards keep line breaks and
+// empty items.
+TEST(SqliteStoreMigrationTest, Schema3ListsJoinedByLinesBecomeJsonArrays) {
+  testing::TempDir tmp;
+  const auto path = tmp.path() / "old.db";
+  ExecOrDie(path, R"sql(
+CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE sweeps(
+  id TEXT PRIMARY KEY, seq INTEGER NOT NULL, state TEXT NOT NULL, request BLOB NOT NULL,
+  repo TEXT, ttxla_commit TEXT, forge_commit TEXT, archs TEXT, playbooks TEXT, problems TEXT,
+  created_by TEXT, error TEXT, created_ms INTEGER, finished_ms INTEGER, details BLOB);
+CREATE TABLE shards(
+  id TEXT PRIMARY KEY, sweep_id TEXT NOT NULL, seq INTEGER NOT NULL, state TEXT NOT NULL,
+  priority INTEGER, expected_s REAL, attempts INTEGER, token INTEGER, depends_on TEXT,
+  enqueued_ms INTEGER, eligible_ms INTEGER, last_error TEXT, archs TEXT, cpu_ok INTEGER,
+  spec BLOB, lease_id TEXT, lease_agent TEXT, lease_session TEXT, lease_token INTEGER,
+  lease_granted_ms INTEGER, infra_losses INTEGER DEFAULT 0);
+INSERT INTO meta VALUES('schema', '3');
+INSERT INTO sweeps(id, seq, state, request, archs, playbooks, problems) VALUES
+  ('sw-0001', 1, 'running', x'', 'n150' || char(10) || 'p150', 'unpack_forward_output',
+   'tests/a.yaml:3: bad reason' || char(10) || 'tests/b.yaml: entry ''x'' left out'),
+  ('sw-0002', 2, 'succeeded', x'', '', NULL, '["looks like JSON"]' || char(10));
+INSERT INTO shards(id, sweep_id, seq, state, archs) VALUES
+  ('sw-0001-s1', 'sw-0001', 3, 'queued', 'n150' || char(10) || 'p150'),
+  ('sw-0001-s2', 'sw-0001', 4, 'queued', '');
+)sql");
+
+  auto store = SqliteStore::Open(path);
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto check = [](const Snapshot& snap) {
+    using Items = std::vector<std::string>;
+    ASSERT_EQ(snap.sweeps.size(), 2u);
+    EXPECT_EQ(snap.sweeps[0].archs, (Items{"n150", "p150"}));
+    EXPECT_EQ(snap.sweeps[0].playbooks, (Items{"unpack_forward_output"}));
+    EXPECT_EQ(snap.sweeps[0].problems,
+              (Items{"tests/a.yaml:3: bad reason", "tests/b.yaml: entry 'x' left out"}));
+    EXPECT_EQ(snap.sweeps[1].archs, Items{});
+    EXPECT_EQ(snap.sweeps[1].playbooks, Items{});
+    EXPECT_EQ(snap.sweeps[1].problems, (Items{"[\"looks like JSON\"]"}));
+    ASSERT_EQ(snap.shards.size(), 2u);
+    EXPECT_EQ(snap.shards[0].archs, (Items{"n150", "p150"}));
+    EXPECT_EQ(snap.shards[1].archs, Items{});
+  };
+  auto snap = (*store)->Load();
+  ASSERT_TRUE(snap.ok()) << snap.status();
+  check(*snap);
+  EXPECT_EQ(ColumnOrDie(path, "SELECT value FROM meta WHERE key='schema'"),
+            std::vector<std::string>{"4"});
+  EXPECT_EQ(ColumnOrDie(path, "SELECT archs FROM shards ORDER BY seq"),
+            (std::vector<std::string>{R"(["n150","p150"])", "[]"}));
+  EXPECT_EQ(ColumnOrDie(path, "SELECT playbooks FROM sweeps ORDER BY seq"),
+            (std::vector<std::string>{R"(["unpack_forward_output"])", "NULL"}));
+
+  // Written after the migration: line breaks and empty items, in a sweep and in a shard.
+  SweepRecord s = Sweep("sw-0003");
+  s.seq = 5;
+  s.problems = {"first line\nsecond line", "", "last\n"};
+  ShardRecord shard = Shard("sw-0003-s1", s.id);
+  shard.seq = 6;
+  shard.archs = {"", "n150\np150"};
+  Mutation m;
+  m.name = "CreateSweep";
+  m.sweeps.push_back(&s);
+  m.shard_specs.push_back(&shard);
+  ASSERT_TRUE((*store)->Stage(m).ok());
+  ASSERT_TRUE((*store)->Flush().ok());
+  store->reset();
+
+  auto again = SqliteStore::Open(path);  // the lists are JSON already: nothing is rewritten
+  ASSERT_TRUE(again.ok()) << again.status();
+  snap = (*again)->Load();
+  ASSERT_TRUE(snap.ok()) << snap.status();
+  ASSERT_EQ(snap->sweeps.size(), 3u);
+  ASSERT_EQ(snap->shards.size(), 3u);
+  EXPECT_EQ(snap->sweeps[2].problems, s.problems);
+  EXPECT_EQ(snap->shards[2].archs, shard.archs);
+  snap->sweeps.pop_back();
+  snap->shards.pop_back();
+  check(*snap);
+}
+
+// A list column that holds neither JSON nor NULL makes Load fail with the record and column
+// named, rather than come back as something else.
+TEST(SqliteStoreMigrationTest, AnUnreadableListIsDataLoss) {
+  testing::TempDir tmp;
+  const auto path = tmp.path() / "state.db";
+  {
+    auto store = SqliteStore::Open(path);
+    ASSERT_TRUE(store.ok()) << store.status();
+    ASSERT_TRUE(CreateSweep(**store, Sweep("sw-0001")));
+  }
+  ExecOrDie(path, "UPDATE sweeps SET problems='n150' || char(10) || 'p150'");
+  auto store = SqliteStore::Open(path);
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto snap = (*store)->Load();
+  ASSERT_FALSE(snap.ok());
+  EXPECT_TRUE(absl::IsDataLoss(snap.status())) << snap.status();
+  EXPECT_EQ(snap.status().message(), "sweep sw-0001: unreadable problems");
 }
 
 }  // namespace

@@ -410,9 +410,7 @@ TEST_P(StoreContractTest, SweepsRoundTripAndTheirOutcomeIsUpdated) {
 
 // The list fields of a sweep are lists of arbitrary text: an item with a line break (a problem
 // quoting a multi-line value) or an empty item comes back as it was written.
-// Disabled: SqliteStore keeps these lists as one text joined with "\n" (Join/Split in
-// sqlite_store.cc), so an item holding a line break comes back split in two.
-TEST_P(StoreContractTest, DISABLED_SweepListItemsComeBackAsWritten) {
+TEST_P(StoreContractTest, SweepListItemsComeBackAsWritten) {
   SweepRecord s = Sweep("sw-0001", 1);
   s.problems = {"tests/a.yaml:3: bad reason 'first line\nsecond line'", "",
                 "tests/b.yaml: entry 'x' left out"};
