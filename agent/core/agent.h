@@ -23,7 +23,7 @@ class Workspace;
 
 namespace triage::agent {
 
-// The agent's metric hooks (docs/farm.md#metrics); the defaults do nothing.
+// The agent's metric hooks (common/metrics/metric_catalog.h); the defaults do nothing.
 class AgentMetrics {
  public:
   virtual ~AgentMetrics() = default;

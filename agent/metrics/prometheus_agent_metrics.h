@@ -11,7 +11,8 @@ class Registry;
 
 namespace triage::agent {
 
-// The agent's metric catalogue (docs/farm.md#metrics) on a prometheus-cpp registry.
+// The agent's metrics (common/metrics/metric_catalog.h, kAgentMetrics) on a prometheus-cpp
+// registry.
 class PrometheusAgentMetrics : public AgentMetrics {
  public:
   PrometheusAgentMetrics(std::shared_ptr<prometheus::Registry> registry, const std::string& version,

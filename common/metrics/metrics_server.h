@@ -12,7 +12,8 @@ class Registry;
 namespace triage::metrics {
 
 // A /metrics HTTP endpoint (prometheus-cpp's exposer) over one registry. The metric names and
-// labels are catalogued in docs/farm.md#metrics; dashboards and alerts use only those.
+// labels are catalogued in metric_catalog.h (docs/farm.md#metrics); dashboards and alerts use
+// only those.
 class MetricsServer {
  public:
   // address "127.0.0.1:0" picks a free port; see port().

@@ -4,9 +4,9 @@
 
 namespace triage::coord {
 
-// The coordinator's metric hooks (names and labels: docs/farm.md#metrics). The core calls these on
-// every transition; coordinator/metrics implements them with prometheus-cpp. The defaults do
-// nothing, for tests that don't look at metrics.
+// The coordinator's metric hooks (names and labels: common/metrics/metric_catalog.h, documented in
+// docs/farm.md#metrics). The core calls these on every transition; coordinator/metrics implements
+// them with prometheus-cpp. The defaults do nothing, for tests that don't look at metrics.
 class CoordinatorMetrics {
  public:
   virtual ~CoordinatorMetrics() = default;

@@ -11,7 +11,8 @@ class Registry;
 
 namespace triage::coord {
 
-// The coordinator's metric catalogue (docs/farm.md#metrics) on a prometheus-cpp registry.
+// The coordinator's metrics (common/metrics/metric_catalog.h, kCoordinatorMetrics) on a
+// prometheus-cpp registry.
 class PrometheusMetrics : public CoordinatorMetrics {
  public:
   explicit PrometheusMetrics(std::shared_ptr<prometheus::Registry> registry);
@@ -43,7 +44,7 @@ class PrometheusMetrics : public CoordinatorMetrics {
   void OnCallAges(std::string_view arch, double max_progress_age_seconds,
                   double oldest_queued_seconds) override;
   void StoreCommit(double seconds, int mutations, bool ok) override;
-  // Server-side RPC latency (triage_rpc_seconds{method, code}).
+  // Server-side RPC latency (catalog::kRpcSeconds).
   void Rpc(std::string_view method, std::string_view code, double seconds);
 
  private:
