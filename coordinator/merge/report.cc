@@ -327,8 +327,7 @@ BuiltReport BuildReport(const ReportInput& in) {
                                               counts.by_outcome().end());
   json totals;
   totals["entries"] = counts.total();
-  totals["decided"] =
-      counts.done() - (by_outcome.count("no_result") ? by_outcome.at("no_result") : 0);
+  totals["decided"] = counts.decided();
   totals["by_playbook"] = by_playbook;
   totals["by_outcome"] = by_outcome;
   totals["review"] = counts.review();

@@ -31,6 +31,7 @@ v1::EntryCounts CountEntries(const std::vector<EntryTally>& entries) {
       case EntryTally::Phase::kDone:
         c.set_done(c.done() + 1);
         (*c.mutable_by_outcome())[e.label.empty() ? "no_result" : e.label] += 1;
+        if (!e.label.empty()) c.set_decided(c.decided() + 1);
         if (e.label == "conflict") c.set_conflicts(c.conflicts() + 1);
         break;
     }

@@ -39,8 +39,9 @@ struct EntryTally {
   bool review = false;  // at least one human-review flag
 };
 
-// total, queued, running, done, by_outcome (done entries by label), review (entries with a
-// review flag, whatever their label) and conflicts.
+// total, queued, running, done, decided (done with a decision: every label but no_result),
+// by_outcome (done entries by label), review (entries with a review flag, whatever their label)
+// and conflicts.
 v1::EntryCounts CountEntries(const std::vector<EntryTally>& entries);
 
 }  // namespace triage::coord

@@ -47,12 +47,6 @@ std::string Counts(const google::protobuf::Map<std::string, std::int32_t>& m) {
 
 std::string Eta(std::int64_t seconds) { return seconds < 0 ? "unknown" : Duration(seconds); }
 
-// Entries with a decision (done ones that ended without a result do not fill the bar).
-int Decided(const v1::EntryCounts& e) {
-  auto none = e.by_outcome().find("no_result");
-  return e.done() - (none == e.by_outcome().end() ? 0 : none->second);
-}
-
 void PrintSweep(std::ostream& out, const v1::Sweep& s) {
   out << "sweep " << s.id() << "  " << s.state() << "\n";
   out << "  repo      " << s.repo() << "\n";
@@ -67,7 +61,7 @@ void PrintSweep(std::ostream& out, const v1::Sweep& s) {
   out << "  playbooks " << util::StrJoin(s.playbooks(), ", ") << "   archs "
       << util::StrJoin(s.archs(), ", ") << "   executor " << s.executor() << "\n";
   const auto& e = s.entries();
-  out << "  entries   " << Decided(e) << "/" << e.total() << " decided, " << e.running()
+  out << "  entries   " << e.decided() << "/" << e.total() << " decided, " << e.running()
       << " running, " << e.queued() << " queued   " << Counts(e.by_outcome())
       << "   review=" << e.review();
   if (e.conflicts() > 0) out << " conflicts=" << e.conflicts();
@@ -96,7 +90,7 @@ int ShowSweep(const absl::StatusOr<v1::Sweep>& r, const FarmOptions& o, std::ost
 std::string ProgressLine(const v1::Sweep& s) {
   const auto& e = s.entries();
   const int width = 30;
-  const int decided = Decided(e);
+  const int decided = e.decided();
   const int filled = e.total() > 0 ? decided * width / e.total() : 0;
   std::string bar =
       util::StrCat("[", std::string(filled, '#'), std::string(width - filled, '.'), "]");
