@@ -11,51 +11,6 @@
 namespace triage::playbooks {
 namespace {
 
-// The built-in rules as they were written out by hand before the catalog made them: the catalog
-// must give the same document, byte for byte (same playbooks, order, flavors and patterns).
-constexpr std::string_view kRulesBeforeTheCatalog =
-    R"yaml(# triage-farm classification rules: YAML reason -> playbook and flavor.
-playbooks:
-  - name: unpack_forward_output
-    run_modes: [training]
-    flavors:
-      # The runner's canonical reason for a model whose output class has no handler.
-      - name: not_implemented
-        any:
-          - "tt-forge-models doesn't implement unpack_forward_output for this model"
-      # The ValueError text itself, naming the class.
-      - name: no_handler
-        any:
-          - 'No handler for class (\w+) exists in `unpack_forward_output`'
-  - name: dtype_bfloat16
-    run_modes: [training]
-    # The dtype_bfloat16 gate: BFloat16 plus one of the dtype signatures.
-    require: ['BFloat16']
-    flavors:
-      - name: op_not_implemented
-        any:
-          - "not implemented for 'BFloat16'"
-      - name: cross_dtype
-        any:
-          - 'must have the same dtype'
-          - 'dtypes match'
-          - 'expected scalar type'
-  - name: missing_inputs
-    run_modes: [training]
-    flavors:
-      - name: decoder_input_ids
-        any:
-          - 'You have to specify either decoder_input_ids or decoder_inputs_embeds'
-      - name: detection_targets
-        any:
-          - 'targets should not be none when in training mode'
-          - 'Model expects targets to be passed while in training mode'
-          - "'NoneType' object has no attribute 'max'"
-      - name: batchnorm_single_value
-        any:
-          - 'Expected more than 1 value per channel when training'
-)yaml";
-
 TEST(PlaybookCatalog, NamesAreUniqueAndEveryRunnerIsCatalogued) {
   std::set<std::string_view> names;
   for (const auto& item : Catalog()) {
@@ -95,11 +50,22 @@ TEST(PlaybookCatalog, EveryRuleFragmentParsesAsItsPlaybooksRule) {
   }
 }
 
+// The built-in rules are every fragment, in registration order, each playbook with the flavors
+// its own fragment gives; the document `triagectl inventory rules` prints reads back the same.
 TEST(PlaybookCatalog, DefaultRulesAreTheCataloguedFragmentsInOrder) {
-  EXPECT_EQ(CatalogRulesYaml(), kRulesBeforeTheCatalog);
   std::vector<std::string> order;
   for (const auto& item : Catalog()) order.emplace_back(item.entry->name);
   EXPECT_EQ(DefaultClassifier().Playbooks(), order);
+  for (const auto& item : Catalog()) {
+    const std::string name(item.entry->name);
+    auto own = classify::Classifier::FromYaml("playbooks:\n" + RuleYaml(*item.entry), name);
+    ASSERT_TRUE(own.ok()) << own.status();
+    EXPECT_EQ(DefaultClassifier().Flavors(name), own->Flavors(name)) << name;
+  }
+  auto printed = classify::Classifier::FromYaml(CatalogRulesYaml(), "printed");
+  ASSERT_TRUE(printed.ok()) << printed.status();
+  EXPECT_EQ(printed->Playbooks(), order);
+  EXPECT_EQ(CatalogRulesYaml().rfind("# ", 0), 0u) << "the printed rules start with their title";
 }
 
 TEST(PlaybookCatalog, EstimatesAreTheCataloguedOnes) {
