@@ -8,6 +8,8 @@
 #include <random>
 
 #include "CLI/CLI.hpp"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "common/clock/clock.h"
 #include "common/config/config.h"
@@ -176,6 +178,112 @@ absl::Status WriteMarker(const std::filesystem::path& dir, bool created) {
   return triage::util::WriteFileAtomic(dir / kMarkerName, id + "\n");
 }
 
+// What the schema cannot check setting by setting: tokens or insecure, the backoff bounds
+// against each other, the default archs against the known ones.
+absl::Status CheckSettings(const CoordinatorConfig& cfg) {
+  using triage::util::StrCat;
+  if (!cfg.insecure && cfg.tokens_file.empty()) {
+    return absl::InvalidArgumentError(
+        "no tokens_file: give bearer tokens, or set insecure for a trusted network");
+  }
+  if (cfg.backoff_max_seconds < cfg.backoff_base_seconds) {
+    return absl::InvalidArgumentError(StrCat("backoff_max_seconds (", cfg.backoff_max_seconds,
+                                             ") is less than backoff_base_seconds (",
+                                             cfg.backoff_base_seconds, ")"));
+  }
+  for (const auto& arch : cfg.default_archs) {
+    if (!triage::inventory::IsKnownArch(arch)) {
+      return absl::InvalidArgumentError(
+          StrCat("default_archs: unknown arch '", arch,
+                 "' (known: ", triage::util::StrJoin(triage::inventory::kArchNames, ", "), ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The bearer tokens of tokens_file; without one, authentication is off (insecure).
+absl::StatusOr<triage::coord::Authenticator> LoadAuthenticator(const CoordinatorConfig& cfg) {
+  if (cfg.tokens_file.empty()) return triage::coord::Authenticator::Disabled();
+  auto auth = triage::coord::Authenticator::FromFile(cfg.tokens_file);
+  if (!auth.ok()) {
+    return absl::Status(
+        auth.status().code(),
+        triage::util::StrCat("tokens_file: ", triage::util::MessageOf(auth.status())));
+  }
+  return auth;
+}
+
+// data_dir, created when missing and locked for the whole life of the process: one coordinator
+// per data directory (a second one would share the database and overwrite ports.json).
+absl::StatusOr<triage::util::DirLock> LockDataDir(const std::string& data_dir) {
+  using triage::util::StrCat;
+  std::error_code ec;
+  if (std::filesystem::exists(data_dir, ec) && !std::filesystem::is_directory(data_dir, ec)) {
+    return absl::FailedPreconditionError(
+        StrCat("data_dir: ", data_dir, " exists and is not a directory"));
+  }
+  std::filesystem::create_directories(data_dir, ec);
+  if (ec) {
+    return absl::FailedPreconditionError(
+        StrCat("cannot create data_dir ", data_dir, ": ", ec.message()));
+  }
+  return triage::util::DirLock::Acquire(std::filesystem::path(data_dir) / "coordinator.lock",
+                                        "data_dir", data_dir);
+}
+
+// The database of data_dir, opened (created when there is none, unless an earlier one was lost)
+// and marked with coordinator.id.
+absl::StatusOr<std::unique_ptr<triage::coord::SqliteStore>> OpenStore(
+    const CoordinatorConfig& cfg) {
+  if (auto st = CheckDatabaseNotLost(cfg.data_dir, cfg.init); !st.ok()) return st;
+  std::error_code ec;
+  const auto db = std::filesystem::path(cfg.data_dir) / kDatabaseName;
+  const bool creating = !std::filesystem::exists(db, ec);
+  triage::coord::SqliteOptions sqlite;
+  sqlite.synchronous_full = cfg.sqlite_synchronous_full;
+  auto store = triage::coord::SqliteStore::Open(db, sqlite);
+  if (!store.ok()) return store.status();
+  if (auto st = WriteMarker(cfg.data_dir, creating); !st.ok()) return st;
+  return store;
+}
+
+triage::coord::CoordinatorOptions CoordinatorOptionsFrom(const CoordinatorConfig& cfg) {
+  triage::coord::CoordinatorOptions options;
+  options.lease_ttl = std::chrono::seconds(cfg.lease_ttl_seconds);
+  options.heartbeat_interval = std::chrono::seconds(cfg.heartbeat_interval_seconds);
+  options.agent_dead_after = std::chrono::seconds(cfg.agent_dead_after_seconds);
+  options.offline_retention = std::chrono::seconds(cfg.offline_agent_retention_seconds);
+  options.lease_wait_limit = std::chrono::seconds(cfg.lease_wait_seconds);
+  options.backoff_base = std::chrono::seconds(cfg.backoff_base_seconds);
+  options.backoff_max = std::chrono::seconds(cfg.backoff_max_seconds);
+  options.default_max_attempts = static_cast<int>(cfg.max_attempts);
+  options.max_infra_losses = static_cast<int>(cfg.max_infra_losses);
+  options.default_archs = cfg.default_archs;
+  return options;
+}
+
+triage::coord::ServerConfig ServerConfigFrom(const CoordinatorConfig& cfg,
+                                             const triage::rpc::TlsServerConfig& tls) {
+  triage::coord::ServerConfig server_config;
+  server_config.agent_address = cfg.agent_address;
+  server_config.control_address = cfg.control_address;
+  server_config.health_address = cfg.health_address;
+  server_config.tls = tls;
+  server_config.insecure = cfg.insecure;
+  server_config.tick = std::chrono::milliseconds(cfg.tick_ms);
+  return server_config;
+}
+
+// data_dir/ports.json: the ports actually listened on (port 0 picks any) and the pid.
+absl::Status WritePortsFile(const std::string& data_dir,
+                            const triage::coord::CoordinatorServer& server, int metrics_port) {
+  const std::string ports = triage::util::StrCat(
+      "{\"agent_port\": ", server.agent_port(), ", \"control_port\": ", server.control_port(),
+      ", \"metrics_port\": ", metrics_port, ", \"health_port\": ", server.health_port(),
+      ", \"pid\": ", getpid(), "}\n");
+  return triage::util::WriteFileAtomic(std::filesystem::path(data_dir) / "ports.json", ports);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -191,52 +299,19 @@ int main(int argc, char** argv) {
     return *exit_code;
   daemon::SetUpLogging(cfg.log_level, "coordinator");
 
-  if (!cfg.insecure && cfg.tokens_file.empty()) {
-    return Fail("no tokens_file: give bearer tokens, or set insecure for a trusted network");
-  }
-  if (cfg.backoff_max_seconds < cfg.backoff_base_seconds) {
-    return Fail(util::StrCat("backoff_max_seconds (", cfg.backoff_max_seconds,
-                             ") is less than backoff_base_seconds (", cfg.backoff_base_seconds,
-                             ")"));
-  }
-  for (const auto& arch : cfg.default_archs) {
-    if (!inventory::IsKnownArch(arch)) {
-      return Fail(util::StrCat("default_archs: unknown arch '", arch,
-                               "' (known: ", util::StrJoin(inventory::kArchNames, ", "), ")"));
-    }
-  }
+  if (auto st = CheckSettings(cfg); !st.ok()) return Fail(util::MessageOf(st));
+
   // Files named by settings are read and checked before anything is created or listened on.
-  auto auth = cfg.tokens_file.empty() ? coord::Authenticator::Disabled()
-                                      : coord::Authenticator::FromFile(cfg.tokens_file);
-  if (!auth.ok()) return Fail(util::StrCat("tokens_file: ", util::MessageOf(auth.status())));
+  auto auth = LoadAuthenticator(cfg);
+  if (!auth.ok()) return Fail(util::MessageOf(auth.status()));
   const rpc::TlsServerConfig tls{cfg.tls_cert, cfg.tls_key, cfg.tls_client_ca};
   if (auto creds = rpc::ServerCredentials(tls, cfg.insecure); !creds.ok()) {
     return Fail(util::MessageOf(creds.status()));
   }
-  std::error_code ec;
-  if (std::filesystem::exists(cfg.data_dir, ec) &&
-      !std::filesystem::is_directory(cfg.data_dir, ec)) {
-    return Fail(util::StrCat("data_dir: ", cfg.data_dir, " exists and is not a directory"));
-  }
-  std::filesystem::create_directories(cfg.data_dir, ec);
-  if (ec) return Fail(util::StrCat("cannot create data_dir ", cfg.data_dir, ": ", ec.message()));
-  // One coordinator per data directory, for the whole life of the process: a second one would
-  // share the database and overwrite ports.json.
-  auto data_lock = util::DirLock::Acquire(std::filesystem::path(cfg.data_dir) / "coordinator.lock",
-                                          "data_dir", cfg.data_dir);
+  auto data_lock = LockDataDir(cfg.data_dir);
   if (!data_lock.ok()) return Fail(util::MessageOf(data_lock.status()));
-
-  if (auto st = CheckDatabaseNotLost(cfg.data_dir, cfg.init); !st.ok()) {
-    return Fail(util::MessageOf(st));
-  }
-  const bool creating =
-      !std::filesystem::exists(std::filesystem::path(cfg.data_dir) / kDatabaseName, ec);
-  coord::SqliteOptions sqlite;
-  sqlite.synchronous_full = cfg.sqlite_synchronous_full;
-  auto store =
-      coord::SqliteStore::Open(std::filesystem::path(cfg.data_dir) / kDatabaseName, sqlite);
+  auto store = OpenStore(cfg);
   if (!store.ok()) return Fail(util::MessageOf(store.status()));
-  if (auto st = WriteMarker(cfg.data_dir, creating); !st.ok()) return Fail(util::MessageOf(st));
 
   auto registry = std::make_shared<prometheus::Registry>();
   coord::PrometheusMetrics metrics(registry);
@@ -247,19 +322,8 @@ int main(int argc, char** argv) {
     metrics_server = std::move(*m);
   }
 
-  coord::CoordinatorOptions options;
-  options.lease_ttl = std::chrono::seconds(cfg.lease_ttl_seconds);
-  options.heartbeat_interval = std::chrono::seconds(cfg.heartbeat_interval_seconds);
-  options.agent_dead_after = std::chrono::seconds(cfg.agent_dead_after_seconds);
-  options.offline_retention = std::chrono::seconds(cfg.offline_agent_retention_seconds);
-  options.lease_wait_limit = std::chrono::seconds(cfg.lease_wait_seconds);
-  options.backoff_base = std::chrono::seconds(cfg.backoff_base_seconds);
-  options.backoff_max = std::chrono::seconds(cfg.backoff_max_seconds);
-  options.default_max_attempts = static_cast<int>(cfg.max_attempts);
-  options.max_infra_losses = static_cast<int>(cfg.max_infra_losses);
-  options.default_archs = cfg.default_archs;
   coord::Coordinator coordinator(
-      options, store->get(), SystemClock::Get(),
+      CoordinatorOptionsFrom(cfg), store->get(), SystemClock::Get(),
       coord::MakeGitSweepReader(std::filesystem::path(cfg.data_dir) / "cache"), &metrics);
   if (auto st = coordinator.Recover(); !st.ok()) {
     return Fail(util::StrCat("cannot recover from ",
@@ -270,29 +334,16 @@ int main(int argc, char** argv) {
   merge::SweepOutputs outputs(&coordinator, &metrics, cfg.data_dir);
   coordinator.SetFinishHook([&outputs](const std::string& id) { return outputs.Build(id); });
 
-  coord::ServerConfig server_config;
-  server_config.agent_address = cfg.agent_address;
-  server_config.control_address = cfg.control_address;
-  server_config.health_address = cfg.health_address;
-  server_config.tls = tls;
-  server_config.insecure = cfg.insecure;
-  server_config.tick = std::chrono::milliseconds(cfg.tick_ms);
-  auto server = coord::CoordinatorServer::Start(server_config, &coordinator, std::move(*auth),
-                                                &metrics, outputs.Providers());
+  auto server = coord::CoordinatorServer::Start(ServerConfigFrom(cfg, tls), &coordinator,
+                                                std::move(*auth), &metrics, outputs.Providers());
   if (!server.ok()) return Fail(util::MessageOf(server.status()));
-
-  const std::string ports =
-      util::StrCat("{\"agent_port\": ", (*server)->agent_port(),
-                   ", \"control_port\": ", (*server)->control_port(),
-                   ", \"metrics_port\": ", metrics_server ? metrics_server->port() : 0,
-                   ", \"health_port\": ", (*server)->health_port(), ", \"pid\": ", getpid(), "}\n");
-  if (auto st = util::WriteFileAtomic(std::filesystem::path(cfg.data_dir) / "ports.json", ports);
-      !st.ok()) {
+  const int metrics_port = metrics_server ? metrics_server->port() : 0;
+  if (auto st = WritePortsFile(cfg.data_dir, **server, metrics_port); !st.ok()) {
     return Fail(util::MessageOf(st));
   }
   spdlog::info("serving agents on port {}, control on port {}, metrics on port {} (data {}; {})",
-               (*server)->agent_port(), (*server)->control_port(),
-               metrics_server ? metrics_server->port() : 0, cfg.data_dir, util::AllocatorName());
+               (*server)->agent_port(), (*server)->control_port(), metrics_port, cfg.data_dir,
+               util::AllocatorName());
 
   const int sig = signals.Wait();
   spdlog::info("signal {}: shutting down", sig);

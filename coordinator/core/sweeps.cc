@@ -92,6 +92,57 @@ void Coordinator::ApplyResultLocked(const ResultRecord& r) {
   sw->second.results.push_back(r);
 }
 
+namespace {
+
+// What the planner is told: the validated request's playbooks, archs, durations (moved out of
+// start) and executor, its params and priority, the farm's estimates, and the repository agents
+// fetch.
+PlanOptions PlanOptionsFor(const v1::StartSweepRequest& req, StartRequest& start,
+                           const SweepInput& input, const CoordinatorOptions& options) {
+  PlanOptions plan_options;
+  plan_options.playbooks = start.playbooks;
+  plan_options.archs = start.archs;
+  plan_options.durations = std::move(start.durations);
+  plan_options.executor = start.executor;
+  for (const auto& [k, v] : req.params()) plan_options.params[k] = v;
+  plan_options.priority = req.priority();
+  plan_options.min_trusted_seconds = options.min_trusted_seconds;
+  plan_options.playbook_estimates = options.playbook_estimates;
+  plan_options.repo_url =
+      req.agent_repo_url().empty() ? input.agent_repo_url : req.agent_repo_url();
+  return plan_options;
+}
+
+// A running sweep's record as read and planned: the request (without its durations), the pinned
+// commits and where the forge commit came from, the archs and playbooks, and the problems (files
+// with validation errors, then what the planner left out).
+SweepRecord RunningSweepRecord(const v1::StartSweepRequest& req, const std::string& executor,
+                               const SweepInput& input, const PlanOptions& plan_options,
+                               const classify::Classifier& rules,
+                               std::vector<std::string> plan_problems) {
+  SweepRecord rec;
+  rec.state = SweepState::kRunning;
+  rec.request = req;
+  rec.request.clear_durations_json();
+  rec.request.set_executor(executor);
+  rec.repo = input.repo;
+  rec.ttxla_commit = input.ttxla_commit;
+  rec.forge_commit = input.forge_commit;
+  rec.details.set_forge_gitlink_commit(input.forge_gitlink.empty() ? input.forge_commit
+                                                                   : input.forge_gitlink);
+  rec.details.set_forge_source(input.forge_source.empty() ? "gitlink" : input.forge_source);
+  for (const auto& n : input.notes) rec.details.add_notes(n);
+  rec.archs = plan_options.archs;
+  rec.playbooks = plan_options.playbooks.empty() ? rules.Playbooks() : plan_options.playbooks;
+  for (const auto& d : input.inventory.diagnostics) {
+    if (d.severity == util::Severity::kError) rec.problems.push_back(d.ToString());
+  }
+  for (auto& p : plan_problems) rec.problems.push_back(std::move(p));
+  return rec;
+}
+
+}  // namespace
+
 absl::StatusOr<v1::Sweep> Coordinator::StartSweep(const v1::StartSweepRequest& req,
                                                   const Caller& caller) {
   auto start = ValidateStartRequest(req, {options_.default_executor, options_.default_archs});
@@ -103,17 +154,7 @@ absl::StatusOr<v1::Sweep> Coordinator::StartSweep(const v1::StartSweepRequest& r
   auto input = reader_(req);
   if (!input.ok()) return input.status();
 
-  PlanOptions plan_options;
-  plan_options.playbooks = start->playbooks;
-  plan_options.archs = start->archs;
-  plan_options.durations = std::move(start->durations);
-  plan_options.executor = start->executor;
-  for (const auto& [k, v] : req.params()) plan_options.params[k] = v;
-  plan_options.priority = req.priority();
-  plan_options.min_trusted_seconds = options_.min_trusted_seconds;
-  plan_options.playbook_estimates = options_.playbook_estimates;
-  plan_options.repo_url =
-      req.agent_repo_url().empty() ? input->agent_repo_url : req.agent_repo_url();
+  PlanOptions plan_options = PlanOptionsFor(req, *start, *input, options_);
   const classify::Classifier& rules = *start->rules;
 
   return Operate(Ack::kDurable, [&](Effects& after) -> absl::StatusOr<v1::Sweep> {
@@ -123,26 +164,10 @@ absl::StatusOr<v1::Sweep> Coordinator::StartSweep(const v1::StartSweepRequest& r
     std::snprintf(id, sizeof(id), "sw-%04lld", static_cast<long long>(next_sweep_++));
     Plan plan = PlanSweep(input->inventory, rules, plan_options, id, input->ttxla_commit,
                           input->forge_commit);
-    SweepRecord rec;
+    SweepRecord rec = RunningSweepRecord(req, start->executor, *input, plan_options, rules,
+                                         std::move(plan.problems));
     rec.id = id;
     rec.seq = next_seq_++;
-    rec.state = SweepState::kRunning;
-    rec.request = req;
-    rec.request.clear_durations_json();
-    rec.request.set_executor(start->executor);
-    rec.repo = input->repo;
-    rec.ttxla_commit = input->ttxla_commit;
-    rec.forge_commit = input->forge_commit;
-    rec.details.set_forge_gitlink_commit(input->forge_gitlink.empty() ? input->forge_commit
-                                                                      : input->forge_gitlink);
-    rec.details.set_forge_source(input->forge_source.empty() ? "gitlink" : input->forge_source);
-    for (const auto& n : input->notes) rec.details.add_notes(n);
-    rec.archs = plan_options.archs;
-    rec.playbooks = plan_options.playbooks.empty() ? rules.Playbooks() : plan_options.playbooks;
-    for (const auto& d : input->inventory.diagnostics) {
-      if (d.severity == util::Severity::kError) rec.problems.push_back(d.ToString());
-    }
-    for (auto& p : plan.problems) rec.problems.push_back(std::move(p));
     rec.created_by = caller.name;
     rec.created_at = now;
     for (auto& s : plan.shards) {

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
+#include <set>
+#include <tuple>
 
 #include "common/registry/registry.h"
 #include "common/util/strings.h"
@@ -20,6 +23,192 @@ std::string ShardId(const std::string& sweep_id, int n) {
   return util::StrCat(sweep_id, "-s", buf);
 }
 
+// An entry a selected playbook handles, as its shards carry it.
+struct Selected {
+  const inventory::Document* document;
+  const inventory::Entry* entry;
+  std::string playbook;
+  v1::ShardEntry shard_entry;
+};
+
+// The entries of one (playbook, loader): single-device or tensor-parallel ones.
+struct Group {
+  std::string playbook;
+  std::string loader;
+  bool tensor_parallel = false;
+  std::vector<v1::ShardEntry> entries;
+  double expected = 0;  // seconds, summed over the entries
+  std::set<std::string> files;
+};
+
+// Files with validation errors are never edited.
+std::set<std::string> FilesWithErrors(const inventory::Inventory& inventory) {
+  std::set<std::string> files;
+  for (const auto& d : inventory.diagnostics) {
+    if (d.severity == util::Severity::kError) files.insert(d.file);
+  }
+  return files;
+}
+
+// No playbooks named: every playbook of the rules.
+bool PlaybookSelected(const PlanOptions& options, const std::string& playbook) {
+  return options.playbooks.empty() || std::find(options.playbooks.begin(), options.playbooks.end(),
+                                                playbook) != options.playbooks.end();
+}
+
+v1::ShardEntry ShardEntryFor(const inventory::Document& doc, const inventory::Entry& e,
+                             const classify::Match& match) {
+  v1::ShardEntry se;
+  se.set_key(e.key);
+  se.set_file(doc.path());
+  se.set_flavor(match.flavor);
+  se.set_reason(match.reason);
+  se.set_status(std::string(match.arch.empty() ? e.Status() : e.StatusForArch(match.arch)));
+  se.set_bringup_status(std::string(e.StringField("bringup_status")));
+  se.set_override_arch(match.arch);
+  for (const auto& cap : match.captures) se.add_captures(cap);
+  return se;
+}
+
+// The entries a selected playbook handles, in inventory order. Entries of files with validation
+// errors are left out and named in problems.
+std::vector<Selected> SelectEntries(const inventory::Inventory& inventory,
+                                    const classify::Classifier& rules, const PlanOptions& options,
+                                    std::vector<std::string>& problems) {
+  const std::set<std::string> bad_files = FilesWithErrors(inventory);
+  std::vector<Selected> selected;
+  for (const auto& ref : inventory.TestEntries()) {
+    const inventory::Entry& e = *ref.entry;
+    if (!e.parts) continue;
+    auto c = rules.Classify(e);
+    if (!c.match) continue;
+    const auto& pb = c.match->playbook;
+    if (!PlaybookSelected(options, pb)) continue;
+    if (bad_files.count(ref.document->path())) {
+      problems.push_back(util::StrCat(ref.document->path(), ": entry '", e.key,
+                                      "' left out: the file has validation errors"));
+      continue;
+    }
+    selected.push_back({ref.document, ref.entry, pb, ShardEntryFor(*ref.document, e, *c.match)});
+  }
+  return selected;
+}
+
+// Seconds an entry is expected to take: its pytest duration when trusted, else its playbook's
+// estimate, else the default.
+double ExpectedSeconds(const PlanOptions& options, const Selected& s) {
+  if (auto d = options.durations.find(NodeId(*s.document, *s.entry));
+      d != options.durations.end() && d->second >= options.min_trusted_seconds) {
+    return d->second;
+  }
+  if (auto est = options.playbook_estimates.find(s.playbook);
+      est != options.playbook_estimates.end()) {
+    return est->second;
+  }
+  return options.default_estimate;
+}
+
+// Loader-wide scope: one group per (playbook, loader), tensor-parallel entries apart, in the
+// order of each group's first entry.
+std::vector<Group> GroupPerLoader(const std::vector<Selected>& selected,
+                                  const PlanOptions& options) {
+  std::vector<Group> groups;
+  std::map<std::tuple<std::string, std::string, bool>, std::size_t> index;
+  for (const auto& s : selected) {
+    const bool tp = s.entry->parts->parallelism == "tensor_parallel";
+    auto [it, inserted] =
+        index.try_emplace(std::make_tuple(s.playbook, s.entry->loader, tp), groups.size());
+    if (inserted) {
+      Group& g = groups.emplace_back();
+      g.playbook = s.playbook;
+      g.loader = s.entry->loader;
+      g.tensor_parallel = tp;
+    }
+    Group& g = groups[it->second];
+    g.expected += ExpectedSeconds(options, s);
+    g.files.insert(s.document->path());
+    g.entries.push_back(s.shard_entry);
+  }
+  return groups;
+}
+
+// Makes the first wave's shards, numbered in the order they are made.
+class ShardMaker {
+ public:
+  ShardMaker(const PlanOptions& options, const std::string& sweep_id,
+             const std::string& ttxla_commit, const std::string& forge_commit)
+      : options_(options),
+        sweep_id_(sweep_id),
+        ttxla_commit_(ttxla_commit),
+        forge_commit_(forge_commit) {}
+
+  ShardRecord Make(const Group& g, v1::ShardPhase phase, const std::string& arch) {
+    ShardRecord s;
+    s.id = ShardId(sweep_id_, ++n_);
+    s.sweep_id = sweep_id_;
+    s.priority = options_.priority;
+    s.expected_seconds = phase == v1::PHASE_PROBE ? g.expected * 0.2 : g.expected;
+    v1::ShardSpec& spec = s.spec;
+    spec.set_shard_id(s.id);
+    spec.set_sweep_id(sweep_id_);
+    spec.set_playbook(g.playbook);
+    spec.set_loader(g.loader);
+    spec.set_wave(1);
+    spec.set_phase(phase);
+    spec.set_arch(arch);
+    for (const auto& e : g.entries) *spec.add_entries() = e;
+    spec.set_ttxla_commit(ttxla_commit_);
+    spec.set_forge_commit(forge_commit_);
+    spec.set_repo_url(options_.repo_url);
+    spec.set_executor(options_.executor);
+    for (const auto& [k, v] : options_.params) (*spec.mutable_params())[k] = v;
+    spec.set_timeout_seconds(static_cast<std::int64_t>(std::max(1800.0, 3 * s.expected_seconds)));
+    // What the shard may change: its loader's directory, the registry, its YAML files.
+    std::string loader_dir = g.loader.substr(0, g.loader.rfind('/') + 1);
+    spec.add_owned_files(loader_dir);
+    spec.add_owned_files(std::string(registry::kTrainingUtilsPath));
+    for (const auto& f : g.files) spec.add_owned_files(f);
+    if (phase == v1::PHASE_PROBE) {
+      s.cpu_ok = true;
+    } else {
+      s.archs = {arch};
+    }
+    return s;
+  }
+
+ private:
+  const PlanOptions& options_;
+  const std::string& sweep_id_;
+  const std::string& ttxla_commit_;
+  const std::string& forge_commit_;
+  int n_ = 0;
+};
+
+// A group's phases: tensor-parallel entries run whole on n300-llmbox. Others run a PROBE (on cpu,
+// split_probe) or the whole playbook on the first arch, then a VERIFY per remaining arch, each
+// waiting for that first shard.
+void AddGroupShards(const Group& g, const std::vector<std::string>& archs, bool split_probe,
+                    ShardMaker& maker, std::vector<ShardRecord>& shards) {
+  if (g.tensor_parallel) {
+    shards.push_back(maker.Make(g, v1::PHASE_FULL, "n300-llmbox"));
+    return;
+  }
+  std::size_t verify_from = 0;
+  if (split_probe) {
+    shards.push_back(maker.Make(g, v1::PHASE_PROBE, ""));
+  } else {
+    shards.push_back(maker.Make(g, v1::PHASE_FULL, archs[0]));
+    verify_from = 1;
+  }
+  const std::string first_id = shards.back().id;
+  for (std::size_t i = verify_from; i < archs.size(); ++i) {
+    ShardRecord v = maker.Make(g, v1::PHASE_VERIFY, archs[i]);
+    v.depends_on = first_id;
+    v.state = ShardState::kWaiting;
+    shards.push_back(std::move(v));
+  }
+}
+
 }  // namespace
 
 std::string NodeId(const inventory::Document& doc, const inventory::Entry& entry) {
@@ -30,129 +219,16 @@ Plan PlanSweep(const inventory::Inventory& inventory, const classify::Classifier
                const PlanOptions& options, const std::string& sweep_id,
                const std::string& ttxla_commit, const std::string& forge_commit) {
   Plan plan;
-  struct Group {
-    std::string playbook;
-    std::string loader;
-    bool tensor_parallel = false;
-    std::vector<v1::ShardEntry> entries;
-    double expected = 0;
-    std::set<std::string> files;
-  };
-  std::map<std::tuple<std::string, std::string, bool>, Group> groups;
-  std::vector<std::tuple<std::string, std::string, bool>> order;
-
-  std::set<std::string> bad_files;
-  for (const auto& d : inventory.diagnostics) {
-    if (d.severity == util::Severity::kError) bad_files.insert(d.file);
+  const std::vector<Selected> selected = SelectEntries(inventory, rules, options, plan.problems);
+  for (const auto& s : selected) {
+    plan.entries.push_back(s.shard_entry);
+    plan.entry_playbooks.push_back(s.playbook);
   }
-  for (const auto& ref : inventory.TestEntries()) {
-    const inventory::Entry& e = *ref.entry;
-    if (!e.parts) continue;
-    auto c = rules.Classify(e);
-    if (!c.match) continue;
-    const auto& pb = c.match->playbook;
-    if (!options.playbooks.empty() && std::find(options.playbooks.begin(), options.playbooks.end(),
-                                                pb) == options.playbooks.end()) {
-      continue;
-    }
-    if (bad_files.count(ref.document->path())) {
-      plan.problems.push_back(util::StrCat(ref.document->path(), ": entry '", e.key,
-                                           "' left out: the file has validation errors"));
-      continue;
-    }
-    v1::ShardEntry se;
-    se.set_key(e.key);
-    se.set_file(ref.document->path());
-    se.set_flavor(c.match->flavor);
-    se.set_reason(c.match->reason);
-    se.set_status(std::string(c.match->arch.empty() ? e.Status() : e.StatusForArch(c.match->arch)));
-    se.set_bringup_status(std::string(e.StringField("bringup_status")));
-    se.set_override_arch(c.match->arch);
-    for (const auto& cap : c.match->captures) se.add_captures(cap);
-
-    const bool tp = e.parts->parallelism == "tensor_parallel";
-    auto key = std::make_tuple(pb, e.loader, tp);
-    auto [it, inserted] = groups.try_emplace(key);
-    if (inserted) {
-      order.push_back(key);
-      it->second.playbook = pb;
-      it->second.loader = e.loader;
-      it->second.tensor_parallel = tp;
-    }
-    double seconds = 0;
-    if (auto d = options.durations.find(NodeId(*ref.document, e));
-        d != options.durations.end() && d->second >= options.min_trusted_seconds) {
-      seconds = d->second;
-    } else if (auto est = options.playbook_estimates.find(pb);
-               est != options.playbook_estimates.end()) {
-      seconds = est->second;
-    } else {
-      seconds = options.default_estimate;
-    }
-    it->second.expected += seconds;
-    it->second.files.insert(ref.document->path());
-    it->second.entries.push_back(se);
-    plan.entries.push_back(se);
-    plan.entry_playbooks.push_back(pb);
-  }
-
-  std::vector<std::string> archs =
+  const std::vector<std::string> archs =
       options.archs.empty() ? std::vector<std::string>{"n150"} : options.archs;
-  int n = 0;
-  for (const auto& key : order) {
-    const Group& g = groups[key];
-    auto base = [&](v1::ShardPhase phase, const std::string& arch) {
-      ShardRecord s;
-      s.id = ShardId(sweep_id, ++n);
-      s.sweep_id = sweep_id;
-      s.priority = options.priority;
-      s.expected_seconds = phase == v1::PHASE_PROBE ? g.expected * 0.2 : g.expected;
-      v1::ShardSpec& spec = s.spec;
-      spec.set_shard_id(s.id);
-      spec.set_sweep_id(sweep_id);
-      spec.set_playbook(g.playbook);
-      spec.set_loader(g.loader);
-      spec.set_wave(1);
-      spec.set_phase(phase);
-      spec.set_arch(arch);
-      for (const auto& e : g.entries) *spec.add_entries() = e;
-      spec.set_ttxla_commit(ttxla_commit);
-      spec.set_forge_commit(forge_commit);
-      spec.set_repo_url(options.repo_url);
-      spec.set_executor(options.executor);
-      for (const auto& [k, v] : options.params) (*spec.mutable_params())[k] = v;
-      spec.set_timeout_seconds(static_cast<std::int64_t>(std::max(1800.0, 3 * s.expected_seconds)));
-      // What the shard may change: its loader's directory, the registry, its YAML files.
-      std::string loader_dir = g.loader.substr(0, g.loader.rfind('/') + 1);
-      spec.add_owned_files(loader_dir);
-      spec.add_owned_files(std::string(registry::kTrainingUtilsPath));
-      for (const auto& f : g.files) spec.add_owned_files(f);
-      if (phase == v1::PHASE_PROBE) {
-        s.cpu_ok = true;
-      } else {
-        s.archs = {arch};
-      }
-      return s;
-    };
-    if (g.tensor_parallel) {
-      plan.shards.push_back(base(v1::PHASE_FULL, "n300-llmbox"));
-      continue;
-    }
-    std::string first_id;
-    std::size_t verify_from = 0;
-    if (options.split_probe) {
-      plan.shards.push_back(base(v1::PHASE_PROBE, ""));
-    } else {
-      plan.shards.push_back(base(v1::PHASE_FULL, archs[0]));
-      verify_from = 1;
-    }
-    first_id = plan.shards.back().id;
-    for (std::size_t i = verify_from; i < archs.size(); ++i) {
-      ShardRecord v = base(v1::PHASE_VERIFY, archs[i]);
-      v.depends_on = first_id;
-      v.state = ShardState::kWaiting;
-      plan.shards.push_back(std::move(v));
-    }
+  ShardMaker maker(options, sweep_id, ttxla_commit, forge_commit);
+  for (const Group& g : GroupPerLoader(selected, options)) {
+    AddGroupShards(g, archs, options.split_probe, maker, plan.shards);
   }
   return plan;
 }

@@ -66,38 +66,58 @@ WavePlan MergeRegistry(const std::vector<ResultRecord>& results) {
   return plan;
 }
 
-WavePlan PlanNextWave(const std::string& sweep_id, const std::vector<const ShardRecord*>& shards,
-                      const std::vector<ResultRecord>& results,
-                      const std::vector<std::string>& archs, bool split_probe,
-                      int first_shard_number) {
-  WavePlan plan = MergeRegistry(results);
-  std::set<std::string> classes;
-  for (const auto& op : plan.merged) classes.insert(op.cls());
-  if (classes.empty()) return plan;
+namespace {
 
+// The sweep's shards by id, and its latest wave.
+struct SweepShards {
   std::map<std::string, const ShardRecord*> by_id;
   int wave = 0;
+};
+
+SweepShards IndexShards(const std::vector<const ShardRecord*>& shards) {
+  SweepShards sweep;
   for (const auto* s : shards) {
-    by_id[s->id] = s;
-    wave = std::max(wave, s->spec.wave());
+    sweep.by_id[s->id] = s;
+    sweep.wave = std::max(sweep.wave, s->spec.wave());
   }
-  // The latest verdict per entry comes from the latest wave: only entries whose newest result
-  // missed a merged line are candidates.
-  struct Candidate {
-    const ShardRecord* shard;
-    v1::ShardEntry entry;
-    int wave;
-  };
+  return sweep;
+}
+
+std::set<std::string> MergedClasses(const std::vector<v1::RegistryOp>& merged) {
+  std::set<std::string> classes;
+  for (const auto& op : merged) classes.insert(op.cls());
+  return classes;
+}
+
+// The classes a shard's result was verified with: the registry lines pre-applied to the shard
+// and those the result proposed.
+std::set<std::string> ClassesVerifiedWith(const ShardRecord& s, const ResultRecord& r) {
+  std::set<std::string> applied;
+  for (const auto& op : s.spec.pre_registry()) applied.insert(op.cls());
+  for (const auto& op : r.result.registry_ops()) applied.insert(op.cls());
+  return applied;
+}
+
+// An entry to verify again, as the shard of its newest result carried it.
+struct Candidate {
+  const ShardRecord* shard;
+  v1::ShardEntry entry;
+  int wave;
+};
+
+// The latest verdict per entry comes from the latest wave: only entries whose newest result
+// missed a merged line are candidates. Keyed by file + key.
+std::map<std::string, Candidate> EntriesMissingAMergedLine(const std::vector<ResultRecord>& results,
+                                                           const SweepShards& sweep,
+                                                           const std::set<std::string>& classes) {
   std::map<std::string, Candidate> latest;  // file + key -> newest candidate (or none)
   std::map<std::string, int> newest_wave;
   for (const auto& r : results) {
-    auto it = by_id.find(r.shard_id);
-    if (it == by_id.end()) continue;
+    auto it = sweep.by_id.find(r.shard_id);
+    if (it == sweep.by_id.end()) continue;
     const ShardRecord* s = it->second;
     if (s->spec.phase() == v1::PHASE_VERIFY) continue;  // no probe there
-    std::set<std::string> applied;
-    for (const auto& op : s->spec.pre_registry()) applied.insert(op.cls());
-    for (const auto& op : r.result.registry_ops()) applied.insert(op.cls());
+    const std::set<std::string> applied = ClassesVerifiedWith(*s, r);
     for (const auto& o : r.result.entries()) {
       const std::string id = o.file() + "\n" + o.key();
       if (newest_wave[id] > s->spec.wave()) continue;
@@ -114,66 +134,129 @@ WavePlan PlanNextWave(const std::string& sweep_id, const std::vector<const Shard
       }
     }
   }
-  // Group per (playbook, loader) like the first wave.
+  return latest;
+}
+
+// The latest wave's candidates per (playbook, loader), like the first wave; a candidate from an
+// earlier wave was already re-verified in a later one.
+std::map<std::pair<std::string, std::string>, std::vector<Candidate>> GroupPerLoader(
+    const std::map<std::string, Candidate>& latest, int wave) {
   std::map<std::pair<std::string, std::string>, std::vector<Candidate>> groups;
-  for (auto& [id, c] : latest) {
-    if (c.wave != wave) continue;  // already re-verified in a later wave
+  for (const auto& [id, c] : latest) {
+    if (c.wave != wave) continue;
     groups[{c.shard->spec.playbook(), c.shard->spec.loader()}].push_back(c);
   }
-  int n = first_shard_number;
-  for (auto& [key, cands] : groups) {
-    const ShardRecord* origin = cands.front().shard;
-    // The loader's edits so far (from the shards of this loader), so a later edit builds on them.
-    std::vector<v1::FileEdit> loader_edits;
-    for (const auto& r : results) {
-      auto it = by_id.find(r.shard_id);
-      if (it == by_id.end() || it->second->spec.loader() != origin->spec.loader()) continue;
-      for (const auto& fe : r.result.file_edits()) loader_edits.push_back(fe);
-    }
-    auto make = [&](v1::ShardPhase phase, const std::string& arch) {
-      ShardRecord s;
-      char buf[16];
-      std::snprintf(buf, sizeof(buf), "%03d", n++);
-      s.id = util::StrCat(sweep_id, "-s", buf);
-      s.sweep_id = sweep_id;
-      s.priority = origin->priority;
-      s.expected_seconds = origin->expected_seconds;
-      s.spec = origin->spec;
-      s.spec.set_shard_id(s.id);
-      s.spec.set_wave(wave + 1);
-      s.spec.set_phase(phase);
-      s.spec.set_arch(arch);
-      s.spec.clear_entries();
-      for (const auto& c : cands) *s.spec.add_entries() = c.entry;
-      s.spec.clear_pre_apply();
-      for (const auto& fe : loader_edits) *s.spec.add_pre_apply() = fe;
-      s.spec.clear_pre_registry();
-      for (const auto& op : plan.merged) *s.spec.add_pre_registry() = op;
-      if (phase == v1::PHASE_PROBE) {
-        s.cpu_ok = true;
-      } else {
-        s.archs = {arch};
-      }
-      return s;
-    };
-    std::vector<std::string> targets =
-        origin->archs.size() == 1 && origin->archs[0] == "n300-llmbox"
-            ? std::vector<std::string>{"n300-llmbox"}
-            : archs;
-    std::size_t verify_from = 0;
-    if (split_probe) {
-      plan.shards.push_back(make(v1::PHASE_PROBE, ""));
+  return groups;
+}
+
+// The loader's edits so far (from the shards of this loader), so a later edit builds on them.
+std::vector<v1::FileEdit> LoaderEdits(const std::vector<ResultRecord>& results,
+                                      const SweepShards& sweep, const std::string& loader) {
+  std::vector<v1::FileEdit> edits;
+  for (const auto& r : results) {
+    auto it = sweep.by_id.find(r.shard_id);
+    if (it == sweep.by_id.end() || it->second->spec.loader() != loader) continue;
+    for (const auto& fe : r.result.file_edits()) edits.push_back(fe);
+  }
+  return edits;
+}
+
+// Tensor-parallel shards stay on n300-llmbox; the others verify on the sweep's archs.
+std::vector<std::string> TargetArchs(const ShardRecord& origin,
+                                     const std::vector<std::string>& archs) {
+  return origin.archs.size() == 1 && origin.archs[0] == "n300-llmbox"
+             ? std::vector<std::string>{"n300-llmbox"}
+             : archs;
+}
+
+// One (playbook, loader)'s entries to verify again, and what their shards pre-apply.
+struct Group {
+  const ShardRecord* origin;  // the shard of the first candidate: the new shards copy its spec
+  std::vector<Candidate> candidates;
+  std::vector<v1::FileEdit> loader_edits;
+};
+
+// Makes the next wave's shards, numbered on from the sweep's last shard.
+class ShardMaker {
+ public:
+  ShardMaker(const std::string& sweep_id, int wave, const std::vector<v1::RegistryOp>& merged,
+             int first_number)
+      : sweep_id_(sweep_id), wave_(wave), merged_(merged), n_(first_number) {}
+
+  // The origin's spec with the group's entries, the loader's edits and every merged registry
+  // line pre-applied.
+  ShardRecord Make(const Group& g, v1::ShardPhase phase, const std::string& arch) {
+    ShardRecord s;
+    char buf[16];
+    std::snprintf(buf, sizeof(buf), "%03d", n_++);
+    s.id = util::StrCat(sweep_id_, "-s", buf);
+    s.sweep_id = sweep_id_;
+    s.priority = g.origin->priority;
+    s.expected_seconds = g.origin->expected_seconds;
+    s.spec = g.origin->spec;
+    s.spec.set_shard_id(s.id);
+    s.spec.set_wave(wave_);
+    s.spec.set_phase(phase);
+    s.spec.set_arch(arch);
+    s.spec.clear_entries();
+    for (const auto& c : g.candidates) *s.spec.add_entries() = c.entry;
+    s.spec.clear_pre_apply();
+    for (const auto& fe : g.loader_edits) *s.spec.add_pre_apply() = fe;
+    s.spec.clear_pre_registry();
+    for (const auto& op : merged_) *s.spec.add_pre_registry() = op;
+    if (phase == v1::PHASE_PROBE) {
+      s.cpu_ok = true;
     } else {
-      plan.shards.push_back(make(v1::PHASE_FULL, targets[0]));
-      verify_from = 1;
+      s.archs = {arch};
     }
-    const std::string first = plan.shards.back().id;
-    for (std::size_t i = verify_from; i < targets.size(); ++i) {
-      ShardRecord v = make(v1::PHASE_VERIFY, targets[i]);
-      v.depends_on = first;
-      v.state = ShardState::kWaiting;
-      plan.shards.push_back(std::move(v));
-    }
+    return s;
+  }
+
+ private:
+  const std::string& sweep_id_;
+  const int wave_;
+  const std::vector<v1::RegistryOp>& merged_;
+  int n_;
+};
+
+// A group's phases, as in the first wave: a PROBE (on cpu, split_probe) or the whole playbook on
+// the first target, then a VERIFY per remaining target, each waiting for that first shard.
+void AddGroupShards(const Group& g, const std::vector<std::string>& targets, bool split_probe,
+                    ShardMaker& maker, std::vector<ShardRecord>& shards) {
+  std::size_t verify_from = 0;
+  if (split_probe) {
+    shards.push_back(maker.Make(g, v1::PHASE_PROBE, ""));
+  } else {
+    shards.push_back(maker.Make(g, v1::PHASE_FULL, targets[0]));
+    verify_from = 1;
+  }
+  const std::string first = shards.back().id;
+  for (std::size_t i = verify_from; i < targets.size(); ++i) {
+    ShardRecord v = maker.Make(g, v1::PHASE_VERIFY, targets[i]);
+    v.depends_on = first;
+    v.state = ShardState::kWaiting;
+    shards.push_back(std::move(v));
+  }
+}
+
+}  // namespace
+
+WavePlan PlanNextWave(const std::string& sweep_id, const std::vector<const ShardRecord*>& shards,
+                      const std::vector<ResultRecord>& results,
+                      const std::vector<std::string>& archs, bool split_probe,
+                      int first_shard_number) {
+  WavePlan plan = MergeRegistry(results);
+  const std::set<std::string> classes = MergedClasses(plan.merged);
+  if (classes.empty()) return plan;
+
+  const SweepShards sweep = IndexShards(shards);
+  ShardMaker maker(sweep_id, sweep.wave + 1, plan.merged, first_shard_number);
+  for (auto& [key, candidates] :
+       GroupPerLoader(EntriesMissingAMergedLine(results, sweep, classes), sweep.wave)) {
+    const ShardRecord& origin = *candidates.front().shard;
+    const Group group{&origin, std::move(candidates),
+                      LoaderEdits(results, sweep, origin.spec.loader())};
+    AddGroupShards(group, TargetArchs(origin, archs), split_probe, maker, plan.shards);
   }
   return plan;
 }
