@@ -8,6 +8,7 @@
 
 #include "common/registry/registry.h"
 #include "common/util/strings.h"
+#include "coordinator/planning/phases.h"
 
 namespace triage::coord {
 namespace {
@@ -15,12 +16,6 @@ namespace {
 std::string TestFunction(const inventory::Document& doc) {
   if (doc.framework() == "jax") return "test_all_models_jax";
   return "test_all_models_torch";
-}
-
-std::string ShardId(const std::string& sweep_id, int n) {
-  char buf[16];
-  std::snprintf(buf, sizeof(buf), "%03d", n);
-  return util::StrCat(sweep_id, "-s", buf);
 }
 
 // An entry a selected playbook handles, as its shards carry it.
@@ -144,7 +139,7 @@ class ShardMaker {
 
   ShardRecord Make(const Group& g, v1::ShardPhase phase, const std::string& arch) {
     ShardRecord s;
-    s.id = ShardId(sweep_id_, ++n_);
+    s.id = planning::ShardId(sweep_id_, ++n_);
     s.sweep_id = sweep_id_;
     s.priority = options_.priority;
     s.expected_seconds = phase == v1::PHASE_PROBE ? g.expected * 0.2 : g.expected;
@@ -184,31 +179,6 @@ class ShardMaker {
   int n_ = 0;
 };
 
-// A group's phases: tensor-parallel entries run whole on n300-llmbox. Others run a PROBE (on cpu,
-// split_probe) or the whole playbook on the first arch, then a VERIFY per remaining arch, each
-// waiting for that first shard.
-void AddGroupShards(const Group& g, const std::vector<std::string>& archs, bool split_probe,
-                    ShardMaker& maker, std::vector<ShardRecord>& shards) {
-  if (g.tensor_parallel) {
-    shards.push_back(maker.Make(g, v1::PHASE_FULL, "n300-llmbox"));
-    return;
-  }
-  std::size_t verify_from = 0;
-  if (split_probe) {
-    shards.push_back(maker.Make(g, v1::PHASE_PROBE, ""));
-  } else {
-    shards.push_back(maker.Make(g, v1::PHASE_FULL, archs[0]));
-    verify_from = 1;
-  }
-  const std::string first_id = shards.back().id;
-  for (std::size_t i = verify_from; i < archs.size(); ++i) {
-    ShardRecord v = maker.Make(g, v1::PHASE_VERIFY, archs[i]);
-    v.depends_on = first_id;
-    v.state = ShardState::kWaiting;
-    shards.push_back(std::move(v));
-  }
-}
-
 }  // namespace
 
 std::string NodeId(const inventory::Document& doc, const inventory::Entry& entry) {
@@ -228,7 +198,14 @@ Plan PlanSweep(const inventory::Inventory& inventory, const classify::Classifier
       options.archs.empty() ? std::vector<std::string>{"n150"} : options.archs;
   ShardMaker maker(options, sweep_id, ttxla_commit, forge_commit);
   for (const Group& g : GroupPerLoader(selected, options)) {
-    AddGroupShards(g, archs, options.split_probe, maker, plan.shards);
+    if (g.tensor_parallel) {  // tensor-parallel entries run whole on n300-llmbox
+      plan.shards.push_back(maker.Make(g, v1::PHASE_FULL, "n300-llmbox"));
+      continue;
+    }
+    planning::AddPhases(
+        archs, options.split_probe,
+        [&](v1::ShardPhase phase, const std::string& arch) { return maker.Make(g, phase, arch); },
+        plan.shards);
   }
   return plan;
 }

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "common/util/strings.h"
+#include "coordinator/planning/phases.h"
 
 namespace triage::coord {
 
@@ -187,9 +188,7 @@ class ShardMaker {
   // line pre-applied.
   ShardRecord Make(const Group& g, v1::ShardPhase phase, const std::string& arch) {
     ShardRecord s;
-    char buf[16];
-    std::snprintf(buf, sizeof(buf), "%03d", n_++);
-    s.id = util::StrCat(sweep_id_, "-s", buf);
+    s.id = planning::ShardId(sweep_id_, n_++);
     s.sweep_id = sweep_id_;
     s.priority = g.origin->priority;
     s.expected_seconds = g.origin->expected_seconds;
@@ -219,26 +218,6 @@ class ShardMaker {
   int n_;
 };
 
-// A group's phases, as in the first wave: a PROBE (on cpu, split_probe) or the whole playbook on
-// the first target, then a VERIFY per remaining target, each waiting for that first shard.
-void AddGroupShards(const Group& g, const std::vector<std::string>& targets, bool split_probe,
-                    ShardMaker& maker, std::vector<ShardRecord>& shards) {
-  std::size_t verify_from = 0;
-  if (split_probe) {
-    shards.push_back(maker.Make(g, v1::PHASE_PROBE, ""));
-  } else {
-    shards.push_back(maker.Make(g, v1::PHASE_FULL, targets[0]));
-    verify_from = 1;
-  }
-  const std::string first = shards.back().id;
-  for (std::size_t i = verify_from; i < targets.size(); ++i) {
-    ShardRecord v = maker.Make(g, v1::PHASE_VERIFY, targets[i]);
-    v.depends_on = first;
-    v.state = ShardState::kWaiting;
-    shards.push_back(std::move(v));
-  }
-}
-
 }  // namespace
 
 WavePlan PlanNextWave(const std::string& sweep_id, const std::vector<const ShardRecord*>& shards,
@@ -256,7 +235,12 @@ WavePlan PlanNextWave(const std::string& sweep_id, const std::vector<const Shard
     const ShardRecord& origin = *candidates.front().shard;
     const Group group{&origin, std::move(candidates),
                       LoaderEdits(results, sweep, origin.spec.loader())};
-    AddGroupShards(group, TargetArchs(origin, archs), split_probe, maker, plan.shards);
+    planning::AddPhases(
+        TargetArchs(origin, archs), split_probe,
+        [&](v1::ShardPhase phase, const std::string& arch) {
+          return maker.Make(group, phase, arch);
+        },
+        plan.shards);
   }
   return plan;
 }
