@@ -54,6 +54,59 @@ bool SafeName(std::string_view name) {
   return true;
 }
 
+// Writes the evidence of each shard's latest result under dir/evidence/<shard dir>/ and returns
+// each entry's links to it, by file + '\n' + key.
+absl::StatusOr<std::map<std::string, std::vector<EvidenceLink>>> WriteEvidence(
+    const std::filesystem::path& dir, const std::vector<coord::ShardRecord>& shards,
+    const std::vector<coord::ResultRecord>& results) {
+  std::map<std::string, const coord::ShardRecord*> by_id;
+  for (const auto& s : shards) by_id[s.id] = &s;
+  std::map<std::string, const coord::ResultRecord*> latest;
+  for (const auto& r : results) {
+    auto& cur = latest[r.shard_id];
+    if (cur == nullptr || r.token > cur->token) cur = &r;
+  }
+  std::map<std::string, std::vector<EvidenceLink>> links;
+  std::error_code ec;
+  for (const auto& [id, r] : latest) {
+    auto s = by_id.find(id);
+    if (s == by_id.end()) continue;
+    const std::string shard_dir = evidence::ShardDirName(s->second->spec);
+    for (const auto& ev : r->result.evidence()) {
+      if (!SafeName(ev.name())) continue;
+      const auto path = dir / "evidence" / shard_dir / ev.name();
+      std::filesystem::create_directories(path.parent_path(), ec);
+      if (auto st = util::WriteFileAtomic(path, ev.content()); !st.ok()) return st;
+    }
+    for (const auto& o : r->result.entries()) {
+      auto& list = links[o.file() + "\n" + o.key()];
+      for (const auto& name : o.evidence()) {
+        if (!SafeName(name)) continue;
+        list.push_back({util::StrCat("evidence/", shard_dir, "/", name), s->second->spec.arch(),
+                        s->second->spec.wave()});
+      }
+    }
+  }
+  return links;
+}
+
+// The YAML files the merge changed, as they read after tt-xla.patch (for the report's resolved
+// outcomes).
+std::map<std::string, std::string> YamlAfterMerge(const std::string& ttxla_patch,
+                                                  PinnedFiles& files) {
+  std::map<std::string, std::string> after;
+  if (ttxla_patch.empty()) return after;
+  auto split = diff::SplitDiff(ttxla_patch);
+  if (!split.ok()) return after;
+  for (const auto& fd : *split) {
+    auto base = files.ReadTtXla(fd.path());
+    if (!base.ok()) continue;
+    auto applied = diff::ApplyFileDiff(*base, fd);
+    if (applied.ok()) after[fd.path()] = *applied;
+  }
+  return after;
+}
+
 }  // namespace
 
 std::unique_ptr<PinnedFiles> MakeGitPinnedFiles(const coord::SweepRecord& sweep,
@@ -134,47 +187,13 @@ absl::Status SweepOutputs::Build(const std::string& sweep_id) {
   std::filesystem::remove_all(dir / "evidence", ec);
   std::filesystem::create_directories(dir, ec);
   // Evidence: the latest result of each shard, under evidence/<shard>/.
-  std::map<std::string, const coord::ShardRecord*> by_id;
-  for (const auto& s : *shards) by_id[s.id] = &s;
-  std::map<std::string, const coord::ResultRecord*> latest;
-  for (const auto& r : *results) {
-    auto& cur = latest[r.shard_id];
-    if (cur == nullptr || r.token > cur->token) cur = &r;
-  }
+  auto evidence = WriteEvidence(dir, *shards, *results);
+  if (!evidence.ok()) return evidence.status();
   ReportInput report;
   report.sweep = &*sweep;
   report.merge = &*merged;
-  for (const auto& [id, r] : latest) {
-    auto s = by_id.find(id);
-    if (s == by_id.end()) continue;
-    const std::string shard_dir = evidence::ShardDirName(s->second->spec);
-    for (const auto& ev : r->result.evidence()) {
-      if (!SafeName(ev.name())) continue;
-      const auto path = dir / "evidence" / shard_dir / ev.name();
-      std::filesystem::create_directories(path.parent_path(), ec);
-      if (auto st = util::WriteFileAtomic(path, ev.content()); !st.ok()) return st;
-    }
-    for (const auto& o : r->result.entries()) {
-      auto& list = report.evidence[o.file() + "\n" + o.key()];
-      for (const auto& name : o.evidence()) {
-        if (!SafeName(name)) continue;
-        list.push_back({util::StrCat("evidence/", shard_dir, "/", name), s->second->spec.arch(),
-                        s->second->spec.wave()});
-      }
-    }
-  }
-  // The YAML after the merge, for the report's resolved outcomes.
-  if (!merged->ttxla_patch.empty()) {
-    auto split = diff::SplitDiff(merged->ttxla_patch);
-    if (split.ok()) {
-      for (const auto& fd : *split) {
-        auto base = files->ReadTtXla(fd.path());
-        if (!base.ok()) continue;
-        auto after = diff::ApplyFileDiff(*base, fd);
-        if (after.ok()) report.yaml_after[fd.path()] = *after;
-      }
-    }
-  }
+  report.evidence = std::move(*evidence);
+  report.yaml_after = YamlAfterMerge(merged->ttxla_patch, *files);
   absl::Status settled = absl::OkStatus();
   report.settle_counts = [&](const std::map<std::string, coord::EntryTally>& tallies) {
     auto counts = coordinator_->SettleCounts(sweep_id, tallies);

@@ -80,14 +80,45 @@ std::string EntryText(const inventory::Document& doc, const std::string& key) {
   return out;
 }
 
-}  // namespace
+// One shard's accepted result (its latest attempt).
+struct ShardResult {
+  const coord::ShardRecord* shard;
+  const coord::ResultRecord* record;
+};
 
-absl::StatusOr<MergeOutput> Merge(const MergeInput& input) {
+// What the results say of one entry, gathered over the shards in their canonical order.
+struct EntryAcc {
+  EntryMerge m;
+  std::map<std::string, std::pair<int, std::string>> decided_at;  // arch -> (wave, canon)
+  bool stopped = false;
+  std::set<std::string> conflicting_archs;
+};
+
+using EntryId = std::pair<std::string, std::string>;  // (file, key)
+
+// The state the merge's steps share.
+struct MergeState {
+  explicit MergeState(const MergeInput& in) : input(in) {}
+  const MergeInput& input;
+  std::vector<ShardResult> results;  // one per shard, in canonical order
+  std::map<EntryId, EntryAcc> entries;
+  // The tt_forge_models files the merge changes: path -> text at the pinned commit / after.
+  std::map<std::string, std::string> forge_before;
+  std::map<std::string, std::string> forge_after;
   MergeOutput out;
+};
+
+// Lists a conflict and counts it by kind (yaml, registry, loader).
+void AddConflict(MergeOutput& out, const std::string& kind, std::string message) {
+  out.conflicts.push_back(std::move(message));
+  out.conflict_counts[kind]++;
+}
+
+// One result per shard (the latest attempt: highest token, then lease id), in a canonical order:
+// wave, phase, arch, shard. Results of shards the sweep does not have are dropped.
+std::vector<ShardResult> LatestResultsInOrder(const MergeInput& input) {
   std::map<std::string, const coord::ShardRecord*> shards;
   for (const auto& s : input.shards) shards[s.id] = &s;
-
-  // One result per shard (the latest attempt), in a canonical order: wave, phase, arch, shard.
   std::map<std::string, const coord::ResultRecord*> latest;
   for (const auto& r : input.results) {
     if (!shards.count(r.shard_id)) continue;
@@ -97,276 +128,331 @@ absl::StatusOr<MergeOutput> Merge(const MergeInput& input) {
       cur = &r;
     }
   }
-  struct Item {
-    const coord::ShardRecord* shard;
-    const coord::ResultRecord* record;
-  };
-  std::vector<Item> items;
-  for (const auto& [id, r] : latest) items.push_back({shards.at(id), r});
-  std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) {
-    auto key = [](const Item& i) {
+  std::vector<ShardResult> results;
+  for (const auto& [id, r] : latest) results.push_back({shards.at(id), r});
+  std::sort(results.begin(), results.end(), [](const ShardResult& a, const ShardResult& b) {
+    auto key = [](const ShardResult& i) {
       return std::make_tuple(i.shard->spec.wave(), PhaseOrder(i.shard->spec.phase()),
                              i.shard->spec.arch(), i.shard->id);
     };
     return key(a) < key(b);
   });
+  return results;
+}
 
-  // ---- entries: the deciding outcome per target arch
-  struct Acc {
-    EntryMerge m;
-    std::map<std::string, std::pair<int, std::string>> decided_at;  // arch -> (wave, canon)
-    bool stopped = false;
-    std::set<std::string> conflicting_archs;
-  };
-  std::map<std::pair<std::string, std::string>, Acc> acc;  // (file, key)
-  for (const auto& it : items) {
-    const auto& spec = it.shard->spec;
-    for (const auto& o : it.record->result.entries()) {
-      Acc& a = acc[{o.file(), o.key()}];
-      EntryMerge& m = a.m;
-      m.key = o.key();
-      m.file = o.file();
-      m.playbook = spec.playbook();
-      m.loader = spec.loader();
-      if (m.flavor.empty()) m.flavor = o.flavor();
-      m.wave = std::max(m.wave, spec.wave());
-      if (spec.phase() != v1::PHASE_VERIFY && (!m.probe || spec.wave() >= m.wave)) m.probe = o;
-      for (const auto& r : o.review()) {
-        if (std::find(m.review.begin(), m.review.end(), r) == m.review.end()) m.review.push_back(r);
-      }
-      if (!coord::NeedsVerification(o)) {
-        a.stopped = true;
-        continue;
-      }
-      if (coord::AwaitsVerification(o)) continue;  // probe phase: verified later
-      a.stopped = false;
-      const std::string arch = o.arch().empty() ? spec.arch() : o.arch();
-      const std::string canon = o.changed() ? Canonical(o.edit()) : "unchanged";
-      auto prev = a.decided_at.find(arch);
-      if (prev != a.decided_at.end() && prev->second.first == spec.wave() &&
-          prev->second.second != canon) {
-        a.conflicting_archs.insert(arch);
-      }
-      a.decided_at[arch] = {spec.wave(), canon};
-      m.outcomes[arch] = o;
+// Folds one shard's outcome for an entry into what is known of it: the playbook's findings, the
+// review flags, and the deciding outcome for the arch (a later wave replaces an earlier one; two
+// different edits in one wave make the arch a conflict).
+void NoteOutcome(EntryAcc& a, const v1::ShardSpec& spec, const v1::EntryOutcome& o) {
+  EntryMerge& m = a.m;
+  m.key = o.key();
+  m.file = o.file();
+  m.playbook = spec.playbook();
+  m.loader = spec.loader();
+  if (m.flavor.empty()) m.flavor = o.flavor();
+  m.wave = std::max(m.wave, spec.wave());
+  if (spec.phase() != v1::PHASE_VERIFY && (!m.probe || spec.wave() >= m.wave)) m.probe = o;
+  for (const auto& r : o.review()) {
+    if (std::find(m.review.begin(), m.review.end(), r) == m.review.end()) m.review.push_back(r);
+  }
+  if (!coord::NeedsVerification(o)) {
+    a.stopped = true;
+    return;
+  }
+  if (coord::AwaitsVerification(o)) return;  // probe phase: verified later
+  a.stopped = false;
+  const std::string arch = o.arch().empty() ? spec.arch() : o.arch();
+  const std::string canon = o.changed() ? Canonical(o.edit()) : "unchanged";
+  auto prev = a.decided_at.find(arch);
+  if (prev != a.decided_at.end() && prev->second.first == spec.wave() &&
+      prev->second.second != canon) {
+    a.conflicting_archs.insert(arch);
+  }
+  a.decided_at[arch] = {spec.wave(), canon};
+  m.outcomes[arch] = o;
+}
+
+// Every entry the results name, with its deciding outcome per target arch.
+std::map<EntryId, EntryAcc> DecideEntries(const std::vector<ShardResult>& results) {
+  std::map<EntryId, EntryAcc> entries;
+  for (const auto& r : results) {
+    for (const auto& o : r.record->result.entries()) {
+      NoteOutcome(entries[{o.file(), o.key()}], r.shard->spec, o);
     }
   }
+  return entries;
+}
 
-  // ---- YAML edits per file
+bool IsTensorParallel(const std::string& key) {
+  return key.find("-tensor_parallel-") != std::string::npos;
+}
+
+// The archs an entry's outcome is decided on: a tensor-parallel entry runs on n300-llmbox, the
+// others on the sweep's target archs.
+std::vector<std::string> TargetArchs(const std::string& key,
+                                     const std::vector<std::string>& archs) {
+  return IsTensorParallel(key) ? std::vector<std::string>{"n300-llmbox"} : archs;
+}
+
+// A top-level field also reaches the CI archs the sweep did not verify: the review flag that says
+// which, and the --arch list that would verify them too; "" when the sweep covered them.
+std::string PartlyVerifiedNote(const std::string& key, const std::vector<std::string>& targets) {
+  if (IsTensorParallel(key) || !key.ends_with("-single_device-training")) return "";
+  std::vector<std::string> unverified;
+  for (const char* ci : kSingleDeviceTrainingCiArchs) {
+    if (std::find(targets.begin(), targets.end(), ci) == targets.end()) unverified.push_back(ci);
+  }
+  if (unverified.empty()) return "";
+  return util::StrCat("top-level change verified on ", util::StrJoin(targets, ", "),
+                      " only; CI also runs single-device training on ",
+                      util::StrJoin(unverified, ", "), " (sweep with --arch ",
+                      util::StrJoin(targets, ","), ",", util::StrJoin(unverified, ","),
+                      " to verify there too)");
+}
+
+// Different edits per arch: each goes under arch_overrides.<arch>; when every target arch
+// decided (differently), the decided fields live only in the overrides and leave the top level.
+void PlacePerArch(EntryMerge& m, const std::map<std::string, const v1::EntryOutcome*>& changed,
+                  std::size_t target_count) {
+  m.placement = EntryMerge::Placement::kPerArch;
+  std::set<std::string> decided_fields;
+  for (const auto& [t, o] : changed) {
+    m.edits.push_back(ToEditorEdit(o->edit(), t));
+    for (const auto& f : o->edit().set()) decided_fields.insert(f.name());
+  }
+  if (changed.size() == target_count) {
+    inventory::EntryEdit top;
+    top.key = m.key;
+    top.del.assign(decided_fields.begin(), decided_fields.end());
+    m.edits.push_back(top);
+  }
+}
+
+// Decides where an entry's YAML edits go: nowhere (unchanged or a conflict), the top-level fields
+// (the same edit on every target arch) or arch_overrides (PlacePerArch). Fills the entry's edits.
+void PlaceEntry(EntryAcc& a, const std::vector<std::string>& archs, MergeOutput& out) {
+  EntryMerge& m = a.m;
+  if (!a.conflicting_archs.empty()) {
+    m.placement = EntryMerge::Placement::kConflict;
+    m.conflict = util::StrCat("results of one wave want different edits on ",
+                              util::StrJoin(a.conflicting_archs, ", "));
+    AddConflict(out, "yaml", util::StrCat(m.file, ": ", m.key, ": ", m.conflict));
+    return;
+  }
+  const std::vector<std::string> targets = TargetArchs(m.key, archs);
+  std::map<std::string, const v1::EntryOutcome*> changed;
+  for (const auto& t : targets) {
+    auto o = m.outcomes.find(t);
+    if (o != m.outcomes.end() && o->second.changed()) changed[t] = &o->second;
+  }
+  if (changed.empty()) return;
+  std::set<std::string> kinds;
+  for (const auto& [t, o] : changed) kinds.insert(Canonical(o->edit()));
+  if (changed.size() != targets.size() || kinds.size() != 1) {
+    PlacePerArch(m, changed, targets.size());
+    return;
+  }
+  m.placement = EntryMerge::Placement::kTopLevel;
+  m.edits.push_back(ToEditorEdit(changed.begin()->second->edit(), ""));
+  if (std::string note = PartlyVerifiedNote(m.key, targets); !note.empty()) {
+    m.review.push_back(std::move(note));
+  }
+}
+
+// Applies a YAML file's edits. The whole batch first: one pass over the file. Only when the
+// editor refuses it are the entries tried one by one (each try re-parses the whole file): an
+// entry whose edits the editor refuses (all of them tried together) is a conflict and kept as it
+// was; the other entries still change.
+absl::StatusOr<std::string> ApplyEntryEdits(MergeState& st, const std::string& file,
+                                            const inventory::Document& doc,
+                                            const std::vector<inventory::EntryEdit>& edits,
+                                            inventory::EditDetail* detail) {
+  auto edited = inventory::ApplyEdits(doc, edits, detail);
+  if (edited.ok()) return edited;
+  std::map<std::string, std::vector<inventory::EntryEdit>> by_entry;
+  for (const auto& e : edits) by_entry[e.key].push_back(e);
+  std::set<std::string> refused;
+  for (const auto& [key, group] : by_entry) {
+    auto single = inventory::ApplyEdits(doc, group);
+    if (single.ok()) continue;
+    refused.insert(key);
+    AddConflict(
+        st.out, "yaml",
+        util::StrCat(file, ": ", key, ": edit refused: ", util::MessageOf(single.status())));
+    auto it = st.entries.find({file, key});
+    if (it != st.entries.end()) {
+      it->second.m.placement = EntryMerge::Placement::kConflict;
+      it->second.m.conflict = util::MessageOf(single.status());
+    }
+  }
+  std::vector<inventory::EntryEdit> accepted;
+  for (const auto& e : edits) {
+    if (!refused.count(e.key)) accepted.push_back(e);
+  }
+  return inventory::ApplyEdits(doc, accepted, detail);
+}
+
+// Edits one YAML file at the pinned commit: its part of tt-xla.patch and, for each entry with
+// edits, the entry's text before and after.
+absl::Status EditYamlFile(MergeState& st, const std::string& file,
+                          const std::vector<inventory::EntryEdit>& edits) {
+  auto base = st.input.files->ReadTtXla(file);
+  if (!base.ok()) {
+    return absl::FailedPreconditionError(util::StrCat(
+        "cannot read ", file, " at the pinned commit: ", util::MessageOf(base.status())));
+  }
+  inventory::Document doc = inventory::Document::Parse(file, *base);
+  inventory::EditDetail detail;
+  auto edited = ApplyEntryEdits(st, file, doc, edits, &detail);
+  if (!edited.ok()) return edited.status();
+  if (*edited == *base) return absl::OkStatus();
+  // The editor re-parsed its output and knows which line ranges it replaced: reuse both.
+  inventory::Document after =
+      detail.after ? std::move(*detail.after) : inventory::Document::Parse(file, *edited);
+  for (auto& [id, a] : st.entries) {
+    if (id.first != file || a.m.edits.empty()) continue;
+    a.m.yaml_before = EntryText(doc, a.m.key);
+    a.m.yaml_after = EntryText(after, a.m.key);
+  }
+  std::vector<diff::Region> regions;
+  regions.reserve(detail.blocks.size());
+  for (const auto& b : detail.blocks) {
+    regions.push_back({b.old_first, b.old_end, b.new_first, b.new_end});
+  }
+  st.out.ttxla_patch += diff::UnifiedDiffOfRegions(file, *base, *edited, regions);
+  st.out.changed_files.push_back(util::StrCat("tt-xla/", file));
+  return absl::OkStatus();
+}
+
+// The YAML: places every entry's edits, then edits the files (in path order).
+absl::Status MergeYaml(MergeState& st) {
   std::map<std::string, std::vector<inventory::EntryEdit>> per_file;
-  for (auto& [id, a] : acc) {
-    EntryMerge& m = a.m;
-    if (!a.conflicting_archs.empty()) {
-      m.placement = EntryMerge::Placement::kConflict;
-      m.conflict = util::StrCat("results of one wave want different edits on ",
-                                util::StrJoin(a.conflicting_archs, ", "));
-      out.conflicts.push_back(util::StrCat(m.file, ": ", m.key, ": ", m.conflict));
-      out.conflict_counts["yaml"]++;
+  for (auto& [id, a] : st.entries) {
+    PlaceEntry(a, st.input.archs, st.out);
+    for (const auto& e : a.m.edits) per_file[a.m.file].push_back(e);
+  }
+  for (const auto& [file, edits] : per_file) {
+    if (absl::Status s = EditYamlFile(st, file, edits); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+// The registry lines of training_utils.py: the operations the results propose, merged
+// (coord::MergeRegistry), each written at its sorted position; one the file refuses is a conflict.
+absl::Status MergeRegistryLines(MergeState& st) {
+  std::vector<coord::ResultRecord> records;
+  for (const auto& r : st.results) records.push_back(*r.record);
+  coord::WavePlan registry = coord::MergeRegistry(records);
+  for (const auto& c : registry.conflicts) AddConflict(st.out, "registry", c);
+  if (registry.merged.empty()) return absl::OkStatus();
+  const std::string path(registry::kTrainingUtilsPath.substr(kForgePrefix.size()));
+  auto base = st.input.files->ReadForge(path);
+  if (!base.ok()) return base.status();
+  auto reg = registry::RegistryFile::Parse(path, *base);
+  if (!reg.ok()) return reg.status();
+  for (const auto& op : registry.merged) {
+    absl::Status s =
+        op.kind() == v1::RegistryOp::REMOVE ? reg->Remove(op.cls()) : reg->Add(op.cls(), op.attr());
+    if (!s.ok()) {
+      AddConflict(st.out, "registry", util::StrCat("registry: ", util::MessageOf(s)));
       continue;
     }
-    const bool tp = m.key.find("-tensor_parallel-") != std::string::npos;
-    const std::vector<std::string> targets =
-        tp ? std::vector<std::string>{"n300-llmbox"} : input.archs;
-    std::map<std::string, const v1::EntryOutcome*> changed;
-    for (const auto& t : targets) {
-      auto o = m.outcomes.find(t);
-      if (o != m.outcomes.end() && o->second.changed()) changed[t] = &o->second;
-    }
-    if (changed.empty()) continue;
-    std::set<std::string> kinds;
-    for (const auto& [t, o] : changed) kinds.insert(Canonical(o->edit()));
-    if (changed.size() == targets.size() && kinds.size() == 1) {
-      m.placement = EntryMerge::Placement::kTopLevel;
-      m.edits.push_back(ToEditorEdit(changed.begin()->second->edit(), ""));
-      // A top-level field also reaches the CI archs the sweep did not verify.
-      if (!tp && m.key.ends_with("-single_device-training")) {
-        std::vector<std::string> unverified;
-        for (const char* ci : kSingleDeviceTrainingCiArchs) {
-          if (std::find(targets.begin(), targets.end(), ci) == targets.end()) {
-            unverified.push_back(ci);
-          }
-        }
-        if (!unverified.empty()) {
-          m.review.push_back(util::StrCat(
-              "top-level change verified on ", util::StrJoin(targets, ", "), " only; CI also runs ",
-              "single-device training on ", util::StrJoin(unverified, ", "), " (sweep with --arch ",
-              util::StrJoin(targets, ","), ",", util::StrJoin(unverified, ","),
-              " to verify there too)"));
-        }
-      }
-    } else {
-      m.placement = EntryMerge::Placement::kPerArch;
-      std::set<std::string> decided_fields;
-      for (const auto& [t, o] : changed) {
-        m.edits.push_back(ToEditorEdit(o->edit(), t));
-        for (const auto& f : o->edit().set()) decided_fields.insert(f.name());
-      }
-      // Every arch decided differently: the decided fields live only in the overrides.
-      if (changed.size() == targets.size()) {
-        inventory::EntryEdit top;
-        top.key = m.key;
-        top.del.assign(decided_fields.begin(), decided_fields.end());
-        m.edits.push_back(top);
-      }
-    }
-    for (const auto& e : m.edits) per_file[m.file].push_back(e);
+    st.out.registry.push_back(op);
   }
-  for (auto& [file, edits] : per_file) {
-    auto base = input.files->ReadTtXla(file);
-    if (!base.ok()) {
-      return absl::FailedPreconditionError(util::StrCat(
-          "cannot read ", file, " at the pinned commit: ", util::MessageOf(base.status())));
-    }
-    inventory::Document doc = inventory::Document::Parse(file, *base);
-    // An entry whose edits the editor refuses (all of them tried together) is reported and kept
-    // as it was; the other entries still change.
-    // The whole batch first: one pass over the file. Only when the editor refuses it are the
-    // entries tried one by one (each try re-parses the whole file).
-    inventory::EditDetail detail;
-    auto edited = inventory::ApplyEdits(doc, edits, &detail);
-    std::map<std::string, std::vector<inventory::EntryEdit>> by_entry;
-    if (!edited.ok()) {
-      for (const auto& e : edits) by_entry[e.key].push_back(e);
-    }
-    std::set<std::string> refused;
-    for (const auto& [key, group] : by_entry) {
-      auto single = inventory::ApplyEdits(doc, group);
-      if (single.ok()) continue;
-      refused.insert(key);
-      out.conflicts.push_back(
-          util::StrCat(file, ": ", key, ": edit refused: ", util::MessageOf(single.status())));
-      out.conflict_counts["yaml"]++;
-      auto it = acc.find({file, key});
-      if (it != acc.end()) {
-        it->second.m.placement = EntryMerge::Placement::kConflict;
-        it->second.m.conflict = util::MessageOf(single.status());
-      }
-    }
-    if (!edited.ok()) {
-      std::vector<inventory::EntryEdit> accepted;
-      for (const auto& e : edits) {
-        if (!refused.count(e.key)) accepted.push_back(e);
-      }
-      edited = inventory::ApplyEdits(doc, accepted, &detail);
-      if (!edited.ok()) return edited.status();
-    }
-    if (*edited == *base) continue;
-    // The editor re-parsed its output and knows which line ranges it replaced: reuse both.
-    inventory::Document after =
-        detail.after ? std::move(*detail.after) : inventory::Document::Parse(file, *edited);
-    for (auto& [id, a] : acc) {
-      if (id.first != file || a.m.edits.empty()) continue;
-      a.m.yaml_before = EntryText(doc, a.m.key);
-      a.m.yaml_after = EntryText(after, a.m.key);
-    }
-    std::vector<diff::Region> regions;
-    regions.reserve(detail.blocks.size());
-    for (const auto& b : detail.blocks) {
-      regions.push_back({b.old_first, b.old_end, b.new_first, b.new_end});
-    }
-    out.ttxla_patch += diff::UnifiedDiffOfRegions(file, *base, *edited, regions);
-    out.changed_files.push_back(util::StrCat("tt-xla/", file));
+  if (reg->Text() != *base) {
+    st.forge_before[path] = *base;
+    st.forge_after[path] = reg->Text();
   }
+  return absl::OkStatus();
+}
 
-  // ---- registry
-  std::vector<coord::ResultRecord> records;
-  for (const auto& it : items) records.push_back(*it.record);
-  coord::WavePlan registry = coord::MergeRegistry(records);
-  for (const auto& c : registry.conflicts) {
-    out.conflicts.push_back(c);
-    out.conflict_counts["registry"]++;
-  }
-  std::map<std::string, std::string> forge_after;  // path -> new text
-  std::map<std::string, std::string> forge_before;
-  if (!registry.merged.empty()) {
-    const std::string path(registry::kTrainingUtilsPath.substr(kForgePrefix.size()));
-    auto base = input.files->ReadForge(path);
-    if (!base.ok()) return base.status();
-    auto reg = registry::RegistryFile::Parse(path, *base);
-    if (!reg.ok()) return reg.status();
-    for (const auto& op : registry.merged) {
-      absl::Status st = op.kind() == v1::RegistryOp::REMOVE ? reg->Remove(op.cls())
-                                                            : reg->Add(op.cls(), op.attr());
-      if (!st.ok()) {
-        out.conflicts.push_back(util::StrCat("registry: ", util::MessageOf(st)));
-        out.conflict_counts["registry"]++;
-        continue;
-      }
-      out.registry.push_back(op);
-    }
-    if (reg->Text() != *base) {
-      forge_before[path] = *base;
-      forge_after[path] = reg->Text();
-    }
-  }
+// One loader file as its edits are chained wave by wave.
+struct LoaderState {
+  std::string base;
+  std::string text;
+  std::string wave_start;  // the text before the current wave's edits
+  bool started = false;
+  int wave = 0;
+  std::string wave_result;  // what this wave made of it (to spot two different edits)
+  bool conflict = false;
+};
 
-  // ---- loader files: chained wave by wave
-  struct FileState {
-    std::string base;
-    std::string text;
-    std::string wave_start;  // the text before the current wave's edits
-    bool started = false;
-    int wave = 0;
-    std::string wave_result;  // what this wave made of it (to spot two different edits)
-    bool conflict = false;
-  };
-  std::map<std::string, FileState> loaders;
-  for (const auto& it : items) {
-    for (const auto& fe : it.record->result.file_edits()) {
+// Chains one edit of a wave onto a loader file. Edits of one wave were made independently, on
+// the state the earlier waves left (an edit lifted from a command's diff: on the pinned file).
+// One that does not apply there, or a second one of the wave with a different result, is a
+// conflict, and the file is left as it was.
+void ChainLoaderEdit(LoaderState& s, const std::string& path, const diff::FileDiff& fd,
+                     bool against_pinned, int wave, MergeOutput& out) {
+  if (s.conflict) return;
+  if (!s.started || s.wave != wave) s.wave_start = s.text;
+  auto applied = diff::ApplyFileDiff(against_pinned ? s.base : s.wave_start, fd);
+  if (!applied.ok()) {
+    // Not based on this file's state: two shards edited it independently.
+    s.conflict = true;
+    AddConflict(
+        out, "loader",
+        util::StrCat("loader: tt_forge_models/", path, ": ", util::MessageOf(applied.status())));
+    return;
+  }
+  if (s.started && s.wave == wave && s.wave_result != *applied) {
+    s.conflict = true;
+    AddConflict(out, "loader",
+                util::StrCat("loader: tt_forge_models/", path, ": two results of wave ", wave,
+                             " edit it differently"));
+    return;
+  }
+  s.started = true;
+  s.wave = wave;
+  s.wave_result = *applied;
+  s.text = *applied;
+}
+
+// The loader files: every tt_forge_models file edit of the results, chained wave by wave.
+void MergeLoaderEdits(MergeState& st) {
+  std::map<std::string, LoaderState> loaders;
+  for (const auto& r : st.results) {
+    for (const auto& fe : r.record->result.file_edits()) {
       if (fe.repo() != "tt_forge_models") continue;
       auto split = diff::SplitDiff(fe.diff());
       if (!split.ok()) continue;
       for (const auto& fd : *split) {
         const std::string path = fe.path().empty() || split->size() > 1 ? fd.path() : fe.path();
-        auto st_it = loaders.find(path);
-        if (st_it == loaders.end()) {
-          auto base = input.files->ReadForge(path);
-          FileState s;
+        auto it = loaders.find(path);
+        if (it == loaders.end()) {
+          auto base = st.input.files->ReadForge(path);
+          LoaderState s;
           s.base = base.ok() ? *base : "";
           s.text = s.base;
-          st_it = loaders.emplace(path, s).first;
+          it = loaders.emplace(path, s).first;
         }
-        FileState& s = st_it->second;
-        if (s.conflict) continue;
-        const int wave = it.shard->spec.wave();
-        if (!s.started || s.wave != wave) s.wave_start = s.text;
-        // Edits of one wave were made independently, on the state the earlier waves left.
-        auto applied = diff::ApplyFileDiff(fe.against_pinned() ? s.base : s.wave_start, fd);
-        if (!applied.ok()) {
-          // Not based on this file's state: two shards edited it independently.
-          s.conflict = true;
-          out.conflicts.push_back(util::StrCat("loader: tt_forge_models/", path, ": ",
-                                               util::MessageOf(applied.status())));
-          out.conflict_counts["loader"]++;
-          continue;
-        }
-        if (s.started && s.wave == wave && s.wave_result != *applied) {
-          s.conflict = true;
-          out.conflicts.push_back(util::StrCat("loader: tt_forge_models/", path,
-                                               ": two results of wave ", wave,
-                                               " edit it differently"));
-          out.conflict_counts["loader"]++;
-          continue;
-        }
-        s.started = true;
-        s.wave = wave;
-        s.wave_result = *applied;
-        s.text = *applied;
+        ChainLoaderEdit(it->second, path, fd, fe.against_pinned(), r.shard->spec.wave(), st.out);
       }
     }
   }
   for (const auto& [path, s] : loaders) {
     if (s.conflict || s.text == s.base) continue;
-    forge_before[path] = s.base;
-    forge_after[path] = s.text;
+    st.forge_before[path] = s.base;
+    st.forge_after[path] = s.text;
   }
-  for (const auto& [path, text] : forge_after) {
-    out.forge_patch += diff::UnifiedDiff(path, forge_before[path], text);
-    out.changed_files.push_back(util::StrCat("tt_forge_models/", path));
+}
+
+}  // namespace
+
+absl::StatusOr<MergeOutput> Merge(const MergeInput& input) {
+  MergeState st(input);
+  st.results = LatestResultsInOrder(input);
+  st.entries = DecideEntries(st.results);
+  if (absl::Status s = MergeYaml(st); !s.ok()) return s;
+  if (absl::Status s = MergeRegistryLines(st); !s.ok()) return s;
+  MergeLoaderEdits(st);
+  // tt-forge-models.patch: the registry file and the loaders, in path order.
+  for (const auto& [path, text] : st.forge_after) {
+    st.out.forge_patch += diff::UnifiedDiff(path, st.forge_before[path], text);
+    st.out.changed_files.push_back(util::StrCat("tt_forge_models/", path));
   }
   // Entries in file order (then key): the report's order.
-  for (auto& [id, a] : acc) out.entries.push_back(std::move(a.m));
-  return out;
+  for (auto& [id, a] : st.entries) st.out.entries.push_back(std::move(a.m));
+  return std::move(st.out);
 }
 
 }  // namespace triage::merge

@@ -103,37 +103,45 @@ std::string DumpJson(const json& j) {
   return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
 }
 
-}  // namespace
+constexpr std::string_view kForgePrefix = "third_party/tt_forge_models/";
 
-std::string EvidenceLabel(const EvidenceLink& link) {
-  const std::string name = link.path.substr(link.path.rfind('/') + 1);
-  return util::StrCat(link.arch.empty() ? "cpu" : link.arch,
-                      link.wave > 1 ? util::StrCat(" wave ", link.wave) : "", ": ", name);
+// training_utils.py's path in tt-forge-models.patch (relative to tt_forge_models).
+std::string RegistryPath() {
+  return std::string(registry::kTrainingUtilsPath.substr(kForgePrefix.size()));
 }
 
-BuiltReport BuildReport(const ReportInput& in) {
-  const coord::SweepRecord& sweep = *in.sweep;
-  const MergeOutput& merge = *in.merge;
-  std::map<std::string, inventory::Document> after;
-  for (const auto& [file, text] : in.yaml_after) {
-    after.emplace(file, inventory::Document::Parse(file, text));
-  }
-  // The forge patch per file: each entry shows the hunks of its loader (and registry lines).
-  std::map<std::string, std::vector<diff::Hunk>> forge_hunks;
-  if (auto split = diff::SplitDiff(merge.forge_patch); split.ok()) {
+// The forge patch per file: each entry shows the hunks of its loader (and registry lines).
+std::map<std::string, std::vector<diff::Hunk>> ForgeHunksByFile(const std::string& forge_patch) {
+  std::map<std::string, std::vector<diff::Hunk>> out;
+  if (auto split = diff::SplitDiff(forge_patch); split.ok()) {
     for (const auto& fd : *split) {
       auto hunks = diff::ParseHunks(fd);
-      if (hunks.ok()) forge_hunks[fd.path()] = std::move(*hunks);
+      if (hunks.ok()) out[fd.path()] = std::move(*hunks);
     }
   }
-  constexpr std::string_view kForgePrefix = "third_party/tt_forge_models/";
-  const std::string registry_path(registry::kTrainingUtilsPath.substr(kForgePrefix.size()));
-  // How many entries each registry line covers.
-  std::map<std::string, int> per_class;
-  for (const auto& e : merge.entries) {
+  return out;
+}
+
+// How many entries of the sweep return each output class: what a registry line covers.
+using ClassCounts = std::map<std::string, int>;
+
+ClassCounts EntriesPerClass(const std::vector<EntryMerge>& entries) {
+  ClassCounts per_class;
+  for (const auto& e : entries) {
     if (e.probe && !e.probe->output_class().empty()) per_class[e.probe->output_class()]++;
   }
+  return per_class;
+}
 
+int EntriesOfClass(const ClassCounts& per_class, const std::string& cls) {
+  auto it = per_class.find(cls);
+  return it == per_class.end() ? 0 : it->second;
+}
+
+// report.json's fields about the sweep as a whole: what ran, on what, and the merge's registry
+// lines and conflicts (the entries and totals are added after).
+json SweepJson(const coord::SweepRecord& sweep, const MergeOutput& merge,
+               const ClassCounts& per_class) {
   json j;
   j["sweep"] = sweep.id;
   j["state"] = std::string(coord::SweepStateName(sweep.state));
@@ -153,192 +161,163 @@ BuiltReport BuildReport(const ReportInput& in) {
   for (const auto& op : merge.registry) {
     json r = {{"op", op.kind() == v1::RegistryOp::ADD ? "add" : "remove"}, {"class", op.cls()}};
     if (op.kind() == v1::RegistryOp::ADD) r["attr"] = op.attr();
-    r["entries"] = per_class[op.cls()];
+    r["entries"] = EntriesOfClass(per_class, op.cls());
     registry.push_back(r);
   }
   j["registry"] = registry;
+  return j;
+}
 
+// What the report says of one entry beyond the merge's record, worked out once for its JSON row,
+// its count and its markdown.
+struct EntryFacts {
+  // The archs its outcome is decided on.
+  std::vector<std::string> targets;
+  // The entry as it reads after the patch; null when the merge left it as it was.
+  const inventory::Entry* final_entry = nullptr;
+  // The merge's review flags, and the report's own on a registry line's reach.
+  std::vector<std::string> review;
+  // The inference outcome, "" when no inference run reported one.
+  std::string inference;
+  // The label it is counted under (outcome_counts.h); "" for no result.
+  std::string label;
+  // Its evidence links; null when it has none.
+  const std::vector<EvidenceLink>* evidence = nullptr;
+};
+
+EntryFacts FactsOf(const EntryMerge& e, const ReportInput& in,
+                   const std::map<std::string, inventory::Document>& after,
+                   const ClassCounts& per_class) {
+  const coord::SweepRecord& sweep = *in.sweep;
+  EntryFacts f;
+  if (!e.edits.empty() && e.placement != EntryMerge::Placement::kConflict) {
+    auto doc = after.find(e.file);
+    if (doc != after.end()) f.final_entry = doc->second.Find(e.key);
+  }
+  const bool tp = e.key.find("-tensor_parallel-") != std::string::npos;
+  f.targets = tp ? std::vector<std::string>{"n300-llmbox"} : sweep.archs;
+  f.review = e.review;
+  if (e.probe && e.probe->fix_path() == "registry") {
+    const int n = EntriesOfClass(per_class, e.probe->output_class());
+    if (n >= in.many_entries) {
+      f.review.push_back(util::StrCat("the registry line for ", e.probe->output_class(),
+                                      " touched ", n, " entries of this sweep"));
+    }
+  }
+  for (const auto& [arch, o] : e.outcomes) {
+    if (!o.inference_outcome().empty()) f.inference = o.inference_outcome();
+  }
+  // Counted like everywhere else (outcome_counts.h): the first target arch's decision.
+  std::map<std::string, v1::EntryOutcome> decisions = e.outcomes;
+  if (e.probe) decisions.emplace("", *e.probe);
+  const v1::EntryOutcome* deciding = coord::ForFirstArch(decisions, sweep.archs);
+  f.label = e.placement == EntryMerge::Placement::kConflict ? "conflict"
+            : deciding != nullptr                           ? coord::OutcomeLabel(*deciding)
+                                                            : "";
+  auto ev = in.evidence.find(e.file + "\n" + e.key);
+  f.evidence = ev != in.evidence.end() ? &ev->second : nullptr;
+  return f;
+}
+
+const char* PlacementName(EntryMerge::Placement p) {
+  switch (p) {
+    case EntryMerge::Placement::kTopLevel:
+      return "top_level";
+    case EntryMerge::Placement::kPerArch:
+      return "arch_overrides";
+    case EntryMerge::Placement::kConflict:
+      return "conflict";
+    case EntryMerge::Placement::kUnchanged:
+      break;
+  }
+  return "unchanged";
+}
+
+// One entry of report.json (docs/report.md has the contract).
+json EntryJson(const EntryMerge& e, const EntryFacts& f, const std::vector<std::string>& archs) {
+  const std::string first_arch = archs.empty() ? "n150" : archs.front();
+  json entry;
+  entry["key"] = e.key;
+  entry["file"] = e.file;
+  entry["playbook"] = e.playbook;
+  entry["flavor"] = e.flavor;
+  entry["loader"] = e.loader;
+  entry["wave"] = e.wave;
+  entry["outcome"] = Resolved(f.final_entry, f.targets.empty() ? first_arch : f.targets.front());
+  json arch_outcomes = json::object();
+  json verdicts = json::object();
+  for (const auto& t : f.targets) {
+    arch_outcomes[t] = Resolved(f.final_entry, t);
+    auto o = e.outcomes.find(t);
+    if (o != e.outcomes.end()) {
+      verdicts[t] = {{"verdict", o->second.verdict()},
+                     {"stage", o->second.stage()},
+                     {"reason", o->second.reason()}};
+    }
+  }
+  entry["arch_outcomes"] = arch_outcomes;
+  entry["verdicts"] = verdicts;
+  entry["placement"] = PlacementName(e.placement);
+  if (e.probe) {
+    entry["probe_finding"] = e.probe->probe_finding();
+    entry["fix_path"] = e.probe->fix_path();
+    entry["why_not_other"] = e.probe->why_not_other();
+    entry["output_class"] = e.probe->output_class();
+  }
+  entry["inference"] = f.inference.empty() ? json(nullptr) : json(f.inference);
+  entry["review"] = f.review;
+  entry["conflict"] = e.placement == EntryMerge::Placement::kConflict;
+  if (!e.conflict.empty()) entry["conflict_reason"] = e.conflict;
+  json evidence = json::array();
+  if (f.evidence != nullptr) {
+    for (const auto& link : *f.evidence) evidence.push_back(link.path);
+  }
+  entry["evidence"] = evidence;
+  return entry;
+}
+
+// The report's counts, gathered entry by entry.
+struct Tallies {
   std::map<std::string, std::map<std::string, int>> by_playbook;  // playbook -> outcome -> n
-  std::map<std::string, int> by_stage;
-  std::map<std::string, coord::EntryTally> tallies;  // file + '\n' + key
-  json entries = json::array();
-  const std::string first_arch = sweep.archs.empty() ? "n150" : sweep.archs.front();
-  std::string md_entries;
-  for (const auto& e : merge.entries) {
-    const inventory::Entry* final_entry = nullptr;
-    if (!e.edits.empty() && e.placement != EntryMerge::Placement::kConflict) {
-      auto doc = after.find(e.file);
-      if (doc != after.end()) final_entry = doc->second.Find(e.key);
-    }
-    const bool tp = e.key.find("-tensor_parallel-") != std::string::npos;
-    const std::vector<std::string> targets =
-        tp ? std::vector<std::string>{"n300-llmbox"} : sweep.archs;
-    json entry;
-    entry["key"] = e.key;
-    entry["file"] = e.file;
-    entry["playbook"] = e.playbook;
-    entry["flavor"] = e.flavor;
-    entry["loader"] = e.loader;
-    entry["wave"] = e.wave;
-    entry["outcome"] = Resolved(final_entry, targets.empty() ? first_arch : targets.front());
-    json arch_outcomes = json::object();
-    json verdicts = json::object();
-    for (const auto& t : targets) {
-      arch_outcomes[t] = Resolved(final_entry, t);
-      auto o = e.outcomes.find(t);
-      if (o != e.outcomes.end()) {
-        verdicts[t] = {{"verdict", o->second.verdict()},
-                       {"stage", o->second.stage()},
-                       {"reason", o->second.reason()}};
-      }
-    }
-    entry["arch_outcomes"] = arch_outcomes;
-    entry["verdicts"] = verdicts;
-    entry["placement"] = e.placement == EntryMerge::Placement::kTopLevel   ? "top_level"
-                         : e.placement == EntryMerge::Placement::kPerArch  ? "arch_overrides"
-                         : e.placement == EntryMerge::Placement::kConflict ? "conflict"
-                                                                           : "unchanged";
-    std::vector<std::string> review = e.review;
-    if (e.probe) {
-      entry["probe_finding"] = e.probe->probe_finding();
-      entry["fix_path"] = e.probe->fix_path();
-      entry["why_not_other"] = e.probe->why_not_other();
-      entry["output_class"] = e.probe->output_class();
-      if (e.probe->fix_path() == "registry" &&
-          per_class[e.probe->output_class()] >= in.many_entries) {
-        review.push_back(util::StrCat("the registry line for ", e.probe->output_class(),
-                                      " touched ", per_class[e.probe->output_class()],
-                                      " entries of this sweep"));
-      }
-    }
-    std::string inference;
-    for (const auto& [arch, o] : e.outcomes) {
-      if (!o.inference_outcome().empty()) inference = o.inference_outcome();
-    }
-    entry["inference"] = inference.empty() ? json(nullptr) : json(inference);
-    entry["review"] = review;
-    entry["conflict"] = e.placement == EntryMerge::Placement::kConflict;
-    if (!e.conflict.empty()) entry["conflict_reason"] = e.conflict;
-    auto ev = in.evidence.find(e.file + "\n" + e.key);
-    json evidence = json::array();
-    if (ev != in.evidence.end()) {
-      for (const auto& link : ev->second) evidence.push_back(link.path);
-    }
-    entry["evidence"] = evidence;
-    entries.push_back(entry);
+  std::map<std::string, int> by_stage;                            // bringup_status -> n
+  std::map<std::string, coord::EntryTally> entries;               // file + '\n' + key
+};
 
-    // Counted like everywhere else (outcome_counts.h): the first target arch's decision.
-    std::map<std::string, v1::EntryOutcome> decisions = e.outcomes;
-    if (e.probe) decisions.emplace("", *e.probe);
-    const v1::EntryOutcome* deciding = coord::ForFirstArch(decisions, sweep.archs);
-    const std::string label = e.placement == EntryMerge::Placement::kConflict ? "conflict"
-                              : deciding != nullptr ? coord::OutcomeLabel(*deciding)
-                                                    : "";
-    tallies[e.file + "\n" + e.key] = {coord::EntryTally::Phase::kDone, label, !review.empty()};
-    by_playbook[e.playbook][label.empty() ? "no_result" : label]++;
-    if (!entry["outcome"].is_null() && entry["outcome"]["bringup_status"].is_string()) {
-      by_stage[entry["outcome"]["bringup_status"].get<std::string>()]++;
-    }
+void CountEntry(const EntryMerge& e, const EntryFacts& f, const json& outcome, Tallies& t) {
+  t.entries[e.file + "\n" + e.key] = {coord::EntryTally::Phase::kDone, f.label, !f.review.empty()};
+  t.by_playbook[e.playbook][f.label.empty() ? "no_result" : f.label]++;
+  if (!outcome.is_null() && outcome.at("bringup_status").is_string()) {
+    t.by_stage[outcome.at("bringup_status").get<std::string>()]++;
+  }
+}
 
-    // Markdown for this entry.
-    util::StrAppend(&md_entries, "### ", Md(e.key), "\n\n");
-    util::StrAppend(&md_entries, "- **loader** `", e.loader, "` · playbook ", e.playbook, " / ",
-                    e.flavor, " · wave ", e.wave, "\n");
-    util::StrAppend(
-        &md_entries, "- **outcome** ", label.empty() ? "no result" : label,
-        e.placement == EntryMerge::Placement::kPerArch ? " (per arch: arch_overrides)" : "", "\n");
-    if (e.probe) {
-      if (!e.probe->probe_finding().empty()) {
-        util::StrAppend(&md_entries, "- **probe** ", Md(e.probe->probe_finding()), "\n");
-      }
-      if (!e.probe->fix_path().empty()) {
-        util::StrAppend(&md_entries, "- **fix** ", e.probe->fix_path(),
-                        e.probe->why_not_other().empty()
-                            ? ""
-                            : util::StrCat(" — ", Md(e.probe->why_not_other())),
-                        "\n");
-      }
-    }
-    for (const auto& [arch, o] : e.outcomes) {
-      util::StrAppend(&md_entries, "- **pytest (", arch.empty() ? "cpu" : arch, ")** ", o.verdict(),
-                      o.stage().empty() ? "" : util::StrCat(", ", o.stage()),
-                      o.reason().empty() ? "" : util::StrCat(": `", o.reason(), "`"), "\n");
-    }
-    if (!inference.empty()) util::StrAppend(&md_entries, "- **inference** ", Md(inference), "\n");
-    if (!e.yaml_before.empty() || !e.yaml_after.empty()) {
-      // The entry's lines (the context covers the whole entry), without the hunk header.
-      std::string body;
-      auto split =
-          diff::SplitDiff(diff::UnifiedDiff(e.file, e.yaml_before, e.yaml_after, {.context = 20}));
-      if (split.ok()) {
-        for (const auto& fd : *split) {
-          auto hunks = diff::ParseHunks(fd);
-          if (!hunks.ok()) continue;
-          for (const auto& h : *hunks) {
-            for (const auto& l : h.lines) util::StrAppend(&body, l, "\n");
-          }
-        }
-      }
-      util::StrAppend(&md_entries, "- **YAML**\n\n", Fenced("diff", body));
-    }
-    // The entry's part of tt-forge-models.patch: its loader's hunks and, for a registry fix,
-    // the hunks with its class's line.
-    std::string loader_rel = e.loader;
-    if (std::string_view(loader_rel).starts_with(kForgePrefix)) {
-      loader_rel.erase(0, kForgePrefix.size());
-    }
-    if (auto h = forge_hunks.find(loader_rel); h != forge_hunks.end() && !h->second.empty()) {
-      util::StrAppend(&md_entries, "- **loader diff** `", loader_rel, "`\n\n",
-                      Fenced("diff", HunksText(h->second)));
-    }
-    if (e.probe && std::string_view(e.probe->fix_path()).starts_with("registry") &&
-        !e.probe->output_class().empty()) {
-      auto h = forge_hunks.find(registry_path);
-      if (h != forge_hunks.end()) {
-        auto mine = RegistryHunks(h->second, e.probe->output_class());
-        if (!mine.empty()) {
-          util::StrAppend(&md_entries, "- **registry diff** `", registry_path, "`\n\n",
-                          Fenced("diff", HunksText(mine)));
-        }
-      }
-    }
-    for (const auto& r : review) util::StrAppend(&md_entries, "- **review** ", Md(r), "\n");
-    if (!e.conflict.empty()) util::StrAppend(&md_entries, "- **conflict** ", Md(e.conflict), "\n");
-    if (ev != in.evidence.end() && !ev->second.empty()) {
-      std::string links;
-      for (const auto& link : ev->second) {
-        util::StrAppend(&links, links.empty() ? "" : ", ", "[", Md(EvidenceLabel(link)), "](",
-                        link.path, ")");
-      }
-      util::StrAppend(&md_entries, "- **evidence** ", links, "\n");
-    }
-    md_entries += "\n";
-  }
-  j["entries"] = entries;
-  v1::EntryCounts counts;
-  if (in.settle_counts) {
-    counts = in.settle_counts(tallies);
-  } else {
-    std::vector<coord::EntryTally> all;
-    for (const auto& [k, t] : tallies) all.push_back(t);
-    counts = coord::CountEntries(all);
-  }
-  const std::map<std::string, int> by_outcome(counts.by_outcome().begin(),
-                                              counts.by_outcome().end());
+// The sweep's counts: settled by the coordinator with the entries that have no result, or, unset,
+// the report's entries alone.
+v1::EntryCounts SettledCounts(const ReportInput& in,
+                              const std::map<std::string, coord::EntryTally>& tallies) {
+  if (in.settle_counts) return in.settle_counts(tallies);
+  std::vector<coord::EntryTally> all;
+  for (const auto& [k, t] : tallies) all.push_back(t);
+  return coord::CountEntries(all);
+}
+
+json TotalsJson(const v1::EntryCounts& counts, const std::map<std::string, int>& by_outcome,
+                const Tallies& t, std::size_t conflicts) {
   json totals;
   totals["entries"] = counts.total();
   totals["decided"] = counts.decided();
-  totals["by_playbook"] = by_playbook;
+  totals["by_playbook"] = t.by_playbook;
   totals["by_outcome"] = by_outcome;
   totals["review"] = counts.review();
   totals["conflicted_entries"] = counts.conflicts();
-  totals["conflicts"] = merge.conflicts.size();
-  totals["by_stage"] = by_stage;
-  j["totals"] = totals;
+  totals["conflicts"] = conflicts;
+  totals["by_stage"] = t.by_stage;
+  return totals;
+}
 
-  BuiltReport out;
-  out.json = DumpJson(j);
-  std::string& md = out.markdown;
+// report.md's title and the sweep's facts below it: repo, commits, archs, notes, partial.
+std::string HeaderMd(const coord::SweepRecord& sweep) {
+  std::string md;
   util::StrAppend(&md, Title(sweep), "\n\n");
   util::StrAppend(
       &md, "- repo: `", sweep.repo, "`\n- commits: tt-xla `", sweep.ttxla_commit,
@@ -353,54 +332,209 @@ BuiltReport BuildReport(const ReportInput& in) {
       " · playbooks: ", util::StrJoin(sweep.playbooks, ", "),
       " · executor: ", sweep.request.executor(), "\n- started by ", sweep.created_by, "\n");
   for (const auto& n : sweep.details.notes()) util::StrAppend(&md, "- note: ", Md(n), "\n");
+  const std::string partial = PartialNote(sweep);
   if (!partial.empty()) util::StrAppend(&md, "- **partial**: ", Md(partial), "\n");
   md += "\n";
-  util::StrAppend(&md, "## Totals\n\n", totals["decided"].get<int>(), " of ", counts.total(),
+  return md;
+}
+
+// report.md's "Totals": the counts in words, the table by playbook and the stages of the new
+// failures.
+std::string TotalsMd(const v1::EntryCounts& counts, const std::map<std::string, int>& by_outcome,
+                     const Tallies& t) {
+  std::string md;
+  util::StrAppend(&md, "## Totals\n\n", counts.decided(), " of ", counts.total(),
                   " entries decided: ");
-  {
-    std::string parts;
-    for (const auto& [o, c] : by_outcome) {
-      util::StrAppend(&parts, parts.empty() ? "" : ", ", o, " ", c);
-    }
-    util::StrAppend(&md, parts.empty() ? "none" : parts, ". Flagged for review: ", counts.review(),
-                    ". Entries in conflict: ", counts.conflicts(), ".\n\n");
+  std::string outcomes;
+  for (const auto& [o, c] : by_outcome) {
+    util::StrAppend(&outcomes, outcomes.empty() ? "" : ", ", o, " ", c);
   }
+  util::StrAppend(&md, outcomes.empty() ? "none" : outcomes,
+                  ". Flagged for review: ", counts.review(),
+                  ". Entries in conflict: ", counts.conflicts(), ".\n\n");
   util::StrAppend(&md, "| playbook | entries | outcomes |\n|---|---|---|\n");
-  for (const auto& [pb, outcomes] : by_playbook) {
+  for (const auto& [pb, pb_outcomes] : t.by_playbook) {
     int n = 0;
     std::string parts;
-    for (const auto& [o, c] : outcomes) {
+    for (const auto& [o, c] : pb_outcomes) {
       n += c;
       util::StrAppend(&parts, parts.empty() ? "" : ", ", o, ": ", c);
     }
     util::StrAppend(&md, "| ", pb, " | ", n, " | ", parts, " |\n");
   }
-  if (!by_stage.empty()) {
+  if (!t.by_stage.empty()) {
     util::StrAppend(&md, "\nStages of the new failures: ");
     std::string parts;
-    for (const auto& [s, c] : by_stage)
+    for (const auto& [s, c] : t.by_stage) {
       util::StrAppend(&parts, parts.empty() ? "" : ", ", s, " ", c);
+    }
     util::StrAppend(&md, parts, "\n");
   }
-  if (!merge.registry.empty()) {
-    util::StrAppend(&md, "\n## Registry (training_utils.py)\n\n");
-    for (const auto& op : merge.registry) {
-      util::StrAppend(
-          &md, "- ",
-          op.kind() == v1::RegistryOp::ADD
-              ? util::StrCat("add `_register_attr(\"", op.cls(), "\", \"", op.attr(), "\")`")
-              : util::StrCat("remove the line for `", op.cls(), "`"),
-          " — ", per_class[op.cls()], " entr", per_class[op.cls()] == 1 ? "y" : "ies",
-          " of this sweep return this class\n");
+  return md;
+}
+
+// report.md's "Registry" section: each merged line and how many entries return its class; ""
+// when the merge wrote none.
+std::string RegistryMd(const std::vector<v1::RegistryOp>& registry, const ClassCounts& per_class) {
+  if (registry.empty()) return "";
+  std::string md = "\n## Registry (training_utils.py)\n\n";
+  for (const auto& op : registry) {
+    const int n = EntriesOfClass(per_class, op.cls());
+    util::StrAppend(
+        &md, "- ",
+        op.kind() == v1::RegistryOp::ADD
+            ? util::StrCat("add `_register_attr(\"", op.cls(), "\", \"", op.attr(), "\")`")
+            : util::StrCat("remove the line for `", op.cls(), "`"),
+        " — ", n, " entr", n == 1 ? "y" : "ies", " of this sweep return this class\n");
+  }
+  return md;
+}
+
+std::string ConflictsMd(const std::vector<std::string>& conflicts) {
+  std::string md = "\n## Conflicts\n\n";
+  if (conflicts.empty()) return md + "None.\n";
+  for (const auto& c : conflicts) util::StrAppend(&md, "- ", Md(c), "\n");
+  return md;
+}
+
+// An entry's YAML lines before and after the patch (the context covers the whole entry), without
+// the hunk header; "" when the merge did not edit it.
+std::string YamlLinesMd(const EntryMerge& e) {
+  if (e.yaml_before.empty() && e.yaml_after.empty()) return "";
+  std::string body;
+  auto split =
+      diff::SplitDiff(diff::UnifiedDiff(e.file, e.yaml_before, e.yaml_after, {.context = 20}));
+  if (split.ok()) {
+    for (const auto& fd : *split) {
+      auto hunks = diff::ParseHunks(fd);
+      if (!hunks.ok()) continue;
+      for (const auto& h : *hunks) {
+        for (const auto& l : h.lines) util::StrAppend(&body, l, "\n");
+      }
     }
   }
-  util::StrAppend(&md, "\n## Conflicts\n\n");
-  if (merge.conflicts.empty()) {
-    md += "None.\n";
-  } else {
-    for (const auto& c : merge.conflicts) util::StrAppend(&md, "- ", Md(c), "\n");
+  return util::StrCat("- **YAML**\n\n", Fenced("diff", body));
+}
+
+// The entry's part of tt-forge-models.patch: its loader's hunks and, for a registry fix, the
+// hunks with its class's line.
+std::string ForgeDiffMd(const EntryMerge& e,
+                        const std::map<std::string, std::vector<diff::Hunk>>& forge_hunks) {
+  std::string md;
+  std::string loader_rel = e.loader;
+  if (std::string_view(loader_rel).starts_with(kForgePrefix)) {
+    loader_rel.erase(0, kForgePrefix.size());
   }
-  util::StrAppend(&md, "\n## Entries\n\n", md_entries);
+  if (auto h = forge_hunks.find(loader_rel); h != forge_hunks.end() && !h->second.empty()) {
+    util::StrAppend(&md, "- **loader diff** `", loader_rel, "`\n\n",
+                    Fenced("diff", HunksText(h->second)));
+  }
+  if (e.probe && std::string_view(e.probe->fix_path()).starts_with("registry") &&
+      !e.probe->output_class().empty()) {
+    const std::string registry_path = RegistryPath();
+    auto h = forge_hunks.find(registry_path);
+    if (h != forge_hunks.end()) {
+      auto mine = RegistryHunks(h->second, e.probe->output_class());
+      if (!mine.empty()) {
+        util::StrAppend(&md, "- **registry diff** `", registry_path, "`\n\n",
+                        Fenced("diff", HunksText(mine)));
+      }
+    }
+  }
+  return md;
+}
+
+// The entry's findings as the playbook reported them: what the probe found and the fix path
+// taken (and why not the other).
+std::string ProbeMd(const v1::EntryOutcome& probe) {
+  std::string md;
+  if (!probe.probe_finding().empty()) {
+    util::StrAppend(&md, "- **probe** ", Md(probe.probe_finding()), "\n");
+  }
+  if (!probe.fix_path().empty()) {
+    util::StrAppend(
+        &md, "- **fix** ", probe.fix_path(),
+        probe.why_not_other().empty() ? "" : util::StrCat(" — ", Md(probe.why_not_other())), "\n");
+  }
+  return md;
+}
+
+std::string EvidenceMd(const std::vector<EvidenceLink>* evidence) {
+  if (evidence == nullptr || evidence->empty()) return "";
+  std::string links;
+  for (const auto& link : *evidence) {
+    util::StrAppend(&links, links.empty() ? "" : ", ", "[", Md(EvidenceLabel(link)), "](",
+                    link.path, ")");
+  }
+  return util::StrCat("- **evidence** ", links, "\n");
+}
+
+// One entry's section of report.md (docs/report.md, "report.md per entry").
+std::string EntryMd(const EntryMerge& e, const EntryFacts& f,
+                    const std::map<std::string, std::vector<diff::Hunk>>& forge_hunks) {
+  std::string md;
+  util::StrAppend(&md, "### ", Md(e.key), "\n\n");
+  util::StrAppend(&md, "- **loader** `", e.loader, "` · playbook ", e.playbook, " / ", e.flavor,
+                  " · wave ", e.wave, "\n");
+  util::StrAppend(
+      &md, "- **outcome** ", f.label.empty() ? "no result" : f.label,
+      e.placement == EntryMerge::Placement::kPerArch ? " (per arch: arch_overrides)" : "", "\n");
+  if (e.probe) md += ProbeMd(*e.probe);
+  for (const auto& [arch, o] : e.outcomes) {
+    util::StrAppend(&md, "- **pytest (", arch.empty() ? "cpu" : arch, ")** ", o.verdict(),
+                    o.stage().empty() ? "" : util::StrCat(", ", o.stage()),
+                    o.reason().empty() ? "" : util::StrCat(": `", o.reason(), "`"), "\n");
+  }
+  if (!f.inference.empty()) util::StrAppend(&md, "- **inference** ", Md(f.inference), "\n");
+  md += YamlLinesMd(e);
+  md += ForgeDiffMd(e, forge_hunks);
+  for (const auto& r : f.review) util::StrAppend(&md, "- **review** ", Md(r), "\n");
+  if (!e.conflict.empty()) util::StrAppend(&md, "- **conflict** ", Md(e.conflict), "\n");
+  md += EvidenceMd(f.evidence);
+  md += "\n";
+  return md;
+}
+
+}  // namespace
+
+std::string EvidenceLabel(const EvidenceLink& link) {
+  const std::string name = link.path.substr(link.path.rfind('/') + 1);
+  return util::StrCat(link.arch.empty() ? "cpu" : link.arch,
+                      link.wave > 1 ? util::StrCat(" wave ", link.wave) : "", ": ", name);
+}
+
+BuiltReport BuildReport(const ReportInput& in) {
+  const coord::SweepRecord& sweep = *in.sweep;
+  const MergeOutput& merge = *in.merge;
+  std::map<std::string, inventory::Document> after;
+  for (const auto& [file, text] : in.yaml_after) {
+    after.emplace(file, inventory::Document::Parse(file, text));
+  }
+  const auto forge_hunks = ForgeHunksByFile(merge.forge_patch);
+  const ClassCounts per_class = EntriesPerClass(merge.entries);
+
+  json j = SweepJson(sweep, merge, per_class);
+  Tallies tallies;
+  json entries = json::array();
+  std::string md_entries;
+  for (const auto& e : merge.entries) {
+    const EntryFacts facts = FactsOf(e, in, after, per_class);
+    json entry = EntryJson(e, facts, sweep.archs);
+    CountEntry(e, facts, entry.at("outcome"), tallies);
+    entries.push_back(std::move(entry));
+    md_entries += EntryMd(e, facts, forge_hunks);
+  }
+  j["entries"] = entries;
+  const v1::EntryCounts counts = SettledCounts(in, tallies.entries);
+  const std::map<std::string, int> by_outcome(counts.by_outcome().begin(),
+                                              counts.by_outcome().end());
+  j["totals"] = TotalsJson(counts, by_outcome, tallies, merge.conflicts.size());
+
+  BuiltReport out;
+  out.json = DumpJson(j);
+  out.markdown = util::StrCat(HeaderMd(sweep), TotalsMd(counts, by_outcome, tallies),
+                              RegistryMd(merge.registry, per_class), ConflictsMd(merge.conflicts),
+                              "\n## Entries\n\n", md_entries);
   return out;
 }
 
