@@ -5,13 +5,14 @@
 
 #include "common/diff/unified_diff.h"
 #include "common/inventory/document.h"
+#include "common/inventory/key.h"
 #include "common/util/file.h"
 #include "common/util/strings.h"
 
 namespace triage::playbooks {
 namespace {
 
-constexpr std::string_view kForgePrefix = "third_party/tt_forge_models/";
+using inventory::kForgeModelsPrefix;
 
 }  // namespace
 
@@ -194,7 +195,8 @@ absl::Status ShardRun::Verify() {
 absl::StatusOr<v1::ShardResult> ShardRun::Finish() {
   if (loader_text_ != loader_original_) {
     std::string rel = spec_.loader();
-    if (std::string_view(rel).starts_with(kForgePrefix)) rel.erase(0, kForgePrefix.size());
+    if (std::string_view(rel).starts_with(kForgeModelsPrefix))
+      rel.erase(0, kForgeModelsPrefix.size());
     auto* fe = result_.add_file_edits();
     fe->set_repo("tt_forge_models");
     fe->set_path(rel);

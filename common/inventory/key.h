@@ -28,6 +28,15 @@ struct KeyParts {
 };
 
 inline constexpr std::string_view kForgeModelsDir = "third_party/tt_forge_models";
+// kForgeModelsDir with its slash: what a tt-xla path starts with when it is in the submodule.
+inline constexpr std::string_view kForgeModelsPrefix = "third_party/tt_forge_models/";
+
+// The machine that runs tensor-parallel entries, whatever the sweep's target archs.
+inline constexpr std::string_view kTensorParallelArch = "n300-llmbox";
+// Whether a test-entry key runs tensor-parallel ("...-tensor_parallel-...").
+inline bool IsTensorParallelKey(std::string_view key) {
+  return key.find("-tensor_parallel-") != std::string_view::npos;
+}
 
 absl::StatusOr<KeyParts> ParseKey(std::string_view key);
 

@@ -1,4 +1,5 @@
 #include "common/lift/lift.h"
+#include "common/inventory/key.h"
 
 #include <algorithm>
 #include <map>
@@ -12,7 +13,7 @@
 namespace triage::lift {
 namespace {
 
-constexpr std::string_view kForgePrefix = "third_party/tt_forge_models/";
+using inventory::kForgeModelsPrefix;
 
 v1::YamlValue ToYaml(const inventory::Value& v) {
   v1::YamlValue out;
@@ -102,8 +103,8 @@ class Lifter {
     for (auto& o : *result_.mutable_entries()) outcomes_[o.file() + "\n" + o.key()] = &o;
     for (const auto& e : spec_.entries()) yaml_files_.insert(e.file());
     loader_dir_ = spec_.loader().substr(0, spec_.loader().rfind('/') + 1);
-    if (std::string_view(loader_dir_).starts_with(kForgePrefix)) {
-      loader_dir_.erase(0, kForgePrefix.size());
+    if (std::string_view(loader_dir_).starts_with(kForgeModelsPrefix)) {
+      loader_dir_.erase(0, kForgeModelsPrefix.size());
     }
   }
 
@@ -198,7 +199,7 @@ class Lifter {
           "unreadable tt_forge_models diff: ", util::MessageOf(split.status()), ": not lifted"));
       return;
     }
-    const std::string registry_path(registry::kTrainingUtilsPath.substr(kForgePrefix.size()));
+    const std::string registry_path(registry::kTrainingUtilsPath.substr(kForgeModelsPrefix.size()));
     for (const auto& fd : *split) {
       const std::string path = fd.path();
       if (path == registry_path) {

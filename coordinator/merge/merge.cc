@@ -6,6 +6,7 @@
 #include "common/diff/apply_diff.h"
 #include "common/diff/unified_diff.h"
 #include "common/inventory/document.h"
+#include "common/inventory/key.h"
 #include "common/registry/registry.h"
 #include "common/util/strings.h"
 #include "coordinator/planning/waves.h"
@@ -17,7 +18,7 @@ namespace {
 // top-level changes").
 constexpr const char* kSingleDeviceTrainingCiArchs[] = {"n150", "p150"};
 
-constexpr std::string_view kForgePrefix = "third_party/tt_forge_models/";
+using inventory::kForgeModelsPrefix;
 
 int PhaseOrder(v1::ShardPhase p) {
   switch (p) {
@@ -183,21 +184,19 @@ std::map<EntryId, EntryAcc> DecideEntries(const std::vector<ShardResult>& result
   return entries;
 }
 
-bool IsTensorParallel(const std::string& key) {
-  return key.find("-tensor_parallel-") != std::string::npos;
-}
-
 // The archs an entry's outcome is decided on: a tensor-parallel entry runs on n300-llmbox, the
 // others on the sweep's target archs.
 std::vector<std::string> TargetArchs(const std::string& key,
                                      const std::vector<std::string>& archs) {
-  return IsTensorParallel(key) ? std::vector<std::string>{"n300-llmbox"} : archs;
+  return inventory::IsTensorParallelKey(key)
+             ? std::vector<std::string>{std::string(inventory::kTensorParallelArch)}
+             : archs;
 }
 
 // A top-level field also reaches the CI archs the sweep did not verify: the review flag that says
 // which, and the --arch list that would verify them too; "" when the sweep covered them.
 std::string PartlyVerifiedNote(const std::string& key, const std::vector<std::string>& targets) {
-  if (IsTensorParallel(key) || !key.ends_with("-single_device-training")) return "";
+  if (inventory::IsTensorParallelKey(key) || !key.ends_with("-single_device-training")) return "";
   std::vector<std::string> unverified;
   for (const char* ci : kSingleDeviceTrainingCiArchs) {
     if (std::find(targets.begin(), targets.end(), ci) == targets.end()) unverified.push_back(ci);
@@ -345,7 +344,7 @@ absl::Status MergeRegistryLines(MergeState& st) {
   coord::WavePlan registry = coord::MergeRegistry(records);
   for (const auto& c : registry.conflicts) AddConflict(st.out, "registry", c);
   if (registry.merged.empty()) return absl::OkStatus();
-  const std::string path(registry::kTrainingUtilsPath.substr(kForgePrefix.size()));
+  const std::string path(registry::kTrainingUtilsPath.substr(kForgeModelsPrefix.size()));
   auto base = st.input.files->ReadForge(path);
   if (!base.ok()) return base.status();
   auto reg = registry::RegistryFile::Parse(path, *base);

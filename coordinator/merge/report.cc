@@ -6,6 +6,7 @@
 #include "common/diff/apply_diff.h"
 #include "common/diff/unified_diff.h"
 #include "common/inventory/document.h"
+#include "common/inventory/key.h"
 #include "common/registry/registry.h"
 #include "common/util/strings.h"
 #include "nlohmann/json.hpp"
@@ -103,11 +104,11 @@ std::string DumpJson(const json& j) {
   return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
 }
 
-constexpr std::string_view kForgePrefix = "third_party/tt_forge_models/";
+using inventory::kForgeModelsPrefix;
 
 // training_utils.py's path in tt-forge-models.patch (relative to tt_forge_models).
 std::string RegistryPath() {
-  return std::string(registry::kTrainingUtilsPath.substr(kForgePrefix.size()));
+  return std::string(registry::kTrainingUtilsPath.substr(kForgeModelsPrefix.size()));
 }
 
 // The forge patch per file: each entry shows the hunks of its loader (and registry lines).
@@ -194,8 +195,9 @@ EntryFacts FactsOf(const EntryMerge& e, const ReportInput& in,
     auto doc = after.find(e.file);
     if (doc != after.end()) f.final_entry = doc->second.Find(e.key);
   }
-  const bool tp = e.key.find("-tensor_parallel-") != std::string::npos;
-  f.targets = tp ? std::vector<std::string>{"n300-llmbox"} : sweep.archs;
+  const bool tp = inventory::IsTensorParallelKey(e.key);
+  f.targets =
+      tp ? std::vector<std::string>{std::string(inventory::kTensorParallelArch)} : sweep.archs;
   f.review = e.review;
   if (e.probe && e.probe->fix_path() == "registry") {
     const int n = EntriesOfClass(per_class, e.probe->output_class());
@@ -422,8 +424,8 @@ std::string ForgeDiffMd(const EntryMerge& e,
                         const std::map<std::string, std::vector<diff::Hunk>>& forge_hunks) {
   std::string md;
   std::string loader_rel = e.loader;
-  if (std::string_view(loader_rel).starts_with(kForgePrefix)) {
-    loader_rel.erase(0, kForgePrefix.size());
+  if (std::string_view(loader_rel).starts_with(kForgeModelsPrefix)) {
+    loader_rel.erase(0, kForgeModelsPrefix.size());
   }
   if (auto h = forge_hunks.find(loader_rel); h != forge_hunks.end() && !h->second.empty()) {
     util::StrAppend(&md, "- **loader diff** `", loader_rel, "`\n\n",

@@ -6,6 +6,7 @@
 #include <set>
 #include <tuple>
 
+#include "common/inventory/key.h"
 #include "common/registry/registry.h"
 #include "common/util/strings.h"
 #include "coordinator/planning/phases.h"
@@ -199,7 +200,8 @@ Plan PlanSweep(const inventory::Inventory& inventory, const classify::Classifier
   ShardMaker maker(options, sweep_id, ttxla_commit, forge_commit);
   for (const Group& g : GroupPerLoader(selected, options)) {
     if (g.tensor_parallel) {  // tensor-parallel entries run whole on n300-llmbox
-      plan.shards.push_back(maker.Make(g, v1::PHASE_FULL, "n300-llmbox"));
+      plan.shards.push_back(
+          maker.Make(g, v1::PHASE_FULL, std::string(inventory::kTensorParallelArch)));
       continue;
     }
     planning::AddPhases(

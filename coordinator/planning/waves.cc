@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 
+#include "common/inventory/key.h"
 #include "common/util/strings.h"
 #include "coordinator/planning/phases.h"
 
@@ -165,8 +166,8 @@ std::vector<v1::FileEdit> LoaderEdits(const std::vector<ResultRecord>& results,
 // Tensor-parallel shards stay on n300-llmbox; the others verify on the sweep's archs.
 std::vector<std::string> TargetArchs(const ShardRecord& origin,
                                      const std::vector<std::string>& archs) {
-  return origin.archs.size() == 1 && origin.archs[0] == "n300-llmbox"
-             ? std::vector<std::string>{"n300-llmbox"}
+  return origin.archs.size() == 1 && origin.archs[0] == inventory::kTensorParallelArch
+             ? std::vector<std::string>{std::string(inventory::kTensorParallelArch)}
              : archs;
 }
 
