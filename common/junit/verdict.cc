@@ -1,13 +1,12 @@
 #include "common/junit/verdict.h"
 
-#include <cctype>
-
 #include <algorithm>
 #include <span>
 #include <utility>
 
 #include "common/inventory/value.h"
 #include "common/junit/python_literal.h"
+#include "common/junit/reason.h"
 #include "common/util/strings.h"
 #include "common/util/text.h"
 
@@ -87,79 +86,189 @@ bool IsExceptionLine(std::string_view line, bool e_line) {
   return e_line || error_like;
 }
 
-// Colour codes: raw ESC sequences in logs, and "#x1B[..m" where pytest's XML writer replaced the
-// ESC byte it may not write.
-std::string StripAnsi(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (std::size_t i = 0; i < s.size();) {
-    std::size_t skip = 0;
-    if (s[i] == '\x1b' && i + 1 < s.size() && s[i + 1] == '[') {
-      skip = 2;
-    } else if (s.substr(i).starts_with("#x1B[")) {
-      skip = 5;
-    }
-    if (skip != 0) {
-      std::size_t j = i + skip;
-      while (j < s.size() && (IsDigit(s[j]) || s[j] == ';')) ++j;
-      if (j < s.size() && ((s[j] >= 'A' && s[j] <= 'Z') || (s[j] >= 'a' && s[j] <= 'z'))) {
-        i = j + 1;
-        continue;
-      }
-    }
-    out.push_back(s[i++]);
-  }
-  return out;
-}
-
-// tt-metal's logger writes "2025-05-01 10:00:00.123 | critical |   Always | TT_FATAL @ ...";
-// the reason starts at the message, after the last column separator before the marker.
-std::string_view DropLogHeader(std::string_view line, std::string_view marker) {
-  std::size_t at = line.find(marker);
-  std::size_t first_bar = line.find(" | ");
-  if (at == std::string_view::npos || first_bar == std::string_view::npos || first_bar > at) {
-    return line;
-  }
-  std::string_view first = util::TrimWhitespace(line.substr(0, first_bar));
-  bool timestamp = !first.empty() && IsDigit(first[0]) &&
-                   first.find_first_not_of("0123456789-:. T") == std::string_view::npos;
-  bool component = !first.empty() && std::all_of(first.begin(), first.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
-  });
-  if (!timestamp && !component) return line;
-  std::size_t bar = line.rfind(" | ", at);
-  return line.substr(bar + 3);
-}
-
 enum class TextKind { kTraceback, kLog };
 
 struct Line {
-  std::string_view text;  // trimmed, pytest's "E" column removed
+  std::string_view text;  // trimmed, pytest's "E" column (or a "what():" label) removed
   bool e_line = false;
   TextKind kind = TextKind::kTraceback;
+  // Position in an exception chain: 0 for the first exception printed, one more after each
+  // "The above exception was the direct cause of the following exception:" or "During handling
+  // of the above exception, another exception occurred:".
+  int link = 0;
+  // The text of a C++ exception that ended in std::terminate ("  what():  <text>").
+  bool what = false;
 };
+
+bool IsChainSeparator(std::string_view t) {
+  return t == "The above exception was the direct cause of the following exception:" ||
+         t == "During handling of the above exception, another exception occurred:";
+}
 
 // Lines that can be quoted. In a pytest traceback only "E   " lines and flush-left lines belong
 // to the exception: indented and ">" lines are source code, which may well contain "TT_FATAL" or
 // "error:" inside string literals. Logs also hold indented logger lines ("      Always | FATAL |
-// ..."), so there an indented line counts when it has a logger's " | " column separator.
+// ..."), so there an indented line counts when it has a logger's " | " column separator, and
+// the indented "  what():  <text>" that std::terminate prints under "terminate called after
+// throwing ..." counts with the label removed.
 std::vector<Line> CandidateLines(std::string_view text, TextKind kind) {
+  constexpr std::string_view kWhat = "what():";
   std::vector<Line> out;
+  int link = 0;
   for (std::string_view line : util::SplitLines(text)) {
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     if (line.starts_with("E") && (line.size() == 1 || line[1] == ' ' || line[1] == '\t')) {
       std::string_view rest = util::TrimWhitespace(line.substr(1));
-      if (!rest.empty()) out.push_back({rest, true, kind});
+      if (!rest.empty()) out.push_back({rest, true, kind, link});
       continue;
     }
     if (line.starts_with(">")) continue;
+    std::string_view t = util::TrimWhitespace(line);
+    if (IsChainSeparator(t)) {
+      ++link;
+      continue;
+    }
+    if (kind == TextKind::kLog && t.starts_with(kWhat)) {
+      std::string_view what = util::TrimWhitespace(t.substr(kWhat.size()));
+      if (!what.empty()) out.push_back({what, false, kind, link, /*what=*/true});
+      continue;
+    }
     bool indented = !line.empty() && (line[0] == ' ' || line[0] == '\t');
     if (indented && (kind == TextKind::kTraceback || !Contains(line, " | "))) continue;
-    std::string_view t = util::TrimWhitespace(line);
     if (t.empty() || t.starts_with("File \"")) continue;  // native traceback frame header
-    out.push_back({t, false, kind});
+    out.push_back({t, false, kind, link});
   }
   return out;
+}
+
+// "ValueError: msg" -> ("ValueError", "msg"); "torch._dynamo.exc.Unsupported: m" ->
+// ("Unsupported", "m"); a line that does not start with a name and ": " -> ("", line).
+std::pair<std::string_view, std::string_view> SplitException(std::string_view line) {
+  std::size_t end = 0;
+  std::string_view type = LeadingTypeName(line, &end);
+  if (type.empty()) return {{}, util::TrimWhitespace(line)};
+  if (end == line.size()) return {type, {}};
+  if (line.substr(end).starts_with(": ")) return {type, util::TrimWhitespace(line.substr(end + 2))};
+  return {{}, util::TrimWhitespace(line)};
+}
+
+// The same exception written twice: the plugin's "BackendCompilerFailed: m" and the traceback's
+// "torch._dynamo.exc.BackendCompilerFailed: m"; the runner's error_message may lack the type.
+bool SameException(std::string_view a, std::string_view b) {
+  auto [type_a, message_a] = SplitException(a);
+  auto [type_b, message_b] = SplitException(b);
+  return message_a == message_b && (type_a.empty() || type_b.empty() || type_a == type_b);
+}
+
+// outer wraps inner (docs/junit.md, "Reason of a failure"): one of outer's lines is inner's line
+// ("ValueError: inner" under "BackendCompilerFailed: backend='tt' raised:"), or ends with ": "
+// and inner's message ("RuntimeError: compile failed: inner").
+bool Wraps(std::span<const Line* const> outer, const Line& inner) {
+  std::string_view message = SplitException(inner.text).second;
+  for (const Line* l : outer) {
+    if (l == &inner) continue;
+    if (l->text == inner.text) return true;
+    if (!message.empty() && l->text.size() > message.size() + 2 && l->text.ends_with(message) &&
+        l->text.substr(l->text.size() - message.size() - 2, 2) == ": ") {
+      return true;
+    }
+  }
+  return false;
+}
+
+constexpr std::string_view kFatalPython = "Fatal Python error:";
+constexpr std::string_view kTerminate = "terminate called";
+
+// The signal a crash report names: faulthandler's "Fatal Python error: Segmentation fault", the
+// shell's "Aborted (core dumped)"; 0 when it names none.
+int SignalOfCrashText(std::string_view s) {
+  if (Contains(s, "Segmentation fault")) return 11;
+  if (Contains(s, "Aborted")) return 6;
+  if (Contains(s, "Bus error")) return 7;
+  if (Contains(s, "Floating point exception")) return 8;
+  if (Contains(s, "Illegal instruction")) return 4;
+  return 0;
+}
+
+// "Fatal Python error: Aborted" only says which signal arrived; the reason names the signal
+// itself.
+bool NamesOnlyTheSignal(std::string_view fatal_python_line) {
+  std::string_view rest = fatal_python_line.substr(fatal_python_line.find(kFatalPython));
+  rest = util::TrimWhitespace(rest.substr(kFatalPython.size()));
+  while (!rest.empty() && rest.back() == '.') rest.remove_suffix(1);
+  for (std::string_view name : {"Segmentation fault", "Aborted", "Bus error",
+                                "Floating point exception", "Illegal instruction"}) {
+    if (rest == name) return true;
+  }
+  return false;
+}
+
+// glog's fatal line, which torch_xla's failed checks print before aborting:
+// "F0601 10:00:00.123456  4242 debug_macros.h:20] Check failed: ...", possibly on pytest's
+// progress line. Where it starts, or npos.
+std::size_t GlogFatalAt(std::string_view t) {
+  for (std::size_t p = t.find('F'); p != std::string_view::npos; p = t.find('F', p + 1)) {
+    std::size_t i = p + 1;
+    std::size_t digits = 0;
+    while (i < t.size() && IsDigit(t[i]) && digits < 5) ++i, ++digits;
+    if (digits != 4 || i >= t.size() || t[i] != ' ') continue;
+    std::size_t time_start = ++i;
+    while (i < t.size() && (IsDigit(t[i]) || t[i] == ':' || t[i] == '.')) ++i;
+    if (i == time_start || !Contains(t.substr(time_start, i - time_start), ":")) continue;
+    std::size_t spaces = i;
+    while (i < t.size() && t[i] == ' ') ++i;
+    std::size_t thread = i;
+    while (i < t.size() && IsDigit(t[i])) ++i;
+    if (i == spaces || i == thread || i >= t.size() || t[i] != ' ') continue;
+    std::size_t close = t.find("] ", i);
+    std::size_t blank = t.find(' ', i + 1);
+    if (close == std::string_view::npos || (blank != std::string_view::npos && blank < close)) {
+      continue;
+    }
+    return p;
+  }
+  return std::string_view::npos;
+}
+
+// What a fatal line says beyond the signal, or nothing: TT_FATAL/TT_THROW lines, a terminate
+// message and the exception text under it, "Fatal Python error: <more than a signal name>",
+// glog's "F..." lines.
+std::optional<std::string_view> FatalMessage(const Line& l) {
+  if (l.what) return l.text;
+  if (std::size_t at = l.text.find(kFatalPython); at != std::string_view::npos) {
+    if (NamesOnlyTheSignal(l.text)) return std::nullopt;
+    return l.text.substr(at);
+  }
+  if (ContainsAny(l.text, kTtErrorMarkers)) return l.text;
+  if (std::size_t at = l.text.find(kTerminate); at != std::string_view::npos) {
+    return l.text.substr(at);
+  }
+  if (std::size_t at = GlogFatalAt(l.text); at != std::string_view::npos) {
+    return l.text.substr(at);
+  }
+  return std::nullopt;
+}
+
+// The part of a pytest log about one test: from its "____ test_x[<key>] ____" header in the
+// FAILURES (or PASSES) summary to the next header or "====" line. The whole log when there is no
+// such header.
+std::string_view LogOfTest(std::string_view log, std::string_view key) {
+  if (key.empty()) return log;
+  const std::string needle = util::StrCat("[", key, "]");
+  auto is_header = [](std::string_view t) {
+    return t.size() > 6 && t.starts_with("___") && t.ends_with("___");
+  };
+  std::size_t begin = std::string_view::npos;
+  for (std::string_view line : util::SplitLines(log)) {
+    std::size_t at = static_cast<std::size_t>(line.data() - log.data());
+    std::string_view t = util::TrimWhitespace(line);
+    if (begin == std::string_view::npos) {
+      if (is_header(t) && Contains(t, needle)) begin = at;
+    } else if (is_header(t) || t.starts_with("====")) {
+      return log.substr(begin, at - begin);
+    }
+  }
+  return begin == std::string_view::npos ? log : log.substr(begin);
 }
 
 std::string_view FirstLine(std::string_view text) {
@@ -189,15 +298,6 @@ std::string_view FailureStageOfTag(std::string_view tag) {
     if (upper == stage) return stage;
   }
   return {};
-}
-
-int SignalOfCrashText(std::string_view s) {
-  if (Contains(s, "Segmentation fault")) return 11;
-  if (Contains(s, "Aborted")) return 6;
-  if (Contains(s, "Bus error")) return 7;
-  if (Contains(s, "Floating point exception")) return 8;
-  if (Contains(s, "Illegal instruction")) return 4;
-  return 0;
 }
 
 // "... running the test CRASHED with signal 6" (pytest-forked) -> 6; 0 when absent.
@@ -233,19 +333,21 @@ class Classifier {
   }
 
  private:
+  // Every reason goes through NormalizeReason (docs/junit.md, "Form of a reason").
   std::string Clean(std::string_view line) const {
-    std::string s = StripAnsi(line);
-    std::string_view t = util::TrimWhitespace(s);
-    t = util::TrimWhitespace(util::TruncateUtf8(t, ctx_.max_reason_bytes));
-    return std::string(t);
+    return NormalizeReason(line, ctx_.max_reason_bytes);
   }
 
   bool IsEcho(std::string_view line) const {
     std::string_view old = util::TrimWhitespace(ctx_.old_reason);
     if (old.empty()) return false;
     line = util::TrimWhitespace(line);
-    return line == old || (line.size() > old.size() + 2 && line.ends_with(old) &&
-                           line.substr(line.size() - old.size() - 2, 2) == ": ");
+    if (line == old || (line.size() > old.size() + 2 && line.ends_with(old) &&
+                        line.substr(line.size() - old.size() - 2, 2) == ": ")) {
+      return true;
+    }
+    // An old reason written before the reason form existed, echoed verbatim.
+    return NormalizeReason(line, 0) == NormalizeReason(old, 0);
   }
 
   // A line that may be quoted as the reason. Only the runner's error_message property echoes the
@@ -255,25 +357,58 @@ class Classifier {
     return !line.empty() && !IsGeneric(line) && !IsNoise(line) && !IsXFailedLine(line);
   }
 
-  std::string Quote(const Line& line, std::string_view marker) const {
-    return Clean(line.kind == TextKind::kLog ? DropLogHeader(line.text, marker) : line.text);
+  bool IsUsableException(const Line& l) const {
+    return Usable(l.text) && IsExceptionLine(l.text, l.e_line);
+  }
+
+  // The exception a traceback reports: its outermost exception's first line (outer) and the
+  // exception the reason names (pick). pytest prints a chain innermost first, so the search
+  // starts at the last exception line (a continuation line of a multi-line message counts: torch's
+  // "BackendCompilerFailed: backend='tt' raised:" is followed by the error it wraps) and steps
+  // back one link of the chain for as long as the later exception wraps the earlier one.
+  struct ExceptionPick {
+    const Line* outer = nullptr;
+    const Line* pick = nullptr;
+  };
+  ExceptionPick PickException(const std::vector<Line>& lines) const {
+    ExceptionPick out;
+    for (auto it = lines.rbegin(); it != lines.rend(); ++it) {
+      if (IsUsableException(*it)) {
+        out.pick = &*it;
+        break;
+      }
+    }
+    if (out.pick == nullptr) return out;
+    for (const Line& l : lines) {
+      if (l.link == out.pick->link && IsUsableException(l)) {
+        out.outer = &l;
+        break;
+      }
+    }
+    while (out.pick->link > 0) {
+      const int link = out.pick->link;
+      std::vector<const Line*> wrapper;
+      const Line* inner = nullptr;
+      for (const Line& l : lines) {
+        if (l.link == link) wrapper.push_back(&l);
+        if (l.link == link - 1 && IsUsableException(l)) inner = &l;
+      }
+      if (inner == nullptr || !Wraps(wrapper, *inner)) break;
+      out.pick = inner;
+    }
+    return out;
   }
 
   // The playbooks' order: the first TT_FATAL/TT_THROW line, else the first MLIR "error:" line,
-  // else the last exception line (pytest prints the outermost exception last).
+  // else the exception PickException names.
   std::optional<std::string> PickFromLines(const std::vector<Line>& lines) const {
     for (const Line& l : lines) {
-      if (!Usable(l.text)) continue;
-      for (std::string_view m : kTtErrorMarkers) {
-        if (Contains(l.text, m)) return Quote(l, m);
-      }
+      if (Usable(l.text) && ContainsAny(l.text, kTtErrorMarkers)) return Clean(l.text);
     }
     for (const Line& l : lines) {
-      if (Usable(l.text) && Contains(l.text, "error:")) return Quote(l, "error:");
+      if (Usable(l.text) && Contains(l.text, "error:")) return Clean(l.text);
     }
-    for (auto it = lines.rbegin(); it != lines.rend(); ++it) {
-      if (Usable(it->text) && IsExceptionLine(it->text, it->e_line)) return Clean(it->text);
-    }
+    if (const Line* pick = PickException(lines).pick) return Clean(pick->text);
     return std::nullopt;
   }
 
@@ -284,44 +419,34 @@ class Classifier {
   }
 
   void SetReason(std::string reason, std::string_view source) {
-    f_.reason = StripTypeBeforeTtError(std::move(reason));
+    f_.reason = std::move(reason);
     f_.reason_source = std::string(source);
   }
 
-  // "RuntimeError: TT_FATAL @ ..." -> "TT_FATAL @ ...": the compiler/runtime's own line is the
-  // reason tt-xla records for device errors; Python frontend errors keep their type
-  // ("RuntimeError: mat1 and mat2 ...").
-  static std::string StripTypeBeforeTtError(std::string reason) {
-    static constexpr std::string_view kTtStarts[] = {"TT_FATAL", "TT_THROW",
-                                                     "error: ", "Out of Memory", "ElementsAttr"};
-    std::size_t colon = reason.find(": ");
-    if (colon == std::string::npos || colon == 0) return reason;
-    std::string_view type = std::string_view(reason).substr(0, colon);
-    for (char c : type) {
-      if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.')) return reason;
+  // triage_error and error_message hold the outermost exception's first line. When the traceback
+  // shows that exception wrapping another, the reason is the wrapped one.
+  bool SetReasonFromProperty(std::string_view first, std::string_view source) {
+    const std::vector<Line> traceback = CandidateLines(tc_->text, TextKind::kTraceback);
+    ExceptionPick e = PickException(traceback);
+    if (e.pick != nullptr && e.outer != nullptr && e.pick != e.outer &&
+        SameException(first, e.outer->text)) {
+      SetReason(Clean(e.pick->text), "failure_text");
+    } else {
+      SetReason(Clean(first), source);
     }
-    if (!(type.ends_with("Error") || type.ends_with("Exception"))) return reason;
-    std::string_view rest = std::string_view(reason).substr(colon + 2);
-    for (auto start : kTtStarts) {
-      if (rest.starts_with(start)) return std::string(rest);
-    }
-    return reason;
+    return true;
   }
 
   // Fills reason/reason_source from the best evidence; false when nothing usable exists.
   bool SelectReason() {
     if (const std::string* te = tc_->Property("triage_error")) {
       std::string_view first = FirstLine(*te);
-      if (Usable(first)) {
-        SetReason(Clean(first), "triage_error");
-        return true;
-      }
+      if (Usable(first)) return SetReasonFromProperty(first, "triage_error");
     }
     if (const std::string* em = TrustedErrorMessage()) {
       std::string_view first = FirstLine(*em);
       if (Usable(first) && first != "Not specified") {  // the runner's placeholder
-        SetReason(Clean(first), "error_message");
-        return true;
+        return SetReasonFromProperty(first, "error_message");
       }
     }
     if (auto r = PickFromLines(CandidateLines(tc_->text, TextKind::kTraceback))) {
@@ -445,14 +570,18 @@ class Classifier {
     std::vector<Line> message_lines = CandidateLines(tc_->message, TextKind::kTraceback);
     std::vector<Line> text_lines = CandidateLines(tc_->text, TextKind::kTraceback);
 
+    // pytest-forked: the child died. Its last words are in the captured output (system-err,
+    // system-out, or this test's section of the log).
     if (int signal = std::max(ForkedCrashSignal(tc_->message), ForkedCrashSignal(tc_->text));
         signal > 0) {
-      f_.verdict = Verdict::kCrash;
-      f_.signal = signal;
-      f_.stage = std::string(kRuntimeStage);
-      f_.stage_source = "signal";
-      SetReason(util::StrCat("crashed with signal ", signal), "failure_text");
-      return f_;
+      for (std::string_view output :
+           {std::string_view(tc_->system_err), std::string_view(tc_->system_out),
+            LogOfTest(ctx_.log_text, tc_->key)}) {
+        if (auto message = LastFatalMessage(CandidateLines(output, TextKind::kLog))) {
+          return Crash(signal, *message, "log");
+        }
+      }
+      return Crash(signal, {}, "failure_text");
     }
 
     std::optional<std::string> timeout = FindLine(message_lines, kTimeoutMarker);
@@ -506,37 +635,38 @@ class Classifier {
       f_.review.push_back("no testcase and no log: nothing shows what happened");
       return f_;
     }
-    std::vector<Line> lines = CandidateLines(ctx_.log_text, TextKind::kLog);
+    std::string_view key = tc_ != nullptr ? std::string_view(tc_->key) : std::string_view();
+    std::vector<Line> lines = CandidateLines(LogOfTest(ctx_.log_text, key), TextKind::kLog);
 
+    // The signal: pytest-forked's number, else the first signal a crash report names
+    // (faulthandler's "Fatal Python error: Segmentation fault", the shell's "Aborted (core
+    // dumped)"), else the exit signal, else SIGABRT (Py_FatalError and std::terminate abort).
+    int signal = 0;
+    bool reported = false;
     for (const Line& l : lines) {
-      if (int signal = ForkedCrashSignal(l.text); signal > 0) {
-        return Crash(signal, util::StrCat("crashed with signal ", signal));
+      if (int forked = ForkedCrashSignal(l.text); forked > 0) {
+        signal = forked;
+        reported = true;
+        break;
       }
     }
-    const Line* fatal = nullptr;
-    const Line* shell = nullptr;
-    int signal = 0;
-    for (const Line& l : lines) {
-      if (fatal == nullptr && Contains(l.text, "Fatal Python error:")) fatal = &l;
-      bool shell_report = Contains(l.text, "Segmentation fault") ||
-                          (Contains(l.text, "Aborted") && Contains(l.text, "core dumped")) ||
-                          l.text == "Aborted";
-      if (shell_report) {
-        if (shell == nullptr) shell = &l;
+    if (!reported) {
+      for (const Line& l : lines) {
+        bool fatal_python = Contains(l.text, kFatalPython);
+        bool shell = Contains(l.text, "Segmentation fault") ||
+                     (Contains(l.text, "Aborted") && Contains(l.text, "core dumped")) ||
+                     l.text == "Aborted";
+        bool terminate = Contains(l.text, kTerminate);
+        if (l.what || !(fatal_python || shell || terminate)) continue;
+        reported = true;
         if (signal == 0) signal = SignalOfCrashText(l.text);
       }
+      if (signal == 0) signal = ctx_.exit_signal;
+      if (signal == 0 && reported) signal = 6;
     }
-    if (fatal != nullptr) {
-      int from_fatal = SignalOfCrashText(fatal->text);
-      // pytest prints the crash on the test's progress line: the reason starts at the error.
-      std::string_view text = fatal->text;
-      text = text.substr(text.find("Fatal Python error:"));
-      return Crash(from_fatal != 0 ? from_fatal : signal, Clean(text));
-    }
-    if (shell != nullptr) return Crash(signal, Clean(shell->text));
-    // The process died by a signal and printed nothing about it.
-    if (ctx_.exit_signal > 0) {
-      return Crash(ctx_.exit_signal, util::StrCat("crashed with signal ", ctx_.exit_signal));
+    // A process that died by a signal and printed nothing about it crashed all the same.
+    if (reported || ctx_.exit_signal > 0) {
+      return Crash(signal, LastFatalMessage(lines).value_or(std::string_view()), "log");
     }
 
     if (std::optional<std::string> timeout = FindLine(lines, kTimeoutMarker)) {
@@ -552,12 +682,23 @@ class Classifier {
     return f_;
   }
 
-  Finding Crash(int signal, std::string reason) {
+  // The last line a dying process left about its error that says more than the signal
+  // (FatalMessage): later lines are closer to the death.
+  std::optional<std::string_view> LastFatalMessage(const std::vector<Line>& lines) const {
+    std::optional<std::string_view> last;
+    for (const Line& l : lines) {
+      if (!Usable(l.text)) continue;
+      if (std::optional<std::string_view> m = FatalMessage(l)) last = m;
+    }
+    return last;
+  }
+
+  Finding Crash(int signal, std::string_view message, std::string_view source) {
     f_.verdict = Verdict::kCrash;
     f_.signal = signal;
     f_.stage = std::string(kRuntimeStage);
     f_.stage_source = "signal";
-    SetReason(std::move(reason), "log");
+    SetReason(CrashReason(signal, message, ctx_.max_reason_bytes), source);
     return f_;
   }
 
@@ -618,9 +759,7 @@ Decision Decide(const Finding& f) {
       d.status = "NOT_SUPPORTED_SKIP";
       d.bringup_status = std::string(kRuntimeStage);
       d.reason = f.reason;
-      if (d.reason->empty()) {
-        d.reason = f.signal > 0 ? util::StrCat("crashed with signal ", f.signal) : "crashed";
-      }
+      if (d.reason->empty()) d.reason = CrashReason(f.signal, "");
       break;
     case Verdict::kTimeout:
       d.change = true;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/junit/junit.h"
+#include "common/junit/reason.h"
 
 namespace triage::junit {
 
@@ -40,7 +41,7 @@ struct VerifyContext {
   // What pytest printed (stdout and stderr). The evidence when there is no testcase (pytest died
   // without writing XML) and the fallback when the testcase carries only a generic error.
   std::string log_text;
-  std::size_t max_reason_bytes = 300;
+  std::size_t max_reason_bytes = kMaxReasonBytes;
   // The signal that killed the pytest process (0: it exited). With no testcase and nothing in
   // the log, this is the crash's only trace.
   int exit_signal = 0;
@@ -53,9 +54,10 @@ struct Finding {
   std::string stage;
   // "stage_file" (the agent plugin's triage_stage property) | "tags" | "text" | "signal" | "".
   std::string stage_source;
-  // One line copied verbatim from the evidence (pytest's "E   " prefix, surrounding whitespace,
-  // colour codes and a log line's timestamp header removed), cut at a UTF-8 boundary when longer
-  // than max_reason_bytes. Never "Error code 13".
+  // One line of the evidence in the reason form of NormalizeReason (reason.h): the innermost
+  // error, without logger headers, colour codes, absolute paths, addresses or process ids, cut at
+  // a UTF-8 boundary when longer than max_reason_bytes. A crash reads "crashed with signal N
+  // (SIGNAME)[: <last fatal message>]" (CrashReason). Never "Error code 13".
   std::string reason;
   // "triage_error" | "error_message" | "failure_text" | "log" | "".
   std::string reason_source;

@@ -1,6 +1,7 @@
 // The JUnit XML reader: any bytes are read without crashing. A report it accepts is looked up by
 // its own keys (and one it lacks), and every testcase goes through the verdict rules; each
-// accepted testcase's key is what KeyOfTestName says of its name.
+// accepted testcase's key is what KeyOfTestName says of its name, and every reason is already in
+// the form NormalizeReason gives (a fixed point, within max_reason_bytes).
 
 #include <cstdint>
 #include <string>
@@ -8,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "common/junit/junit.h"
+#include "common/junit/reason.h"
 #include "common/junit/verdict.h"
 #include "tests/fuzz/fuzz_check.h"
 
@@ -29,7 +31,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     ctx.old_reason = tc.message;
     ctx.max_reason_bytes = 40;
     const auto finding = triage::junit::Classify(&tc, ctx);
-    (void)finding;
+    FUZZ_CHECK(finding.reason.size() <= ctx.max_reason_bytes, "reason of %zu bytes",
+               finding.reason.size());
+    FUZZ_CHECK(
+        triage::junit::NormalizeReason(finding.reason, ctx.max_reason_bytes) == finding.reason,
+        "reason '%s' is not in the form of a reason", finding.reason.c_str());
   }
   keys.push_back("no/such-key");
   auto found = triage::junit::ForKeys(*report, keys);

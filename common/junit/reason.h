@@ -1,0 +1,43 @@
+#pragma once
+
+// The form of a YAML reason: one line that names the innermost error and carries nothing that
+// differs between machines or runs, so that the same failure reads the same everywhere and two
+// reasons can be compared byte for byte. The rules and examples are in docs/junit.md ("Form of a
+// reason").
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace triage::junit {
+
+inline constexpr std::size_t kMaxReasonBytes = 300;
+
+// One line of evidence (or a reason already written) -> its reason form, in this order:
+//  1. only the first non-blank line is read; colour codes (ESC[..m, pytest's "#x1B[..m") and
+//     surrounding whitespace go;
+//  2. a logger's header goes: a leading timestamp, then "| "-separated columns such as
+//     "critical |   Always | " (when a timestamp or a log level was among them), loguru's
+//     "module:function:line - ", glog's "F0601 10:00:00.123456  4242 file.cc:12] ";
+//  3. the innermost error on the line is kept: a Python exception type in front of a device error
+//     (TT_FATAL, TT_THROW, "Fatal Python error:", "error: ", "Out of Memory", "ElementsAttr") is
+//     dropped, and so is a wrapper whose message carries another exception after ": "
+//     ("BackendCompilerFailed: backend='tt' raised: ValueError: x" -> "ValueError: x");
+//  4. absolute paths become the file's basename ("/home/u/tt-metal/x/conv2d.cpp:88" ->
+//     "conv2d.cpp:88"), a bare home directory "~"; memory addresses (0x and 9 or more hex
+//     digits) become "0x…"; process and thread ids after "pid"/"tid" become "…";
+//  5. the result is cut at a UTF-8 boundary when longer than max_bytes (0: never cut).
+// Numbers that describe the model or the op (shapes, sizes, page sizes, line numbers) stay.
+// Idempotent: NormalizeReason(NormalizeReason(x)) == NormalizeReason(x).
+std::string NormalizeReason(std::string_view line, std::size_t max_bytes = kMaxReasonBytes);
+
+// "SIGABRT" for 6, "SIGSEGV" for 11, ...; "" for numbers without a standard Linux name.
+std::string_view SignalName(int signal);
+
+// A crash's reason: "crashed with signal 6 (SIGABRT)", then ": <message>" when the crash left a
+// message that says more than the signal (the message goes through NormalizeReason). signal 0
+// (unknown) reads "crashed". Cut at max_bytes like NormalizeReason.
+std::string CrashReason(int signal, std::string_view message,
+                        std::size_t max_bytes = kMaxReasonBytes);
+
+}  // namespace triage::junit
