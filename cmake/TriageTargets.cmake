@@ -42,13 +42,10 @@ function(triage_add_test name)
     PROPERTIES LABELS ${ARG_LABEL} TIMEOUT ${ARG_TIMEOUT})
 endfunction()
 
-# triage_forbid_dependency(TARGET FORBIDDEN MESSAGE): fails the configuration when TARGET links
-# FORBIDDEN, directly or through any of its libraries. Call once every target exists.
-# Every target `target` links, directly or through others (LINK_ONLY unwrapped), with the
-# target it was reached through: `out` holds "lib|through" pairs.
-function(triage_link_closure target out)
+# Fails the configuration when `target` links one of `forbidden` (a list), directly or through
+# any of its libraries (LINK_ONLY unwrapped), naming the library it came through.
+function(triage_check_links target forbidden message)
   set(seen)
-  set(pairs)
   set(todo ${target})
   while(todo)
     list(POP_FRONT todo current)
@@ -62,23 +59,18 @@ function(triage_link_closure target out)
     endif()
     foreach(lib IN LISTS libs)
       string(REGEX REPLACE "^\\$<LINK_ONLY:(.*)>$" "\\1" lib "${lib}")
-      list(APPEND pairs "${lib}|${current}")
+      if(lib IN_LIST forbidden)
+        message(FATAL_ERROR "${target} links ${lib} (through ${current}): ${message}")
+      endif()
       list(APPEND todo ${lib})
     endforeach()
   endwhile()
-  set(${out} ${pairs} PARENT_SCOPE)
 endfunction()
 
+# triage_forbid_dependency(TARGET FORBIDDEN MESSAGE): fails the configuration when TARGET links
+# FORBIDDEN, directly or through any of its libraries. Call once every target exists.
 function(triage_forbid_dependency target forbidden message)
-  triage_link_closure(${target} pairs)
-  foreach(pair IN LISTS pairs)
-    string(REPLACE "|" ";" pair "${pair}")
-    list(GET pair 0 lib)
-    list(GET pair 1 through)
-    if(lib STREQUAL forbidden)
-      message(FATAL_ERROR "${target} links ${forbidden} (through ${through}): ${message}")
-    endif()
-  endforeach()
+  triage_check_links(${target} "${forbidden}" "${message}")
 endfunction()
 
 # The targets defined in `dir` and its subdirectories.
@@ -108,15 +100,7 @@ function(triage_forbid_wing_dependency from)
   string(JOIN ", " to_text ${arg_TO})
   triage_targets_under(${CMAKE_SOURCE_DIR}/${from} from_targets)
   foreach(target IN LISTS from_targets)
-    triage_link_closure(${target} pairs)
-    foreach(pair IN LISTS pairs)
-      string(REPLACE "|" ";" pair "${pair}")
-      list(GET pair 0 lib)
-      list(GET pair 1 through)
-      if(lib IN_LIST forbidden)
-        message(FATAL_ERROR "${target} links ${lib} (through ${through}): ${from}/ must not "
-                            "depend on ${to_text} (docs/architecture.md)")
-      endif()
-    endforeach()
+    triage_check_links(${target} "${forbidden}"
+                       "${from}/ must not depend on ${to_text} (docs/architecture.md)")
   endforeach()
 endfunction()
