@@ -75,6 +75,10 @@ absl::StatusOr<ProbeDoc> ParseProbeDoc(const nlohmann::json& j) {
       d.inputs.push_back(std::move(i));
     }
   }
+  if (const auto& info = Member(j, "model_info"); info.is_object()) {
+    d.model_info = ProbeDoc::ModelInfo{Str(info, "model"), Str(info, "variant"), Str(info, "task"),
+                                       Str(info, "source")};
+  }
   if (const auto& output = Member(j, "output"); output.is_object()) {
     d.has_output = true;
     d.output_class = Str(output, "class");

@@ -30,6 +30,15 @@ struct ProbeDoc {
     std::string kind;
   };
   std::vector<Input> inputs;
+  // The loader's ModelInfo (its values as strings, "" when absent); nullopt when the document
+  // has none (a loader without _get_model_info, or evidence recorded before the probe read it).
+  struct ModelInfo {
+    std::string model;
+    std::string variant;
+    std::string task;
+    std::string source;
+  };
+  std::optional<ModelInfo> model_info;
   bool has_output = false;
   std::string output_class;
   std::string output_module;

@@ -187,6 +187,27 @@ def tree(obj, torch, depth=0):
     return leaf
 
 
+def model_info_of(module, member):
+    """The loader's ModelInfo (model, variant, task, source) as strings, None when it has none.
+
+    Enum members give their value ("cv_object_det"); a missing field is null.
+    """
+    get = getattr(getattr(module, "ModelLoader", None), "_get_model_info", None)
+    if get is None:
+        return None
+    try:
+        info = get(member) if member is not None else get()
+    except Exception:
+        traceback.print_exc(file=sys.stderr)
+        return None
+    fields = {}
+    for name in ("model", "variant", "task", "source"):
+        value = getattr(info, name, None)
+        value = getattr(value, "value", value)
+        fields[name] = None if value is None else str(value)
+    return fields
+
+
 def error_of(exc):
     return {
         "type": type(exc).__name__,
@@ -195,12 +216,15 @@ def error_of(exc):
     }
 
 
-def run_phase(phase, target, key, variant_value, make_loader, dtype, batch_size, torch, import_error):
+def run_phase(
+    phase, target, key, variant_value, model_info, make_loader, dtype, batch_size, torch, import_error
+):
     doc = {
         "schema": SCHEMA,
         "key": key,
         "loader": target.loader_rel,
         "variant": variant_value,
+        "model_info": model_info,
         "phase": phase,
         "ok": False,
         "error": None,
@@ -267,7 +291,7 @@ def main(argv):
         import torch
 
         import_error = None
-        member = variant_value = None
+        member = variant_value = model_info = None
         try:
             module = importlib.import_module(target.module_name)
         except Exception as e:  # a broken loader is a result, reported per phase
@@ -276,6 +300,7 @@ def main(argv):
             variant_value = target.variant
         if module is not None:
             member, variant_value = resolve_variant(module, target)
+            model_info = model_info_of(module, member)
         key = target.key or (
             f"{target.model_path}/pytorch"
             + (f"-{variant_value}" if variant_value is not None else "")
@@ -292,8 +317,8 @@ def main(argv):
         )
         for phase, dtype in phases:
             doc = run_phase(
-                phase, target, key, variant_value, make_loader, dtype, args.batch_size, torch,
-                import_error,
+                phase, target, key, variant_value, model_info, make_loader, dtype,
+                args.batch_size, torch, import_error,
             )
             if args.seq is not None:
                 doc["seq"] = args.seq
