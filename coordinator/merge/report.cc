@@ -265,6 +265,18 @@ json EntryJson(const EntryMerge& e, const EntryFacts& f, const std::vector<std::
     entry["fix_path"] = e.probe->fix_path();
     entry["why_not_other"] = e.probe->why_not_other();
     entry["output_class"] = e.probe->output_class();
+    if (e.probe->has_loss_target()) {
+      const v1::LossTarget& t = e.probe->loss_target();
+      json not_chosen = json::array();
+      for (const auto& c : t.not_chosen()) {
+        not_chosen.push_back({{"name", c.name()}, {"shape", c.shape()}});
+      }
+      entry["loss_target"] = {{"family", t.family()},
+                              {"chosen", t.chosen()},
+                              {"reason", t.reason()},
+                              {"by_rule", t.by_rule()},
+                              {"not_chosen", not_chosen}};
+    }
   }
   entry["inference"] = f.inference.empty() ? json(nullptr) : json(f.inference);
   entry["review"] = f.review;
@@ -446,13 +458,41 @@ std::string ForgeDiffMd(const EntryMerge& e,
   return md;
 }
 
-// The entry's findings as the playbook reported them: what the probe found and the fix path
-// taken (and why not the other).
+// Inline code for any text: a backtick run longer than any inside it.
+std::string Code(std::string_view s) {
+  std::size_t longest = 0, run = 0;
+  for (char c : s) {
+    run = c == '`' ? run + 1 : 0;
+    longest = std::max(longest, run);
+  }
+  const std::string fence(longest + 1, '`');
+  const bool pad = s.starts_with('`') || s.ends_with('`');
+  return util::StrCat(fence, pad ? " " : "", s, pad ? " " : "", fence);
+}
+
+// The loss target unpack_forward_output chose: its family, whether a family rule decided, and
+// every tensor it left out with its shape.
+std::string LossTargetMd(const v1::LossTarget& t) {
+  std::string md = util::StrCat("- **loss target** ", Md(t.family()), ", ",
+                                t.by_rule() ? "by a family rule" : "minimal candidate, for review",
+                                ": ", Code(t.chosen()));
+  if (t.not_chosen_size() > 0) {
+    md += "; not chosen: ";
+    md += util::StrJoin(t.not_chosen(), "; ", [](std::string* out, const auto& c) {
+      util::StrAppend(out, Code(c.name()), " ", Md(c.shape()));
+    });
+  }
+  return md + "\n";
+}
+
+// The entry's findings as the playbook reported them: what the probe found, the loss target and
+// the fix path taken (and why not the other).
 std::string ProbeMd(const v1::EntryOutcome& probe) {
   std::string md;
   if (!probe.probe_finding().empty()) {
     util::StrAppend(&md, "- **probe** ", Md(probe.probe_finding()), "\n");
   }
+  if (probe.has_loss_target()) md += LossTargetMd(probe.loss_target());
   if (!probe.fix_path().empty()) {
     util::StrAppend(
         &md, "- **fix** ", probe.fix_path(),

@@ -25,7 +25,7 @@ flavors:
 extern const CatalogEntry kCatalog;
 const CatalogEntry kCatalog = {
     .name = "unpack_forward_output",
-    .version = "1",
+    .version = "2",
     .estimate_seconds = 900,
     .rules = kRules,
     .probe_modes = kProbeModes,

@@ -12,29 +12,29 @@
 namespace triage::playbooks {
 namespace {
 
-// The loss-relevant attribute of a named output, in the order of docs/playbooks.md
-// ("Which attribute is registered"): LMs and classifiers -> logits; depth -> predicted_depth;
-// segmentation masks; encoders -> last_hidden_state (or pooler_output).
-constexpr std::string_view kAttrPreference[] = {
-    "logits", "predicted_depth", "pred_masks",      "reconstruction",    "spectrogram",
-    "sample", "start_logits",    "logits_per_text", "last_hidden_state", "pooler_output"};
-
-bool IsTensor(const nlohmann::json& n) { return n.is_object() && n.value("type", "") == "tensor"; }
-
-std::string Shape(const nlohmann::json& n) {
-  std::string s = "(";
-  bool first = true;
-  for (const auto& d : n.value("shape", nlohmann::json::array())) {
-    if (!first) s += ", ";
-    s += d.dump();
-    first = false;
-  }
-  return s + ")";
+std::string TypeOf(const nlohmann::json& n) {
+  if (!n.is_object()) return "";
+  auto it = n.find("type");
+  return it != n.end() && it->is_string() ? it->get<std::string>() : "";
 }
 
-bool AllTensors(const nlohmann::json& items) {
-  if (!items.is_array() || items.empty()) return false;
-  return std::all_of(items.begin(), items.end(), [](const auto& i) { return IsTensor(i); });
+// "What is selected and why": the loss target's reason and what it leaves out.
+std::string Selected(const LossTarget& t) {
+  std::vector<std::string> names;
+  for (const auto& c : t.not_chosen) names.push_back(c.name);
+  return util::StrCat(
+      t.reason, names.empty() ? "" : util::StrCat("; not selected: ", util::StrJoin(names, ", ")));
+}
+
+// The review flag of a loss target no family rule decided.
+std::string MinimalCandidateFlag(const LossTarget& t) {
+  std::vector<std::string> names;
+  for (const auto& c : t.not_chosen) names.push_back(c.name);
+  return util::StrCat(
+      "ambiguous loss target: no family rule decided (family ", LossFamilyName(t.family),
+      "); the minimal candidate `", t.chosen.empty() ? t.expr : t.chosen.front().name,
+      "` was taken",
+      names.empty() ? "" : util::StrCat(", alternatives: ", util::StrJoin(names, ", ")));
 }
 
 }  // namespace
@@ -42,7 +42,8 @@ bool AllTensors(const nlohmann::json& items) {
 // ---------------------------------------------------------------------------------------------
 // Decision tables
 
-UnpackPlan PlanUnpack(const ProbeDoc& doc, const registry::RegistryFile* reg) {
+UnpackPlan PlanUnpack(const ProbeDoc& doc, const registry::RegistryFile* reg,
+                      std::string_view loader_doc) {
   UnpackPlan p;
   const nlohmann::json& tree = doc.tree;
   p.structure = DescribeTree(tree);
@@ -52,149 +53,97 @@ UnpackPlan PlanUnpack(const ProbeDoc& doc, const registry::RegistryFile* reg) {
         util::StrCat("already handled: unpack_forward_output returns a ", doc.unpacked_kind);
     return p;
   }
-  const std::string type = tree.value("type", "");
+  // The loss target (loss_target.h) of the whole output.
+  auto decide = [&]() -> const LossTarget& {
+    LossTargetInput in;
+    in.output_class = doc.output_class;
+    in.output_module = doc.output_module;
+    in.tree = tree;
+    in.task = doc.model_info ? doc.model_info->task : "";
+    in.loader_doc = std::string(loader_doc);
+    p.loss_target = DecideLossTarget(in);
+    const LossTarget& t = *p.loss_target;
+    p.expr = t.expr;
+    p.needs_torch = t.needs_torch;
+    p.selected = Selected(t);
+    if (!t.expr.empty() && !t.by_rule) p.review.push_back(MinimalCandidateFlag(t));
+    return t;
+  };
+  const std::string type = TypeOf(tree);
   const std::string no_registry_for_bare =
       "a bare list/tuple/dict has no class name to key a registry line on";
   if (type == "object") {
-    p.cls = tree.value("class", doc.output_class);
-    const nlohmann::json& attrs = tree.value("attrs", nlohmann::json::object());
+    auto cls = tree.find("class");
+    p.cls = cls != tree.end() && cls->is_string() ? cls->get<std::string>() : doc.output_class;
+    static const nlohmann::json kNoAttrs = nlohmann::json::object();
+    auto attrs_it = tree.find("attrs");
+    const nlohmann::json& attrs =
+        attrs_it != tree.end() && attrs_it->is_object() ? *attrs_it : kNoAttrs;
     const registry::Registration* existing = reg != nullptr ? reg->Find(p.cls) : nullptr;
     if (existing != nullptr && !existing->attr.empty()) {
-      // The registered attribute is not a tensor: the registry entry is wrong.
-      const auto it = attrs.find(existing->attr);
-      p.kind = UnpackPlan::Kind::kRemoveAndOverride;
       p.attr = existing->attr;
-      if (it != attrs.end() &&
-          (it->value("type", "") == "tuple" || it->value("type", "") == "list") &&
-          AllTensors((*it)["items"])) {
-        p.expr = util::StrCat("forward_output.", existing->attr, "[0]");
-        p.selected = util::StrCat("`", existing->attr, "` is a ", (*it)["items"].size(),
-                                  "-element ", it->value("type", ""),
-                                  " of tensors; its first element is returned as the loss "
-                                  "target, the others are dropped");
-        if ((*it)["items"].size() > 1) {
-          p.review.push_back(util::StrCat("ambiguous loss target: ", p.cls, ".", existing->attr,
-                                          " holds ", (*it)["items"].size(),
-                                          " tensors; the first was chosen"));
-        }
-      } else {
+      const auto it = attrs.find(existing->attr);
+      const std::string attr_type = it != attrs.end() ? TypeOf(*it) : "";
+      if (attr_type == "tensor") {
         p.kind = UnpackPlan::Kind::kNoFix;
-        p.review.push_back(util::StrCat("registry entry ", p.cls, " -> ", existing->attr,
-                                        " does not yield a tensor and no override could be "
-                                        "derived"));
+        p.review.push_back(util::StrCat(
+            "the registry line ", p.cls, " -> ", existing->attr,
+            " yields a tensor, yet unpack_forward_output failed: ", doc.unpacked_error));
         return p;
       }
-      p.why_not_other = util::StrCat("the registry line ", p.cls, " -> ", existing->attr,
-                                     " is wrong (not a tensor): it is deleted and this loader "
-                                     "gets an override");
+      // The registered attribute is a container, not a tensor: the registry entry is wrong.
+      if (attr_type == "tuple" || attr_type == "list" || attr_type == "dict" ||
+          attr_type == "object") {
+        if (!decide().expr.empty()) {
+          p.kind = UnpackPlan::Kind::kRemoveAndOverride;
+          p.why_not_other =
+              util::StrCat("the registry line ", p.cls, " -> ", existing->attr,
+                           " is wrong (not a tensor): it is deleted and this loader gets an "
+                           "override");
+          return p;
+        }
+      }
+      p.kind = UnpackPlan::Kind::kNoFix;
+      p.review.push_back(util::StrCat("registry entry ", p.cls, " -> ", existing->attr,
+                                      " does not yield a tensor and no override could be "
+                                      "derived"));
       return p;
     }
-    std::string chosen;
-    for (auto pref : kAttrPreference) {
-      auto it = attrs.find(std::string(pref));
-      if (it != attrs.end() && IsTensor(*it)) {
-        chosen = std::string(pref);
-        break;
-      }
-    }
-    if (chosen.empty()) {
-      std::vector<std::string> tensors;
-      for (auto it = attrs.begin(); it != attrs.end(); ++it) {
-        if (IsTensor(it.value())) tensors.push_back(it.key());
-      }
-      if (tensors.size() == 1) chosen = tensors[0];
-      if (tensors.size() > 1) {
-        p.review.push_back(util::StrCat("ambiguous loss target: ", p.cls, " has tensors ",
-                                        util::StrJoin(tensors, ", "),
-                                        "; none is a known loss "
-                                        "target"));
-      }
-    }
-    if (chosen.empty()) {
+    const LossTarget& t = decide();
+    if (t.expr.empty()) {
       p.kind = UnpackPlan::Kind::kNoFix;
       p.review.push_back(util::StrCat("no loss-relevant tensor attribute found on ", p.cls));
       return p;
     }
-    p.kind = UnpackPlan::Kind::kRegistryAdd;
-    p.attr = chosen;
-    p.selected = util::StrCat("`", chosen, "` ", Shape(attrs[chosen]),
-                              ": the loss-relevant tensor for this model family");
-    p.why_not_other = util::StrCat(
-        "a named output class whose loss target is one attribute: a "
-        "registry line (global for ",
-        p.cls, ") needs no per-loader code");
-    return p;
-  }
-  if (type == "list" || type == "tuple") {
-    const nlohmann::json& items = tree["items"];
-    p.kind = UnpackPlan::Kind::kOverride;
-    p.why_not_other = no_registry_for_bare;
-    bool heads = AllTensors(items) && items.size() >= 2;
-    if (heads) {
-      const auto& f = items[0]["shape"];
-      for (const auto& i : items) {
-        const auto& s = i["shape"];
-        heads &= s.size() == 4 && f.size() == 4 && s[1] == f[1];
-      }
-    }
-    if (heads) {
-      p.expr = "torch.cat([t.flatten(1) for t in forward_output], dim=1)";
-      p.needs_torch = true;
-      p.selected = util::StrCat("the ", items.size(),
-                                " detection-head tensors, flattened and concatenated: the "
-                                "per-scale class and box outputs the detection loss consumes");
-    } else if (AllTensors(items)) {
-      p.expr = "forward_output[0]";
-      p.selected = util::StrCat("the first element ", Shape(items[0]),
-                                ", the model's primary output; the other ", items.size() - 1,
-                                " element(s) are auxiliary and dropped");
-      if (items.size() > 1) {
-        p.review.push_back(util::StrCat("ambiguous loss target: a ", type, " of ", items.size(),
-                                        " tensors; the first was chosen"));
-      }
-    } else {
-      p.expr = "torch.cat([t.flatten() for t in extract_tensors_recursive(forward_output)])";
-      p.needs_torch = true;
-      p.selected = "every tensor of the nested structure, flattened and concatenated";
-      p.review.push_back("nested output: all tensors are returned; check the loss target");
-    }
-    return p;
-  }
-  if (type == "dict") {
-    const nlohmann::json& items = tree.value("items", nlohmann::json::object());
-    p.kind = UnpackPlan::Kind::kOverride;
-    p.why_not_other = no_registry_for_bare;
-    std::string key;
-    for (std::string_view pref : {"logits", "out", "output", "pred", "predictions"}) {
-      auto it = items.find(std::string(pref));
-      if (it != items.end() && IsTensor(*it)) {
-        key = std::string(pref);
-        break;
-      }
-    }
-    if (key.empty()) {
-      for (auto it = items.begin(); it != items.end(); ++it) {
-        if (IsTensor(it.value()) && it.key().find("aux") == std::string::npos) {
-          key = it.key();
-          break;
-        }
-      }
-    }
-    if (key.empty()) {
-      p.kind = UnpackPlan::Kind::kNoFix;
-      p.review.push_back("dict output without a tensor to select");
+    if (!t.attr.empty() && !t.per_loader) {
+      p.kind = UnpackPlan::Kind::kRegistryAdd;
+      p.attr = t.attr;
+      p.expr.clear();
+      p.why_not_other = util::StrCat(
+          "a named output class whose loss target is one attribute: a "
+          "registry line (global for ",
+          p.cls, ") needs no per-loader code");
       return p;
     }
-    p.expr = util::StrCat("forward_output[\"", key, "\"]");
-    std::vector<std::string> dropped;
-    for (auto it = items.begin(); it != items.end(); ++it) {
-      if (it.key() != key) dropped.push_back(it.key());
+    p.kind = UnpackPlan::Kind::kOverride;
+    p.why_not_other =
+        t.per_loader
+            ? util::StrCat(p.cls, " is a shared base output whose other models train on ",
+                           "last_hidden_state: a registry line (global) would change them, so this "
+                           "loader gets an override")
+            : util::StrCat("the loss target (", t.expr,
+                           ") is more than one attribute lookup, which is all a registry line "
+                           "can express");
+    return p;
+  }
+  if (type == "list" || type == "tuple" || type == "dict") {
+    if (decide().expr.empty()) {
+      p.kind = UnpackPlan::Kind::kNoFix;
+      p.review.push_back(util::StrCat(type, " output without a tensor to select"));
+      return p;
     }
-    p.selected = util::StrCat(
-        "`", key, "` ", Shape(items[key]), ", the per-pixel prediction",
-        dropped.empty()
-            ? ""
-            : util::StrCat("; auxiliary outputs (", util::StrJoin(dropped, ", "), ") are dropped"));
+    p.kind = UnpackPlan::Kind::kOverride;
+    p.why_not_other = no_registry_for_bare;
     return p;
   }
   p.kind = UnpackPlan::Kind::kNoFix;
@@ -212,11 +161,6 @@ std::string RenderOverride(const UnpackPlan& plan) {
   util::StrAppend(&out, "        What is selected and why:\n");
   util::StrAppend(&out, "            ", plan.selected, ".\n");
   util::StrAppend(&out, "        \"\"\"\n");
-  if (plan.expr.find("extract_tensors_recursive") != std::string::npos) {
-    util::StrAppend(&out,
-                    "        from third_party.tt_forge_models.tools.utils import "
-                    "extract_tensors_recursive\n\n");
-  }
   util::StrAppend(&out, "        return ", plan.expr, "\n");
   return out;
 }
@@ -252,6 +196,7 @@ absl::Status UnpackForwardOutput::ProbeAndFix(ShardRun& run) const {
   std::set<std::string> removes;
   std::optional<UnpackPlan> override_plan;
   std::vector<std::pair<EntryWork*, UnpackPlan>> plans;
+  const std::string loader_doc = LoaderDocOf(run.loader_text());
   for (auto& w : run.entries()) {
     if (run.Cancelled()) return absl::CancelledError("cancelled");
     run.Progress("probe", w.entry->key());
@@ -276,8 +221,21 @@ absl::Status UnpackForwardOutput::ProbeAndFix(ShardRun& run) const {
       run.Stop(w, "probe_failed");
       continue;
     }
-    UnpackPlan plan = PlanUnpack(d, run.registry());
+    UnpackPlan plan = PlanUnpack(d, run.registry(), loader_doc);
     w.out->set_probe_finding(util::StrCat("forward output: ", plan.structure));
+    if (plan.loss_target && !plan.loss_target->expr.empty()) {
+      const LossTarget& t = *plan.loss_target;
+      auto* lt = w.out->mutable_loss_target();
+      lt->set_family(std::string(LossFamilyName(t.family)));
+      lt->set_chosen(plan.kind == UnpackPlan::Kind::kRegistryAdd ? plan.attr : t.expr);
+      lt->set_reason(t.reason);
+      lt->set_by_rule(t.by_rule);
+      for (const auto& c : t.not_chosen) {
+        auto* n = lt->add_not_chosen();
+        n->set_name(c.name);
+        n->set_shape(c.shape);
+      }
+    }
     for (const auto& r : plan.review) run.Review(w, r);
     switch (plan.kind) {
       case UnpackPlan::Kind::kStale:

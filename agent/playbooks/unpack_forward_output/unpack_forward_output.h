@@ -1,12 +1,15 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "agent/playbooks/catalog.h"
 #include "agent/playbooks/playbook.h"
 #include "agent/playbooks/probe.h"
+#include "agent/playbooks/unpack_forward_output/loss_target.h"
 #include "common/registry/registry.h"
 
 namespace triage::playbooks {
@@ -30,8 +33,12 @@ struct UnpackPlan {
   std::string selected;      // "What is selected and why"
   std::string why_not_other;
   std::vector<std::string> review;
+  // How the loss target was chosen (loss_target.h); unset for a stale entry or no output.
+  std::optional<LossTarget> loss_target;
 };
-UnpackPlan PlanUnpack(const ProbeDoc& structure, const registry::RegistryFile* registry);
+// loader_doc: the loader's docstring and leading comments (LoaderDocOf), a family hint.
+UnpackPlan PlanUnpack(const ProbeDoc& structure, const registry::RegistryFile* registry,
+                      std::string_view loader_doc = "");
 
 // The override method (with the two-section docstring) for a plan of kind override.
 std::string RenderOverride(const UnpackPlan& plan);

@@ -82,6 +82,30 @@ TEST(ProbeDoc, MissingAndMistypedMembersReadAsDefaults) {
   EXPECT_EQ(DescribeTree(nlohmann::json::parse(R"({"type": 3})")), "");
 }
 
+// model_info (the loader's task) is read when present; documents recorded without it read as
+// unknown (docs/probe.md).
+TEST(ProbeDoc, ModelInfoIsOptional) {
+  auto docs = ParseProbeOutput(
+      R"({"schema": 1, "key": "k", "phase": "structure", "model_info": {"model": "YoloMini",)"
+      R"( "variant": "N", "task": "cv_object_det", "source": "github"}})"
+      "\n"
+      R"({"schema": 1, "key": "k", "phase": "structure"})"
+      "\n"
+      R"({"schema": 1, "key": "k", "phase": "structure", "model_info": null})"
+      "\n"
+      R"({"schema": 1, "key": "k", "phase": "structure", "model_info": {"task": 3}})");
+  ASSERT_TRUE(docs.ok()) << docs.status();
+  ASSERT_EQ(docs->size(), 4u);
+  ASSERT_TRUE((*docs)[0].model_info.has_value());
+  EXPECT_EQ((*docs)[0].model_info->task, "cv_object_det");
+  EXPECT_EQ((*docs)[0].model_info->model, "YoloMini");
+  EXPECT_EQ((*docs)[0].model_info->source, "github");
+  EXPECT_FALSE((*docs)[1].model_info.has_value());
+  EXPECT_FALSE((*docs)[2].model_info.has_value());
+  ASSERT_TRUE((*docs)[3].model_info.has_value());
+  EXPECT_EQ((*docs)[3].model_info->task, "");
+}
+
 TEST(PlanUnpack, DecisionTable) {
   auto reg = registry::RegistryFile::Parse("training_utils.py",
                                            "_register_attr(\"WrongOutput\", \"logits\")\n");
@@ -93,6 +117,7 @@ TEST(PlanUnpack, DecisionTable) {
     UnpackPlan::Kind kind;
     std::string cls, attr, expr;
     bool review;
+    std::string task = "";  // the loader's model_info task
   };
   const Case cases[] = {
       {"named class, logits -> registry",
@@ -107,8 +132,9 @@ TEST(PlanUnpack, DecisionTable) {
        false, UnpackPlan::Kind::kRegistryAdd, "MiniEncoderOutput", "last_hidden_state", "", false},
       {"one tensor attribute", Object("Weird", {{"scores", Tensor({2})}}), false,
        UnpackPlan::Kind::kRegistryAdd, "Weird", "scores", "", false},
+      // No family rule: the minimal candidate, flagged (loss_target_test.cc has the details).
       {"ambiguous named class", Object("Weird2", {{"a", Tensor({2})}, {"b", Tensor({3})}}), false,
-       UnpackPlan::Kind::kNoFix, "Weird2", "", "", true},
+       UnpackPlan::Kind::kRegistryAdd, "Weird2", "a", "", true},
       {"wrong registry entry -> remove + override",
        Object("WrongOutput",
               {{"logits",
@@ -123,7 +149,17 @@ TEST(PlanUnpack, DecisionTable) {
        "",
        "",
        "torch.cat([t.flatten(1) for t in forward_output], dim=1)",
-       false},
+       false,
+       "cv_object_det"},
+      {"same heads, no family known -> the first, for review",
+       {{"type", "list"},
+        {"items", {Tensor({1, 8, 8, 8}), Tensor({1, 8, 4, 4}), Tensor({1, 8, 2, 2})}}},
+       false,
+       UnpackPlan::Kind::kOverride,
+       "",
+       "",
+       "forward_output[0]",
+       true},
       {"plain tuple -> first element",
        {{"type", "tuple"}, {"items", {Tensor({2, 2}), Tensor({2, 2}), Tensor({2, 8})}}},
        false,
@@ -141,20 +177,32 @@ TEST(PlanUnpack, DecisionTable) {
        "",
        "forward_output[\"out\"]",
        false},
-      {"nested -> every tensor",
+      {"nested, one tensor -> that tensor",
        {{"type", "list"}, {"items", {{{"type", "dict"}, {"items", {{"x", Tensor({1})}}}}}}},
        false,
        UnpackPlan::Kind::kOverride,
        "",
        "",
-       "torch.cat([t.flatten() for t in extract_tensors_recursive(forward_output)])",
+       "forward_output[0][\"x\"]",
+       false},
+      {"nested, several tensors -> one of them, never all",
+       {{"type", "list"},
+        {"items",
+         {{{"type", "dict"}, {"items", {{"hm", Tensor({1, 2, 8, 8})}, {"wh", Tensor({1, 2})}}}}}}},
+       false,
+       UnpackPlan::Kind::kOverride,
+       "",
+       "",
+       "forward_output[0][\"hm\"]",
        true},
       {"already handled -> stale",
        Object("MiniBaseModelOutput", {{"last_hidden_state", Tensor({1})}}), true,
        UnpackPlan::Kind::kStale, "", "", "", false},
   };
   for (const auto& c : cases) {
-    UnpackPlan p = PlanUnpack(Doc("k", "structure", c.tree, c.unpacked_ok), &*reg);
+    ProbeDoc d = Doc("k", "structure", c.tree, c.unpacked_ok);
+    if (!c.task.empty()) d.model_info = ProbeDoc::ModelInfo{"M", "", c.task, "github"};
+    UnpackPlan p = PlanUnpack(d, &*reg);
     EXPECT_EQ(p.kind, c.kind) << c.name;
     EXPECT_EQ(p.cls, c.cls) << c.name;
     EXPECT_EQ(p.attr, c.attr) << c.name;
@@ -440,6 +488,8 @@ TEST_F(PlaybookRunTest, UnpackRegistryPathVerifiesAndDecidesEveryVariant) {
   const auto& a = r->entries(0);
   EXPECT_EQ(a.fix_path(), "registry");
   EXPECT_EQ(a.output_class(), "MiniOutput");
+  EXPECT_EQ(a.loss_target().chosen(), "logits") << "a registry line names the attribute";
+  EXPECT_TRUE(a.loss_target().by_rule()) << "the output's only tensor";
   EXPECT_TRUE(a.changed());
   EXPECT_EQ(a.verdict(), "pass");
   EXPECT_EQ(a.edit().set(0).value().string_value(), "EXPECTED_PASSING");
@@ -468,6 +518,16 @@ TEST_F(PlaybookRunTest, UnpackOverridePathWritesTheLoaderAndIsolatesACrash) {
   EXPECT_EQ(r->entries(0).edit().set(0).value().string_value(), "NOT_SUPPORTED_SKIP");
   EXPECT_EQ(r->entries(1).verdict(), "pass");
   EXPECT_EQ(r->entries(0).fix_path(), "override");
+  // Nothing names the family: the minimal candidate, flagged, with the alternative listed.
+  const auto& t = r->entries(0).loss_target();
+  EXPECT_EQ(t.family(), "unknown");
+  EXPECT_EQ(t.chosen(), "forward_output[0]");
+  EXPECT_FALSE(t.by_rule());
+  ASSERT_EQ(t.not_chosen_size(), 1);
+  EXPECT_EQ(t.not_chosen(0).name(), "[1]");
+  EXPECT_EQ(t.not_chosen(0).shape(), "(2, 5)");
+  ASSERT_GE(r->entries(0).review_size(), 1);
+  EXPECT_NE(r->entries(0).review(0).find("alternatives: [1]"), std::string::npos);
 }
 
 TEST_F(PlaybookRunTest, ExistingOverrideSkipsTheProbe) {

@@ -1070,6 +1070,72 @@ TEST(Report, EachEntryShowsItsLoaderAndRegistryHunks) {
   EXPECT_EQ(c.find("AlphaOutput"), std::string::npos) << c;
 }
 
+// The loss target of unpack_forward_output: its family, whether a rule decided, and the
+// alternatives with their shapes, in report.md and report.json.
+TEST(Report, LossTargetShowsTheAlternatives) {
+  Sweep s;
+  s.archs = {"n150"};
+  auto with_target = [](v1::EntryOutcome o, const std::string& family, const std::string& chosen,
+                        bool by_rule, std::vector<std::pair<std::string, std::string>> others) {
+    o.set_fix_path("override");
+    auto* t = o.mutable_loss_target();
+    t->set_family(family);
+    t->set_chosen(chosen);
+    t->set_reason("why");
+    t->set_by_rule(by_rule);
+    for (const auto& [name, shape] : others) {
+      auto* c = t->add_not_chosen();
+      c->set_name(name);
+      c->set_shape(shape);
+    }
+    return o;
+  };
+  v1::EntryOutcome flagged =
+      with_target(Outcome(kB, "n150", PassEdit(kB)), "unknown", "forward_output[0]", false,
+                  {{"[1]", "(2, 5)"}, {"[2]", "tuple of 2 tensors (2, 8)"}});
+  flagged.add_review("ambiguous loss target: no family rule decided (family unknown)");
+  s.AddResult(s.AddShard("b", 1, "n150"), WithOutcomes({flagged}));
+  s.AddResult(s.AddShard("c", 1, "n150"),
+              WithOutcomes({with_target(Outcome(kC, "n150", PassEdit(kC)), "question_answering",
+                                        "torch.stack((forward_output.start_logits, "
+                                        "forward_output.end_logits), dim=-1)",
+                                        true, {})}));
+  auto merged = Merge(s.Input());
+  ASSERT_TRUE(merged.ok()) << merged.status();
+  coord::SweepRecord sweep;
+  sweep.id = "sw-1";
+  sweep.archs = s.archs;
+  ReportInput in;
+  in.sweep = &sweep;
+  in.merge = &*merged;
+  const BuiltReport report = BuildReport(in);
+
+  const std::string b = Section(report.markdown, kB);
+  EXPECT_NE(b.find("- **loss target** unknown, minimal candidate, for review: "
+                   "`forward_output[0]`; not chosen: `[1]` (2, 5); `[2]` tuple of 2 tensors "
+                   "(2, 8)\n"),
+            std::string::npos)
+      << b;
+  EXPECT_NE(b.find("- **review** ambiguous loss target"), std::string::npos) << b;
+  const std::string c = Section(report.markdown, kC);
+  EXPECT_NE(c.find("- **loss target** question\\_answering, by a family rule: "
+                   "`torch.stack((forward_output.start_logits, forward_output.end_logits), "
+                   "dim=-1)`\n"),
+            std::string::npos)
+      << c;
+
+  const nlohmann::json j = nlohmann::json::parse(report.json);
+  bool seen = false;
+  for (const auto& e : j["entries"]) {
+    if (e["key"] != kB) continue;
+    seen = true;
+    EXPECT_EQ(e["loss_target"]["by_rule"], false);
+    EXPECT_EQ(e["loss_target"]["not_chosen"][0],
+              nlohmann::json({{"name", "[1]"}, {"shape", "(2, 5)"}}));
+  }
+  EXPECT_TRUE(seen) << report.json;
+}
+
 TEST(Report, EvidenceLabelsNameTheArchAndTheWave) {
   EXPECT_EQ(EvidenceLabel({"evidence/w1-verify-n150-u-a/junit/01-verify.xml", "n150", 1}),
             "n150: 01-verify.xml");
