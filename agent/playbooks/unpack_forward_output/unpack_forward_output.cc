@@ -115,7 +115,9 @@ UnpackPlan PlanUnpack(const ProbeDoc& doc, const registry::RegistryFile* reg,
       p.review.push_back(util::StrCat("no loss-relevant tensor attribute found on ", p.cls));
       return p;
     }
-    if (!t.attr.empty() && !t.per_loader) {
+    // A registry line is global for the class: only a choice a family rule made goes there. A
+    // minimal candidate stays on this loader (an override) until a person confirms it.
+    if (!t.attr.empty() && !t.per_loader && t.by_rule) {
       p.kind = UnpackPlan::Kind::kRegistryAdd;
       p.attr = t.attr;
       p.expr.clear();
@@ -126,14 +128,21 @@ UnpackPlan PlanUnpack(const ProbeDoc& doc, const registry::RegistryFile* reg,
       return p;
     }
     p.kind = UnpackPlan::Kind::kOverride;
-    p.why_not_other =
-        t.per_loader
-            ? util::StrCat(p.cls, " is a shared base output whose other models train on ",
-                           "last_hidden_state: a registry line (global) would change them, so this "
-                           "loader gets an override")
-            : util::StrCat("the loss target (", t.expr,
-                           ") is more than one attribute lookup, which is all a registry line "
-                           "can express");
+    if (t.per_loader) {
+      p.why_not_other =
+          util::StrCat(p.cls, " is a shared base output whose other models train on ",
+                       "last_hidden_state: a registry line (global) would change them, so this "
+                       "loader gets an override");
+    } else if (!t.by_rule) {
+      p.why_not_other = util::StrCat(
+          "no family rule decided the loss target: a registry line (global for ", p.cls,
+          ") would carry a guess to every model returning it, so this "
+          "loader gets an override until a person confirms the choice");
+    } else {
+      p.why_not_other = util::StrCat("the loss target (", t.expr,
+                                     ") is more than one attribute lookup, which is all a "
+                                     "registry line can express");
+    }
     return p;
   }
   if (type == "list" || type == "tuple" || type == "dict") {

@@ -132,9 +132,10 @@ TEST(PlanUnpack, DecisionTable) {
        false, UnpackPlan::Kind::kRegistryAdd, "MiniEncoderOutput", "last_hidden_state", "", false},
       {"one tensor attribute", Object("Weird", {{"scores", Tensor({2})}}), false,
        UnpackPlan::Kind::kRegistryAdd, "Weird", "scores", "", false},
-      // No family rule: the minimal candidate, flagged (loss_target_test.cc has the details).
+      // No family rule: the minimal candidate, flagged (loss_target_test.cc has the details),
+      // kept on this loader: a guess never becomes a global registry line.
       {"ambiguous named class", Object("Weird2", {{"a", Tensor({2})}, {"b", Tensor({3})}}), false,
-       UnpackPlan::Kind::kRegistryAdd, "Weird2", "a", "", true},
+       UnpackPlan::Kind::kOverride, "Weird2", "", "forward_output.a", true},
       {"wrong registry entry -> remove + override",
        Object("WrongOutput",
               {{"logits",
