@@ -303,6 +303,7 @@ int main(int argc, char** argv) {
   options.exec.probe_timeout = std::chrono::seconds(cfg.probe_timeout_seconds);
   options.exec.pytest_timeout = std::chrono::seconds(cfg.pytest_timeout_seconds);
   options.exec.command_timeout = std::chrono::seconds(cfg.command_timeout_seconds);
+  options.exec.playbooks = cfg.playbooks;
   options.exit_when_drained = cfg.exit_when_drained;
   options.max_shards = static_cast<int>(cfg.max_shards);
 

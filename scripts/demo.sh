@@ -206,6 +206,10 @@ print(f"   sweep {r['sweep']} {r['state']}: {t['decided']} of {t['entries']} ent
 for k, v in sorted(t["by_outcome"].items()):
     print(f"     {k:<36} {v}")
 print(f"   flagged for review: {t['review']}, entries in conflict: {t['conflicted_entries']}")
+# Entries on which one shard ran several playbooks (docs/playbooks.md, "Chaining").
+for e in r["entries"]:
+    if len(e.get("playbooks", [])) > 1:
+        print(f"   chained: {e['key']}: {' -> '.join(e['playbooks'])} (fix {e.get('fix_path', '?')})")
 # The same counts as `triagectl sweep status` (one function computes both).
 e = json.load(open(sys.argv[2]))["entries"]
 same = (e.get("by_outcome", {}) == t["by_outcome"] and e.get("review", 0) == t["review"]

@@ -21,6 +21,9 @@ struct ExecSettings {
   std::chrono::seconds pytest_timeout{3600};
   std::chrono::seconds command_timeout{0};  // 0: the shard's timeout
   std::filesystem::path probe_script;       // agent/scripts/triage_probe.py
+  // The playbooks this agent runs (empty: all): a shard's chain (docs/playbooks.md, "Chaining")
+  // goes on only with these.
+  std::vector<std::string> playbooks;
 };
 
 // What an executor gets for one shard attempt.

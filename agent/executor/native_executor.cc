@@ -1,8 +1,11 @@
 #include "agent/executor/native_executor.h"
 
+#include <algorithm>
+
 #include "agent/executor/native_tools.h"
 #include "agent/executor/replay_tools.h"
 #include "agent/playbooks/playbooks.h"
+#include "agent/playbooks/registry.h"
 #include "agent/workspace/workspace.h"
 #include "common/evidence/evidence_layout.h"
 #include "common/util/strings.h"
@@ -46,6 +49,12 @@ absl::StatusOr<v1::ShardResult> NativeExecutor::Run(ExecContext& ctx) {
     if (ctx.progress) ctx.progress(step, entry, {});
   };
   pc.cancelled = ctx.cancelled;
+  // A chain goes on with the playbooks this agent runs, as its leases do.
+  const std::vector<std::string>& mine = ctx.settings.playbooks;
+  pc.chain = [&mine](std::string_view name) -> const playbooks::Playbook* {
+    if (!mine.empty() && std::find(mine.begin(), mine.end(), name) == mine.end()) return nullptr;
+    return playbooks::FindPlaybook(name);
+  };
   // Probe documents, JUnit files and recorded evidence are input from files and subprocesses: a
   // shape the playbook code did not expect fails this shard with the reason, never the agent.
   try {

@@ -14,6 +14,8 @@
 
 namespace triage::playbooks {
 
+class Playbook;
+
 // Where a playbook runs: the shard, the prepared workspace (sweep commits + pre-applied edits)
 // and the tools that answer device-side questions.
 struct PlaybookContext {
@@ -22,6 +24,10 @@ struct PlaybookContext {
   PlaybookTools* tools = nullptr;
   std::function<void(const std::string& step, const std::string& entry)> progress;
   std::function<bool()> cancelled;
+  // The runner of a playbook an entry's stop names (NEEDS_PLAYBOOK), which the shard runs next
+  // on that entry (docs/playbooks.md, "Chaining"); null: this agent does not run it, the stop
+  // stays. Unset: every registered playbook with a runner (FindPlaybook).
+  std::function<const Playbook*(std::string_view name)> chain;
 };
 
 // What a phase of a shard runs (docs/playbooks.md, "Phases").
@@ -55,7 +61,8 @@ class Playbook {
   std::string_view Version() const { return Catalog().version; }
   std::span<const std::string_view> ProbeModes() const { return Catalog().probe_modes; }
   // The gate: whether an entry of this flavor is one this playbook takes, by the flavors of its
-  // classification rule (docs/classify.md).
+  // classification rule (docs/classify.md). Entries another playbook's stop chains to it keep
+  // that playbook's flavor and are not gated (docs/playbooks.md, "Chaining").
   bool Takes(std::string_view flavor) const;
 
   // The plan of phases: FULL probes, fixes and verifies; PROBE probes and fixes (no device;

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <map>
+#include <numeric>
 
+#include "agent/playbooks/registry.h"
 #include "common/diff/unified_diff.h"
 #include "common/inventory/document.h"
 #include "common/inventory/key.h"
@@ -14,6 +16,29 @@ namespace {
 
 using inventory::kForgeModelsPrefix;
 
+// A chained playbook's fix path after the earlier ones' ("loader_dtype" then "registry":
+// "loader_dtype+registry"); "none" only when no playbook of the chain fixed anything.
+std::string ChainFixPath(const std::string& earlier, const std::string& now) {
+  std::vector<std::string> parts;
+  for (const std::string* p : {&earlier, &now}) {
+    if (!p->empty() && *p != "none") parts.push_back(*p);
+  }
+  if (!parts.empty()) return util::StrJoin(parts, "+");
+  return earlier.empty() && now.empty() ? "" : "none";
+}
+
+// A chained playbook's finding after the earlier ones': both, the later named.
+std::string ChainText(const std::string& earlier, std::string_view playbook,
+                      const std::string& now) {
+  if (now.empty()) return earlier;
+  if (earlier.empty()) return now;
+  return util::StrCat(earlier, "; then ", playbook, ": ", now);
+}
+
+bool Ran(const v1::EntryOutcome& o, std::string_view playbook) {
+  return std::find(o.playbooks().begin(), o.playbooks().end(), playbook) != o.playbooks().end();
+}
+
 }  // namespace
 
 ShardRun::ShardRun(PlaybookContext& ctx, const Playbook& playbook)
@@ -23,7 +48,7 @@ absl::StatusOr<v1::ShardResult> ShardRun::Run() {
   if (auto st = Init(); !st.ok()) return st;
   const PhasePlan plan = playbook_.Plan(spec_.phase());
   if (plan.probe_and_fix) {
-    if (auto st = playbook_.ProbeAndFix(*this); !st.ok()) return st;
+    if (auto st = ProbeAndFix(); !st.ok()) return st;
   }
   if (!plan.verify) {
     // Verified by a later phase (docs/playbooks.md, "Phases").
@@ -118,6 +143,96 @@ absl::Status ShardRun::Init() {
     work_.push_back(std::move(w));
   }
   return absl::OkStatus();
+}
+
+absl::Status ShardRun::ProbeAndFix() {
+  for (auto& w : work_) w.out->add_playbooks(std::string(playbook_.Name()));
+  if (auto st = playbook_.ProbeAndFix(*this); !st.ok()) return st;
+  // Chaining (docs/playbooks.md, "Chaining"): an entry stopped for another playbook that this
+  // agent runs goes on with it, on the same loader and workspace, until no stop names one that
+  // can run. A playbook already run on an entry is not run on it again (no cycles).
+  std::vector<std::size_t> pending(work_.size());
+  std::iota(pending.begin(), pending.end(), 0);
+  for (;;) {
+    const Playbook* next = nullptr;
+    std::vector<std::size_t> now, later;
+    for (std::size_t i : pending) {
+      EntryWork& w = work_[i];
+      const std::string& name = w.out->needs_playbook();
+      if (w.out->disposition() != v1::EntryOutcome::NEEDS_PLAYBOOK || name.empty()) continue;
+      const Playbook* p = ChainTarget(name);
+      if (p == nullptr) {
+        Review(w,
+               util::StrCat("needs the ", name, " playbook first, which this agent does not run"));
+        continue;
+      }
+      if (Ran(*w.out, p->Name())) {
+        Review(w, util::StrCat("needs the ", name,
+                               " playbook, which already ran on it in this shard: not run again"));
+        continue;
+      }
+      if (next == nullptr) next = p;
+      (p->Name() == next->Name() ? now : later).push_back(i);
+    }
+    if (next == nullptr) return absl::OkStatus();
+    if (Cancelled()) return absl::CancelledError("cancelled");
+    if (auto st = RunChained(*next, now); !st.ok()) return st;
+    pending = std::move(later);
+    pending.insert(pending.end(), now.begin(), now.end());
+    std::sort(pending.begin(), pending.end());
+  }
+}
+
+const Playbook* ShardRun::ChainTarget(std::string_view name) const {
+  return ctx_.chain ? ctx_.chain(name) : FindPlaybook(name);
+}
+
+absl::Status ShardRun::RunChained(const Playbook& playbook, const std::vector<std::size_t>& at) {
+  // What the earlier playbooks found and fixed; the chained one starts from a lifted stop.
+  struct Earlier {
+    std::string fix_path, probe_finding, why_not_other, output_class;
+    bool fixed = false;
+  };
+  std::vector<Earlier> earlier;
+  chained_.clear();
+  for (std::size_t i : at) {
+    EntryWork w = work_[i];
+    v1::EntryOutcome& o = *w.out;
+    earlier.push_back(
+        {o.fix_path(), o.probe_finding(), o.why_not_other(), o.output_class(), w.fixed});
+    o.clear_verdict();
+    o.clear_disposition();
+    o.clear_needs_playbook();
+    o.clear_fix_path();
+    o.clear_probe_finding();
+    o.clear_why_not_other();
+    o.clear_output_class();
+    o.add_playbooks(std::string(playbook.Name()));
+    w.verify = true;
+    w.fixed = false;
+    w.probe.reset();
+    w.probe32.reset();
+    chained_.push_back(std::move(w));
+  }
+  Progress(util::StrCat("chain ", playbook.Name()));
+  entries_ = &chained_;
+  absl::Status st = playbook.ProbeAndFix(*this);
+  entries_ = &work_;
+  for (std::size_t k = 0; k < at.size(); ++k) {
+    EntryWork& w = work_[at[k]];
+    w = std::move(chained_[k]);
+    const Earlier& e = earlier[k];
+    v1::EntryOutcome& o = *w.out;
+    w.fixed = w.fixed || e.fixed;
+    o.set_fix_path(ChainFixPath(e.fix_path, o.fix_path()));
+    o.set_probe_finding(ChainText(e.probe_finding, playbook.Name(), o.probe_finding()));
+    o.set_why_not_other(ChainText(e.why_not_other, playbook.Name(), o.why_not_other()));
+    // A later playbook that did not see the output (its probe failed before it) leaves the
+    // class an earlier one saw: registry-global waves key on it.
+    if (o.output_class().empty()) o.set_output_class(e.output_class);
+  }
+  chained_.clear();
+  return st;
 }
 
 absl::Status ShardRun::WriteRegistry() {

@@ -31,17 +31,22 @@ struct EntryWork {
 };
 
 // The common layer every playbook runs on: reads the shard's loader, registry and current YAML,
-// runs the playbook's phases, verifies and finishes the result (diffs and evidence).
+// runs the playbook's phases, chains the playbooks its stops name (docs/playbooks.md,
+// "Chaining"), verifies and finishes the result (diffs and evidence).
 class ShardRun {
  public:
   ShardRun(PlaybookContext& ctx, const Playbook& playbook);
+  ShardRun(const ShardRun&) = delete;
+  ShardRun& operator=(const ShardRun&) = delete;
 
   absl::StatusOr<v1::ShardResult> Run();
 
   // --- for the playbooks' ProbeAndFix and Decide
   const v1::ShardSpec& spec() const { return spec_; }
   PlaybookTools& tools() { return *ctx_.tools; }
-  std::vector<EntryWork>& entries() { return work_; }
+  // The entries the running playbook works on: every entry of the shard, or, while a chained
+  // playbook runs, the entries whose stop named it.
+  std::vector<EntryWork>& entries() { return *entries_; }
   v1::ShardResult& result() { return result_; }
   // The loader as the playbook has edited it so far; WriteLoader() writes it to the workspace.
   std::string& loader_text() { return loader_text_; }
@@ -54,13 +59,19 @@ class ShardRun {
   void Progress(const std::string& step, const std::string& entry = "");
   static void Review(EntryWork& w, const std::string& note);
   // The entry stops here (no verification): its verdict and why it stopped. disposition is
-  // NEEDS_REVIEW or NEEDS_PLAYBOOK (then needs_playbook names the playbook to run first).
+  // NEEDS_REVIEW or NEEDS_PLAYBOOK (then needs_playbook names the playbook to run first; the
+  // shard runs it next when this agent has it, docs/playbooks.md "Chaining").
   static void Stop(EntryWork& w, const std::string& verdict,
                    v1::EntryOutcome::Disposition disposition = v1::EntryOutcome::NEEDS_REVIEW,
                    const std::string& needs_playbook = "");
 
  private:
   absl::Status Init();
+  // The shard's playbook on every entry, then the chain.
+  absl::Status ProbeAndFix();
+  // A chained playbook on the entries of work_ at these places.
+  absl::Status RunChained(const Playbook& playbook, const std::vector<std::size_t>& at);
+  const Playbook* ChainTarget(std::string_view name) const;
   absl::Status Verify();
   absl::StatusOr<v1::ShardResult> Finish();
 
@@ -69,6 +80,8 @@ class ShardRun {
   const Playbook& playbook_;
   v1::ShardResult result_;
   std::vector<EntryWork> work_;
+  std::vector<EntryWork> chained_;  // a chained playbook's entries while it runs
+  std::vector<EntryWork>* entries_ = &work_;
   std::filesystem::path loader_path_;
   std::string loader_original_;
   std::string loader_text_;

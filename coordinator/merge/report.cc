@@ -123,6 +123,39 @@ std::map<std::string, std::vector<diff::Hunk>> ForgeHunksByFile(const std::strin
   return out;
 }
 
+// The steps of a fix path: "loader_dtype+registry" (a chain, docs/playbooks.md "Chaining") is
+// "loader_dtype" then "registry"; "registry_remove+override" is two steps of one playbook.
+std::vector<std::string_view> FixSteps(std::string_view fix_path) {
+  std::vector<std::string_view> steps;
+  while (!fix_path.empty()) {
+    const std::size_t plus = fix_path.find('+');
+    steps.push_back(fix_path.substr(0, plus));
+    if (plus == std::string_view::npos) break;
+    fix_path.remove_prefix(plus + 1);
+  }
+  return steps;
+}
+
+bool HasFixStep(const EntryMerge& e, std::string_view prefix, bool exact) {
+  if (!e.probe) return false;
+  for (std::string_view step : FixSteps(e.probe->fix_path())) {
+    if (exact ? step == prefix : step.starts_with(prefix)) return true;
+  }
+  return false;
+}
+
+// Every playbook that ran on the entry, in order: the chain of its probing phase's outcome, else
+// the shard's playbook.
+std::vector<std::string> PlaybooksOf(const EntryMerge& e) {
+  if (e.probe && e.probe->playbooks_size() > 0) {
+    return {e.probe->playbooks().begin(), e.probe->playbooks().end()};
+  }
+  for (const auto& [arch, o] : e.outcomes) {
+    if (o.playbooks_size() > 0) return {o.playbooks().begin(), o.playbooks().end()};
+  }
+  return {e.playbook};
+}
+
 // How many entries of the sweep return each output class: what a registry line covers.
 using ClassCounts = std::map<std::string, int>;
 
@@ -199,7 +232,7 @@ EntryFacts FactsOf(const EntryMerge& e, const ReportInput& in,
   f.targets =
       tp ? std::vector<std::string>{std::string(inventory::kTensorParallelArch)} : sweep.archs;
   f.review = e.review;
-  if (e.probe && e.probe->fix_path() == "registry") {
+  if (HasFixStep(e, "registry", /*exact=*/true)) {
     const int n = EntriesOfClass(per_class, e.probe->output_class());
     if (n >= in.many_entries) {
       f.review.push_back(util::StrCat("the registry line for ", e.probe->output_class(),
@@ -242,6 +275,7 @@ json EntryJson(const EntryMerge& e, const EntryFacts& f, const std::vector<std::
   entry["key"] = e.key;
   entry["file"] = e.file;
   entry["playbook"] = e.playbook;
+  entry["playbooks"] = PlaybooksOf(e);
   entry["flavor"] = e.flavor;
   entry["loader"] = e.loader;
   entry["wave"] = e.wave;
@@ -443,8 +477,7 @@ std::string ForgeDiffMd(const EntryMerge& e,
     util::StrAppend(&md, "- **loader diff** `", loader_rel, "`\n\n",
                     Fenced("diff", HunksText(h->second)));
   }
-  if (e.probe && std::string_view(e.probe->fix_path()).starts_with("registry") &&
-      !e.probe->output_class().empty()) {
+  if (HasFixStep(e, "registry", /*exact=*/false) && !e.probe->output_class().empty()) {
     const std::string registry_path = RegistryPath();
     auto h = forge_hunks.find(registry_path);
     if (h != forge_hunks.end()) {
@@ -518,6 +551,9 @@ std::string EntryMd(const EntryMerge& e, const EntryFacts& f,
   util::StrAppend(&md, "### ", Md(e.key), "\n\n");
   util::StrAppend(&md, "- **loader** `", e.loader, "` · playbook ", e.playbook, " / ", e.flavor,
                   " · wave ", e.wave, "\n");
+  if (const auto chain = PlaybooksOf(e); chain.size() > 1) {
+    util::StrAppend(&md, "- **chain** ", util::StrJoin(chain, " → "), "\n");
+  }
   util::StrAppend(
       &md, "- **outcome** ", f.label.empty() ? "no result" : f.label,
       e.placement == EntryMerge::Placement::kPerArch ? " (per arch: arch_overrides)" : "", "\n");

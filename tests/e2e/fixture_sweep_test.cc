@@ -1,7 +1,8 @@
 // The whole farm on the ttxla-mini fixture with real processes, real torch and real pytest:
 // a coordinator, three agents (n150, p150, cpu_only) and triagectl.
 //  1. Every entry reaches its ground-truth outcome per arch (tests/fixtures/ttxla-mini/
-//     ground_truth.yaml), with the expected registry lines, loader edits and the second wave.
+//     ground_truth.yaml), with the expected registry lines, loader edits, the second wave and
+//     the playbooks that ran on it (a chain: dtype_bfloat16, then unpack_forward_output).
 //  2. The patches apply to a fresh copy, and the fixture's own pytest with the new YAML (no
 //     --force-run, no --runxfail) passes every EXPECTED_PASSING entry, xfails every
 //     KNOWN_FAILURE_XFAIL entry, and nothing errors.
@@ -214,7 +215,7 @@ TEST_F(FixtureSweepTest, NativeSweepReachesTheGroundTruthAndReplayAgrees) {
   ASSERT_TRUE(report.is_object());
   std::map<std::string, json> entries;
   for (const auto& e : report["entries"]) entries[e["key"]] = e;
-  int checked = 0;
+  int checked = 0, chained = 0;
   for (const auto& kv : truth["entries"]) {
     const std::string key = kv.first.as<std::string>();
     SCOPED_TRACE(key);
@@ -223,6 +224,13 @@ TEST_F(FixtureSweepTest, NativeSweepReachesTheGroundTruthAndReplayAgrees) {
     EXPECT_EQ(e["playbook"], kv.second["playbook"].as<std::string>());
     EXPECT_EQ(e["flavor"], kv.second["flavor"].as<std::string>());
     EXPECT_EQ(e["wave"], kv.second["wave"].as<int>()) << "the wave whose result is final";
+    json chain = json::array({kv.second["playbook"].as<std::string>()});
+    if (kv.second["playbooks"]) {
+      chain = json::array();
+      for (const auto& p : kv.second["playbooks"]) chain.push_back(p.as<std::string>());
+    }
+    EXPECT_EQ(e["playbooks"], chain) << "the playbooks that ran on it, in order";
+    chained += chain.size() > 1;
     for (const auto& arch : kv.second["expected"]) {
       const std::string a = arch.first.as<std::string>();
       EXPECT_EQ(e["arch_outcomes"][a], Expected(arch.second))
@@ -234,6 +242,7 @@ TEST_F(FixtureSweepTest, NativeSweepReachesTheGroundTruthAndReplayAgrees) {
     }
   }
   EXPECT_GE(checked, 36);
+  EXPECT_GE(chained, 1) << "no entry of the fixture was chained";
   for (const auto& k : truth["not_selected"]) {
     EXPECT_FALSE(entries.count(k.as<std::string>())) << k.as<std::string>() << " was touched";
   }
@@ -342,6 +351,7 @@ TEST_F(FixtureSweepTest, NativeSweepReachesTheGroundTruthAndReplayAgrees) {
     ASSERT_TRUE(replayed.count(key)) << key;
     EXPECT_EQ(replayed[key]["arch_outcomes"], e["arch_outcomes"]) << key;
     EXPECT_EQ(replayed[key]["fix_path"], e["fix_path"]) << key;
+    EXPECT_EQ(replayed[key]["playbooks"], e["playbooks"]) << key;
   }
   EXPECT_EQ(testing::ReadFileOrDie(dir_ / "out-replay/tt-xla.patch"),
             testing::ReadFileOrDie(dir_ / "out-native/tt-xla.patch"));
@@ -377,6 +387,7 @@ TEST_F(FixtureSweepTest, NativeSweepReachesTheGroundTruthAndReplayAgrees) {
     ASSERT_TRUE(replayed2.count(key)) << key;
     EXPECT_EQ(replayed2[key]["arch_outcomes"], e["arch_outcomes"]) << key;
     EXPECT_EQ(replayed2[key]["fix_path"], e["fix_path"]) << key;
+    EXPECT_EQ(replayed2[key]["playbooks"], e["playbooks"]) << key;
     EXPECT_EQ(replayed2[key]["evidence"].empty(), replayed[key]["evidence"].empty()) << key;
   }
   EXPECT_EQ(testing::ReadFileOrDie(dir_ / "out-replay2/tt-xla.patch"),

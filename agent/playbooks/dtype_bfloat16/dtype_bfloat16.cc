@@ -35,17 +35,21 @@ std::string_view DtypeRowName(DtypeRow row) {
   return "?";
 }
 
+bool UnpackFailed(const ProbeDoc& d) {
+  if (d.has_unpacked && !d.unpacked_ok) return true;
+  return d.error && d.error->message.find("unpack_forward_output") != std::string::npos;
+}
+
 DtypeRow ClassifyDtype(const ProbeDoc& bf16, const ProbeDoc& f32) {
-  auto unpack_failed = [](const ProbeDoc& d) {
-    if (d.has_unpacked && !d.unpacked_ok) return true;
-    return d.error && d.error->message.find("unpack_forward_output") != std::string::npos;
-  };
-  if (unpack_failed(bf16) || unpack_failed(f32)) return DtypeRow::kNeedsUnpack;
+  // The forward pass ran in bfloat16: no dtype failure to fix, only unpack_forward_output's.
+  if (UnpackFailed(bf16)) return DtypeRow::kNeedsUnpack;
   if (bf16.ok) return DtypeRow::kNotReproduced;
   // The probe runs this phase in bfloat16, so the dtype signature alone is the gate here (older
   // torch words some of these errors without "BFloat16").
   if (!bf16.error || !HasBf16Signature(bf16.error->message)) return DtypeRow::kOtherError;
-  if (!f32.ok) return DtypeRow::kEscalate;
+  // A float32 phase that fails only in unpack_forward_output ran the forward pass: the dtype row
+  // goes on, and the unpack_forward_output playbook follows it on the fixed loader.
+  if (!f32.ok && !UnpackFailed(f32)) return DtypeRow::kEscalate;
   return DtypeRow::kProceed;
 }
 
@@ -59,13 +63,26 @@ class DtypeBfloat16 : public Playbook {
  public:
   const CatalogEntry& Catalog() const override { return kCatalog; }
   absl::Status ProbeAndFix(ShardRun& run) const override;
+
+ private:
+  // The proceed row: the loader fix for cross-dtype entries (re-probed), the reason otherwise.
+  // Entries whose re-probe shows unpack_forward_output failing are added to needs_unpack.
+  absl::Status Fix(ShardRun& run, const std::vector<EntryWork*>& proceeding,
+                   std::vector<EntryWork*>& needs_unpack) const;
 };
+
+// The entry needs the unpack_forward_output playbook next (docs/playbooks.md, "Chaining").
+void StopForUnpack(EntryWork& w) {
+  ShardRun::Stop(w, std::string(DtypeRowName(DtypeRow::kNeedsUnpack)),
+                 v1::EntryOutcome::NEEDS_PLAYBOOK, "unpack_forward_output");
+}
 
 }  // namespace
 
 // docs/playbooks.md, "dtype_bfloat16".
 absl::Status DtypeBfloat16::ProbeAndFix(ShardRun& run) const {
   std::vector<EntryWork*> proceeding;
+  std::vector<EntryWork*> needs_unpack;  // proceeding entries whose float32 phase failed to unpack
   for (auto& w : run.entries()) {
     if (run.Cancelled()) return absl::CancelledError("cancelled");
     run.Progress("probe", w.entry->key());
@@ -92,6 +109,7 @@ absl::Status DtypeBfloat16::ProbeAndFix(ShardRun& run) const {
     switch (row) {
       case DtypeRow::kProceed:
         proceeding.push_back(&w);
+        if (UnpackFailed(*w.probe32)) needs_unpack.push_back(&w);
         break;
       case DtypeRow::kEscalate:
         run.Review(w, util::StrCat("escalate: float32 fails too (", e32, "); bfloat16: ", e16));
@@ -106,21 +124,26 @@ absl::Status DtypeBfloat16::ProbeAndFix(ShardRun& run) const {
                                    "): another playbook applies"));
         break;
       case DtypeRow::kNeedsUnpack:
-        run.Review(w,
-                   "unpack_forward_output fails for this model: run the unpack_forward_output "
-                   "playbook first");
+        // Named by the stop: the shard runs it next, or reports the stop when it cannot.
         break;
     }
     if (row == DtypeRow::kNeedsUnpack) {
       w.out->set_fix_path("none");
-      run.Stop(w, std::string(DtypeRowName(row)), v1::EntryOutcome::NEEDS_PLAYBOOK,
-               "unpack_forward_output");
+      StopForUnpack(w);
     } else if (row != DtypeRow::kProceed) {
       w.out->set_fix_path("none");
       run.Stop(w, std::string(DtypeRowName(row)));
     }
   }
   if (proceeding.empty()) return absl::OkStatus();
+  if (auto st = Fix(run, proceeding, needs_unpack); !st.ok()) return st;
+  // The dtype fix first, then unpack_forward_output on the fixed loader.
+  for (EntryWork* w : needs_unpack) StopForUnpack(*w);
+  return absl::OkStatus();
+}
+
+absl::Status DtypeBfloat16::Fix(ShardRun& run, const std::vector<EntryWork*>& proceeding,
+                                std::vector<EntryWork*>& needs_unpack) const {
   const bool cross = std::any_of(proceeding.begin(), proceeding.end(),
                                  [](EntryWork* w) { return w->entry->flavor() == "cross_dtype"; });
   if (!cross) {
@@ -172,15 +195,34 @@ absl::Status DtypeBfloat16::ProbeAndFix(ShardRun& run) const {
     const ProbeDoc& b = (*docs)[0];
     const ProbeDoc& f = (*docs)[1];
     w->out->set_fix_path("loader_dtype");
-    if (b.ok && f.ok) {
+    const bool still_mismatched =
+        !b.ok && b.error && HasBf16Signature(b.error->message) &&
+        b.error->message.find("not implemented for 'BFloat16'") == std::string::npos;
+    if (!still_mismatched && (UnpackFailed(b) || UnpackFailed(f))) {
+      // The fix let the forward pass run in bfloat16; unpack_forward_output is next.
+      w->fixed = true;
+      const ProbeDoc& failed = UnpackFailed(b) ? b : f;
+      const std::string why = !failed.unpacked_error.empty() ? failed.unpacked_error
+                              : failed.error                 ? failed.error->Line()
+                                                             : "?";
+      w->out->set_probe_finding(util::StrCat(w->out->probe_finding(), "; after ", fix->description,
+                                             ": the forward pass runs, unpack_forward_output "
+                                             "FAILED - ",
+                                             why));
+      w->out->set_why_not_other(
+          "a float32 tensor built without dtype_override: the one-line "
+          "loader fix makes the inputs bfloat16");
+      if (std::find(needs_unpack.begin(), needs_unpack.end(), w) == needs_unpack.end()) {
+        needs_unpack.push_back(w);
+      }
+    } else if (b.ok && f.ok) {
       w->fixed = true;
       w->out->set_probe_finding(util::StrCat(w->out->probe_finding(), "; after ", fix->description,
                                              ": BFLOAT16 OK, FLOAT32 OK"));
       w->out->set_why_not_other(
           "a float32 tensor built without dtype_override: the one-line "
           "loader fix makes the inputs bfloat16");
-    } else if (!b.ok && b.error && HasBf16Signature(b.error->message) &&
-               !(b.error->message.find("not implemented for 'BFloat16'") != std::string::npos)) {
+    } else if (still_mismatched) {
       revert = true;
       run.Review(*w, util::StrCat("the loader fix did not remove the dtype mismatch (",
                                   b.error->Line(), "): reverted, xfail only"));

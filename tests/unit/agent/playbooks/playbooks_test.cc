@@ -4,6 +4,7 @@
 #include "agent/playbooks/playbooks.h"
 
 #include <deque>
+#include <set>
 
 #include "agent/executor/replay_tools.h"
 #include "agent/playbooks/dtype_bfloat16/dtype_bfloat16.h"
@@ -261,11 +262,21 @@ TEST(ClassifyDtype, DecisionTable) {
       {"bf16 ok", phase("bfloat16", {}), phase("float32", {}), DtypeRow::kNotReproduced},
       {"no signature", phase("bfloat16", err("CUDA out of memory")), phase("float32", {}),
        DtypeRow::kOtherError},
-      {"unpack fails", phase("bfloat16", err("\"lu_cpu\" not implemented for 'BFloat16'")),
+      {"bf16 signature, float32 fails only to unpack: proceed, the unpack playbook next",
+       phase("bfloat16", err("\"lu_cpu\" not implemented for 'BFloat16'")),
+       phase("float32", err("No handler for class X exists in `unpack_forward_output`"), false),
+       DtypeRow::kProceed},
+      {"bf16 runs forward, unpack fails: nothing for dtype to fix",
+       phase("bfloat16", err("No handler for class X exists in `unpack_forward_output`"), false),
        phase("float32", err("No handler for class X exists in `unpack_forward_output`"), false),
        DtypeRow::kNeedsUnpack},
+      {"no signature, float32 fails only to unpack", phase("bfloat16", err("CUDA out of memory")),
+       phase("float32", err("No handler for class X exists in `unpack_forward_output`"), false),
+       DtypeRow::kOtherError},
   };
   for (const auto& c : cases) EXPECT_EQ(ClassifyDtype(c.bf16, c.f32), c.row) << c.name;
+  EXPECT_TRUE(UnpackFailed(cases[5].f32));
+  EXPECT_FALSE(UnpackFailed(cases[0].bf16)) << "a forward failure is not unpack's";
 }
 
 TEST(EditFor, DecisionsBecomeFieldEdits) {
@@ -448,6 +459,7 @@ class PlaybookRunTest : public ::testing::Test {
     ctx.spec = &spec_;
     ctx.workspace = ws_;
     ctx.tools = &tools_;
+    ctx.chain = chain_;
     return RunPlaybook(ctx);
   }
 
@@ -464,6 +476,7 @@ class PlaybookRunTest : public ::testing::Test {
   std::filesystem::path ws_;
   v1::ShardSpec spec_;
   FakeTools tools_;
+  std::function<const Playbook*(std::string_view)> chain_;  // unset: the registered playbooks
 };
 
 TEST_F(PlaybookRunTest, UnpackRegistryPathVerifiesAndDecidesEveryVariant) {
@@ -690,7 +703,9 @@ TEST_F(PlaybookRunTest, DispositionUnpackConflictingOverridesNeedReview) {
   EXPECT_NE(r->entries(0).disposition(), v1::EntryOutcome::DISPOSITION_UNSPECIFIED);
 }
 
+// An agent without the unpack playbook (docs/playbooks.md, "Chaining"): the stop stays, named.
 TEST_F(PlaybookRunTest, DispositionDtypeNeedsUnpackNamesThePlaybook) {
+  chain_ = [](std::string_view) -> const Playbook* { return nullptr; };
   const json out = Tensor({1, 4});
   // A: unpack_forward_output raised in the bfloat16 phase; B: the failure did not reproduce.
   tools_.probes["m/pytorch-A-single_device-training"] = {
@@ -701,6 +716,13 @@ TEST_F(PlaybookRunTest, DispositionDtypeNeedsUnpackNamesThePlaybook) {
   ExpectDispositions(r, {{"needs_unpack", v1::EntryOutcome::NEEDS_PLAYBOOK},
                          {"not_reproduced", v1::EntryOutcome::NEEDS_REVIEW}});
   EXPECT_EQ(r->entries(0).needs_playbook(), "unpack_forward_output");
+  EXPECT_EQ(
+      std::vector<std::string>(r->entries(0).playbooks().begin(), r->entries(0).playbooks().end()),
+      std::vector<std::string>{"dtype_bfloat16"});
+  ASSERT_EQ(r->entries(0).review_size(), 1);
+  EXPECT_EQ(r->entries(0).review(0),
+            "needs the unpack_forward_output playbook first, which this agent does not run");
+  EXPECT_TRUE(tools_.pytest_calls.empty());
 }
 
 TEST_F(PlaybookRunTest, DispositionDtypeEscalateAndGateMisfiredNeedReview) {
@@ -714,6 +736,185 @@ TEST_F(PlaybookRunTest, DispositionDtypeEscalateAndGateMisfiredNeedReview) {
   ExpectDispositions(Run("dtype_bfloat16", "cross_dtype"),
                      {{"escalate", v1::EntryOutcome::NEEDS_REVIEW},
                       {"gate_misfired", v1::EntryOutcome::NEEDS_REVIEW}});
+}
+
+// --- chaining (docs/playbooks.md, "Chaining"): a stop naming a playbook this agent runs goes on
+// with it in the same shard, on the same loader and workspace.
+
+std::vector<std::string> Playbooks(const v1::EntryOutcome& o) {
+  return {o.playbooks().begin(), o.playbooks().end()};
+}
+
+// Entry A: a float32 buffer in the bfloat16 phase, and an output class without a registry line;
+// entry B does not reproduce.
+void ProbesForDtypeThenUnpack(FakeTools& tools) {
+  const std::string a = "m/pytorch-A-single_device-training";
+  const std::string b = "m/pytorch-B-single_device-training";
+  const json out = Object("MiniRankerOutput", {{"logits", Tensor({1, 2, 3})}});
+  ProbeDoc bf16 =
+      Doc(a, "bfloat16", json(), true,
+          ProbeDoc::Error{"RuntimeError", "expected scalar type BFloat16 but found Float", ""});
+  bf16.inputs = {{"decoder_input_values", "torch.float32", "tensor"}};
+  auto unpack_fails = [&](const std::string& phase) {
+    ProbeDoc d = Doc(a, phase, out, false,
+                     ProbeDoc::Error{"ValueError",
+                                     "No handler for class MiniRankerOutput exists in "
+                                     "`unpack_forward_output`",
+                                     ""});
+    d.unpacked_error = "ValueError: No handler for class MiniRankerOutput exists in …";
+    return d;
+  };
+  tools.probes[a] = {
+      {bf16, unpack_fails("float32")},                      // dtype: the first probe
+      {unpack_fails("bfloat16"), unpack_fails("float32")},  // dtype: after its fix
+      {unpack_fails("structure")},                          // unpack: on the fixed loader
+      {Doc(a, "structure", out, true)},                     // unpack: after the registry line
+  };
+  const json tensor = Tensor({1, 4});
+  tools.probes[b] = {{Doc(b, "bfloat16", tensor, true), Doc(b, "float32", tensor, true)}};
+}
+
+TEST_F(PlaybookRunTest, DtypeFixThenUnpackOnTheFixedLoaderThenOneDecision) {
+  ProbesForDtypeThenUnpack(tools_);
+  auto r = Run("dtype_bfloat16", "cross_dtype");
+  ExpectDispositions(
+      r, {{"pass", v1::EntryOutcome::DONE}, {"not_reproduced", v1::EntryOutcome::NEEDS_REVIEW}});
+  const auto& a = r->entries(0);
+  EXPECT_EQ(Playbooks(a), (std::vector<std::string>{"dtype_bfloat16", "unpack_forward_output"}));
+  EXPECT_EQ(Playbooks(r->entries(1)), std::vector<std::string>{"dtype_bfloat16"});
+  EXPECT_EQ(a.fix_path(), "loader_dtype+registry");
+  EXPECT_EQ(a.output_class(), "MiniRankerOutput");
+  EXPECT_EQ(a.flavor(), "cross_dtype") << "the entry keeps its classification";
+  EXPECT_NE(a.probe_finding().find("unpack_forward_output FAILED"), std::string::npos)
+      << a.probe_finding();
+  EXPECT_NE(a.probe_finding().find("; then unpack_forward_output: forward output: "),
+            std::string::npos)
+      << a.probe_finding();
+  EXPECT_EQ(a.review_size(), 0) << a.review(0);
+  EXPECT_TRUE(a.needs_playbook().empty());
+  // Both fixes in one result: the loader edit and the registry line, made in one workspace.
+  ASSERT_EQ(r->file_edits_size(), 1);
+  EXPECT_NE(r->file_edits(0).diff().find(
+                "+        decoder_input_values = torch.zeros((1, 4, 8), dtype=dtype_override)"),
+            std::string::npos);
+  ASSERT_EQ(r->registry_ops_size(), 1);
+  EXPECT_EQ(r->registry_ops(0).cls(), "MiniRankerOutput");
+  EXPECT_EQ(r->registry_ops(0).attr(), "logits");
+  EXPECT_NE(testing::ReadFileOrDie(ws_ / "third_party/tt_forge_models/training_utils.py")
+                .find("_register_attr(\"MiniRankerOutput\", \"logits\")"),
+            std::string::npos);
+  // One verification and one YAML decision, from the entry's own (dtype) reason.
+  ASSERT_EQ(tools_.pytest_calls.size(), 1u);
+  EXPECT_EQ(tools_.pytest_calls[0], std::vector<std::string>{"m/pytorch-A-single_device-training"});
+  EXPECT_TRUE(a.changed());
+  EXPECT_EQ(a.edit().set(0).value().string_value(), "EXPECTED_PASSING");
+}
+
+TEST_F(PlaybookRunTest, ChainInAProbePhaseLeavesTheEntryReadyForVerification) {
+  spec_.set_phase(v1::PHASE_PROBE);
+  ProbesForDtypeThenUnpack(tools_);
+  auto r = Run("dtype_bfloat16", "cross_dtype");
+  ExpectDispositions(
+      r, {{"ready", v1::EntryOutcome::VERIFY}, {"not_reproduced", v1::EntryOutcome::NEEDS_REVIEW}});
+  EXPECT_EQ(Playbooks(r->entries(0)),
+            (std::vector<std::string>{"dtype_bfloat16", "unpack_forward_output"}));
+  EXPECT_EQ(r->registry_ops_size(), 1) << "the VERIFY phase pre-applies it";
+  EXPECT_EQ(r->file_edits_size(), 1);
+  EXPECT_TRUE(tools_.pytest_calls.empty());
+}
+
+// Two playbooks that name each other, to check the chain's guard.
+class PingPong : public Playbook {
+ public:
+  PingPong(std::string_view name, std::string_view next, std::set<std::string> stop)
+      : next_(next), stop_(std::move(stop)) {
+    entry_.name = name;
+    entry_.version = "1";
+  }
+  const CatalogEntry& Catalog() const override { return entry_; }
+  absl::Status ProbeAndFix(ShardRun& run) const override {
+    ++runs;
+    for (auto& w : run.entries()) {
+      seen.push_back(w.entry->key());
+      EXPECT_TRUE(w.verify) << "a chained playbook starts from a lifted stop";
+      EXPECT_TRUE(w.out->needs_playbook().empty());
+      w.out->set_fix_path(std::string(Name()));
+      if (Name() == "ping") w.out->set_output_class("Seen");
+      if (stop_.count(w.entry->key())) {
+        ShardRun::Stop(w, "stopped", v1::EntryOutcome::NEEDS_PLAYBOOK, next_);
+      }
+    }
+    return absl::OkStatus();
+  }
+  mutable int runs = 0;
+  mutable std::vector<std::string> seen;
+
+ private:
+  CatalogEntry entry_;
+  std::string next_;
+  std::set<std::string> stop_;
+};
+
+TEST_F(PlaybookRunTest, ChainRunsTheNamedPlaybookOnItsEntriesOnceEach) {
+  const std::string a = "m/pytorch-A-single_device-training";
+  const std::string b = "m/pytorch-B-single_device-training";
+  // ping stops both for pong; pong stops A for ping again (a cycle) and lets B go on.
+  PingPong ping("ping", "pong", {a, b});
+  PingPong pong("pong", "ping", {a});
+  spec_.set_playbook("ping");
+  PlaybookContext ctx;
+  ctx.spec = &spec_;
+  ctx.workspace = ws_;
+  ctx.tools = &tools_;
+  ctx.chain = [&](std::string_view name) -> const Playbook* {
+    return name == "ping" ? &ping : name == "pong" ? &pong : nullptr;
+  };
+  auto r = ping.Run(ctx);
+  ExpectDispositions(
+      r, {{"stopped", v1::EntryOutcome::NEEDS_PLAYBOOK}, {"pass", v1::EntryOutcome::DONE}});
+  EXPECT_EQ(ping.runs, 1) << "not run again on A";
+  EXPECT_EQ(pong.runs, 1) << "one run for the entries that named it";
+  EXPECT_EQ(pong.seen, (std::vector<std::string>{a, b}));
+  for (const auto& e : r->entries()) {
+    EXPECT_EQ(Playbooks(e), (std::vector<std::string>{"ping", "pong"})) << e.key();
+    EXPECT_EQ(e.fix_path(), "ping+pong") << e.key();
+    EXPECT_EQ(e.output_class(), "Seen") << "kept when the later playbook did not see the output";
+  }
+  EXPECT_EQ(r->entries(0).needs_playbook(), "ping");
+  ASSERT_EQ(r->entries(0).review_size(), 1);
+  EXPECT_NE(r->entries(0).review(0).find("already ran on it"), std::string::npos);
+  ASSERT_EQ(tools_.pytest_calls.size(), 1u);
+  EXPECT_EQ(tools_.pytest_calls[0], std::vector<std::string>{b});
+}
+
+TEST_F(PlaybookRunTest, ChainKeepsAStopNamingAPlaybookThisAgentCannotRun) {
+  const std::string a = "m/pytorch-A-single_device-training";
+  PingPong ping("ping", "elsewhere", {a});
+  spec_.set_playbook("ping");
+  PlaybookContext ctx;
+  ctx.spec = &spec_;
+  ctx.workspace = ws_;
+  ctx.tools = &tools_;
+  ctx.chain = [&](std::string_view name) -> const Playbook* {
+    return name == "ping" ? &ping : nullptr;
+  };
+  auto r = ping.Run(ctx);
+  ExpectDispositions(
+      r, {{"stopped", v1::EntryOutcome::NEEDS_PLAYBOOK}, {"pass", v1::EntryOutcome::DONE}});
+  EXPECT_EQ(r->entries(0).needs_playbook(), "elsewhere");
+  EXPECT_EQ(Playbooks(r->entries(0)), std::vector<std::string>{"ping"});
+  ASSERT_EQ(r->entries(0).review_size(), 1);
+  EXPECT_EQ(r->entries(0).review(0),
+            "needs the elsewhere playbook first, which this agent does not run");
+  EXPECT_EQ(ping.runs, 1);
+}
+
+// A VERIFY phase runs no playbook's probe and fix: it records no chain (the earlier phase did).
+TEST_F(PlaybookRunTest, VerifyPhaseRecordsNoPlaybooks) {
+  spec_.set_phase(v1::PHASE_VERIFY);
+  auto r = Run("dtype_bfloat16", "cross_dtype");
+  ASSERT_TRUE(r.ok()) << r.status();
+  for (const auto& e : r->entries()) EXPECT_TRUE(e.playbooks().empty()) << e.key();
 }
 
 // A playbook with no runner: refused when it needs probing (as an unknown one), verified like

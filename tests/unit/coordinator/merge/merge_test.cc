@@ -1136,6 +1136,60 @@ TEST(Report, LossTargetShowsTheAlternatives) {
   EXPECT_TRUE(seen) << report.json;
 }
 
+// A chained entry (docs/playbooks.md, "Chaining"): report.json lists every playbook that ran on
+// it, report.md shows the chain, and a registry step of the chain shows its registry hunks.
+TEST(Report, AChainedEntryShowsEveryPlaybookAndEachFix) {
+  Sweep s;
+  s.archs = {"n150"};
+  // b: the dtype fix in its loader, then a registry line for its output class.
+  const std::string b_after = Replace(Loader("b"), "torch.randn(1, 3, 8, 8)",
+                                      "torch.randn(1, 3, 8, 8, dtype=dtype_override)");
+  v1::EntryOutcome ob = Outcome(kB, "n150", PassEdit(kB));
+  ob.set_flavor("cross_dtype");
+  ob.set_fix_path("loader_dtype+registry");
+  ob.set_output_class("ZetaOutput");
+  ob.add_playbooks("dtype_bfloat16");
+  ob.add_playbooks("unpack_forward_output");
+  v1::ShardResult rb = WithOutcomes({ob});
+  *rb.add_file_edits() = LoaderEdit(kLoaderB, Loader("b"), b_after);
+  *rb.add_registry_ops() = AddOp("ZetaOutput", "logits");
+  const std::string b_shard = s.AddShard("b", 1, "n150");
+  s.shards.back().spec.set_playbook("dtype_bfloat16");
+  s.AddResult(b_shard, rb);
+  // a: one playbook, recorded before outcomes listed theirs.
+  s.AddResult(s.AddShard("a", 1, "n150"), WithOutcomes({Outcome(kV1, "n150", PassEdit(kV1))}));
+  auto merged = Merge(s.Input());
+  ASSERT_TRUE(merged.ok()) << merged.status();
+  ASSERT_TRUE(merged->conflicts.empty()) << Joined(merged->conflicts);
+  ExpectPatchesApply(s.files, *merged);
+
+  coord::SweepRecord sweep;
+  sweep.id = "sw-1";
+  sweep.archs = s.archs;
+  ReportInput in;
+  in.sweep = &sweep;
+  in.merge = &*merged;
+  const BuiltReport report = BuildReport(in);
+  const nlohmann::json j = nlohmann::json::parse(report.json);
+  std::map<std::string, nlohmann::json> entries;
+  for (const auto& e : j["entries"]) entries[e["key"]] = e;
+  EXPECT_EQ(entries[kB]["playbook"], "dtype_bfloat16");
+  EXPECT_EQ(entries[kB]["playbooks"],
+            nlohmann::json::array({"dtype_bfloat16", "unpack_forward_output"}));
+  EXPECT_EQ(entries[kB]["fix_path"], "loader_dtype+registry");
+  EXPECT_EQ(entries[kV1]["playbooks"], nlohmann::json::array({"unpack"}));
+
+  const std::string b = Section(report.markdown, kB);
+  EXPECT_NE(b.find("- **chain** dtype_bfloat16 → unpack_forward_output\n"), std::string::npos) << b;
+  EXPECT_NE(b.find("- **fix** loader_dtype+registry"), std::string::npos) << b;
+  EXPECT_NE(b.find("+        inputs = torch.randn(1, 3, 8, 8, dtype=dtype_override)\n"),
+            std::string::npos)
+      << b;
+  EXPECT_NE(b.find("+_register_attr(\"ZetaOutput\", \"logits\")\n"), std::string::npos) << b;
+  EXPECT_EQ(Section(report.markdown, kV1).find("**chain**"), std::string::npos)
+      << "one playbook: no chain line";
+}
+
 TEST(Report, EvidenceLabelsNameTheArchAndTheWave) {
   EXPECT_EQ(EvidenceLabel({"evidence/w1-verify-n150-u-a/junit/01-verify.xml", "n150", 1}),
             "n150: 01-verify.xml");

@@ -57,5 +57,60 @@ TEST(Waves, NeedsVerificationReadsTheDisposition) {
   }
 }
 
+// A registry line joins the registry-global waves whichever playbook proposed it: here the
+// unpack_forward_output step of a dtype_bfloat16 shard's chain (docs/playbooks.md, "Chaining").
+TEST(Waves, ARegistryLineFromAChainedPlaybookReverifiesTheClassElsewhere) {
+  auto shard = [](const std::string& id, const std::string& playbook, const std::string& model) {
+    ShardRecord s;
+    s.id = id;
+    s.sweep_id = "sw";
+    s.archs = {"n150"};
+    s.spec.set_shard_id(id);
+    s.spec.set_sweep_id("sw");
+    s.spec.set_playbook(playbook);
+    s.spec.set_loader("third_party/tt_forge_models/" + model + "/pytorch/loader.py");
+    s.spec.set_wave(1);
+    s.spec.set_phase(v1::PHASE_FULL);
+    s.spec.set_arch("n150");
+    auto* e = s.spec.add_entries();
+    e->set_key(model + "/pytorch-Base-single_device-training");
+    e->set_file("t.yaml");
+    return s;
+  };
+  auto result = [](const ShardRecord& s, v1::EntryOutcome::Disposition d) {
+    ResultRecord r;
+    r.shard_id = s.id;
+    r.sweep_id = "sw";
+    auto* o = r.result.add_entries();
+    o->set_key(s.spec.entries(0).key());
+    o->set_file("t.yaml");
+    o->set_output_class("MiniRankerOutput");
+    o->set_disposition(d);
+    return r;
+  };
+  const ShardRecord chained = shard("sw-s001", "dtype_bfloat16", "ranker_mini");
+  const ShardRecord other = shard("sw-s002", "unpack_forward_output", "ranker2_mini");
+  std::vector<ResultRecord> results = {result(chained, v1::EntryOutcome::DONE),
+                                       result(other, v1::EntryOutcome::NEEDS_REVIEW)};
+  results[0].result.mutable_entries(0)->add_playbooks("dtype_bfloat16");
+  results[0].result.mutable_entries(0)->add_playbooks("unpack_forward_output");
+  auto* op = results[0].result.add_registry_ops();
+  op->set_kind(v1::RegistryOp::ADD);
+  op->set_cls("MiniRankerOutput");
+  op->set_attr("logits");
+
+  const WavePlan plan = PlanNextWave("sw", {&chained, &other}, results, {"n150"}, false, 3);
+  ASSERT_EQ(plan.merged.size(), 1u);
+  EXPECT_EQ(plan.merged[0].cls(), "MiniRankerOutput");
+  ASSERT_EQ(plan.shards.size(), 1u) << "the chain's own entry was verified with its line";
+  const v1::ShardSpec& next = plan.shards[0].spec;
+  EXPECT_EQ(next.wave(), 2);
+  EXPECT_EQ(next.playbook(), "unpack_forward_output");
+  ASSERT_EQ(next.entries_size(), 1);
+  EXPECT_EQ(next.entries(0).key(), "ranker2_mini/pytorch-Base-single_device-training");
+  ASSERT_EQ(next.pre_registry_size(), 1);
+  EXPECT_EQ(next.pre_registry(0).attr(), "logits");
+}
+
 }  // namespace
 }  // namespace triage::coord
