@@ -86,9 +86,8 @@ void ReplayTools::RecordText(const std::string& name, const std::string& text) {
 
 absl::StatusOr<std::vector<playbooks::ProbeDoc>> ReplayTools::Probe(const std::string& key,
                                                                     const std::string& mode) {
-  std::vector<std::string> phases = mode == "dtype"
-                                        ? std::vector<std::string>{"bfloat16", "float32"}
-                                        : std::vector<std::string>{"structure"};
+  const std::vector<std::string> phases = playbooks::ProbePhases(mode);
+  if (phases.empty()) return absl::InvalidArgumentError(util::StrCat("unknown probe mode ", mode));
   std::vector<playbooks::ProbeDoc> out;
   for (const auto& phase : phases) {
     const int seq = probe_calls_[util::StrCat(key, "\n", phase)]++;

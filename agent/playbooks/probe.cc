@@ -30,7 +30,107 @@ const nlohmann::json& Member(const nlohmann::json& obj, const char* name) {
   return it != obj.end() ? *it : kNull;
 }
 
+std::int64_t Int(const nlohmann::json& obj, const char* name) {
+  const nlohmann::json& v = Member(obj, name);
+  return v.is_number_integer() ? v.get<std::int64_t>() : 0;
+}
+
+std::vector<ProbeDoc::Param> ParamsOf(const nlohmann::json& list) {
+  std::vector<ProbeDoc::Param> out;
+  if (!list.is_array()) return out;
+  for (const auto& p : list) {
+    ProbeDoc::Param param;
+    param.name = Str(p, "name");
+    param.kind = Str(p, "kind", "positional");
+    param.has_default = Bool(p, "has_default");
+    param.default_repr = Str(p, "default");
+    if (!param.name.empty()) out.push_back(std::move(param));
+  }
+  return out;
+}
+
+// Reads the members of the inputs mode (docs/probe.md); absent members leave the defaults.
+void ParseInputsMode(const nlohmann::json& j, ProbeDoc& d) {
+  d.variant_member = Str(j, "variant_member");
+  d.container = Str(j, "container");
+  if (const auto& f = Member(j, "forward"); f.is_object()) {
+    ProbeDoc::Forward fwd;
+    fwd.model_class = Str(f, "class");
+    fwd.model_module = Str(f, "module");
+    fwd.qualname = Str(f, "qualname");
+    fwd.file = Str(f, "file");
+    fwd.in_loader_dir = Bool(f, "in_loader_dir");
+    fwd.params = ParamsOf(Member(f, "params"));
+    d.forward = std::move(fwd);
+  }
+  if (const auto& li = Member(j, "load_inputs"); li.is_object()) {
+    d.load_inputs_params = ParamsOf(Member(li, "params"));
+    if (const auto& passed = Member(li, "passed"); passed.is_array()) {
+      for (const auto& p : passed) {
+        if (p.is_string()) d.load_inputs_passed.push_back(p.get<std::string>());
+      }
+    }
+  }
+  if (const auto& b = Member(j, "binding"); b.is_object()) {
+    d.has_binding = true;
+    d.binding_ok = Bool(b, "ok");
+    d.binding_error = Str(b, "error");
+    if (const auto& pairs = Member(b, "params"); pairs.is_array()) {
+      for (const auto& p : pairs) d.binding.emplace_back(Str(p, "input"), Str(p, "param"));
+    }
+  }
+  if (const auto& c = Member(j, "config"); c.is_object()) {
+    ProbeDoc::Config config;
+    if (const auto& v = Member(c, "is_encoder_decoder"); v.is_boolean()) {
+      config.is_encoder_decoder = v.get<bool>();
+    }
+    if (const auto& v = Member(c, "decoder_start_token_id"); v.is_number_integer()) {
+      config.decoder_start_token_id = v.get<std::int64_t>();
+    }
+    if (const auto& v = Member(c, "pad_token_id"); v.is_number_integer()) {
+      config.pad_token_id = v.get<std::int64_t>();
+    }
+    d.config = config;
+  }
+  if (const auto& reqs = Member(j, "requirements"); reqs.is_array()) {
+    for (const auto& r : reqs) {
+      ProbeDoc::Requirements req;
+      req.file = Str(r, "file");
+      if (const auto& pk = Member(r, "packages"); pk.is_array()) {
+        for (const auto& p : pk) {
+          if (p.is_string()) req.packages.push_back(p.get<std::string>());
+        }
+      }
+      if (!req.file.empty()) d.requirements.push_back(std::move(req));
+    }
+  }
+}
+
 }  // namespace
+
+std::vector<std::string> ProbePhases(std::string_view mode) {
+  if (mode == "structure") return {"structure"};
+  if (mode == "dtype") return {"bfloat16", "float32"};
+  if (mode == "inputs") return {"train", "eval"};
+  return {};
+}
+
+bool ProbeDoc::Forward::Has(std::string_view name) const {
+  for (const auto& p : params) {
+    if (p.name == name) return true;
+  }
+  return false;
+}
+
+int ProbeDoc::Forward::PositionOf(std::string_view name) const {
+  int pos = 0;
+  for (const auto& p : params) {
+    if (p.kind != "positional") return -1;
+    if (p.name == name) return pos;
+    ++pos;
+  }
+  return -1;
+}
 
 std::string ProbeDoc::Error::Line() const {
   std::string_view first = message;
@@ -64,6 +164,14 @@ absl::StatusOr<ProbeDoc> ParseProbeDoc(const nlohmann::json& j) {
     e.type = Str(error, "type");
     e.message = Str(error, "message");
     e.traceback = Str(error, "traceback");
+    e.module = Str(error, "module");
+    if (const auto& site = Member(error, "site"); site.is_object()) {
+      e.site_file = Str(site, "file");
+      e.site_function = Str(site, "function");
+      const std::int64_t line = Int(site, "line");
+      e.site_line = line > 0 && line <= std::numeric_limits<int>::max() ? static_cast<int>(line) : 0;
+      e.site_in_loader_dir = Bool(site, "in_loader_dir");
+    }
     d.error = e;
   }
   if (const auto& inputs = Member(j, "inputs"); inputs.is_array()) {
@@ -72,6 +180,12 @@ absl::StatusOr<ProbeDoc> ParseProbeDoc(const nlohmann::json& j) {
       i.name = Str(in, "name");
       i.dtype = Str(in, "dtype");
       i.kind = Str(in, "kind");
+      if (const auto& shape = Member(in, "shape"); shape.is_array()) {
+        for (const auto& dim : shape) {
+          if (dim.is_number_integer()) i.shape.push_back(dim.get<std::int64_t>());
+        }
+      }
+      i.tree = Member(in, "tree");
       d.inputs.push_back(std::move(i));
     }
   }
@@ -92,6 +206,7 @@ absl::StatusOr<ProbeDoc> ParseProbeDoc(const nlohmann::json& j) {
     d.unpacked_error = Str(unpacked, "error");
   }
   d.backward = Str(j, "backward", "skipped");
+  ParseInputsMode(j, d);
   return d;
 }
 
