@@ -169,7 +169,8 @@ absl::StatusOr<ProbeDoc> ParseProbeDoc(const nlohmann::json& j) {
       e.site_file = Str(site, "file");
       e.site_function = Str(site, "function");
       const std::int64_t line = Int(site, "line");
-      e.site_line = line > 0 && line <= std::numeric_limits<int>::max() ? static_cast<int>(line) : 0;
+      e.site_line =
+          line > 0 && line <= std::numeric_limits<int>::max() ? static_cast<int>(line) : 0;
       e.site_in_loader_dir = Bool(site, "in_loader_dir");
     }
     d.error = e;

@@ -6,21 +6,27 @@
 #include "common/util/text.h"
 
 namespace triage::playbooks {
-namespace {
 
-std::vector<std::string> Lines(const std::string& text) {
+std::vector<std::string> PythonLines(const std::string& text) {
   std::vector<std::string> out;
   for (auto l : util::SplitLines(text)) out.emplace_back(l);
   return out;
 }
 
-std::string Join(const std::vector<std::string>& lines, bool final_newline) {
+std::string JoinPythonLines(const std::vector<std::string>& lines, bool final_newline) {
   std::string out;
   for (std::size_t i = 0; i < lines.size(); ++i) {
     out += lines[i];
     if (i + 1 < lines.size() || final_newline) out += '\n';
   }
   return out;
+}
+
+namespace {
+
+std::vector<std::string> Lines(const std::string& text) { return PythonLines(text); }
+std::string Join(const std::vector<std::string>& lines, bool final_newline) {
+  return JoinPythonLines(lines, final_newline);
 }
 
 bool IsBlank(const std::string& l) { return util::TrimWhitespace(l).empty(); }
@@ -65,17 +71,110 @@ std::size_t CallEnd(const std::string& line, std::size_t open) {
   return std::string::npos;
 }
 
-}  // namespace
-
-absl::StatusOr<std::string> AddMethodToModelLoader(const std::string& text,
-                                                   const std::string& method_name,
-                                                   const std::string& method) {
-  std::vector<std::string> lines = Lines(text);
+int TopLevelModelLoader(const std::vector<std::string>& lines) {
   int cls = -1;
   for (int i = 0; i < static_cast<int>(lines.size()); ++i) {
     const std::string& l = lines[i];
     if (l.starts_with("class ModelLoader(") || l.starts_with("class ModelLoader:")) cls = i;
   }
+  return cls;
+}
+
+// The first line after a docstring that starts at line b (b itself when none starts there).
+int SkipDocstring(const std::vector<std::string>& lines, int b, int last) {
+  std::string_view t = util::TrimWhitespace(lines[b]);
+  for (std::string_view q : {"\"\"\"", "'''", "r\"\"\"", "r'''"}) {
+    if (!t.starts_with(q)) continue;
+    const std::string_view quote = q.substr(q.size() - 3);
+    std::size_t close = t.find(quote, q.size());
+    int d = b;
+    while (close == std::string_view::npos && d < last) {
+      ++d;
+      close = lines[d].find(quote);
+    }
+    b = d + 1;
+    while (b <= last && IsBlank(lines[b])) ++b;
+    break;
+  }
+  return b;
+}
+
+}  // namespace
+
+int BracketDelta(std::string_view line) {
+  int depth = 0;
+  char quote = 0;
+  for (std::size_t k = 0; k < line.size(); ++k) {
+    const char c = line[k];
+    if (quote != 0) {
+      if (c == '\\') {
+        ++k;
+      } else if (c == quote) {
+        quote = 0;
+      }
+      continue;
+    }
+    if (c == '"' || c == '\'') {
+      quote = c;
+    } else if (c == '(' || c == '[' || c == '{') {
+      ++depth;
+    } else if (c == ')' || c == ']' || c == '}') {
+      --depth;
+    } else if (c == '#') {
+      break;
+    }
+  }
+  return depth;
+}
+
+std::optional<MethodSpan> FindModelLoaderMethod(const std::vector<std::string>& lines,
+                                                std::string_view name, bool skip_doc) {
+  const int cls = TopLevelModelLoader(lines);
+  if (cls < 0) return std::nullopt;
+  auto [first, last] = BlockOf(lines, cls);
+  int body_indent = -1;
+  for (int i = first + 1; i <= last; ++i) {
+    if (IsBlank(lines[i])) continue;
+    const int indent = util::IndentOf(lines[i]);
+    if (body_indent < 0) body_indent = indent;
+    if (indent != body_indent) continue;
+    std::string_view t = util::TrimWhitespace(lines[i]);
+    if (!t.starts_with(util::StrCat("def ", name, "("))) continue;
+    MethodSpan m;
+    m.def_line = i;
+    m.indent = indent;
+    // The signature may span lines: it ends where its brackets close.
+    int depth = 0;
+    int h = i;
+    for (; h <= last; ++h) {
+      depth += BracketDelta(lines[h]);
+      if (depth <= 0) break;
+    }
+    if (h > last) return std::nullopt;
+    m.header_end = h;
+    // The body: the lines after the signature indented deeper than the def (a signature's
+    // closing `):` may sit at the def's own indentation).
+    m.last = h;
+    for (int k = h + 1; k < static_cast<int>(lines.size()); ++k) {
+      if (IsBlank(lines[k])) continue;
+      if (util::IndentOf(lines[k]) <= indent) break;
+      m.last = k;
+    }
+    if (m.last <= h) return std::nullopt;  // a one-line method: no body to edit
+    int b = h + 1;
+    while (b <= m.last && IsBlank(lines[b])) ++b;
+    m.body_indent = util::IndentOf(lines[b]);
+    m.body_first = skip_doc ? SkipDocstring(lines, b, m.last) : b;
+    return m;
+  }
+  return std::nullopt;
+}
+
+absl::StatusOr<std::string> AddMethodToModelLoader(const std::string& text,
+                                                   const std::string& method_name,
+                                                   const std::string& method) {
+  std::vector<std::string> lines = Lines(text);
+  const int cls = TopLevelModelLoader(lines);
   if (cls < 0) return absl::NotFoundError("no top-level `class ModelLoader` in the loader");
   auto [first, last] = BlockOf(lines, cls);
   for (int i = first; i <= last; ++i) {

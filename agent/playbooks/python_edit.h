@@ -2,11 +2,33 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
 
 namespace triage::playbooks {
+
+// The lines of a file (no line ends) and back; final_newline: end with '\n'.
+std::vector<std::string> PythonLines(const std::string& text);
+std::string JoinPythonLines(const std::vector<std::string>& lines, bool final_newline);
+
+// Where a method of the top-level `class ModelLoader` is (0-based line indices).
+struct MethodSpan {
+  int def_line = 0;     // `def name(`
+  int header_end = 0;   // the line that closes the signature (`):`)
+  int body_first = 0;   // the first statement of the body (after a docstring when skip_doc)
+  int last = 0;         // the last line of the body
+  int indent = 0;       // of the def line
+  int body_indent = 0;  // of the body's statements
+};
+// nullopt: no top-level ModelLoader or no such method directly in its body. skip_doc:
+// body_first is the first statement after the method's docstring.
+std::optional<MethodSpan> FindModelLoaderMethod(const std::vector<std::string>& lines,
+                                                std::string_view name, bool skip_doc = false);
+
+// The change in bracket depth over a line of Python, ignoring strings and a trailing comment.
+int BracketDelta(std::string_view line);
 
 // Minimal, textual edits of a loader (tt-forge-models' <model>/pytorch/loader.py). Nothing else
 // in the file changes; every edit is one method or one argument.

@@ -1,0 +1,56 @@
+#pragma once
+
+// PlaybookTools answering from tables: probe documents per key in order, a testcase per key,
+// and keys whose pytest run crashes (leaves no XML). For playbook tests without torch.
+
+#include <deque>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "agent/playbooks/tools.h"
+
+namespace triage::playbooks {
+
+class FakeTools : public PlaybookTools {
+ public:
+  std::map<std::string, std::deque<std::vector<ProbeDoc>>> probes;  // key -> answers in order
+  std::map<std::string, junit::TestCase> cases;                     // key -> testcase
+  std::vector<std::vector<std::string>> pytest_calls;
+  std::set<std::string> crash;  // keys whose run leaves no XML
+
+  absl::StatusOr<std::vector<ProbeDoc>> Probe(const std::string& key,
+                                              const std::string& /*mode*/) override {
+    auto& q = probes[key];
+    if (q.empty()) return absl::NotFoundError("no probe for " + key);
+    auto d = q.front();
+    if (q.size() > 1) q.pop_front();
+    return d;
+  }
+  absl::StatusOr<PytestRun> Pytest(const std::vector<std::string>& keys,
+                                   const std::string&) override {
+    pytest_calls.push_back(keys);
+    PytestRun run;
+    bool crashed = false;
+    for (const auto& k : keys) crashed |= crash.count(k) > 0;
+    for (const auto& k : keys) {
+      junit::TestCase tc;
+      if (crashed) {
+        tc.key = k;
+        tc.outcome = junit::Outcome::kMissing;
+        run.log = crash.count(k) && keys.size() == 1 ? "Fatal Python error: Aborted\n" : "";
+      } else {
+        tc = cases.count(k) ? cases[k] : junit::TestCase{};
+        tc.key = k;
+      }
+      run.cases.push_back(tc);
+    }
+    run.xml = !crashed;
+    return run;
+  }
+  std::map<std::string, std::filesystem::path> Evidence() const override { return {}; }
+};
+
+}  // namespace triage::playbooks
