@@ -13,6 +13,7 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <set>
 
 #include "common/inventory/document.h"
@@ -286,9 +287,16 @@ TEST_F(FixtureSweepTest, NativeSweepReachesTheGroundTruthAndReplayAgrees) {
           << kv.first.as<std::string>();
     }
     if (kv.second["loader_edit"]) {
-      EXPECT_NE(forge_patch.find("+" + kv.second["loader_edit"]["after"].as<std::string>()),
-                std::string::npos)
-          << kv.first.as<std::string>();
+      // Every line the edit adds (an edit may span several lines) is an added line of the patch.
+      const std::string before = kv.second["loader_edit"]["before"].as<std::string>();
+      const auto before_lines = util::SplitLines(before);
+      for (auto line : util::SplitLines(kv.second["loader_edit"]["after"].as<std::string>())) {
+        if (std::find(before_lines.begin(), before_lines.end(), line) != before_lines.end()) {
+          continue;
+        }
+        EXPECT_NE(forge_patch.find("\n+" + std::string(line) + "\n"), std::string::npos)
+            << kv.first.as<std::string>() << ": " << line;
+      }
     }
   }
 
