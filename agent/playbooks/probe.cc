@@ -76,7 +76,10 @@ void ParseInputsMode(const nlohmann::json& j, ProbeDoc& d) {
     d.binding_ok = Bool(b, "ok");
     d.binding_error = Str(b, "error");
     if (const auto& pairs = Member(b, "params"); pairs.is_array()) {
-      for (const auto& p : pairs) d.binding.emplace_back(Str(p, "input"), Str(p, "param"));
+      for (const auto& p : pairs) {
+        std::string input = Str(p, "input"), param = Str(p, "param");
+        if (!input.empty() && !param.empty()) d.binding.emplace_back(input, param);
+      }
     }
   }
   if (const auto& c = Member(j, "config"); c.is_object()) {
@@ -169,7 +172,8 @@ absl::StatusOr<ProbeDoc> ParseProbeDoc(const nlohmann::json& j) {
       e.site_file = Str(site, "file");
       e.site_function = Str(site, "function");
       const std::int64_t line = Int(site, "line");
-      e.site_line = line > 0 && line <= std::numeric_limits<int>::max() ? static_cast<int>(line) : 0;
+      e.site_line =
+          line > 0 && line <= std::numeric_limits<int>::max() ? static_cast<int>(line) : 0;
       e.site_in_loader_dir = Bool(site, "in_loader_dir");
     }
     d.error = e;

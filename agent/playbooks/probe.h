@@ -2,9 +2,9 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <utility>
-#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -84,7 +84,7 @@ struct ProbeDoc {
     int PositionOf(std::string_view name) const;
   };
   std::optional<Forward> forward;
-  std::vector<Param> load_inputs_params;  // without self
+  std::vector<Param> load_inputs_params;        // without self
   std::vector<std::string> load_inputs_passed;  // the keyword arguments the probe passed
   // How the inputs bind to the forward's parameters (input name -> parameter name, in input
   // order), or why they do not.
