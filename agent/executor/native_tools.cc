@@ -1,5 +1,6 @@
 #include "agent/executor/native_tools.h"
 
+#include "agent/playbooks/probe.h"
 #include "common/process/process.h"
 #include "common/util/file.h"
 #include "common/util/strings.h"
@@ -8,6 +9,11 @@ namespace triage::agent {
 
 absl::StatusOr<std::vector<playbooks::ProbeDoc>> NativeTools::Probe(const std::string& key,
                                                                     const std::string& mode) {
+  // The probe's documents are recorded per phase (probes/<key>.<phase>.<seq>.json), so only a
+  // mode with known phases is run (the same table ReplayTools answers from).
+  if (playbooks::ProbePhases(mode).empty()) {
+    return absl::InvalidArgumentError(util::StrCat("unknown probe mode ", mode));
+  }
   const auto run_dir = options_.shard_dir / "runs" / util::StrCat("probe-", ++runs_);
   std::filesystem::create_directories(run_dir);
   std::filesystem::create_directories(options_.shard_dir / "probes");

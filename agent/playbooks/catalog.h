@@ -22,7 +22,7 @@ struct CatalogEntry {
   // The playbook's gate: its classification rule (docs/classify.md) without the name line, i.e.
   // run_modes, statuses, require and flavors, as YAML at indentation 0.
   std::string_view rules;
-  // The PlaybookTools::Probe modes it asks for ("structure", "dtype").
+  // The PlaybookTools::Probe modes it asks for ("structure", "dtype", "inputs").
   std::span<const std::string_view> probe_modes;
 };
 

@@ -76,7 +76,10 @@ void ParseInputsMode(const nlohmann::json& j, ProbeDoc& d) {
     d.binding_ok = Bool(b, "ok");
     d.binding_error = Str(b, "error");
     if (const auto& pairs = Member(b, "params"); pairs.is_array()) {
-      for (const auto& p : pairs) d.binding.emplace_back(Str(p, "input"), Str(p, "param"));
+      for (const auto& p : pairs) {
+        std::string input = Str(p, "input"), param = Str(p, "param");
+        if (!input.empty() && !param.empty()) d.binding.emplace_back(input, param);
+      }
     }
   }
   if (const auto& c = Member(j, "config"); c.is_object()) {

@@ -30,8 +30,9 @@ struct PytestRun {
 class PlaybookTools {
  public:
   virtual ~PlaybookTools() = default;
-  // Runs the probe for one entry: mode "structure" (one document) or "dtype" (bfloat16 then
-  // float32). The n-th call for a key and phase answers with seq n.
+  // Runs the probe for one entry: mode "structure" (one document), "dtype" (bfloat16 then
+  // float32) or "inputs" (train then eval); ProbePhases(mode) lists them. An unknown mode is
+  // InvalidArgument. The n-th call for a key and phase answers with seq n.
   virtual absl::StatusOr<std::vector<ProbeDoc>> Probe(const std::string& key,
                                                       const std::string& mode) = 0;
   // pytest --force-run --runxfail --junitxml over these keys (node ids of

@@ -1,18 +1,26 @@
 #!/usr/bin/python3
 """CPU probe of the triage-farm playbooks (contract: docs/probe.md).
 
-  triage_probe.py --root WORKSPACE --key KEY --mode structure|dtype [--batch-size N] [--seq N]
+  triage_probe.py --root WORKSPACE --key KEY --mode structure|dtype|inputs
+                  [--batch-size N] [--seq N]
   triage_probe.py --root WORKSPACE --loader PATH [--variant NAME] --mode ...
 
 Imports a tt-forge-models loader the way tt-xla's runner does, runs it on CPU and prints one JSON
 document per phase on stdout, one per line. Everything else (loader prints, warnings, tracebacks)
 goes to stderr. Exit 0 when the phases ran (a failing phase is a result), 2 on usage errors.
+
+Modes and their phases: structure -> structure; dtype -> bfloat16, float32; inputs -> train, eval.
+The inputs mode adds what a fix of the model's inputs needs (the forward's and load_inputs'
+signatures, how the inputs bind, the model's config, requirements files next to the loader, and
+where an error was raised); each of these is best-effort and null when it cannot be read.
 """
 import argparse
 import dataclasses
+import fnmatch
 import importlib
 import inspect
 import json
+import numbers
 import os
 import re
 import sys
@@ -28,6 +36,13 @@ KEY_RE = re.compile(
 )
 MAX_DEPTH = 16
 MAX_ITEMS = 256
+PARAM_KINDS = {
+    inspect.Parameter.POSITIONAL_ONLY: "positional",
+    inspect.Parameter.POSITIONAL_OR_KEYWORD: "positional",
+    inspect.Parameter.KEYWORD_ONLY: "keyword_only",
+    inspect.Parameter.VAR_POSITIONAL: "var_positional",
+    inspect.Parameter.VAR_KEYWORD: "var_keyword",
+}
 
 
 class UsageError(Exception):
@@ -51,7 +66,7 @@ def parse_args(argv):
     parser.add_argument("--key", help="YAML key, e.g. yolo_mini/pytorch-N-single_device-training")
     parser.add_argument("--loader", help="path of <model_path>/pytorch/loader.py (instead of --key)")
     parser.add_argument("--variant", help="with --loader: ModelVariant value or member name")
-    parser.add_argument("--mode", required=True, choices=("structure", "dtype"))
+    parser.add_argument("--mode", required=True, choices=("structure", "dtype", "inputs"))
     parser.add_argument("--batch-size", type=int, default=None)
     parser.add_argument("--seq", type=int, default=None, help="adds \"seq\": N to each document")
     args = parser.parse_args(argv)
@@ -139,15 +154,18 @@ def forward(model, inputs):
     return model(inputs)
 
 
-def describe_inputs(inputs, torch):
+def input_items(inputs):
+    """(name, value) per input: dict keys, list/tuple indices, or one item named <single>."""
     if isinstance(inputs, dict):
-        items = [(str(k), v) for k, v in inputs.items()]
-    elif isinstance(inputs, (list, tuple)):
-        items = [(str(i), v) for i, v in enumerate(inputs)]
-    else:
-        items = [("<single>", inputs)]
+        return [(str(k), v) for k, v in inputs.items()]
+    if isinstance(inputs, (list, tuple)):
+        return [(str(i), v) for i, v in enumerate(inputs)]
+    return [("<single>", inputs)]
+
+
+def describe_inputs(inputs, torch):
     described = []
-    for name, value in items:
+    for name, value in input_items(inputs):
         if isinstance(value, torch.Tensor):
             described.append(
                 {"name": name, "dtype": str(value.dtype), "shape": list(value.shape), "kind": "tensor"}
@@ -208,17 +226,241 @@ def model_info_of(module, member):
     return fields
 
 
-def error_of(exc):
-    return {
+def error_of(exc, extras=None):
+    """The error member; with the inputs mode's extras also its site and missing module."""
+    error = {
         "type": type(exc).__name__,
         "message": str(exc),
         "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
     }
+    if extras is not None:
+        error["site"] = best_effort("the error's site", extras.site_of, exc)
+        error["module"] = best_effort("the missing module", missing_module_of, exc)
+    return error
+
+
+# ---------------------------------------------------------------------------------------------
+# The inputs mode's extra members (docs/probe.md, "The inputs mode"). Each is best-effort: a
+# failure to read one leaves it null (its traceback goes to stderr), never the phase's result.
+
+
+def best_effort(what, fn, *args):
+    try:
+        return fn(*args)
+    except Exception:
+        print(f"triage_probe: cannot read {what}:", file=sys.stderr)
+        traceback.print_exc(file=sys.stderr)
+        return None
+
+
+def missing_module_of(exc):
+    name = getattr(exc, "name", None) if isinstance(exc, ModuleNotFoundError) else None
+    return name if isinstance(name, str) else None
+
+
+def safe_repr(value):
+    try:
+        return repr(value)
+    except Exception:
+        return None
+
+
+def params_of(fn):
+    """The parameters of a callable as the probe reports them (a bound method: without self)."""
+    params = []
+    for p in inspect.signature(fn).parameters.values():
+        has_default = p.default is not inspect.Parameter.empty
+        params.append(
+            {
+                "name": p.name,
+                "kind": PARAM_KINDS[p.kind],
+                "has_default": has_default,
+                "default": safe_repr(p.default) if has_default else None,
+            }
+        )
+    return params
+
+
+def container_of(inputs, torch):
+    if isinstance(inputs, dict):
+        return "dict"
+    if isinstance(inputs, list):
+        return "list"
+    if isinstance(inputs, tuple):
+        return "tuple"
+    if isinstance(inputs, torch.Tensor):
+        return "tensor"
+    return type(inputs).__name__
+
+
+def binding_of(model, inputs):
+    """How the inputs bind to model.forward, the way the probe calls it (input -> parameter)."""
+    signature = inspect.signature(model.forward)
+    is_dict = isinstance(inputs, dict)
+    try:
+        if is_dict:
+            bound = signature.bind(**inputs)
+        elif isinstance(inputs, (list, tuple)):
+            bound = signature.bind(*inputs)
+        else:
+            bound = signature.bind(inputs)
+    except TypeError as e:
+        return {"ok": False, "params": [], "error": str(e)}
+    names = [name for name, _ in input_items(inputs)]
+    positional = iter(names)
+    param_of = {}
+    for param, value in bound.arguments.items():
+        kind = signature.parameters[param].kind
+        if kind is inspect.Parameter.VAR_POSITIONAL:
+            for _ in value:
+                param_of[next(positional)] = param
+        elif kind is inspect.Parameter.VAR_KEYWORD:
+            for name in value:
+                param_of[str(name)] = param
+        elif is_dict:
+            param_of[param] = param
+        else:
+            param_of[next(positional)] = param
+    pairs = [{"input": name, "param": param_of[name]} for name in names if name in param_of]
+    return {"ok": True, "params": pairs, "error": None}
+
+
+def config_of(model):
+    """The HF-style config members the playbooks read; None when the model has no config."""
+    config = getattr(model, "config", None)
+    if config is None:
+        return None
+    if isinstance(config, dict):
+        get = config.get
+    else:
+        def get(name):
+            return getattr(config, name, None)
+
+    def as_int(value):
+        if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+            return int(value)
+        return None
+
+    is_encoder_decoder = get("is_encoder_decoder")
+    return {
+        "is_encoder_decoder": is_encoder_decoder if isinstance(is_encoder_decoder, bool) else None,
+        "decoder_start_token_id": as_int(get("decoder_start_token_id")),
+        "pad_token_id": as_int(get("pad_token_id")),
+    }
+
+
+def requirements_of(loader_dir):
+    """requirements*.txt next to the loader, sorted by name, with their non-comment lines."""
+    found = []
+    for name in sorted(os.listdir(loader_dir)):
+        path = os.path.join(loader_dir, name)
+        if not fnmatch.fnmatchcase(name, "requirements*.txt") or not os.path.isfile(path):
+            continue
+        with open(path, encoding="utf-8", errors="replace") as f:
+            lines = [line.strip() for line in f]
+        found.append(
+            {"file": name, "packages": [l for l in lines if l and not l.startswith("#")]}
+        )
+    return found
+
+
+class InputsExtras:
+    """What the inputs mode adds to every document, for one target."""
+
+    def __init__(self, root, target, member):
+        self.root = root
+        self.model_dir = os.path.realpath(
+            os.path.join(root, FORGE_REL, *target.model_path.split("/"))
+        )
+        self.loader_dir = os.path.dirname(os.path.join(root, target.loader_rel))
+        self.variant_member = None if member is None else best_effort(
+            "the variant member", lambda: str(member.name)
+        )
+        self.requirements = best_effort("the requirements files", requirements_of, self.loader_dir)
+
+    @staticmethod
+    def _under(path, directory):
+        return os.path.commonpath([path, directory]) == directory
+
+    def path_of(self, filename):
+        """Root-relative ('/'-separated) when under the root, else absolute; pseudo-files such
+        as <frozen importlib._bootstrap> as they are."""
+        if filename.startswith("<"):
+            return filename
+        real = os.path.realpath(filename)
+        if self._under(real, self.root):
+            return os.path.relpath(real, self.root).replace(os.sep, "/")
+        return real
+
+    def in_loader_dir(self, filename):
+        if filename.startswith("<"):
+            return False
+        return self._under(os.path.realpath(filename), self.model_dir)
+
+    def members(self):
+        """The members before anything ran: each filled in as the phase gets to it."""
+        return {
+            "variant_member": self.variant_member,
+            "container": None,
+            "forward": None,
+            "load_inputs": None,
+            "binding": None,
+            "config": None,
+            "requirements": self.requirements,
+        }
+
+    def forward_of(self, model):
+        fn = model.forward
+        func = getattr(fn, "__func__", fn)
+        try:
+            func = inspect.unwrap(func)
+        except ValueError:
+            pass
+        params = params_of(fn)
+
+        def source_file():
+            return inspect.getsourcefile(func) or inspect.getfile(func)
+
+        file = best_effort("the forward's source file", source_file)
+        return {
+            "class": type(model).__name__,
+            "module": type(model).__module__,
+            "qualname": func.__qualname__,
+            "file": None if file is None else self.path_of(file),
+            "in_loader_dir": file is not None and self.in_loader_dir(file),
+            "params": params,
+        }
+
+    def site_of(self, exc):
+        frames = traceback.extract_tb(exc.__traceback__)
+        if not frames:
+            return None
+        frame = frames[-1]
+        return {
+            "file": self.path_of(frame.filename),
+            "function": frame.name,
+            "line": frame.lineno if isinstance(frame.lineno, int) else 0,
+            "in_loader_dir": self.in_loader_dir(frame.filename),
+        }
+
+    @staticmethod
+    def add_trees(described, inputs, torch):
+        """inputs[i].tree: the NODE of a non-tensor item (null for tensors, or when unreadable)."""
+        for item in described:
+            item["tree"] = None
+        values = best_effort("the inputs", lambda: [v for _, v in input_items(inputs)]) or []
+        for item, value in zip(described, values):
+            if not isinstance(value, torch.Tensor):
+                item["tree"] = best_effort(f"the tree of input {item['name']}", tree, value, torch)
 
 
 def run_phase(
-    phase, target, key, variant_value, model_info, make_loader, dtype, batch_size, torch, import_error
+    phase, target, key, variant_value, model_info, make_loader, dtype, batch_size, torch,
+    import_error, extras=None,
 ):
+    """One phase. structure: train(), forward, unpack. bfloat16/float32: the same, then backward
+    of a tensor. train: as structure (no backward). eval: eval() and forward under no_grad only.
+    extras (the inputs mode): the document's extra members."""
     doc = {
         "schema": SCHEMA,
         "key": key,
@@ -233,9 +475,11 @@ def run_phase(
         "unpacked": None,
         "backward": "skipped",
     }
+    if extras is not None:
+        doc.update(extras.members())
     print(f"===== triage_probe {key} phase={phase} dtype_override={dtype} =====", file=sys.stderr)
     if import_error is not None:
-        doc["error"] = error_of(import_error)
+        doc["error"] = error_of(import_error, extras)
         return doc
     try:
         torch.manual_seed(0)
@@ -246,37 +490,57 @@ def run_phase(
         if batch_size is not None:
             wanted["batch_size"] = batch_size
         model = loader.load_model(**accepted_kwargs(loader.load_model, wanted))
+        if extras is not None:
+            doc["forward"] = best_effort("the forward's signature", extras.forward_of, model)
+            doc["config"] = best_effort("the model's config", config_of, model)
+            doc["load_inputs"] = best_effort(
+                "load_inputs' signature",
+                lambda: {
+                    "params": params_of(loader.load_inputs),
+                    "passed": list(accepted_kwargs(loader.load_inputs, wanted)),
+                },
+            )
         inputs = loader.load_inputs(**accepted_kwargs(loader.load_inputs, wanted))
         doc["inputs"] = describe_inputs(inputs, torch)
-        model.train()
-        out = forward(model, inputs)
+        if extras is not None:
+            doc["container"] = best_effort("the inputs' container", container_of, inputs, torch)
+            extras.add_trees(doc["inputs"], inputs, torch)
+            doc["binding"] = best_effort("the inputs' binding", binding_of, model, inputs)
+        if phase == "eval":
+            model.eval()
+            with torch.no_grad():
+                out = forward(model, inputs)
+        else:
+            model.train()
+            out = forward(model, inputs)
         doc["output"] = {
             "class": type(out).__name__,
             "module": type(out).__module__,
             "tree": tree(out, torch),
         }
-        try:
-            unpacked = loader.unpack_forward_output(out)
-        except Exception as e:
-            doc["unpacked"] = {"ok": False, "kind": "error", "error": f"{type(e).__name__}: {e}"}
-            raise
-        is_tensor = isinstance(unpacked, torch.Tensor)
-        doc["unpacked"] = {
-            "ok": True,
-            "kind": "tensor" if is_tensor else type(unpacked).__name__,
-            "error": None,
-        }
-        if phase != "structure" and is_tensor:
+        if phase != "eval":
             try:
-                unpacked.backward(gradient=torch.randn(unpacked.shape, dtype=unpacked.dtype))
-            except Exception:
-                doc["backward"] = "failed"
+                unpacked = loader.unpack_forward_output(out)
+            except Exception as e:
+                doc["unpacked"] = {"ok": False, "kind": "error", "error": f"{type(e).__name__}: {e}"}
                 raise
-            doc["backward"] = "ok"
+            is_tensor = isinstance(unpacked, torch.Tensor)
+            doc["unpacked"] = {
+                "ok": True,
+                "kind": "tensor" if is_tensor else type(unpacked).__name__,
+                "error": None,
+            }
+            if phase in ("bfloat16", "float32") and is_tensor:
+                try:
+                    unpacked.backward(gradient=torch.randn(unpacked.shape, dtype=unpacked.dtype))
+                except Exception:
+                    doc["backward"] = "failed"
+                    raise
+                doc["backward"] = "ok"
         doc["ok"] = True
     except Exception as e:
         traceback.print_exc(file=sys.stderr)
-        doc["error"] = error_of(e)
+        doc["error"] = error_of(e, extras)
     return doc
 
 
@@ -310,15 +574,16 @@ def main(argv):
         def make_loader():
             return module.ModelLoader(variant=member) if member is not None else module.ModelLoader()
 
-        phases = (
-            [("structure", torch.bfloat16)]
-            if args.mode == "structure"
-            else [("bfloat16", torch.bfloat16), ("float32", None)]
-        )
+        phases = {
+            "structure": [("structure", torch.bfloat16)],
+            "dtype": [("bfloat16", torch.bfloat16), ("float32", None)],
+            "inputs": [("train", torch.bfloat16), ("eval", torch.bfloat16)],
+        }[args.mode]
+        extras = InputsExtras(root, target, member) if args.mode == "inputs" else None
         for phase, dtype in phases:
             doc = run_phase(
                 phase, target, key, variant_value, model_info, make_loader, dtype,
-                args.batch_size, torch, import_error,
+                args.batch_size, torch, import_error, extras,
             )
             if args.seq is not None:
                 doc["seq"] = args.seq

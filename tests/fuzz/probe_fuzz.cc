@@ -1,6 +1,6 @@
 // The probe's JSON reader: its stdout (one document per line) and the evidence files (one
 // document or an array). Any text is read without crashing or throwing; an error is
-// InvalidArgument. Every accepted document's output tree can be described.
+// InvalidArgument. Every accepted document's output and input trees can be described.
 
 #include <cstdint>
 #include <string>
@@ -21,6 +21,11 @@ void Check(const absl::StatusOr<std::vector<triage::playbooks::ProbeDoc>>& docs)
     FUZZ_CHECK(!d.key.empty() && !d.phase.empty(), "a document without key or phase");
     (void)triage::playbooks::DescribeTree(d.tree);
     if (d.error) (void)d.error->Line();
+    for (const auto& in : d.inputs) (void)triage::playbooks::DescribeTree(in.tree);
+    if (d.forward) {
+      const int pos = d.forward->PositionOf("targets");
+      FUZZ_CHECK(pos < 0 || d.forward->Has("targets"), "a position for a parameter it lacks");
+    }
   }
 }
 

@@ -6,6 +6,7 @@
 #include <deque>
 #include <set>
 
+#include "agent/executor/native_tools.h"
 #include "agent/executor/replay_tools.h"
 #include "agent/playbooks/dtype_bfloat16/dtype_bfloat16.h"
 #include "agent/playbooks/probe.h"
@@ -106,6 +107,297 @@ TEST(ProbeDoc, ModelInfoIsOptional) {
   EXPECT_FALSE((*docs)[2].model_info.has_value());
   ASSERT_TRUE((*docs)[3].model_info.has_value());
   EXPECT_EQ((*docs)[3].model_info->task, "");
+}
+
+// --- the inputs mode's documents (docs/probe.md, "The inputs mode")
+
+// A train document with every member of the inputs mode, as the probe prints it.
+constexpr char kInputsTrainDoc[] =
+    R"({"schema": 1, "key": "det/pytorch-Base-single_device-training",
+  "loader": "third_party/tt_forge_models/det/pytorch/loader.py", "variant": "Base",
+  "model_info": null, "phase": "train", "ok": false,
+  "error": {"type": "AssertionError", "message": "targets should not be none when in training mode",
+            "traceback": "Traceback ...",
+            "site": {"file": "/usr/lib/python3/dist-packages/torchvision/models/detection/generalized_rcnn.py",
+                     "function": "forward", "line": 62, "in_loader_dir": false},
+            "module": null},
+  "inputs": [{"name": "0", "dtype": "torch.bfloat16", "shape": [2, 3, 8, 8], "kind": "tensor", "tree": null},
+             {"name": "1", "dtype": null, "shape": null, "kind": "list",
+              "tree": {"type": "list", "items": [{"type": "dict", "items": {
+                "boxes": {"type": "tensor", "shape": [1, 4], "dtype": "torch.float32"}}}]}}],
+  "output": null, "unpacked": null, "backward": "skipped",
+  "variant_member": "BASE", "container": "list",
+  "forward": {"class": "FasterRCNN", "module": "torchvision.models.detection.faster_rcnn",
+              "qualname": "GeneralizedRCNN.forward",
+              "file": "/usr/lib/python3/dist-packages/torchvision/models/detection/generalized_rcnn.py",
+              "in_loader_dir": false,
+              "params": [{"name": "images", "kind": "positional", "has_default": false, "default": null},
+                         {"name": "targets", "kind": "positional", "has_default": true, "default": "None"},
+                         {"name": "extra", "kind": "var_positional", "has_default": false, "default": null},
+                         {"name": "scale", "kind": "keyword_only", "has_default": true, "default": "1.0"},
+                         {"name": "kw", "kind": "var_keyword", "has_default": false, "default": null}]},
+  "load_inputs": {"params": [{"name": "dtype_override", "kind": "positional", "has_default": true, "default": "None"},
+                             {"name": "batch_size", "kind": "positional", "has_default": true, "default": "1"}],
+                  "passed": ["dtype_override", "batch_size"]},
+  "binding": {"ok": true, "params": [{"input": "0", "param": "images"}, {"input": "1", "param": "targets"}],
+              "error": null},
+  "config": {"is_encoder_decoder": true, "decoder_start_token_id": 0, "pad_token_id": 1},
+  "requirements": [{"file": "requirements.nodeps.txt", "packages": ["--no-deps", "foo==1"]},
+                   {"file": "requirements.txt", "packages": ["torchvision==0.14"]}],
+  "seq": 1})";
+
+TEST(ProbeDoc, InputsModeMembersAreRead) {
+  auto docs = ParseProbeFile(kInputsTrainDoc, "p.json");
+  ASSERT_TRUE(docs.ok()) << docs.status();
+  ASSERT_EQ(docs->size(), 1u);
+  const ProbeDoc& d = docs->front();
+  EXPECT_EQ(d.phase, "train");
+  EXPECT_EQ(d.seq, 1);
+  EXPECT_EQ(d.variant_member, "BASE");
+  EXPECT_EQ(d.container, "list");
+
+  ASSERT_TRUE(d.error.has_value());
+  EXPECT_EQ(d.error->Line(), "AssertionError: targets should not be none when in training mode");
+  EXPECT_EQ(d.error->site_file,
+            "/usr/lib/python3/dist-packages/torchvision/models/detection/generalized_rcnn.py");
+  EXPECT_EQ(d.error->site_function, "forward");
+  EXPECT_EQ(d.error->site_line, 62);
+  EXPECT_FALSE(d.error->site_in_loader_dir);
+  EXPECT_EQ(d.error->module, "");
+
+  ASSERT_EQ(d.inputs.size(), 2u);
+  EXPECT_TRUE(d.inputs[0].tree.is_null());
+  EXPECT_EQ(d.inputs[0].shape, (std::vector<std::int64_t>{2, 3, 8, 8}));
+  EXPECT_EQ(d.inputs[1].kind, "list");
+  EXPECT_EQ(DescribeTree(d.inputs[1].tree), "list[1]: [dict{boxes: Tensor(1, 4) torch.float32}]");
+
+  ASSERT_TRUE(d.forward.has_value());
+  EXPECT_EQ(d.forward->model_class, "FasterRCNN");
+  EXPECT_EQ(d.forward->model_module, "torchvision.models.detection.faster_rcnn");
+  EXPECT_EQ(d.forward->qualname, "GeneralizedRCNN.forward");
+  EXPECT_EQ(d.forward->file,
+            "/usr/lib/python3/dist-packages/torchvision/models/detection/generalized_rcnn.py");
+  EXPECT_FALSE(d.forward->in_loader_dir);
+  ASSERT_EQ(d.forward->params.size(), 5u);
+  EXPECT_EQ(d.forward->params[0].name, "images");
+  EXPECT_EQ(d.forward->params[0].kind, "positional");
+  EXPECT_FALSE(d.forward->params[0].has_default);
+  EXPECT_EQ(d.forward->params[0].default_repr, "");
+  EXPECT_TRUE(d.forward->params[1].has_default);
+  EXPECT_EQ(d.forward->params[1].default_repr, "None");
+  EXPECT_EQ(d.forward->params[2].kind, "var_positional");
+  EXPECT_EQ(d.forward->params[3].kind, "keyword_only");
+  EXPECT_EQ(d.forward->params[3].default_repr, "1.0");
+  EXPECT_EQ(d.forward->params[4].kind, "var_keyword");
+
+  ASSERT_EQ(d.load_inputs_params.size(), 2u);
+  EXPECT_EQ(d.load_inputs_params[1].name, "batch_size");
+  EXPECT_EQ(d.load_inputs_params[1].default_repr, "1");
+  EXPECT_EQ(d.load_inputs_passed, (std::vector<std::string>{"dtype_override", "batch_size"}));
+
+  EXPECT_TRUE(d.has_binding);
+  EXPECT_TRUE(d.binding_ok);
+  EXPECT_EQ(d.binding,
+            (std::vector<std::pair<std::string, std::string>>{{"0", "images"}, {"1", "targets"}}));
+  EXPECT_EQ(d.binding_error, "");
+
+  ASSERT_TRUE(d.config.has_value());
+  EXPECT_EQ(d.config->is_encoder_decoder, std::optional<bool>(true));
+  EXPECT_EQ(d.config->decoder_start_token_id, std::optional<std::int64_t>(0));
+  EXPECT_EQ(d.config->pad_token_id, std::optional<std::int64_t>(1));
+
+  ASSERT_EQ(d.requirements.size(), 2u);
+  EXPECT_EQ(d.requirements[0].file, "requirements.nodeps.txt");
+  EXPECT_EQ(d.requirements[0].packages, (std::vector<std::string>{"--no-deps", "foo==1"}));
+  EXPECT_EQ(d.requirements[1].file, "requirements.txt");
+  EXPECT_EQ(d.requirements[1].packages, (std::vector<std::string>{"torchvision==0.14"}));
+}
+
+// An import failure: every document carries the error with its missing module and where the
+// import was, and the requirements read from disk; nothing that needs the loader.
+TEST(ProbeDoc, InputsModeImportErrorNamesTheModule) {
+  auto docs = ParseProbeOutput(
+      R"({"schema": 1, "key": "k", "phase": "eval", "ok": false, "error": {"type": "ModuleNotFoundError",)"
+      R"( "message": "No module named 'kornia'", "traceback": "", "site": {"file":)"
+      R"( "third_party/tt_forge_models/k/pytorch/loader.py", "function": "<module>", "line": 3,)"
+      R"( "in_loader_dir": true}, "module": "kornia"}, "inputs": [], "output": null, "unpacked": null,)"
+      R"( "backward": "skipped", "variant_member": null, "container": null, "forward": null,)"
+      R"( "load_inputs": null, "binding": null, "config": null, "requirements": [{"file":)"
+      R"( "requirements.txt", "packages": ["kornia==0.7.0"]}]})");
+  ASSERT_TRUE(docs.ok()) << docs.status();
+  const ProbeDoc& d = docs->front();
+  ASSERT_TRUE(d.error.has_value());
+  EXPECT_EQ(d.error->module, "kornia");
+  EXPECT_EQ(d.error->site_file, "third_party/tt_forge_models/k/pytorch/loader.py");
+  EXPECT_EQ(d.error->site_function, "<module>");
+  EXPECT_EQ(d.error->site_line, 3);
+  EXPECT_TRUE(d.error->site_in_loader_dir);
+  EXPECT_EQ(d.variant_member, "");
+  EXPECT_EQ(d.container, "");
+  EXPECT_FALSE(d.forward.has_value());
+  EXPECT_TRUE(d.load_inputs_params.empty());
+  EXPECT_FALSE(d.has_binding);
+  EXPECT_FALSE(d.config.has_value());
+  ASSERT_EQ(d.requirements.size(), 1u);
+  EXPECT_EQ(d.requirements[0].packages, (std::vector<std::string>{"kornia==0.7.0"}));
+}
+
+// Documents of the other modes (and of the inputs mode recorded before a member existed) have
+// none of the members: each reads as its default.
+TEST(ProbeDoc, InputsModeMembersAbsentReadAsDefaults) {
+  auto docs = ParseProbeOutput(
+      R"({"schema": 1, "key": "k", "phase": "structure", "error": {"type": "ValueError",)"
+      R"( "message": "m", "traceback": "t"}, "inputs": [{"name": "<single>", "kind": "tensor"}]})");
+  ASSERT_TRUE(docs.ok()) << docs.status();
+  const ProbeDoc& d = docs->front();
+  EXPECT_EQ(d.variant_member, "");
+  EXPECT_EQ(d.container, "");
+  EXPECT_FALSE(d.forward.has_value());
+  EXPECT_TRUE(d.load_inputs_params.empty());
+  EXPECT_TRUE(d.load_inputs_passed.empty());
+  EXPECT_FALSE(d.has_binding);
+  EXPECT_FALSE(d.binding_ok);
+  EXPECT_TRUE(d.binding.empty());
+  EXPECT_EQ(d.binding_error, "");
+  EXPECT_FALSE(d.config.has_value());
+  EXPECT_TRUE(d.requirements.empty());
+  ASSERT_TRUE(d.error.has_value());
+  EXPECT_EQ(d.error->site_file, "");
+  EXPECT_EQ(d.error->site_function, "");
+  EXPECT_EQ(d.error->site_line, 0);
+  EXPECT_FALSE(d.error->site_in_loader_dir);
+  EXPECT_EQ(d.error->module, "");
+  ASSERT_EQ(d.inputs.size(), 1u);
+  EXPECT_TRUE(d.inputs[0].tree.is_null());
+}
+
+// Members of another type are ignored (read as their defaults), never an exception; items of
+// the wrong type inside a list are skipped.
+TEST(ProbeDoc, InputsModeMistypedMembersAreIgnored) {
+  auto docs = ParseProbeOutput(
+      R"({"schema": 1, "key": "k", "phase": "train", "variant_member": 3, "container": ["dict"],)"
+      R"( "forward": "GptMini", "load_inputs": [1], "binding": true, "config": "c",)"
+      R"( "requirements": {"file": "requirements.txt"},)"
+      R"( "error": {"type": "E", "message": "m", "site": "loader.py:3", "module": 5}})"
+      "\n"
+      R"({"schema": 1, "key": "k", "phase": "train",)"
+      R"( "forward": {"class": 1, "module": null, "qualname": [], "file": 2, "in_loader_dir": "yes",)"
+      R"(   "params": [3, {"kind": "positional"}, {"name": "x", "kind": 4, "has_default": "no",)"
+      R"(   "default": 5}]},)"
+      R"( "load_inputs": {"params": {"name": "x"}, "passed": ["batch_size", 7, null]},)"
+      R"( "binding": {"ok": "true", "params": [1, {"input": "0"}, {"input": 0, "param": "x"},)"
+      R"(   {"input": "1", "param": "y"}], "error": 3},)"
+      R"( "config": {"is_encoder_decoder": 1, "decoder_start_token_id": "2", "pad_token_id": 1.5},)"
+      R"( "requirements": [3, {"packages": ["a"]}, {"file": "requirements.txt", "packages": [1, "b"]}],)"
+      R"( "error": {"type": "E", "message": "m", "site": {"file": 1, "function": null, "line": "3",)"
+      R"(   "in_loader_dir": 1}, "module": ["x"]},)"
+      R"( "inputs": [{"name": "0", "kind": "list", "tree": 3}]})"
+      "\n"
+      R"({"schema": 1, "key": "k", "phase": "train", "error": {"site": {"line": -4}},)"
+      R"( "config": {"decoder_start_token_id": null, "pad_token_id": true}})");
+  ASSERT_TRUE(docs.ok()) << docs.status();
+  ASSERT_EQ(docs->size(), 3u);
+
+  const ProbeDoc& a = (*docs)[0];
+  EXPECT_EQ(a.variant_member, "");
+  EXPECT_EQ(a.container, "");
+  EXPECT_FALSE(a.forward.has_value());
+  EXPECT_TRUE(a.load_inputs_params.empty());
+  EXPECT_FALSE(a.has_binding);
+  EXPECT_FALSE(a.config.has_value());
+  EXPECT_TRUE(a.requirements.empty());
+  ASSERT_TRUE(a.error.has_value());
+  EXPECT_EQ(a.error->site_file, "");
+  EXPECT_EQ(a.error->module, "");
+
+  const ProbeDoc& b = (*docs)[1];
+  ASSERT_TRUE(b.forward.has_value());
+  EXPECT_EQ(b.forward->model_class, "");
+  EXPECT_EQ(b.forward->model_module, "");
+  EXPECT_EQ(b.forward->qualname, "");
+  EXPECT_EQ(b.forward->file, "");
+  EXPECT_FALSE(b.forward->in_loader_dir);
+  ASSERT_EQ(b.forward->params.size(), 1u) << "parameters without a name are skipped";
+  EXPECT_EQ(b.forward->params[0].name, "x");
+  EXPECT_EQ(b.forward->params[0].kind, "positional");
+  EXPECT_FALSE(b.forward->params[0].has_default);
+  EXPECT_EQ(b.forward->params[0].default_repr, "");
+  EXPECT_TRUE(b.load_inputs_params.empty());
+  EXPECT_EQ(b.load_inputs_passed, (std::vector<std::string>{"batch_size"}));
+  EXPECT_TRUE(b.has_binding);
+  EXPECT_FALSE(b.binding_ok);
+  EXPECT_EQ(b.binding, (std::vector<std::pair<std::string, std::string>>{{"1", "y"}}))
+      << "pairs without both names are skipped";
+  EXPECT_EQ(b.binding_error, "");
+  ASSERT_TRUE(b.config.has_value());
+  EXPECT_FALSE(b.config->is_encoder_decoder.has_value());
+  EXPECT_FALSE(b.config->decoder_start_token_id.has_value());
+  EXPECT_FALSE(b.config->pad_token_id.has_value());
+  ASSERT_EQ(b.requirements.size(), 1u) << "entries without a file name are skipped";
+  EXPECT_EQ(b.requirements[0].packages, (std::vector<std::string>{"b"}));
+  ASSERT_TRUE(b.error.has_value());
+  EXPECT_EQ(b.error->site_file, "");
+  EXPECT_EQ(b.error->site_function, "");
+  EXPECT_EQ(b.error->site_line, 0);
+  EXPECT_FALSE(b.error->site_in_loader_dir);
+  EXPECT_EQ(b.error->module, "");
+  ASSERT_EQ(b.inputs.size(), 1u);
+  EXPECT_EQ(b.inputs[0].tree, json(3)) << "the tree is kept as it is (DescribeTree copes)";
+  EXPECT_EQ(DescribeTree(b.inputs[0].tree), "?");
+
+  const ProbeDoc& c = (*docs)[2];
+  ASSERT_TRUE(c.error.has_value());
+  EXPECT_EQ(c.error->site_line, 0) << "a negative line reads as unknown";
+  ASSERT_TRUE(c.config.has_value());
+  EXPECT_FALSE(c.config->decoder_start_token_id.has_value());
+  EXPECT_FALSE(c.config->pad_token_id.has_value()) << "a bool is not a token id";
+}
+
+TEST(ProbeDoc, ProbePhasesPerMode) {
+  EXPECT_EQ(ProbePhases("structure"), (std::vector<std::string>{"structure"}));
+  EXPECT_EQ(ProbePhases("dtype"), (std::vector<std::string>{"bfloat16", "float32"}));
+  EXPECT_EQ(ProbePhases("inputs"), (std::vector<std::string>{"train", "eval"}));
+  EXPECT_TRUE(ProbePhases("").empty());
+  EXPECT_TRUE(ProbePhases("Inputs").empty());
+  EXPECT_TRUE(ProbePhases("train").empty()) << "a phase is not a mode";
+}
+
+// PositionOf counts the parameters that bind positionally, in order, and stops at the first
+// that does not (var_positional, keyword_only, var_keyword); Has looks at every parameter.
+TEST(ProbeDoc, ForwardPositionOfAndHas) {
+  auto param = [](std::string name, std::string kind) {
+    return ProbeDoc::Param{std::move(name), std::move(kind), false, ""};
+  };
+  ProbeDoc::Forward f;
+  f.params = {param("images", "positional"), param("targets", "positional"),
+              param("args", "var_positional"), param("scale", "keyword_only"),
+              param("kwargs", "var_keyword")};
+  EXPECT_EQ(f.PositionOf("images"), 0);
+  EXPECT_EQ(f.PositionOf("targets"), 1);
+  EXPECT_EQ(f.PositionOf("args"), -1);
+  EXPECT_EQ(f.PositionOf("scale"), -1);
+  EXPECT_EQ(f.PositionOf("kwargs"), -1);
+  EXPECT_EQ(f.PositionOf("missing"), -1);
+  for (const char* name : {"images", "targets", "args", "scale", "kwargs"}) {
+    EXPECT_TRUE(f.Has(name)) << name;
+  }
+  EXPECT_FALSE(f.Has("missing"));
+  EXPECT_FALSE(f.Has(""));
+
+  ProbeDoc::Forward keyword_first;
+  keyword_first.params = {param("x", "keyword_only"), param("targets", "positional")};
+  EXPECT_EQ(keyword_first.PositionOf("targets"), -1) << "nothing after a keyword-only binds";
+  EXPECT_TRUE(keyword_first.Has("targets"));
+  EXPECT_EQ(ProbeDoc::Forward{}.PositionOf("x"), -1);
+  EXPECT_FALSE(ProbeDoc::Forward{}.Has("x"));
+
+  // The same from a parsed document.
+  auto docs = ParseProbeFile(kInputsTrainDoc, "p.json");
+  ASSERT_TRUE(docs.ok()) << docs.status();
+  ASSERT_TRUE(docs->front().forward.has_value());
+  EXPECT_EQ(docs->front().forward->PositionOf("targets"), 1);
+  EXPECT_EQ(docs->front().forward->PositionOf("scale"), -1);
+  EXPECT_TRUE(docs->front().forward->Has("kw"));
 }
 
 TEST(PlanUnpack, DecisionTable) {
@@ -1026,6 +1318,128 @@ TEST(ReplayTools, RecordsWhatAnsweredAndTheRecordReplaysTheSame) {
   ASSERT_TRUE(plain.ok());
   ask(**plain);
   EXPECT_TRUE((*plain)->Evidence().empty());
+}
+
+// The inputs mode through replay: one call answers train then eval (ProbePhases), each matched
+// by its own seq, and is recorded under the native names with every member kept.
+TEST(ReplayTools, InputsModeAnswersTrainThenEvalAndRecordsBoth) {
+  testing::TempDir tmp;
+  const std::string key = "det/pytorch-Base-single_device-training";
+  json train = json::parse(kInputsTrainDoc);
+  json eval = train;
+  eval["phase"] = "eval";
+  eval["ok"] = true;
+  eval["error"] = nullptr;
+  eval["seq"] = 1;
+  json eval0 = eval;
+  eval0.erase("seq");
+  eval0["container"] = "tuple";
+  json train0 = train;
+  train0["seq"] = 0;
+  train0["container"] = "tuple";
+  testing::WriteFileOrDie(tmp.path() / "src/probes/a.json",
+                          json::array({eval, train, train0}).dump());
+  testing::WriteFileOrDie(tmp.path() / "src/probes/b.json", eval0.dump());
+  auto tools = ReplayTools::Load(tmp.path() / "src", tmp.path() / "rec");
+  ASSERT_TRUE(tools.ok()) << tools.status();
+
+  for (int seq : {0, 1}) {
+    auto docs = (*tools)->Probe(key, "inputs");
+    ASSERT_TRUE(docs.ok()) << docs.status();
+    ASSERT_EQ(docs->size(), 2u);
+    EXPECT_EQ((*docs)[0].phase, "train");
+    EXPECT_EQ((*docs)[1].phase, "eval");
+    EXPECT_EQ((*docs)[0].seq, seq);
+    EXPECT_EQ((*docs)[1].seq, seq);
+    EXPECT_EQ((*docs)[0].container, seq == 0 ? "tuple" : "list");
+    EXPECT_FALSE((*docs)[0].ok);
+    EXPECT_TRUE((*docs)[1].ok);
+    ASSERT_TRUE((*docs)[1].forward.has_value());
+    EXPECT_EQ((*docs)[1].forward->PositionOf("targets"), 1);
+  }
+  EXPECT_TRUE(absl::IsNotFound((*tools)->Probe(key, "inputs").status())) << "no seq 2";
+  EXPECT_TRUE(absl::IsInvalidArgument((*tools)->Probe(key, "input").status()));
+
+  std::vector<std::string> names;
+  for (const auto& [name, path] : (*tools)->Evidence()) names.push_back(name);
+  const std::string file = "probes/det__pytorch-Base-single_device-training";
+  EXPECT_EQ(names, (std::vector<std::string>{file + ".eval.0.json", file + ".eval.1.json",
+                                             file + ".train.0.json", file + ".train.1.json"}));
+  const json recorded =
+      json::parse(testing::ReadFileOrDie(tmp.path() / "rec" / (file + ".eval.0.json")));
+  EXPECT_EQ(recorded.value("seq", -1), 0);
+  EXPECT_EQ(recorded["forward"], train["forward"]) << "the inputs mode's members are recorded";
+  EXPECT_EQ(recorded["requirements"], train["requirements"]);
+}
+
+// NativeTools runs the probe with the mode and records every document under its phase's name;
+// an unknown mode runs nothing. The probe here is a stand-in script printing two documents.
+TEST(NativeTools, InputsModeRecordsTrainAndEvalDocuments) {
+  testing::TempDir tmp;
+  const std::string key = "det/pytorch-Base-single_device-training";
+  testing::WriteFileOrDie(tmp.path() / "scripts/triage_probe.py",
+                          "echo \"$@\" > \"$(dirname \"$0\")/argv.txt\"\n"
+                          "echo 'loader output' >&2\n"
+                          "echo '{\"schema\": 1, \"key\": \"'$4'\", \"phase\": \"train\", "
+                          "\"ok\": false, \"error\": {\"type\": \"ModuleNotFoundError\", "
+                          "\"message\": \"m\", \"traceback\": \"\", \"module\": \"kornia\"}, "
+                          "\"requirements\": [{\"file\": \"requirements.txt\", "
+                          "\"packages\": [\"kornia\"]}]}'\n"
+                          "echo '{\"schema\": 1, \"key\": \"'$4'\", \"phase\": \"eval\", "
+                          "\"ok\": true, \"container\": \"dict\"}'\n");
+  agent::NativeToolsOptions options;
+  options.workspace = tmp.path() / "ws";
+  options.shard_dir = tmp.path() / "shard";
+  options.scripts_dir = tmp.path() / "scripts";
+  options.python = "/bin/sh";
+  agent::NativeTools tools(options);
+
+  EXPECT_TRUE(absl::IsInvalidArgument(tools.Probe(key, "nonsense").status()));
+  EXPECT_TRUE(tools.Evidence().empty()) << "an unknown mode runs no probe";
+
+  for (int seq : {0, 1}) {
+    auto docs = tools.Probe(key, "inputs");
+    ASSERT_TRUE(docs.ok()) << docs.status();
+    ASSERT_EQ(docs->size(), 2u);
+    EXPECT_EQ((*docs)[0].phase, "train");
+    EXPECT_EQ((*docs)[0].seq, seq);
+    ASSERT_TRUE((*docs)[0].error.has_value());
+    EXPECT_EQ((*docs)[0].error->module, "kornia");
+    ASSERT_EQ((*docs)[0].requirements.size(), 1u);
+    EXPECT_EQ((*docs)[1].phase, "eval");
+    EXPECT_EQ((*docs)[1].seq, seq);
+    EXPECT_EQ((*docs)[1].container, "dict");
+  }
+  EXPECT_EQ(util::TrimWhitespace(testing::ReadFileOrDie(tmp.path() / "scripts/argv.txt")),
+            "--root " + (tmp.path() / "ws").string() + " --key " + key + " --mode inputs");
+
+  std::vector<std::string> names;
+  for (const auto& [name, path] : tools.Evidence()) {
+    names.push_back(name);
+    EXPECT_EQ(path, tmp.path() / "shard" / name);
+    EXPECT_TRUE(std::filesystem::is_regular_file(path)) << name;
+  }
+  const std::string file = "det__pytorch-Base-single_device-training";
+  EXPECT_EQ(names,
+            (std::vector<std::string>{
+                "logs/" + file + ".probe-inputs-1.log", "logs/" + file + ".probe-inputs-2.log",
+                "probes/" + file + ".eval.0.json", "probes/" + file + ".eval.1.json",
+                "probes/" + file + ".train.0.json", "probes/" + file + ".train.1.json"}));
+  const json recorded =
+      json::parse(testing::ReadFileOrDie(tmp.path() / "shard/probes" / (file + ".train.1.json")));
+  EXPECT_EQ(recorded.value("seq", -1), 1);
+  EXPECT_EQ(recorded["error"].value("module", ""), "kornia");
+
+  // What the native run recorded replays to the same documents.
+  auto replay = ReplayTools::Load(tmp.path() / "shard");
+  ASSERT_TRUE(replay.ok()) << replay.status();
+  for (int seq : {0, 1}) {
+    auto docs = (*replay)->Probe(key, "inputs");
+    ASSERT_TRUE(docs.ok()) << docs.status();
+    ASSERT_EQ(docs->size(), 2u);
+    EXPECT_EQ((*docs)[0].seq, seq);
+    EXPECT_EQ((*docs)[1].container, "dict");
+  }
 }
 
 }  // namespace
