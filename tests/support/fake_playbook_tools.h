@@ -8,11 +8,27 @@
 #include <map>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "agent/playbooks/tools.h"
 
 namespace triage::playbooks {
+
+// A probe document's error and input, the members tests do not care about left empty.
+inline ProbeDoc::Error ProbeError(std::string type, std::string message) {
+  ProbeDoc::Error e;
+  e.type = std::move(type);
+  e.message = std::move(message);
+  return e;
+}
+inline ProbeDoc::Input ProbeInput(std::string name, std::string dtype, std::string kind) {
+  ProbeDoc::Input in;
+  in.name = std::move(name);
+  in.dtype = std::move(dtype);
+  in.kind = std::move(kind);
+  return in;
+}
 
 class FakeTools : public PlaybookTools {
  public:

@@ -15,10 +15,7 @@ namespace {
 using nlohmann::json;
 
 ProbeDoc::Error Err(const std::string& type, const std::string& message) {
-  ProbeDoc::Error e;
-  e.type = type;
-  e.message = message;
-  return e;
+  return ProbeError(type, message);
 }
 
 ProbeDoc::Param P(const std::string& name, bool has_default = false, const std::string& def = "",

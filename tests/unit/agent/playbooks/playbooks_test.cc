@@ -527,7 +527,7 @@ TEST(RenderOverride, CarriesTheTwoSectionDocstring) {
 // ---------------------------------------------------------------------------
 
 TEST(ClassifyDtype, DecisionTable) {
-  auto err = [](std::string m) { return ProbeDoc::Error{"RuntimeError", m, ""}; };
+  auto err = [](std::string m) { return ProbeError("RuntimeError", m); };
   const json out = Tensor({1, 4});
   auto phase = [&](const std::string& p, std::optional<ProbeDoc::Error> e, bool unpack_ok = true) {
     ProbeDoc d = Doc("k", p, e && e->message.find("unpack") == std::string::npos ? json() : out,
@@ -828,9 +828,9 @@ TEST_F(PlaybookRunTest, ProbePhaseFixesButDoesNotVerify) {
 TEST_F(PlaybookRunTest, DtypeCrossFixIsOneArgumentThenVerified) {
   auto bf16_fail = [](const std::string& k) {
     ProbeDoc d = Doc(k, "bfloat16", json(), true,
-                     ProbeDoc::Error{"RuntimeError", "mat1 and mat2 must have the same dtype", ""});
-    d.inputs = {{"decoder_input_values", "torch.float32", "tensor"},
-                {"mask", "torch.int64", "tensor"}};
+                     ProbeError("RuntimeError", "mat1 and mat2 must have the same dtype"));
+    d.inputs = {ProbeInput("decoder_input_values", "torch.float32", "tensor"),
+                ProbeInput("mask", "torch.int64", "tensor")};
     return d;
   };
   const json out = Tensor({1, 4});
@@ -854,7 +854,7 @@ TEST_F(PlaybookRunTest, DtypeOpNotImplementedNeverEditsAndRowsStopEarly) {
   const json out = Tensor({1, 4});
   const std::string op = "\"reflection_pad2d\" not implemented for 'BFloat16'";
   tools_.probes["m/pytorch-A-single_device-training"] = {
-      {Doc("a", "bfloat16", json(), true, ProbeDoc::Error{"RuntimeError", op, ""}),
+      {Doc("a", "bfloat16", json(), true, ProbeError("RuntimeError", op)),
        Doc("a", "float32", out, true)}};
   tools_.probes["m/pytorch-B-single_device-training"] = {
       {Doc("b", "bfloat16", out, true), Doc("b", "float32", out, true)}};
@@ -937,7 +937,7 @@ TEST_F(PlaybookRunTest, DispositionVerifyPhaseAndExistingOverrideAreDone) {
 TEST_F(PlaybookRunTest, DispositionUnpackStopsNeedReview) {
   // A: the probe failed before the forward output; B: no tensor to select.
   tools_.probes["m/pytorch-A-single_device-training"] = {
-      {Doc("a", "structure", json(), false, ProbeDoc::Error{"ImportError", "no module x", ""})}};
+      {Doc("a", "structure", json(), false, ProbeError("ImportError", "no module x"))}};
   tools_.probes["m/pytorch-B-single_device-training"] = {
       {Doc("b", "structure", Object("Bare", {{"n", {{"type", "int"}}}}), false)}};
   ExpectDispositions(Run("unpack_forward_output", "not_implemented"),
@@ -981,11 +981,12 @@ TEST_F(PlaybookRunTest, DispositionDtypeNeedsUnpackNamesThePlaybook) {
 
 TEST_F(PlaybookRunTest, DispositionDtypeEscalateAndGateMisfiredNeedReview) {
   const json out = Tensor({1, 4});
-  const ProbeDoc::Error dtype{"RuntimeError", "mat1 and mat2 must have the same dtype", ""};
+  const ProbeDoc::Error dtype =
+      ProbeError("RuntimeError", "mat1 and mat2 must have the same dtype");
   tools_.probes["m/pytorch-A-single_device-training"] = {
       {Doc("a", "bfloat16", json(), true, dtype), Doc("a", "float32", json(), true, dtype)}};
   tools_.probes["m/pytorch-B-single_device-training"] = {
-      {Doc("b", "bfloat16", json(), true, ProbeDoc::Error{"KeyError", "'labels'", ""}),
+      {Doc("b", "bfloat16", json(), true, ProbeError("KeyError", "'labels'")),
        Doc("b", "float32", out, true)}};
   ExpectDispositions(Run("dtype_bfloat16", "cross_dtype"),
                      {{"escalate", v1::EntryOutcome::NEEDS_REVIEW},
@@ -1005,16 +1006,14 @@ void ProbesForDtypeThenUnpack(FakeTools& tools) {
   const std::string a = "m/pytorch-A-single_device-training";
   const std::string b = "m/pytorch-B-single_device-training";
   const json out = Object("MiniRankerOutput", {{"logits", Tensor({1, 2, 3})}});
-  ProbeDoc bf16 =
-      Doc(a, "bfloat16", json(), true,
-          ProbeDoc::Error{"RuntimeError", "expected scalar type BFloat16 but found Float", ""});
-  bf16.inputs = {{"decoder_input_values", "torch.float32", "tensor"}};
+  ProbeDoc bf16 = Doc(a, "bfloat16", json(), true,
+                      ProbeError("RuntimeError", "expected scalar type BFloat16 but found Float"));
+  bf16.inputs = {ProbeInput("decoder_input_values", "torch.float32", "tensor")};
   auto unpack_fails = [&](const std::string& phase) {
     ProbeDoc d = Doc(a, phase, out, false,
-                     ProbeDoc::Error{"ValueError",
-                                     "No handler for class MiniRankerOutput exists in "
-                                     "`unpack_forward_output`",
-                                     ""});
+                     ProbeError("ValueError",
+                                "No handler for class MiniRankerOutput exists in "
+                                "`unpack_forward_output`"));
     d.unpacked_error = "ValueError: No handler for class MiniRankerOutput exists in …";
     return d;
   };
