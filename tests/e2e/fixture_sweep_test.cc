@@ -293,8 +293,9 @@ TEST_F(FixtureSweepTest, NativeSweepReachesTheGroundTruthAndReplayAgrees) {
     if (kv.second["loader_edit"]) {
       // Every line the edit adds (an edit may span several lines) is an added line of the patch.
       const std::string before = kv.second["loader_edit"]["before"].as<std::string>();
+      const std::string after = kv.second["loader_edit"]["after"].as<std::string>();
       const auto before_lines = util::SplitLines(before);
-      for (auto line : util::SplitLines(kv.second["loader_edit"]["after"].as<std::string>())) {
+      for (auto line : util::SplitLines(after)) {
         if (std::find(before_lines.begin(), before_lines.end(), line) != before_lines.end()) {
           continue;
         }
