@@ -44,12 +44,14 @@ std::pair<int, int> BlockOf(const std::vector<std::string>& lines, int start) {
   return {start, last};
 }
 
-// End (exclusive) of the call whose '(' is at open, or npos when it does not close on the line.
-std::size_t CallEnd(const std::string& line, std::size_t open) {
-  int depth = 0;
+// Walks a line of Python from `from`, skipping string literals and stopping at a comment; calls
+// on_bracket(+1 or -1, index) for each bracket and stops when it returns true. Returns the index
+// it stopped at, or npos when it reached the end of the line or a comment.
+template <typename F>
+std::size_t ScanBrackets(std::string_view line, std::size_t from, F on_bracket) {
   char quote = 0;
-  for (std::size_t k = open; k < line.size(); ++k) {
-    char c = line[k];
+  for (std::size_t k = from; k < line.size(); ++k) {
+    const char c = line[k];
     if (quote != 0) {
       if (c == '\\') {
         ++k;
@@ -61,14 +63,22 @@ std::size_t CallEnd(const std::string& line, std::size_t open) {
     if (c == '"' || c == '\'') {
       quote = c;
     } else if (c == '(' || c == '[' || c == '{') {
-      ++depth;
+      if (on_bracket(+1, k)) return k;
     } else if (c == ')' || c == ']' || c == '}') {
-      if (--depth == 0) return k + 1;
+      if (on_bracket(-1, k)) return k;
     } else if (c == '#') {
       return std::string::npos;
     }
   }
   return std::string::npos;
+}
+
+// End (exclusive) of the call whose '(' is at open, or npos when it does not close on the line.
+std::size_t CallEnd(const std::string& line, std::size_t open) {
+  int depth = 0;
+  const std::size_t close =
+      ScanBrackets(line, open, [&](int delta, std::size_t) { return (depth += delta) == 0; });
+  return close == std::string::npos ? close : close + 1;
 }
 
 int TopLevelModelLoader(const std::vector<std::string>& lines) {
@@ -103,27 +113,10 @@ int SkipDocstring(const std::vector<std::string>& lines, int b, int last) {
 
 int BracketDelta(std::string_view line) {
   int depth = 0;
-  char quote = 0;
-  for (std::size_t k = 0; k < line.size(); ++k) {
-    const char c = line[k];
-    if (quote != 0) {
-      if (c == '\\') {
-        ++k;
-      } else if (c == quote) {
-        quote = 0;
-      }
-      continue;
-    }
-    if (c == '"' || c == '\'') {
-      quote = c;
-    } else if (c == '(' || c == '[' || c == '{') {
-      ++depth;
-    } else if (c == ')' || c == ']' || c == '}') {
-      --depth;
-    } else if (c == '#') {
-      break;
-    }
-  }
+  ScanBrackets(line, 0, [&](int delta, std::size_t) {
+    depth += delta;
+    return false;
+  });
   return depth;
 }
 

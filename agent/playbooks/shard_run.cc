@@ -79,6 +79,19 @@ void ShardRun::Stop(EntryWork& w, const std::string& verdict,
   w.verify = false;
 }
 
+absl::StatusOr<std::optional<std::vector<ProbeDoc>>> ShardRun::ProbeOrStop(
+    EntryWork& w, const std::string& mode) {
+  auto docs = ctx_.tools->Probe(w.entry->key(), mode);
+  if (docs.ok() && docs->size() >= ProbePhases(mode).size()) return std::move(*docs);
+  if (!docs.ok() && !absl::IsNotFound(docs.status()) && !absl::IsDeadlineExceeded(docs.status())) {
+    return docs.status();
+  }
+  Review(w, util::StrCat("no CPU probe result: ",
+                         docs.ok() ? "incomplete" : util::MessageOf(docs.status())));
+  Stop(w, "no_evidence");
+  return std::nullopt;
+}
+
 absl::Status ShardRun::WriteLoader() { return util::WriteFileAtomic(loader_path_, loader_text_); }
 
 absl::Status ShardRun::Init() {

@@ -55,6 +55,12 @@ class ShardRun {
   registry::RegistryFile* registry() { return registry_ ? &*registry_ : nullptr; }
   absl::Status WriteRegistry();
 
+  // Probes an entry in a mode (one document per phase of ProbePhases(mode)). nullopt: no complete
+  // answer, and the entry stopped with verdict no_evidence and a review note saying why; an
+  // error status is an infrastructure failure.
+  absl::StatusOr<std::optional<std::vector<ProbeDoc>>> ProbeOrStop(EntryWork& w,
+                                                                   const std::string& mode);
+
   bool Cancelled() const;
   void Progress(const std::string& step, const std::string& entry = "");
   static void Review(EntryWork& w, const std::string& note);

@@ -86,19 +86,11 @@ absl::Status DtypeBfloat16::ProbeAndFix(ShardRun& run) const {
   for (auto& w : run.entries()) {
     if (run.Cancelled()) return absl::CancelledError("cancelled");
     run.Progress("probe", w.entry->key());
-    auto docs = run.tools().Probe(w.entry->key(), "dtype");
-    if (!docs.ok() || docs->size() < 2) {
-      if (!docs.ok() && !absl::IsNotFound(docs.status()) &&
-          !absl::IsDeadlineExceeded(docs.status())) {
-        return docs.status();
-      }
-      run.Review(w, util::StrCat("no CPU probe result: ",
-                                 docs.ok() ? "incomplete" : util::MessageOf(docs.status())));
-      run.Stop(w, "no_evidence");
-      continue;
-    }
-    w.probe = (*docs)[0];
-    w.probe32 = (*docs)[1];
+    auto docs = run.ProbeOrStop(w, "dtype");
+    if (!docs.ok()) return docs.status();
+    if (!*docs) continue;
+    w.probe = (**docs)[0];
+    w.probe32 = (**docs)[1];
     w.out->set_output_class(!w.probe32->output_class.empty() ? w.probe32->output_class
                                                              : w.probe->output_class);
     const DtypeRow row = ClassifyDtype(*w.probe, *w.probe32);

@@ -212,8 +212,6 @@ absl::StatusOr<std::vector<std::string>> NewReturn(Ctx& c, const std::string& na
     return absl::FailedPreconditionError("the forward has no targets parameter");
   }
   if (c.req.pattern == SubPattern::kDetectionTargets) {
-    out.push_back(
-        "# One box and one positive label per image: the training forward asserts on targets.");
     out.push_back("targets = [");
     out.push_back(util::StrCat("    {\"boxes\": torch.tensor([[0.0, 0.0, ", m, ".shape[-1] / 2, ",
                                m, ".shape[-2] / 2]], dtype=", m,
@@ -221,9 +219,6 @@ absl::StatusOr<std::vector<std::string>> NewReturn(Ctx& c, const std::string& na
     out.push_back(util::StrCat("    for _ in range(", m, ".shape[0])"));
     out.push_back("]");
   } else {
-    out.push_back(
-        "# One box per image, (class, cx, cy, w, h) in input pixels: the training head needs "
-        "targets.");
     out.push_back(util::StrCat("targets = torch.tensor([1.0, ", m, ".shape[-1] / 2, ", m,
                                ".shape[-2] / 2, ", m, ".shape[-1] / 4, ", m,
                                ".shape[-2] / 4], dtype=", m, ".dtype).repeat(", m,

@@ -70,19 +70,11 @@ absl::Status MissingInputs::ProbeAndFix(ShardRun& run) const {
   for (auto& w : run.entries()) {
     if (run.Cancelled()) return absl::CancelledError("cancelled");
     run.Progress("probe", w.entry->key());
-    auto docs = run.tools().Probe(w.entry->key(), "inputs");
-    if (!docs.ok() || docs->size() < 2) {
-      if (!docs.ok() && !absl::IsNotFound(docs.status()) &&
-          !absl::IsDeadlineExceeded(docs.status())) {
-        return docs.status();
-      }
-      run.Review(w, util::StrCat("no CPU probe result: ",
-                                 docs.ok() ? "incomplete" : util::MessageOf(docs.status())));
-      run.Stop(w, "no_evidence");
-      continue;
-    }
-    w.probe = (*docs)[0];
-    w.probe32 = (*docs)[1];  // the eval phase
+    auto docs = run.ProbeOrStop(w, "inputs");
+    if (!docs.ok()) return docs.status();
+    if (!*docs) continue;
+    w.probe = (**docs)[0];
+    w.probe32 = (**docs)[1];  // the eval phase
     const ProbeDoc& train = *w.probe;
     const ProbeDoc& eval = *w.probe32;
     if (!train.output_class.empty()) w.out->set_output_class(train.output_class);

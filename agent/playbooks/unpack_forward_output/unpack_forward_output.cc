@@ -209,18 +209,10 @@ absl::Status UnpackForwardOutput::ProbeAndFix(ShardRun& run) const {
   for (auto& w : run.entries()) {
     if (run.Cancelled()) return absl::CancelledError("cancelled");
     run.Progress("probe", w.entry->key());
-    auto docs = run.tools().Probe(w.entry->key(), "structure");
-    if (!docs.ok() || docs->empty()) {
-      if (!docs.ok() && !absl::IsNotFound(docs.status()) &&
-          !absl::IsDeadlineExceeded(docs.status())) {
-        return docs.status();
-      }
-      run.Review(w, util::StrCat("no CPU probe result: ",
-                                 docs.ok() ? "empty" : util::MessageOf(docs.status())));
-      run.Stop(w, "no_evidence");
-      continue;
-    }
-    w.probe = docs->front();
+    auto docs = run.ProbeOrStop(w, "structure");
+    if (!docs.ok()) return docs.status();
+    if (!*docs) continue;
+    w.probe = (*docs)->front();
     const ProbeDoc& d = *w.probe;
     w.out->set_output_class(d.output_class);
     if (!d.has_output) {
