@@ -376,6 +376,66 @@ std::string NormalizeReason(std::string_view line, std::size_t max_bytes) {
   return std::string(cut);
 }
 
+// A source path in a reason reads as its file name, absolute or not ("tt_metal/impl/x.cpp:88"
+// and "/home/u/tt-metal/tt_metal/impl/x.cpp:88" both read "x.cpp:88").
+std::string FileNamesOnly(std::string_view s) {
+  auto path_char = [](char c) {
+    return IsAlnum(c) || c == '_' || c == '.' || c == '-' || c == '/';
+  };
+  std::string out;
+  out.reserve(s.size());
+  for (std::size_t i = 0; i < s.size();) {
+    if (!path_char(s[i])) {
+      out += s[i++];
+      continue;
+    }
+    std::size_t j = i;
+    while (j < s.size() && path_char(s[j])) ++j;
+    std::string_view token = s.substr(i, j - i);
+    const std::size_t slash = token.rfind('/');
+    if (slash != std::string_view::npos && slash + 1 < token.size() &&
+        token.substr(slash + 1).find('.') != std::string_view::npos) {
+      token.remove_prefix(slash + 1);
+    }
+    out += token;
+    i = j;
+  }
+  return out;
+}
+
+std::string ReasonSignature(std::string_view reason) {
+  const std::string normal = FileNamesOnly(NormalizeReason(reason, 0));
+  std::string out;
+  out.reserve(normal.size());
+  for (std::size_t i = 0; i < normal.size();) {
+    // A hex number ("0x1f", not the address placeholder) is one number; "0xN" already is one.
+    if (normal.compare(i, 3, "0xN") == 0 && (i == 0 || !IsWordChar(normal[i - 1]))) {
+      out += "0xN";
+      i += 3;
+      continue;
+    }
+    if (normal.compare(i, 2, "0x") == 0 && i + 2 < normal.size() && IsHexDigit(normal[i + 2]) &&
+        (i == 0 || !IsWordChar(normal[i - 1]))) {
+      std::size_t j = i + 2;
+      while (j < normal.size() && IsHexDigit(normal[j])) ++j;
+      out += "0xN";
+      i = j;
+      continue;
+    }
+    if (IsDigit(normal[i])) {
+      std::size_t j = i;
+      while (j < normal.size() && IsDigit(normal[j])) ++j;
+      // Digits that are part of a name stay: conv2d, float32, sm_80.
+      const bool in_name = i > 0 && (IsAlpha(normal[i - 1]) || normal[i - 1] == '_');
+      out += in_name ? normal.substr(i, j - i) : "N";
+      i = j;
+      continue;
+    }
+    out += normal[i++];
+  }
+  return out;
+}
+
 std::string_view SignalName(int signal) {
   switch (signal) {
     case 1:

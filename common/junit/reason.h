@@ -31,6 +31,13 @@ inline constexpr std::size_t kMaxReasonBytes = 300;
 // Idempotent: NormalizeReason(NormalizeReason(x)) == NormalizeReason(x).
 std::string NormalizeReason(std::string_view line, std::size_t max_bytes = kMaxReasonBytes);
 
+// The failure-cluster key of a reason (docs/report.md, "Failure clusters"): its NormalizeReason
+// form (never cut) with source paths reduced to their file names and every number written "N",
+// so that one bug seen on models of different shapes, sizes or op sites reads the same
+// ("Expected more than 1 value per channel when training, got input size torch.Size([N, N, N,
+// N])"). Digits inside a name stay (conv2d, float32); hex numbers read "0xN". Idempotent.
+std::string ReasonSignature(std::string_view reason);
+
 // "SIGABRT" for 6, "SIGSEGV" for 11, ...; "" for numbers without a standard Linux name.
 std::string_view SignalName(int signal);
 

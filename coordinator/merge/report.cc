@@ -9,6 +9,7 @@
 #include "common/inventory/key.h"
 #include "common/registry/registry.h"
 #include "common/util/strings.h"
+#include "coordinator/merge/clusters.h"
 #include "nlohmann/json.hpp"
 
 namespace triage::merge {
@@ -581,6 +582,61 @@ std::string EvidenceLabel(const EvidenceLink& link) {
                       link.wave > 1 ? util::StrCat(" wave ", link.wave) : "", ": ", name);
 }
 
+// The decided outcomes the patch leaves failing (KNOWN_FAILURE_XFAIL or NOT_SUPPORTED_SKIP on an
+// arch), read from report.json's entries.
+std::vector<FailingOutcome> FailingOutcomes(const json& entries) {
+  std::vector<FailingOutcome> out;
+  for (const auto& e : entries) {
+    for (const auto& [arch, o] : e.at("arch_outcomes").items()) {
+      if (!o.is_object()) continue;
+      const std::string status = o.value("status", "");
+      if (status != "KNOWN_FAILURE_XFAIL" && status != "NOT_SUPPORTED_SKIP") continue;
+      out.push_back({e.at("key").get<std::string>(), arch,
+                     o.at("reason").is_string() ? o.at("reason").get<std::string>() : ""});
+    }
+  }
+  return out;
+}
+
+json ClustersJson(const std::vector<FailureCluster>& clusters) {
+  json out = json::array();
+  for (const auto& c : clusters) {
+    json members = json::array();
+    for (const auto& m : c.entries) members.push_back({{"key", m.key}, {"archs", m.archs}});
+    out.push_back({{"signature", c.signature},
+                   {"example", c.example},
+                   {"size", c.entries.size()},
+                   {"entries", members}});
+  }
+  return out;
+}
+
+// report.md's "Failure clusters" section; "" when nothing is left failing.
+std::string ClustersMd(const std::vector<FailureCluster>& clusters,
+                       const std::vector<std::string>& archs) {
+  if (clusters.empty()) return "";
+  std::string md =
+      "\n## Failure clusters\n\nWhat the patch leaves failing, grouped by the signature of the "
+      "reason (numbers written N), largest first: one bug to file per cluster.\n\n"
+      "| entries | signature | entries (archs when not all) |\n|---|---|---|\n";
+  for (const auto& c : clusters) {
+    std::string members;
+    for (const auto& m : c.entries) {
+      util::StrAppend(&members, members.empty() ? "" : ", ", Code(m.key));
+      if (m.archs.size() != archs.size()) {
+        util::StrAppend(&members, " (", util::StrJoin(m.archs, ", "), ")");
+      }
+    }
+    // A table cell: pipes are escaped (GFM reads "\|" as "|", also inside code).
+    std::string cell = Code(c.signature);
+    for (std::size_t at = cell.find('|'); at != std::string::npos; at = cell.find('|', at + 2)) {
+      cell.insert(at, "\\");
+    }
+    util::StrAppend(&md, "| ", c.entries.size(), " | ", cell, " | ", members, " |\n");
+  }
+  return md;
+}
+
 BuiltReport BuildReport(const ReportInput& in) {
   const coord::SweepRecord& sweep = *in.sweep;
   const MergeOutput& merge = *in.merge;
@@ -607,12 +663,15 @@ BuiltReport BuildReport(const ReportInput& in) {
   const std::map<std::string, int> by_outcome(counts.by_outcome().begin(),
                                               counts.by_outcome().end());
   j["totals"] = TotalsJson(counts, by_outcome, tallies, merge.conflicts.size());
+  const std::vector<FailureCluster> clusters = ClusterFailures(FailingOutcomes(j["entries"]));
+  j["clusters"] = ClustersJson(clusters);
 
   BuiltReport out;
   out.json = DumpJson(j);
-  out.markdown = util::StrCat(HeaderMd(sweep), TotalsMd(counts, by_outcome, tallies),
-                              RegistryMd(merge.registry, per_class), ConflictsMd(merge.conflicts),
-                              "\n## Entries\n\n", md_entries);
+  out.markdown =
+      util::StrCat(HeaderMd(sweep), TotalsMd(counts, by_outcome, tallies),
+                   RegistryMd(merge.registry, per_class), ClustersMd(clusters, sweep.archs),
+                   ConflictsMd(merge.conflicts), "\n## Entries\n\n", md_entries);
   return out;
 }
 

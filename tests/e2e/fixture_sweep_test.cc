@@ -251,6 +251,28 @@ TEST_F(FixtureSweepTest, NativeSweepReachesTheGroundTruthAndReplayAgrees) {
   for (const auto& k : truth["not_selected"]) {
     EXPECT_FALSE(entries.count(k.as<std::string>())) << k.as<std::string>() << " was touched";
   }
+  // Every outcome the patch leaves failing is in exactly one failure cluster (docs/report.md).
+  std::map<std::string, int> clustered;  // key + ' ' + arch -> clusters naming it
+  int cluster_size_sum = 0;
+  for (const auto& c : report["clusters"]) {
+    cluster_size_sum += c["size"].get<int>();
+    for (const auto& m : c["entries"]) {
+      for (const auto& a : m["archs"])
+        clustered[m["key"].get<std::string>() + " " + a.get<std::string>()]++;
+    }
+  }
+  int failing = 0;
+  for (const auto& [key, e] : entries) {
+    for (const auto& [arch, o] : e["arch_outcomes"].items()) {
+      if (!o.is_object()) continue;
+      const std::string status = o.value("status", "");
+      if (status != "KNOWN_FAILURE_XFAIL" && status != "NOT_SUPPORTED_SKIP") continue;
+      ++failing;
+      EXPECT_EQ(clustered[key + " " + arch], 1) << key << " on " << arch;
+    }
+  }
+  EXPECT_GT(failing, 0) << "the fixture leaves failures to cluster";
+  EXPECT_LE(cluster_size_sum, failing);
   // The inference YAML is never edited; an inference entry the fix makes stale is named for review.
   const std::string xla_patch = testing::ReadFileOrDie(dir_ / "out-native/tt-xla.patch");
   EXPECT_EQ(xla_patch.find("inference"), std::string::npos) << xla_patch.substr(0, 2000);

@@ -594,5 +594,41 @@ TEST(ClassifyReasonTableTest, ReasonsAreNormalized) {
   }
 }
 
+// The failure-cluster key: one bug on models of different sizes reads the same; names keep
+// their digits; different errors stay apart.
+TEST(ReasonSignature, NumbersVaryNamesDoNot) {
+  struct Case {
+    std::string a, b;
+    bool same;
+  };
+  const std::vector<Case> cases = {
+      {"ValueError: Expected more than 1 value per channel when training, got input size "
+       "torch.Size([1, 256, 1, 1])",
+       "ValueError: Expected more than 1 value per channel when training, got input size "
+       "torch.Size([1, 8, 1, 1])",
+       true},
+      {"TT_THROW @ tt_metal/impl/program/program.cpp:902: Statically allocated circular buffers "
+       "grow to 1572864 B which is beyond max L1 size of 1499136 B",
+       "TT_THROW @ /home/ci/tt-metal/tt_metal/impl/program/program.cpp:910: Statically allocated "
+       "circular buffers grow to 2097152 B which is beyond max L1 size of 1499136 B",
+       true},
+      {"error: 'ttir.conv2d' op expected bias shape", "error: 'ttir.conv3d' op expected bias shape",
+       false},
+      {"RuntimeError: expected scalar type BFloat16 but found Float",
+       "RuntimeError: expected scalar type Float but found BFloat16", false},
+      {"Out of Memory: Not enough space to allocate 0x1F00 B",
+       "Out of Memory: Not enough space "
+       "to allocate 0x2000 B",
+       true},
+  };
+  for (const auto& c : cases) {
+    EXPECT_EQ(ReasonSignature(c.a) == ReasonSignature(c.b), c.same)
+        << ReasonSignature(c.a) << " vs " << ReasonSignature(c.b);
+    EXPECT_EQ(ReasonSignature(ReasonSignature(c.a)), ReasonSignature(c.a)) << "idempotent";
+  }
+  EXPECT_EQ(ReasonSignature("ValueError: got torch.Size([1, 256, 1, 1]) on float32"),
+            "ValueError: got torch.Size([N, N, N, N]) on float32");
+}
+
 }  // namespace
 }  // namespace triage::junit

@@ -1136,6 +1136,57 @@ TEST(Report, LossTargetShowsTheAlternatives) {
   EXPECT_TRUE(seen) << report.json;
 }
 
+// Failure clusters (docs/report.md): what the patch leaves failing, grouped by the signature of
+// the reason across entries and archs, largest first; passing outcomes are in none.
+TEST(Report, FailureClustersGroupRemainingFailuresBySignature) {
+  Sweep s;
+  s.archs = {"n150", "p150"};
+  const std::string oom_a = "Out of Memory: Not enough space to allocate 1048576 B DRAM buffer";
+  const std::string oom_b = "Out of Memory: Not enough space to allocate 2097152 B DRAM buffer";
+  s.AddResult(s.AddShard("a", 1, "n150"),
+              WithOutcomes({Outcome(kV1, "n150", XfailEdit(kV1, oom_a), "failure"),
+                            Outcome(kV2, "n150", XfailEdit(kV2, oom_b), "failure")}));
+  s.AddResult(s.AddShard("a", 1, "p150"),
+              WithOutcomes({Outcome(kV1, "p150", XfailEdit(kV1, oom_a), "failure"),
+                            Outcome(kV2, "p150", PassEdit(kV2))}));
+  s.AddResult(s.AddShard("b", 1, "n150"),
+              WithOutcomes({Outcome(kB, "n150", XfailEdit(kB, "error: 'ttir.gather' op failed"),
+                                    "failure")}));
+  s.AddResult(s.AddShard("b", 1, "p150"),
+              WithOutcomes({Outcome(kB, "p150", XfailEdit(kB, "error: 'ttir.gather' op failed"),
+                                    "failure")}));
+  s.AddResult(s.AddShard("c", 1, "n150"), WithOutcomes({Outcome(kC, "n150", PassEdit(kC))}));
+  s.AddResult(s.AddShard("c", 1, "p150"), WithOutcomes({Outcome(kC, "p150", PassEdit(kC))}));
+  auto merged = Merge(s.Input());
+  ASSERT_TRUE(merged.ok()) << merged.status();
+  std::map<std::string, std::string> patched;
+  ExpectPatchesApply(s.files, *merged, &patched);
+  coord::SweepRecord sweep;
+  sweep.id = "sw-1";
+  sweep.archs = s.archs;
+  ReportInput in;
+  in.sweep = &sweep;
+  in.merge = &*merged;
+  in.yaml_after[kYamlPath] = patched[std::string("tt-xla/") + kYamlPath];
+  const BuiltReport report = BuildReport(in);
+  const nlohmann::json j = nlohmann::json::parse(report.json);
+  ASSERT_EQ(j["clusters"].size(), 2u) << j["clusters"].dump(2);
+  const auto& oom = j["clusters"][0];
+  EXPECT_EQ(oom["signature"], "Out of Memory: Not enough space to allocate N B DRAM buffer");
+  EXPECT_EQ(oom["size"], 2);
+  EXPECT_EQ(oom["example"], oom_a);
+  EXPECT_EQ(oom["entries"][0], nlohmann::json({{"key", kV1}, {"archs", {"n150", "p150"}}}));
+  EXPECT_EQ(oom["entries"][1], nlohmann::json({{"key", kV2}, {"archs", {"n150"}}}));
+  EXPECT_EQ(j["clusters"][1]["size"], 1);
+  EXPECT_EQ(j["clusters"][1]["entries"][0]["key"], kB);
+  EXPECT_NE(report.markdown.find("## Failure clusters"), std::string::npos);
+  EXPECT_NE(report.markdown.find("| 2 | `Out of Memory: Not enough space to allocate N B DRAM "
+                                 "buffer` | `" +
+                                 std::string(kV1) + "`, `" + std::string(kV2) + "` (n150) |\n"),
+            std::string::npos)
+      << report.markdown;
+}
+
 // A chained entry (docs/playbooks.md, "Chaining"): report.json lists every playbook that ran on
 // it, report.md shows the chain, and a registry step of the chain shows its registry hunks.
 TEST(Report, AChainedEntryShowsEveryPlaybookAndEachFix) {
