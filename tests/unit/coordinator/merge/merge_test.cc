@@ -235,6 +235,20 @@ struct Sweep {
   }
 };
 
+// The report of a merged sweep of s (sweep sw-1 on s's archs); yaml_after: the test-config file
+// after the patch, when the test reads resolved outcomes.
+BuiltReport ReportOf(const Sweep& s, const MergeOutput& merged,
+                     const std::string& yaml_after = "") {
+  coord::SweepRecord sweep;
+  sweep.id = "sw-1";
+  sweep.archs = s.archs;
+  ReportInput in;
+  in.sweep = &sweep;
+  in.merge = &merged;
+  if (!yaml_after.empty()) in.yaml_after[kYamlPath] = yaml_after;
+  return BuildReport(in);
+}
+
 v1::ShardResult WithOutcomes(std::vector<v1::EntryOutcome> os) {
   v1::ShardResult r;
   for (auto& o : os) *r.add_entries() = std::move(o);
@@ -1036,13 +1050,7 @@ TEST(Report, EachEntryShowsItsLoaderAndRegistryHunks) {
   ASSERT_TRUE(merged->conflicts.empty()) << Joined(merged->conflicts);
   ExpectPatchesApply(s.files, *merged);
 
-  coord::SweepRecord sweep;
-  sweep.id = "sw-1";
-  sweep.archs = s.archs;
-  ReportInput in;
-  in.sweep = &sweep;
-  in.merge = &*merged;
-  const std::string md = BuildReport(in).markdown;
+  const std::string md = ReportOf(s, *merged).markdown;
 
   const std::string a1 = Section(md, kV1);
   EXPECT_NE(a1.find("- **loader diff** `a/pytorch/loader.py`\n\n```diff\n@@ "), std::string::npos)
@@ -1102,13 +1110,7 @@ TEST(Report, LossTargetShowsTheAlternatives) {
                                         true, {})}));
   auto merged = Merge(s.Input());
   ASSERT_TRUE(merged.ok()) << merged.status();
-  coord::SweepRecord sweep;
-  sweep.id = "sw-1";
-  sweep.archs = s.archs;
-  ReportInput in;
-  in.sweep = &sweep;
-  in.merge = &*merged;
-  const BuiltReport report = BuildReport(in);
+  const BuiltReport report = ReportOf(s, *merged);
 
   const std::string b = Section(report.markdown, kB);
   EXPECT_NE(b.find("- **loss target** unknown, minimal candidate, for review: "
@@ -1161,14 +1163,7 @@ TEST(Report, FailureClustersGroupRemainingFailuresBySignature) {
   ASSERT_TRUE(merged.ok()) << merged.status();
   std::map<std::string, std::string> patched;
   ExpectPatchesApply(s.files, *merged, &patched);
-  coord::SweepRecord sweep;
-  sweep.id = "sw-1";
-  sweep.archs = s.archs;
-  ReportInput in;
-  in.sweep = &sweep;
-  in.merge = &*merged;
-  in.yaml_after[kYamlPath] = patched[std::string("tt-xla/") + kYamlPath];
-  const BuiltReport report = BuildReport(in);
+  const BuiltReport report = ReportOf(s, *merged, patched[std::string("tt-xla/") + kYamlPath]);
   const nlohmann::json j = nlohmann::json::parse(report.json);
   ASSERT_EQ(j["clusters"].size(), 2u) << j["clusters"].dump(2);
   const auto& oom = j["clusters"][0];
@@ -1214,13 +1209,7 @@ TEST(Report, AChainedEntryShowsEveryPlaybookAndEachFix) {
   ASSERT_TRUE(merged->conflicts.empty()) << Joined(merged->conflicts);
   ExpectPatchesApply(s.files, *merged);
 
-  coord::SweepRecord sweep;
-  sweep.id = "sw-1";
-  sweep.archs = s.archs;
-  ReportInput in;
-  in.sweep = &sweep;
-  in.merge = &*merged;
-  const BuiltReport report = BuildReport(in);
+  const BuiltReport report = ReportOf(s, *merged);
   const nlohmann::json j = nlohmann::json::parse(report.json);
   std::map<std::string, nlohmann::json> entries;
   for (const auto& e : j["entries"]) entries[e["key"]] = e;
