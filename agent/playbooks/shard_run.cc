@@ -71,6 +71,17 @@ void ShardRun::Progress(const std::string& step, const std::string& entry) {
 
 void ShardRun::Review(EntryWork& w, const std::string& note) { w.out->add_review(note); }
 
+void ShardRun::FlagStaleInference(EntryWork& w, std::string_view fix, std::string_view why) {
+  if (w.inference_key.empty() ||
+      (w.inference_status != "KNOWN_FAILURE_XFAIL" && w.inference_status != "NOT_SUPPORTED_SKIP")) {
+    return;
+  }
+  Review(w, util::StrCat("inference entry ", w.inference_key, " is ", w.inference_status,
+                         why.empty() ? "" : " ", why,
+                         w.inference_reason.empty() ? "" : " (" + w.inference_reason + ")",
+                         " and may be stale after ", fix, ": re-triage inference (not edited)"));
+}
+
 void ShardRun::Stop(EntryWork& w, const std::string& verdict,
                     v1::EntryOutcome::Disposition disposition, const std::string& needs_playbook) {
   if (!verdict.empty()) w.out->set_verdict(verdict);

@@ -64,6 +64,10 @@ class ShardRun {
   bool Cancelled() const;
   void Progress(const std::string& step, const std::string& entry = "");
   static void Review(EntryWork& w, const std::string& note);
+  // A loader fix reaches the entry's inference test too: its failing inference entry
+  // (KNOWN_FAILURE_XFAIL or NOT_SUPPORTED_SKIP) is named for review as maybe stale, never edited.
+  // why: what about it makes it stale ("with a bfloat16 reason"; "" for any failing one).
+  static void FlagStaleInference(EntryWork& w, std::string_view fix, std::string_view why = "");
   // The entry stops here (no verification): its verdict and why it stopped. disposition is
   // NEEDS_REVIEW or NEEDS_PLAYBOOK (then needs_playbook names the playbook to run first; the
   // shard runs it next when this agent has it, docs/playbooks.md "Chaining").

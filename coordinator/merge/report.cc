@@ -627,12 +627,7 @@ std::string ClustersMd(const std::vector<FailureCluster>& clusters,
         util::StrAppend(&members, " (", util::StrJoin(m.archs, ", "), ")");
       }
     }
-    // A table cell: pipes are escaped (GFM reads "\|" as "|", also inside code).
-    std::string cell = Code(c.signature);
-    for (std::size_t at = cell.find('|'); at != std::string::npos; at = cell.find('|', at + 2)) {
-      cell.insert(at, "\\");
-    }
-    util::StrAppend(&md, "| ", c.entries.size(), " | ", cell, " | ", members, " |\n");
+    util::StrAppend(&md, "| ", c.entries.size(), " | ", Md(c.signature), " | ", members, " |\n");
   }
   return md;
 }

@@ -239,11 +239,8 @@ absl::Status DtypeBfloat16::Fix(ShardRun& run, const std::vector<EntryWork*>& pr
   }
   // A loader fix changes inference too: a KFX inference entry with a bfloat16 reason is stale.
   for (EntryWork* w : proceeding) {
-    if (!w->inference_key.empty() && w->inference_status == "KNOWN_FAILURE_XFAIL" &&
-        HasBf16Signature(w->inference_reason)) {
-      run.Review(*w, util::StrCat("inference entry ", w->inference_key,
-                                  " is KNOWN_FAILURE_XFAIL with a bfloat16 reason and may be stale "
-                                  "after the loader fix: re-triage inference (not edited)"));
+    if (HasBf16Signature(w->inference_reason)) {
+      ShardRun::FlagStaleInference(*w, "the loader fix", "with a bfloat16 reason");
     }
   }
   return absl::OkStatus();

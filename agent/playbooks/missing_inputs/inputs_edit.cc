@@ -295,10 +295,12 @@ absl::StatusOr<InputsEdit> ReturnEdit(const std::string& text, std::vector<std::
     if (first != last || !IsIdentifier(expr)) {
       name = "inputs";
       for (int k = first; k <= last; ++k) replacement.push_back(lines[k]);
+      // "return EXPR" / "return(EXPR" -> "inputs = EXPR" / "inputs = (EXPR".
       std::string& head = replacement.front();
-      head.replace(head.find("return"), 6, "inputs =");
-      head = std::regex_replace(head, std::regex("inputs =\\s*"),
-                                "inputs = ", std::regex_constants::format_first_only);
+      const std::size_t at = head.find("return");
+      std::size_t expr_at = at + 6;
+      while (expr_at < head.size() && head[expr_at] == ' ') ++expr_at;
+      head.replace(at, expr_at - at, "inputs = ");
     }
     auto stmts = NewReturn(c, name);
     if (!stmts.ok()) return stmts.status();

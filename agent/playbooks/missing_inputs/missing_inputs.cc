@@ -222,12 +222,7 @@ absl::Status MissingInputs::Fix(ShardRun& run, SubPattern pattern,
       StopFor(w, a.next);  // the cascade: the next playbook runs on the edited loader
     }
     // load_inputs serves inference too: a failing inference entry may be stale now.
-    if (!w.inference_key.empty() && Failing(w.inference_status)) {
-      run.Review(w, util::StrCat("inference entry ", w.inference_key, " is ", w.inference_status,
-                                 w.inference_reason.empty() ? "" : " (" + w.inference_reason + ")",
-                                 " and may be stale after the load_inputs edit: re-triage "
-                                 "inference (not edited)"));
-    }
+    ShardRun::FlagStaleInference(w, "the load_inputs edit");
   }
   return absl::OkStatus();
 }

@@ -1175,8 +1175,8 @@ TEST(Report, FailureClustersGroupRemainingFailuresBySignature) {
   EXPECT_EQ(j["clusters"][1]["size"], 1);
   EXPECT_EQ(j["clusters"][1]["entries"][0]["key"], kB);
   EXPECT_NE(report.markdown.find("## Failure clusters"), std::string::npos);
-  EXPECT_NE(report.markdown.find("| 2 | `Out of Memory: Not enough space to allocate N B DRAM "
-                                 "buffer` | `" +
+  EXPECT_NE(report.markdown.find("| 2 | Out of Memory: Not enough space to allocate N B DRAM "
+                                 "buffer | `" +
                                  std::string(kV1) + "`, `" + std::string(kV2) + "` (n150) |\n"),
             std::string::npos)
       << report.markdown;
