@@ -110,6 +110,10 @@ class Coordinator {
                                         const Caller& caller);
   absl::StatusOr<v1::Sweep> CancelSweep(const std::string& id, const std::string& reason,
                                         const Caller& caller);
+  // Sets a running sweep's failure budget: 0 (none) or above its failed shards, so a sweep
+  // stopped at its budget leases again.
+  absl::StatusOr<v1::Sweep> ResumeSweep(const std::string& id, int max_failed_shards,
+                                        const std::string& reason, const Caller& caller);
   std::vector<v1::Agent> ListAgents();
   absl::StatusOr<v1::Agent> SetDraining(const std::string& agent_id, bool draining,
                                         const std::string& reason, const Caller& caller);
@@ -169,6 +173,11 @@ class Coordinator {
     std::map<std::string, LaneProgress> lanes;  // per ShardArch: open shards, results (ETA)
     std::vector<std::string> live_problems;     // work nobody can take, quarantined shards
     bool blocked = false;                       // nothing left can progress without a person
+    // The failure budget (docs/farm.md, "The failure budget"): shards whose latest result says
+    // every entry they verified on a device crashed or hung (quarantined ones are counted from
+    // by_state), and whether the sweep is past its budget (its shards are then held).
+    std::set<std::string> device_down;
+    bool over_budget = false;
   };
 
   // The skeleton every operation shares: under the state lock, op decides and stages its
@@ -225,6 +234,12 @@ class Coordinator {
 
   // Sweeps (sweeps.cc).
   void MaybeFinishSweepLocked(const std::string& sweep_id, Effects& after);
+  // The sweep a request id started, or null.
+  const SweepRt* FindRequestLocked(const std::string& request_id) const;
+  // Shards counted against the sweep's failure budget; whether it is past it. CheckBudgetLocked
+  // holds or releases its shards in the lease table when that changed.
+  static int FailedShards(const SweepRt& s);
+  void CheckBudgetLocked(SweepRt& s);
   // Plans the next registry wave of a sweep whose shards all ended; true when it made shards.
   bool PlanWaveLocked(const std::string& sweep_id, Effects& after);
   void FinishSweep(const std::string& sweep_id);

@@ -208,6 +208,45 @@ absl::StatusOr<v1::Sweep> Coordinator::CancelSweep(const std::string& id, const 
   });
 }
 
+absl::StatusOr<v1::Sweep> Coordinator::ResumeSweep(const std::string& id, int max_failed_shards,
+                                                   const std::string& reason,
+                                                   const Caller& caller) {
+  return Operate(Ack::kDurable, [&](Effects& after) -> absl::StatusOr<v1::Sweep> {
+    auto it = sweeps_.find(id);
+    if (it == sweeps_.end()) return absl::NotFoundError(util::StrCat("no sweep ", id));
+    SweepRt& sw = it->second;
+    if (sw.rec.state != SweepState::kRunning) {
+      return absl::FailedPreconditionError(
+          util::StrCat("sweep ", id, " is ", SweepStateName(sw.rec.state), ", not running"));
+    }
+    const int failed = FailedShards(sw);
+    if (max_failed_shards < 0 || max_failed_shards > 100000 ||
+        (max_failed_shards > 0 && max_failed_shards <= failed)) {
+      return absl::InvalidArgumentError(
+          util::StrCat("max_failed_shards must be above the sweep's ", failed,
+                       " failed shards (or 0: no budget), got ", max_failed_shards));
+    }
+    SweepRecord rec = sw.rec;
+    rec.request.set_max_failed_shards(max_failed_shards);
+    Mutation m;
+    m.name = "ResumeSweep";
+    m.sweeps.push_back(&rec);
+    AuditLocked(m, caller, "resume_sweep", id,
+                util::StrCat("max_failed_shards ", sw.rec.request.max_failed_shards(), " -> ",
+                             max_failed_shards, reason.empty() ? "" : "; ", reason));
+    std::vector<ShardRecord> shards;
+    std::vector<AgentRecord> agents;
+    if (auto st = CommitLocked(m, shards, agents, after); !st.ok()) return st;
+    sw.rec = rec;
+    CheckBudgetLocked(sw);
+    RefreshProblemsLocked(after);
+    ServeWaitersLocked(after);
+    EmitLocked(id, util::StrCat("failure budget set to ", max_failed_shards, " by ", caller.name),
+               after);
+    return ViewLocked(sw);
+  });
+}
+
 // ---------------------------------------------------------------------------------------------
 // Agents
 
@@ -301,6 +340,7 @@ void Coordinator::RefreshProblemsLocked(Effects& after) {
     if (sw.rec.state != SweepState::kRunning) {
       sw.live_problems.clear();
       sw.blocked = false;
+      CheckBudgetLocked(sw);  // an ended sweep holds nothing
       continue;
     }
     std::vector<std::string> problems;
@@ -329,17 +369,34 @@ void Coordinator::RefreshProblemsLocked(Effects& after) {
           " quarantined after their attempts failed; `triagectl shard requeue ID` retries one (",
           util::StrJoin(listed, "; "), quarantined > kListed ? "; ..." : "", ")"));
     }
+    if (sw.over_budget) {
+      std::vector<std::string> listed;
+      constexpr int kListed = 5;
+      for (const auto& sid : sw.device_down) {
+        if (static_cast<int>(listed.size()) == kListed) break;
+        listed.push_back(sid);
+      }
+      problems.push_back(util::StrCat(
+          "failure budget spent: ", FailedShards(sw), " shards failed (max ",
+          sw.rec.request.max_failed_shards(), "; quarantined, or every entry they verified on a ",
+          "device crashed or hung", listed.empty() ? "" : ": ", util::StrJoin(listed, ", "),
+          sw.device_down.size() > listed.size() ? ", ..." : "",
+          "), so no more shards are leased; look at the agents, then `triagectl sweep resume ", id,
+          " --max-failed-shards N` or `triagectl sweep cancel ", id, "`"));
+    }
     const int active = sw.by_state[static_cast<int>(ShardState::kLeased)] +
                        sw.by_state[static_cast<int>(ShardState::kRunning)];
     const int servable = sw.by_state[static_cast<int>(ShardState::kQueued)] - unservable;
-    const bool blocked = sw.unfinished > 0 && active == 0 && servable <= 0;
+    const bool blocked = sw.over_budget || (sw.unfinished > 0 && active == 0 && servable <= 0);
     blocked_sweeps += blocked ? 1 : 0;
     if (problems != sw.live_problems || blocked != sw.blocked) {
       const bool became_blocked = blocked && !sw.blocked;
       sw.live_problems = std::move(problems);
       sw.blocked = blocked;
       EmitLocked(id,
-                 became_blocked             ? "sweep blocked: it needs a person (see problems)"
+                 became_blocked && sw.over_budget
+                     ? "sweep stopped at its failure budget: it needs a person (see problems)"
+                 : became_blocked           ? "sweep blocked: it needs a person (see problems)"
                  : sw.live_problems.empty() ? "problems cleared"
                                             : "problems changed",
                  after);

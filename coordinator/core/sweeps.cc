@@ -68,6 +68,44 @@ void Coordinator::OnShardChanged(const ShardRecord* old, const ShardRecord& upda
   sw.lanes[LeaseTable::ShardArch(updated)].open += (is_open ? 1 : 0) - (was_open ? 1 : 0);
   if (old != nullptr) sw.by_state[static_cast<int>(old_state)] -= 1;
   sw.by_state[static_cast<int>(updated.state)] += 1;
+  if (old_state != updated.state) CheckBudgetLocked(sw);
+}
+
+namespace {
+
+// A result whose every device-verified entry crashed or hung: from the coordinator, a device
+// that takes every test down looks exactly like this, so it counts against the failure budget.
+bool DeviceTookEveryTestDown(const v1::ShardResult& result) {
+  int verified = 0;
+  for (const auto& o : result.entries()) {
+    if (o.arch().empty() || o.verdict().empty()) continue;
+    if (o.verdict() != "crash" && o.verdict() != "timeout") return false;
+    ++verified;
+  }
+  return verified > 0;
+}
+
+}  // namespace
+
+int Coordinator::FailedShards(const SweepRt& s) {
+  return s.by_state[static_cast<int>(ShardState::kQuarantined)] +
+         static_cast<int>(s.device_down.size());
+}
+
+void Coordinator::CheckBudgetLocked(SweepRt& s) {
+  const int budget = s.rec.request.max_failed_shards();
+  const bool over = s.rec.state == SweepState::kRunning && budget > 0 && FailedShards(s) > budget;
+  if (over == s.over_budget) return;
+  s.over_budget = over;
+  table_.Hold(s.rec.id, over);
+}
+
+const Coordinator::SweepRt* Coordinator::FindRequestLocked(const std::string& request_id) const {
+  if (request_id.empty()) return nullptr;
+  for (const auto& [id, sw] : sweeps_) {
+    if (sw.rec.request.request_id() == request_id) return &sw;
+  }
+  return nullptr;
 }
 
 void Coordinator::ApplyResultLocked(const ResultRecord& r) {
@@ -89,6 +127,12 @@ void Coordinator::ApplyResultLocked(const ResultRecord& r) {
     if (lane.results == 0 || started < lane.first_start) lane.first_start = started;
     ++lane.results;
   }
+  if (DeviceTookEveryTestDown(r.result)) {
+    sw->second.device_down.insert(r.shard_id);
+  } else {
+    sw->second.device_down.erase(r.shard_id);
+  }
+  CheckBudgetLocked(sw->second);
   sw->second.results.push_back(r);
 }
 
@@ -151,6 +195,25 @@ absl::StatusOr<v1::Sweep> Coordinator::StartSweep(const v1::StartSweepRequest& r
   // Reading through git happens outside the state lock; planning is quick and runs under it,
   // with the fleet as it is (whether probes can go to cpu agents).
   std::lock_guard start_lock(start_mu_);
+  if (!req.request_id().empty()) {
+    // A repeated request (a retried CronJob pod, a re-run pipeline) gets the sweep the first
+    // one started; the same key with other options is a mistake worth an error.
+    std::lock_guard lock(mu_);
+    if (const SweepRt* first = FindRequestLocked(req.request_id())) {
+      v1::StartSweepRequest asked = req;
+      asked.set_executor(start->executor);
+      const auto differ = StartOptionsDiffer(first->rec.request, asked);
+      if (!differ.empty()) {
+        return absl::AlreadyExistsError(
+            util::StrCat("request id '", req.request_id(), "' already started sweep ",
+                         first->rec.id, " with other options (", util::StrJoin(differ, ", "),
+                         " differ): give another request id for another sweep"));
+      }
+      v1::Sweep view = ViewLocked(*first);
+      view.set_existing(true);
+      return view;
+    }
+  }
   auto input = reader_(req);
   if (!input.ok()) return input.status();
 
@@ -403,6 +466,10 @@ v1::Sweep Coordinator::ViewLocked(const SweepRt& s) const {
     }
   }
   for (const auto& p : s.live_problems) v.add_problems(p);
+  v.set_request_id(r.request.request_id());
+  v.set_failed_shards(FailedShards(s));
+  v.set_max_failed_shards(r.request.max_failed_shards());
+  v.set_over_budget(s.over_budget);
   if (r.state == SweepState::kRunning && s.blocked) v.set_state("blocked");
   // ETA: measured on this sweep only (docs/farm.md), unknown until enough shards finished.
   v.set_eta_seconds(r.state == SweepState::kRunning ? EstimateEta(s.lanes, clock_->Now()) : 0);

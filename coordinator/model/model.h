@@ -107,7 +107,8 @@ struct AuditRecord {
   TimePoint at;
   std::string who;
   std::string role;
-  std::string action;  // start_sweep, cancel_sweep, requeue_shard, cancel_shard, drain, undrain
+  std::string action;  // start_sweep, cancel_sweep, resume_sweep, requeue_shard, cancel_shard,
+                       // drain, undrain
   std::string target;
   std::string reason;
 };

@@ -26,7 +26,7 @@ absl::Status SqliteStore::Prepare() {
        "INSERT INTO sweeps(id, seq, state, request, repo, ttxla_commit, forge_commit, archs, "
        "playbooks, problems, created_by, error, created_ms, finished_ms, details) "
        "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15) ON CONFLICT(id) DO UPDATE SET "
-       "state=?3, error=?12, finished_ms=?14, details=?15"},
+       "state=?3, request=?4, error=?12, finished_ms=?14, details=?15"},
       {&s.insert_entry,
        "INSERT OR IGNORE INTO entries(sweep_id, file, key, flavor, data) VALUES(?1,?2,?3,?4,?5)"},
       {&s.upsert_shard_full,

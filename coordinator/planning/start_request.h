@@ -3,6 +3,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -31,6 +32,15 @@ struct StartDefaults {
 // repo_path or git_url; a known executor, arch and playbook; max_attempts in range; the command
 // executor's parameters; readable rules and durations. A pure function: the errors name the
 // field and the value.
+// The options (fields of StartSweepRequest but reason, request_id and durations_json) in which
+// a repeated start differs from the first with the same request id; empty: the same sweep.
+// Both requests as stored: executor filled in with its default.
+std::vector<std::string> StartOptionsDiffer(const v1::StartSweepRequest& first,
+                                            const v1::StartSweepRequest& again);
+
+// An idempotency key: at most 200 characters of printable ASCII without spaces ("" = none).
+absl::Status ValidateRequestId(std::string_view id);
+
 absl::StatusOr<StartRequest> ValidateStartRequest(const v1::StartSweepRequest& req,
                                                   const StartDefaults& defaults);
 

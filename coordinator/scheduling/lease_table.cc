@@ -151,6 +151,15 @@ void LeaseTable::Clear() {
   accepted_leases_.clear();
   queue_.clear();
   demand_.Clear();
+  held_sweeps_.clear();
+}
+
+void LeaseTable::Hold(const std::string& sweep_id, bool held) {
+  if (held) {
+    held_sweeps_.insert(sweep_id);
+  } else {
+    held_sweeps_.erase(sweep_id);
+  }
 }
 
 void LeaseTable::Recovered(AgentRecord a, TimePoint now) {
@@ -286,6 +295,7 @@ void LeaseTable::StartGrace(TimePoint now) {
 
 bool LeaseTable::Matches(const AgentRecord& agent, const ShardRecord& shard, TimePoint now) const {
   if (shard.state != ShardState::kQueued || shard.eligible_at > now) return false;
+  if (!held_sweeps_.empty() && held_sweeps_.count(shard.sweep_id)) return false;
   return AgentOffers(agent.dims, shard.spec.executor(), shard.spec.playbook(), shard.archs,
                      shard.cpu_ok);
 }

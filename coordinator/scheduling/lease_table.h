@@ -110,6 +110,10 @@ class LeaseTable {
   // --- leases ----------------------------------------------------------------------------
   // The lease an agent already holds for this Lease request id (a retried call), or null.
   const ShardRecord* SameRequest(const AgentRecord& agent, const std::string& request_id) const;
+  // A held sweep's shards are not leased (a sweep past its failure budget); leases it already
+  // granted run on. Not stored: the owner derives it from the records (Clear forgets it).
+  void Hold(const std::string& sweep_id, bool held);
+  bool Held(const std::string& sweep_id) const { return held_sweeps_.count(sweep_id) > 0; }
   // The first queued shard (priority, longest first, oldest) this agent may take now.
   const ShardRecord* FindMatch(const AgentRecord& agent, TimePoint now) const;
   // The granted copy of shard for agent; fills m's attempt row.
@@ -186,6 +190,7 @@ class LeaseTable {
   std::map<std::string, std::vector<std::string>> dependents_;  // shard -> shards waiting on it
   std::map<std::string, std::string> lease_request_;            // lease id -> the Lease request id
   std::set<std::string> accepted_leases_;
+  std::set<std::string> held_sweeps_;
   std::set<QueueKey> queue_;
   Demand demand_;  // queued and waiting shards per sweep and requirement
   std::list<Waiter> waiters_;

@@ -416,6 +416,16 @@ class ControlServiceImpl final : public v1::ControlService::CallbackService {
     });
   }
 
+  grpc::ServerUnaryReactor* ResumeSweep(grpc::CallbackServerContext* ctx,
+                                        const v1::ResumeSweepRequest* req,
+                                        v1::Sweep* resp) override {
+    return g_->Unary(ctx, "ResumeSweep", Permission::kOperate, [&](const Caller& caller) {
+      auto r = c_->ResumeSweep(req->sweep_id(), req->max_failed_shards(), req->reason(), caller);
+      if (r.ok()) *resp = std::move(*r);
+      return r.status();
+    });
+  }
+
   grpc::ServerUnaryReactor* ListAgents(grpc::CallbackServerContext* ctx,
                                        const v1::ListAgentsRequest*,
                                        v1::ListAgentsResponse* resp) override {

@@ -18,13 +18,14 @@ namespace {
 
 // Each command Register adds, by the name Run knows it by.
 constexpr std::pair<std::string_view, farm::Verb> kVerbs[] = {
-    {"sweep start", farm::RunSweepStart},   {"sweep list", farm::RunSweepList},
-    {"sweep status", farm::RunSweepStatus}, {"sweep cancel", farm::RunSweepCancel},
-    {"sweep watch", farm::RunSweepWatch},   {"sweep patch", farm::RunSweepPatch},
-    {"sweep report", farm::RunSweepReport}, {"sweep apply", farm::RunSweepApply},
-    {"shards list", farm::RunShardsList},   {"shard requeue", farm::RunShardRequeue},
-    {"shard cancel", farm::RunShardCancel}, {"agents list", farm::RunAgentsList},
-    {"agents drain", farm::RunAgentDrain},  {"agents undrain", farm::RunAgentUndrain}};
+    {"sweep start", farm::RunSweepStart},     {"sweep list", farm::RunSweepList},
+    {"sweep status", farm::RunSweepStatus},   {"sweep cancel", farm::RunSweepCancel},
+    {"sweep resume", farm::RunSweepResume},   {"sweep watch", farm::RunSweepWatch},
+    {"sweep patch", farm::RunSweepPatch},     {"sweep report", farm::RunSweepReport},
+    {"sweep apply", farm::RunSweepApply},     {"shards list", farm::RunShardsList},
+    {"shard requeue", farm::RunShardRequeue}, {"shard cancel", farm::RunShardCancel},
+    {"agents list", farm::RunAgentsList},     {"agents drain", farm::RunAgentDrain},
+    {"agents undrain", farm::RunAgentUndrain}};
 
 // --stuck-minutes: a number of minutes above 0, at most a year.
 CLI::Validator StuckMinutes() {
@@ -115,7 +116,17 @@ void FarmCommands::RegisterSweepStart(CLI::App* sweep) {
   start->add_flag("--allow-dirty", o_.allow_dirty,
                   "--repo with local changes: sweep the HEAD commits without them (default: "
                   "refuse, listing the changed paths)");
-  start->add_flag("--watch", o_.watch, "Follow the sweep until it ends");
+  start->add_option("--request-id", o_.request_id,
+                    "Idempotency key: the same key again returns the sweep it started instead "
+                    "of starting another (e.g. the scheduled date of a weekly run)");
+  start
+      ->add_option("--max-failed-shards", o_.max_failed_shards,
+                   "Failure budget: past N failed shards the sweep stops leasing and waits for "
+                   "a person (`sweep resume`, `sweep cancel`); 0 = none (default)")
+      ->check(CLI::Range(0, 100000));
+  start->add_flag("--watch,--wait", o_.watch,
+                  "Follow the sweep until it ends: exit 0 if it succeeds, 1 if it fails, is "
+                  "cancelled or stops at its failure budget");
 }
 
 void FarmCommands::RegisterSweep(CLI::App& app) {
@@ -132,6 +143,16 @@ void FarmCommands::RegisterSweep(CLI::App& app) {
   auto* cancel = AddCommand(sweep, "cancel", "Cancel a running sweep");
   cancel->add_option("ID", o_.id, "Sweep id")->required();
   cancel->add_option("--reason", o_.reason, "Why (audit log)")->required();
+  auto* resume = AddCommand(sweep, "resume",
+                            "Set a running sweep's failure budget (a sweep stopped at its budget "
+                            "leases again)");
+  resume->add_option("ID", o_.id, "Sweep id")->required();
+  resume
+      ->add_option("--max-failed-shards", o_.max_failed_shards,
+                   "The new budget: above the sweep's failed shards, or 0 = none")
+      ->required()
+      ->check(CLI::Range(0, 100000));
+  resume->add_option("--reason", o_.reason, "Why (audit log)")->required();
   auto* patch = AddCommand(sweep, "patch", "Write tt-xla.patch and tt-forge-models.patch");
   patch->add_option("ID", o_.id, "Sweep id")->required();
   patch->add_option("--out", o_.out_dir, "Output directory")->required();

@@ -44,7 +44,9 @@ struct FarmOptions {
   std::string agent_repo_url;
   std::string forge_ref;
   bool allow_dirty = false;
-  bool watch = false;
+  bool watch = false;  // --watch or --wait
+  std::string request_id;
+  int max_failed_shards = 0;
   // ids and filters
   std::string id;
   std::string sweep;

@@ -66,7 +66,16 @@ void PrintSweep(std::ostream& out, const v1::Sweep& s) {
       << "   review=" << e.review();
   if (e.conflicts() > 0) out << " conflicts=" << e.conflicts();
   out << "\n";
-  out << "  shards    " << Counts(s.shards_by_state()) << "\n";
+  out << "  shards    " << Counts(s.shards_by_state());
+  if (s.max_failed_shards() > 0) {
+    out << "   failed " << s.failed_shards() << " of a budget of " << s.max_failed_shards()
+        << (s.over_budget() ? " (spent: not leasing)" : "");
+  }
+  out << "\n";
+  if (!s.request_id().empty()) {
+    out << "  request   " << s.request_id()
+        << (s.existing() ? " (already started: this is the sweep it started)" : "") << "\n";
+  }
   out << "  started   " << Time(s.created_unix_ms()) << " by " << s.created_by();
   if (s.finished_unix_ms() > 0) out << ", finished " << Time(s.finished_unix_ms());
   if (s.state() == "running") out << ", ETA " << Eta(s.eta_seconds());
@@ -100,6 +109,8 @@ std::string ProgressLine(const v1::Sweep& s) {
   util::StrAppend(&line, "  | shards ", Counts(s.shards_by_state()));
   if (s.state() == "running") {
     util::StrAppend(&line, "  | ETA ", Eta(s.eta_seconds()));
+  } else if (s.over_budget()) {
+    util::StrAppend(&line, "  | STOPPED: failure budget spent, needs a person (problems below)");
   } else if (s.state() == "blocked") {
     util::StrAppend(&line, "  | BLOCKED: needs a person (problems below)");
   } else {
@@ -162,9 +173,21 @@ int Watch(Client& client, const std::string& id, bool json, std::ostream& out, s
       options.always_print_primitive_fields = true;
       (void)google::protobuf::util::MessageToJsonString(ev, &one, options);
       out << one << "\n" << std::flush;
-      continue;
+    } else {
+      progress.Show(last);
     }
-    progress.Show(last);
+    if (last.over_budget()) break;
+  }
+  if (last.over_budget()) {
+    // Nothing moves until a person acts: a waiting job ends here, failed.
+    ctx.TryCancel();
+    (void)reader->Finish();
+    if (tty) out << "\n";
+    (json ? err : out) << "sweep " << id << " stopped at its failure budget ("
+                       << last.failed_shards() << " shards failed, max " << last.max_failed_shards()
+                       << "): `triagectl sweep resume " << id
+                       << " --max-failed-shards N` or `triagectl sweep cancel " << id << "`\n";
+    return kExitProblems;
   }
   grpc::Status st = reader->Finish();
   if (tty) out << "\n";
@@ -216,6 +239,8 @@ std::optional<int> BuildStartRequest(const FarmOptions& o, v1::StartSweepRequest
   req.set_agent_repo_url(o.agent_repo_url);
   req.set_forge_ref(o.forge_ref);
   req.set_allow_dirty(o.allow_dirty);
+  req.set_request_id(o.request_id);
+  req.set_max_failed_shards(o.max_failed_shards);
   if (o.allow_dirty && o.repo.empty()) {
     err << "triagectl: --allow-dirty is for --repo (a --git-url sweep reads commits only)\n";
     return kExitUsage;
@@ -268,6 +293,15 @@ int RunSweepCancel(Client& client, const FarmOptions& o, std::ostream& out, std:
   req.set_sweep_id(o.id);
   req.set_reason(o.reason);
   return ShowSweep(client.Call<v1::CancelSweepRequest, v1::Sweep>(&Stub::CancelSweep, req), o, out,
+                   err);
+}
+
+int RunSweepResume(Client& client, const FarmOptions& o, std::ostream& out, std::ostream& err) {
+  v1::ResumeSweepRequest req;
+  req.set_sweep_id(o.id);
+  req.set_max_failed_shards(o.max_failed_shards);
+  req.set_reason(o.reason);
+  return ShowSweep(client.Call<v1::ResumeSweepRequest, v1::Sweep>(&Stub::ResumeSweep, req), o, out,
                    err);
 }
 

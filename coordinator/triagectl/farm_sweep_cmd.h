@@ -16,6 +16,7 @@ int RunSweepList(Client& client, const FarmOptions& o, std::ostream& out, std::o
 int RunSweepStatus(Client& client, const FarmOptions& o, std::ostream& out, std::ostream& err);
 // `sweep cancel ID --reason R`: the cancelled sweep, as `sweep status` shows it.
 int RunSweepCancel(Client& client, const FarmOptions& o, std::ostream& out, std::ostream& err);
+int RunSweepResume(Client& client, const FarmOptions& o, std::ostream& out, std::ostream& err);
 // `sweep watch ID`: progress until the sweep ends; 0 if it succeeded, 1 if not.
 int RunSweepWatch(Client& client, const FarmOptions& o, std::ostream& out, std::ostream& err);
 

@@ -1226,5 +1226,164 @@ TEST_F(CoordinatorTest, LaterPhasesOnlyVerifyEntriesLeftForVerification) {
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Weekly sweeps: the idempotency key and the failure budget.
+
+v1::StartSweepRequest WeeklyRequest(const std::string& request_id) {
+  v1::StartSweepRequest req;
+  req.set_repo_path("/fake/tt-xla");
+  req.set_request_id(request_id);
+  req.set_reason("weekly");
+  return req;
+}
+
+TEST_F(CoordinatorTest, TheSameRequestIdReturnsTheFirstSweep) {
+  auto first = coord_->StartSweep(WeeklyRequest("weekly-2026-11-23"), operator_);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_FALSE(first->existing());
+  EXPECT_EQ(first->request_id(), "weekly-2026-11-23");
+
+  // A retried job: the same key (and another reason, which is no option) gives the same sweep.
+  v1::StartSweepRequest again = WeeklyRequest("weekly-2026-11-23");
+  again.set_reason("retried pod");
+  auto second = coord_->StartSweep(again, operator_);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(second->id(), first->id());
+  EXPECT_TRUE(second->existing());
+  EXPECT_EQ(coord_->ListSweeps().size(), 1u);
+
+  // The same key with other options is refused, naming them.
+  v1::StartSweepRequest other = WeeklyRequest("weekly-2026-11-23");
+  other.add_archs("p150");
+  other.set_max_failed_shards(4);
+  auto refused = coord_->StartSweep(other, operator_);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_THAT(refused.status().message(), HasSubstr("already started sweep " + first->id()));
+  EXPECT_THAT(refused.status().message(), HasSubstr("archs, max_failed_shards differ"));
+
+  // Another key, another sweep; no key, always a new one.
+  auto next_week = coord_->StartSweep(WeeklyRequest("weekly-2026-11-30"), operator_);
+  ASSERT_TRUE(next_week.ok());
+  EXPECT_NE(next_week->id(), first->id());
+  Start();
+  Start();
+  EXPECT_EQ(coord_->ListSweeps().size(), 4u);
+
+  // The key is kept with the sweep: after a restart it still finds it.
+  coord_.reset();
+  Make();
+  ASSERT_TRUE(coord_->Recover().ok());
+  auto after_restart = coord_->StartSweep(WeeklyRequest("weekly-2026-11-23"), operator_);
+  ASSERT_TRUE(after_restart.ok());
+  EXPECT_EQ(after_restart->id(), first->id());
+  EXPECT_EQ(coord_->ListSweeps().size(), 4u);
+
+  // Keys are short printable words.
+  auto bad = coord_->StartSweep(WeeklyRequest("weekly 1"), operator_);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("request_id: character 7 (0x20)"));
+}
+
+// Every entry the result verified on a device crashed.
+v1::ShardResult Crashed(const v1::ShardSpec& spec) {
+  v1::ShardResult r;
+  r.set_status(v1::ShardResult::SUCCEEDED);
+  for (const auto& e : spec.entries()) {
+    auto* o = r.add_entries();
+    o->set_key(e.key());
+    o->set_file(e.file());
+    o->set_arch(spec.arch());
+    o->set_verdict("crash");
+    o->set_reason("crashed with signal 6 (SIGABRT)");
+  }
+  return r;
+}
+
+TEST_F(CoordinatorTest, TheFailureBudgetStopsLeasingUntilAPersonActs) {
+  RegisterAgent("a1", "n150");
+  v1::StartSweepRequest req = WeeklyRequest("budget");
+  req.set_max_attempts(1);
+  req.set_max_failed_shards(1);
+  auto sweep = coord_->StartSweep(req, operator_);
+  ASSERT_TRUE(sweep.ok()) << sweep.status();
+  ASSERT_EQ(sweep->shards_by_state().at("queued"), 3);
+
+  // One shard quarantined (its only attempt failed): within the budget of 1.
+  auto l1 = LeaseNow("a1");
+  ASSERT_TRUE(l1.granted());
+  CompleteLease("a1", l1, Failed("workspace broken"));
+  EXPECT_EQ(ShardById(l1.shard().shard_id()).state(), "quarantined");
+  auto view = coord_->GetSweep(sweep->id());
+  EXPECT_EQ(view->failed_shards(), 1);
+  EXPECT_FALSE(view->over_budget());
+
+  // A second shard whose every verified entry crashed: past the budget.
+  auto l2 = LeaseNow("a1");
+  ASSERT_TRUE(l2.granted());
+  CompleteLease("a1", l2, Crashed(l2.shard()));
+  view = coord_->GetSweep(sweep->id());
+  EXPECT_EQ(view->failed_shards(), 2);
+  EXPECT_TRUE(view->over_budget());
+  EXPECT_FALSE(LeaseNow("a1").granted()) << "a sweep past its budget leases nothing";
+  coord_->Tick();
+  view = coord_->GetSweep(sweep->id());
+  EXPECT_EQ(view->state(), "blocked");
+  EXPECT_EQ(metrics_.blocked, 1);
+  ASSERT_GE(view->problems_size(), 1);
+  EXPECT_THAT(view->problems(view->problems_size() - 1),
+              HasSubstr("failure budget spent: 2 shards failed (max 1"));
+  EXPECT_THAT(view->problems(view->problems_size() - 1), HasSubstr(l2.shard().shard_id()));
+
+  // Derived from the stored records: a restart keeps it stopped.
+  coord_.reset();
+  Make();
+  ASSERT_TRUE(coord_->Recover().ok());
+  RegisterAgent("a1", "n150");
+  EXPECT_TRUE(coord_->GetSweep(sweep->id())->over_budget());
+  EXPECT_FALSE(LeaseNow("a1").granted());
+
+  // A person sets a budget above the failed shards (a budget at or below them is refused).
+  auto low = coord_->ResumeSweep(sweep->id(), 2, "agents replaced", operator_);
+  ASSERT_FALSE(low.ok());
+  EXPECT_THAT(low.status().message(), HasSubstr("above the sweep's 2 failed shards"));
+  auto resumed = coord_->ResumeSweep(sweep->id(), 5, "agents replaced", operator_);
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  EXPECT_FALSE(resumed->over_budget());
+  EXPECT_EQ(resumed->max_failed_shards(), 5);
+  auto l3 = LeaseNow("a1");
+  ASSERT_TRUE(l3.granted()) << "leasing again";
+  CompleteLease("a1", l3, Succeeded(l3.shard()));
+  auto audit = store_->AuditLog(10);
+  ASSERT_TRUE(audit.ok());
+  bool audited = false;
+  for (const auto& a : *audit) {
+    audited |= a.action == "resume_sweep" && a.reason.find("1 -> 5") != std::string::npos;
+  }
+  EXPECT_TRUE(audited);
+  // The new budget is stored with the sweep.
+  coord_.reset();
+  Make();
+  ASSERT_TRUE(coord_->Recover().ok());
+  EXPECT_EQ(coord_->GetSweep(sweep->id())->max_failed_shards(), 5);
+}
+
+// A crash among passes is the model's, not the device's: it does not count.
+TEST_F(CoordinatorTest, OneCrashAmongPassesIsNotAFailedShard) {
+  RegisterAgent("a1", "n150");
+  v1::StartSweepRequest req = WeeklyRequest("");
+  req.set_max_failed_shards(1);
+  auto sweep = coord_->StartSweep(req, operator_);
+  ASSERT_TRUE(sweep.ok());
+  for (int i = 0; i < 3; ++i) {
+    auto lease = LeaseNow("a1");
+    ASSERT_TRUE(lease.granted()) << i;
+    v1::ShardResult r = Succeeded(lease.shard());
+    if (r.entries_size() > 1) r.mutable_entries(0)->set_verdict("crash");
+    CompleteLease("a1", lease, r);
+  }
+  EXPECT_EQ(coord_->GetSweep(sweep->id())->failed_shards(), 0);
+}
+
 }  // namespace
 }  // namespace triage::coord
