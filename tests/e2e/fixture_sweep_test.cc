@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <set>
+#include <thread>
 
 #include "common/inventory/document.h"
 #include "common/junit/junit.h"
@@ -430,5 +431,81 @@ TEST_F(FixtureSweepTest, NativeSweepReachesTheGroundTruthAndReplayAgrees) {
   EXPECT_EQ(testing::ReadFileOrDie(dir_ / "out-replay2/tt-forge-models.patch"), forge_patch);
 }
 
+// A device that crashes every test: the sweep stops at its failure budget instead of deciding
+// every entry "crashed", and waits for a person; the same request id finds the same sweep.
+TEST_F(FixtureSweepTest, ABrokenDeviceStopsTheSweepAtItsFailureBudget) {
+  testing::WriteFileOrDie(repo_ / "tests/runner/faults.yaml", "broken_device:\n  kind: crash\n");
+  std::string out;
+  ASSERT_EQ(testing::RunCommand(testing::GitTestArgv(repo_, {"commit", "-qam", "broken device"}),
+                                dir_, &out),
+            0)
+      << out;
+  StartAgents("native", {});
+  const std::vector<std::string> start = {"sweep",
+                                          "start",
+                                          "--repo",
+                                          repo_.string(),
+                                          "--arch",
+                                          "n150,p150",
+                                          "--max-failed-shards",
+                                          "1",
+                                          "--max-attempts",
+                                          "1",
+                                          "--request-id",
+                                          "weekly-broken",
+                                          "--reason",
+                                          "e2e",
+                                          "--wait"};
+  EXPECT_EQ(Ctl(start, &out), 1) << out << testing::ReadFileOrDie(dir_ / "coordinator.log");
+  EXPECT_NE(out.find("stopped at its failure budget ("), std::string::npos) << out;
+
+  std::string id;
+  json sweep;
+  // The shards that were running end; nothing else is leased while the agents sit idle.
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        if (Ctl({"sweep", "list", "-o", "json"}, &out) != 0) return false;
+        const json list = json::parse(out, nullptr, false).value("sweeps", json::array());
+        if (list.size() != 1) return false;
+        sweep = list[0];
+        id = sweep.value("id", "");
+        const json by_state = sweep.value("shards_by_state", json::object());
+        return by_state.value("leased", 0) + by_state.value("running", 0) == 0 &&
+               sweep.value("state", "") == "blocked";
+      },
+      120s))
+      << out;
+  std::this_thread::sleep_for(5s);
+  ASSERT_EQ(Ctl({"sweep", "status", id, "-o", "json"}, &out), 0) << out;
+  const json later = json::parse(out, nullptr, false);
+  EXPECT_EQ(later["shards_by_state"], sweep["shards_by_state"]) << "no lease while stopped";
+  EXPECT_GT(later["shards_by_state"].value("queued", 0), 0) << out;
+  EXPECT_TRUE(later.value("over_budget", false)) << out;
+  EXPECT_GE(later.value("failed_shards", 0), 2) << out;
+  EXPECT_EQ(later.value("max_failed_shards", 0), 1) << out;
+  bool said = false;
+  for (const auto& p : later.value("problems", json::array())) {
+    said |= p.get<std::string>().starts_with("failure budget spent: ");
+  }
+  EXPECT_TRUE(said) << out;
+
+  // A retried job: the same request id re-attaches to the stopped sweep and fails again.
+  EXPECT_EQ(Ctl(start, &out), 1) << out;
+  EXPECT_NE(out.find("sweep " + id + "  blocked"), std::string::npos) << out;
+  EXPECT_NE(out.find("request   weekly-broken (already started"), std::string::npos) << out;
+  ASSERT_EQ(Ctl({"sweep", "list", "-o", "json"}, &out), 0);
+  EXPECT_EQ(json::parse(out, nullptr, false)["sweeps"].size(), 1u) << out;
+
+  // A person raises the budget (not below what failed), then gives up on the machine.
+  EXPECT_NE(Ctl({"sweep", "resume", id, "--max-failed-shards", "1", "--reason", "x"}, &out), 0);
+  EXPECT_NE(out.find("above the sweep's"), std::string::npos) << out;
+  ASSERT_EQ(
+      Ctl({"sweep", "resume", id, "--max-failed-shards", "1000", "--reason", "retry", "-o", "json"},
+          &out),
+      0)
+      << out;
+  EXPECT_FALSE(json::parse(out, nullptr, false).value("over_budget", true)) << out;
+  ASSERT_EQ(Ctl({"sweep", "cancel", id, "--reason", "broken device"}, &out), 0) << out;
+}
 }  // namespace
 }  // namespace triage
