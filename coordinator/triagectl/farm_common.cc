@@ -36,6 +36,7 @@ int Error(std::ostream& err, const absl::Status& st) {
     case absl::StatusCode::kInvalidArgument:
     case absl::StatusCode::kFailedPrecondition:
     case absl::StatusCode::kNotFound:
+    case absl::StatusCode::kAlreadyExists:
     case absl::StatusCode::kPermissionDenied:
     case absl::StatusCode::kUnauthenticated:
       return kExitProblems;
