@@ -13,7 +13,8 @@ Usage: chart_test.py SOURCE_DIR
 4. charts/triage-farm/dashboards/*.json and rules/alerts.yaml are byte-identical copies of the
    repository's dashboards/*.json and dashboards/alerts.yaml (same set of files).
 5. Chart.yaml has the required fields; no template is empty; the templates' kinds include
-   StatefulSet, Service, DaemonSet, ConfigMap, Secret, ServiceMonitor, PrometheusRule.
+   StatefulSet, Service, DaemonSet, ConfigMap, Secret, ServiceMonitor, PrometheusRule, CronJob;
+   the weekly-sweep CronJob is off by default and runs triagectl with a request id.
 Exit 1 with a message per failure.
 """
 import copy
@@ -112,6 +113,15 @@ def main():
             tokens=[{"name": "a", "role": "admin", "token": "t"}])),
         "monitoring.serviceMonitor.enabled not a boolean": mutate(
             lambda v: v["monitoring"]["serviceMonitor"].update(enabled="yes")),
+        "unknown key under weeklySweep": mutate(lambda v: v["weeklySweep"].update(arch="n150")),
+        "weeklySweep.archs is a string": mutate(
+            lambda v: v["weeklySweep"].update(archs="n150,p150")),
+        "weeklySweep.maxFailedShards is negative": mutate(
+            lambda v: v["weeklySweep"].update(maxFailedShards=-1)),
+        "weeklySweep.concurrencyPolicy not Allow/Forbid/Replace": mutate(
+            lambda v: v["weeklySweep"].update(concurrencyPolicy="Never")),
+        "weeklySweep.operatorToken under 16 characters": mutate(
+            lambda v: v["weeklySweep"].update(operatorToken="short")),
     }
     for name, bad in negatives.items():
         if validator.is_valid(bad):
@@ -227,7 +237,7 @@ def main():
         if name.endswith(".yaml"):
             kinds |= set(re.findall(r"^kind:\s*(\w+)\s*$", text, re.M))
     want_kinds = {"StatefulSet", "Service", "DaemonSet", "ConfigMap", "Secret", "ServiceMonitor",
-                  "PrometheusRule"}
+                  "PrometheusRule", "CronJob"}
     for k in sorted(want_kinds - kinds):
         fail(f"no template has kind: {k}")
     sts = texts.get("coordinator-statefulset.yaml", "")
@@ -240,6 +250,13 @@ def main():
                    "/dev/hugepages-1G", "--cpu_only", "--token_file", "--tls_ca", "--workspace"):
         if needle not in ds:
             fail(f"agent-daemonset.yaml lacks {needle}")
+    cj = texts.get("weekly-sweep-cronjob.yaml", "")
+    for needle in ("triagectl", "--request-id", "$(TRIAGE_REQUEST_ID)", "metadata.labels['job-name']",
+                   "--wait", "--max-failed-shards", "sweep-token", "restartPolicy:"):
+        if needle not in cj:
+            fail(f"weekly-sweep-cronjob.yaml lacks {needle}")
+    if values.get("weeklySweep", {}).get("enabled") is not False:
+        fail("values.yaml: weeklySweep.enabled must default to false")
     # Each program reads only its own prefix (TRIAGE_COORDINATOR_*, TRIAGE_AGENT_*) and warns
     # about the old TRIAGE_<SETTING> names; TRIAGE_AGENT_ID is the old name of agent_id.
     for name, text in (("coordinator-statefulset.yaml", sts), ("agent-daemonset.yaml", ds)):

@@ -56,7 +56,8 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
 {{- end }}
 
-{{/* The tokens file: auth.tokens plus the agents' token (role agent). */}}
+{{/* The tokens file: auth.tokens plus the agents' token (role agent) and, with weeklySweep, the
+     weekly sweep's token (role operator). */}}
 {{- define "triage-farm.tokensFile" -}}
 {{- $tokens := list }}
 {{- range .Values.auth.tokens }}
@@ -65,5 +66,15 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- if .Values.auth.agentToken }}
 {{- $tokens = append $tokens (dict "name" "agents" "role" "agent" "token" .Values.auth.agentToken) }}
 {{- end }}
+{{- if and .Values.weeklySweep.enabled .Values.weeklySweep.operatorToken }}
+{{- $tokens = append $tokens (dict "name" "weekly-sweep" "role" "operator" "token" .Values.weeklySweep.operatorToken) }}
+{{- end }}
 {{- toYaml (dict "tokens" $tokens) }}
+{{- end }}
+
+{{/* Name of the weekly-sweep CronJob. At most 52 characters: the controller appends
+     "-<scheduled minute>" (11 characters) to name each Job, and a Job name is a DNS label. The
+     fullname is shortened, not the suffix. */}}
+{{- define "triage-farm.weeklySweepName" -}}
+{{- printf "%s-weekly-sweep" (include "triage-farm.fullname" . | trunc 39 | trimSuffix "-") }}
 {{- end }}

@@ -1,0 +1,346 @@
+#!/usr/bin/python3
+"""Renders charts/triage-farm with helm's own template engine and checks what comes out.
+
+Usage: chart_render_test.py HELM_TEMPLATE SOURCE_DIR
+
+HELM_TEMPLATE is the offline `helm template` (../shared/tools/helm-template beside the checkout):
+helm v3.12.3's engine, values.schema.json validation and `fail` included. The output is parsed with
+yaml.safe_load_all. A missing HELM_TEMPLATE fails the test.
+
+Cases (the weekly-sweep CronJob, templates/weekly-sweep-cronjob.yaml):
+1. TLS from a throwaway self-signed certificate (openssl), weeklySweep off: the chart renders, no
+   CronJob, and the Secret has no sweep-token.
+2. weeklySweep on (mutual TLS): one CronJob with the schedule, time zone and concurrency policy;
+   `triagectl sweep start` args with the coordinator Service's control port, gitUrl, ref, archs,
+   playbooks, --max-failed-shards, --request-id $(TRIAGE_REQUEST_ID), --wait; TRIAGE_REQUEST_ID
+   from the job-name label, TRIAGECTL_TOKEN from the Secret key sweep-token; the Secret holds
+   sweep-token and its tokens.yaml the weekly-sweep operator entry; every mounted Secret item is a
+   key of the rendered Secret; a non-root, read-only container.
+3. auth.insecure (no TLS): --insecure, no token env, no Secret volume.
+4. secret.existingSecret: no Secret rendered, the token comes from the existing Secret.
+5. A long release name: the CronJob's name stays within 52 characters (the Job name adds 11).
+6. Rendering fails, naming the value: enabled without gitUrl; enabled without operatorToken while
+   auth is not insecure and the chart makes the Secret; an operatorToken under 16 characters.
+Exit 1 with a message per failure.
+"""
+import base64
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import yaml
+
+failures = []
+OPERATOR_TOKEN = "weekly-sweep-token-0123456789"
+AGENT_TOKEN = "agent-token-0123456789abcdef"
+GIT_URL = "https://git.example.com/tenstorrent/tt-xla.git"
+
+
+def fail(msg):
+    failures.append(msg)
+    print(f"FAIL: {msg}")
+
+
+def check(cond, msg):
+    if not cond:
+        fail(msg)
+    return cond
+
+
+class Chart:
+    def __init__(self, helm, chart):
+        self.helm = helm
+        self.chart = chart
+
+    def run(self, args, release="rel"):
+        argv = [self.helm, release, self.chart] + args
+        return subprocess.run(argv, capture_output=True, text=True, timeout=120)
+
+    def render(self, args, release="rel"):
+        """The rendered objects, or None (with a failure) when helm-template fails."""
+        r = self.run(args, release)
+        if r.returncode != 0:
+            fail(f"helm-template {' '.join(args)} exited {r.returncode}:\n{r.stderr}")
+            return None
+        return [d for d in yaml.safe_load_all(r.stdout) if d]
+
+
+def of_kind(docs, kind):
+    return [d for d in docs if d.get("kind") == kind]
+
+
+def make_tls(tmp):
+    """A self-signed certificate and key for <fullname>-coordinator; returns their paths."""
+    crt, key = os.path.join(tmp, "tls.crt"), os.path.join(tmp, "tls.key")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=rel-triage-farm-coordinator", "-keyout", key, "-out", crt],
+                   check=True, capture_output=True, timeout=60)
+    return crt, key
+
+
+def flag_values(args, flag):
+    """Values following each occurrence of flag in an argv list."""
+    return [args[i + 1] for i, a in enumerate(args[:-1]) if a == flag]
+
+
+def one_flag(args, flag, want, what):
+    got = flag_values(args, flag)
+    check(got == [want], f"{what}: {flag} is {got}, want [{want!r}]")
+
+
+def env_of(container):
+    return {e["name"]: e for e in container.get("env") or []}
+
+
+def job_pod(cronjob):
+    return cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+
+
+def secret_data(secret):
+    return {k: base64.b64decode(v).decode() for k, v in (secret.get("data") or {}).items()}
+
+
+def check_expansions(container, what):
+    """Every $(VAR) in args names an env var of the container (the kubelet leaves others as is)."""
+    names = set(env_of(container))
+    for arg in container.get("args") or []:
+        for var in re.findall(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", str(arg)):
+            check(var in names, f"{what}: args reference $({var}), which the container's env lacks")
+
+
+def case_off(chart, tls_args):
+    docs = chart.render(tls_args + ["--set", f"auth.agentToken={AGENT_TOKEN}"])
+    if docs is None:
+        return
+    check(not of_kind(docs, "CronJob"), "weeklySweep off: a CronJob was rendered")
+    check(of_kind(docs, "StatefulSet"), "weeklySweep off: no coordinator StatefulSet rendered")
+    secrets = of_kind(docs, "Secret")
+    if check(len(secrets) == 1, f"weeklySweep off: {len(secrets)} Secrets rendered, want 1"):
+        data = secret_data(secrets[0])
+        check("sweep-token" not in data, "weeklySweep off: the Secret has sweep-token")
+        check("tls.crt" in data and data["tls.crt"].startswith("-----BEGIN CERTIFICATE"),
+              "weeklySweep off: the Secret's tls.crt is not the given certificate")
+        tokens = yaml.safe_load(data.get("tokens.yaml", "")) or {}
+        check(all(t.get("name") != "weekly-sweep" for t in tokens.get("tokens") or []),
+              "weeklySweep off: tokens.yaml has a weekly-sweep entry")
+    print("[1] weeklySweep off: no CronJob, no sweep-token")
+
+
+def sweep_args():
+    return ["--set", "weeklySweep.enabled=true",
+            "--set", f"weeklySweep.gitUrl={GIT_URL}",
+            "--set", "weeklySweep.ref=release-1.2",
+            "--set", "weeklySweep.schedule=30 2 * * 0",
+            "--set", "weeklySweep.timeZone=Europe/Berlin",
+            "--set", "weeklySweep.archs={n150,p150}",
+            "--set", "weeklySweep.playbooks={unpack_forward_output,dtype_bfloat16}",
+            "--set", "weeklySweep.maxFailedShards=7"]
+
+
+def case_on(chart, tls_args):
+    what = "weeklySweep on"
+    docs = chart.render(tls_args + sweep_args() + [
+        "--set", f"auth.agentToken={AGENT_TOKEN}",
+        "--set", f"weeklySweep.operatorToken={OPERATOR_TOKEN}",
+        "--set", "tls.mutual=true"])
+    if docs is None:
+        return
+    cronjobs = of_kind(docs, "CronJob")
+    if not check(len(cronjobs) == 1, f"{what}: {len(cronjobs)} CronJobs rendered, want 1"):
+        return
+    cj = cronjobs[0]
+    spec = cj["spec"]
+    check(cj.get("apiVersion") == "batch/v1", f"{what}: apiVersion {cj.get('apiVersion')}")
+    check(cj["metadata"]["name"] == "rel-triage-farm-weekly-sweep",
+          f"{what}: CronJob named {cj['metadata']['name']}")
+    check(spec.get("schedule") == "30 2 * * 0", f"{what}: schedule {spec.get('schedule')!r}")
+    check(spec.get("timeZone") == "Europe/Berlin", f"{what}: timeZone {spec.get('timeZone')!r}")
+    check(spec.get("concurrencyPolicy") == "Forbid",
+          f"{what}: concurrencyPolicy {spec.get('concurrencyPolicy')!r}")
+    check(spec["jobTemplate"]["spec"].get("backoffLimit") == 3, f"{what}: backoffLimit")
+    pod = job_pod(cj)
+    check(pod.get("restartPolicy") == "Never", f"{what}: restartPolicy {pod.get('restartPolicy')}")
+    containers = pod.get("containers") or []
+    if not check(len(containers) == 1, f"{what}: {len(containers)} containers, want 1"):
+        return
+    c = containers[0]
+    check(c.get("command") == ["triagectl"], f"{what}: command {c.get('command')}")
+    args = [str(a) for a in c.get("args") or []]
+    check(args[:2] == ["sweep", "start"], f"{what}: args start {args[:2]}, want sweep start")
+
+    # --coordinator names the coordinator Service and its control port, as rendered.
+    services = {s["metadata"]["name"]: s for s in of_kind(docs, "Service")}
+    svc = services.get("rel-triage-farm-coordinator")
+    if check(svc is not None, f"{what}: no Service rel-triage-farm-coordinator"):
+        ports = {p["name"]: p["port"] for p in svc["spec"]["ports"]}
+        check("grpc-control" in ports, f"{what}: the coordinator Service has no grpc-control port")
+        one_flag(args, "--coordinator", f"rel-triage-farm-coordinator:{ports.get('grpc-control')}",
+                 what)
+    one_flag(args, "--git-url", GIT_URL, what)
+    one_flag(args, "--ref", "release-1.2", what)
+    one_flag(args, "--arch", "n150,p150", what)
+    one_flag(args, "--playbooks", "unpack_forward_output,dtype_bfloat16", what)
+    one_flag(args, "--max-failed-shards", "7", what)
+    one_flag(args, "--request-id", "$(TRIAGE_REQUEST_ID)", what)
+    one_flag(args, "--reason", "weekly sweep", what)
+    check(args.count("--wait") == 1, f"{what}: --wait missing from args {args}")
+    for absent in ("--forge-ref", "--max-attempts", "--priority", "--insecure"):
+        check(absent not in args, f"{what}: {absent} is in args, its value was not set")
+    one_flag(args, "--tls-ca", "/etc/triage/secret/ca.crt", what)
+    one_flag(args, "--tls-cert", "/etc/triage/secret/agent.crt", what)
+    one_flag(args, "--tls-key", "/etc/triage/secret/agent.key", what)
+
+    env = env_of(c)
+    req = env.get("TRIAGE_REQUEST_ID", {})
+    check(req.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath")
+          == "metadata.labels['job-name']",
+          f"{what}: TRIAGE_REQUEST_ID is not the job-name label: {req}")
+    tok = env.get("TRIAGECTL_TOKEN", {}).get("valueFrom", {}).get("secretKeyRef", {})
+    check(tok == {"name": "rel-triage-farm-secret", "key": "sweep-token"},
+          f"{what}: TRIAGECTL_TOKEN is not the Secret's sweep-token: {tok}")
+    check_expansions(c, what)
+
+    secrets = {s["metadata"]["name"]: s for s in of_kind(docs, "Secret")}
+    secret = secrets.get("rel-triage-farm-secret")
+    if check(secret is not None, f"{what}: no Secret rel-triage-farm-secret"):
+        data = secret_data(secret)
+        check(data.get("sweep-token") == OPERATOR_TOKEN,
+              f"{what}: the Secret's sweep-token is {data.get('sweep-token')!r}")
+        tokens = (yaml.safe_load(data.get("tokens.yaml", "")) or {}).get("tokens") or []
+        check({"name": "weekly-sweep", "role": "operator", "token": OPERATOR_TOKEN} in tokens,
+              f"{what}: tokens.yaml lacks the weekly-sweep operator entry: {tokens}")
+        check({"name": "agents", "role": "agent", "token": AGENT_TOKEN} in tokens,
+              f"{what}: tokens.yaml lost the agents' entry: {tokens}")
+        volumes = {v["name"]: v for v in pod.get("volumes") or []}
+        mounts = {m["name"]: m for m in c.get("volumeMounts") or []}
+        sv = volumes.get("secret", {}).get("secret", {})
+        check(sv.get("secretName") == "rel-triage-farm-secret",
+              f"{what}: the secret volume names {sv.get('secretName')!r}")
+        items = [i["key"] for i in sv.get("items") or []]
+        check(sorted(items) == ["agent.crt", "agent.key", "ca.crt"],
+              f"{what}: secret items {items}, want ca.crt, agent.crt, agent.key")
+        for key in items:
+            check(key in data, f"{what}: mounted item {key} is not a key of the rendered Secret")
+        check("tls.key" not in items and "tokens.yaml" not in items,
+              f"{what}: the job mounts the server key or the tokens file")
+        check(mounts.get("secret", {}).get("mountPath") == "/etc/triage/secret",
+              f"{what}: the secret volume is not mounted at /etc/triage/secret")
+
+    sc = c.get("securityContext") or {}
+    check(sc.get("runAsNonRoot") is True, f"{what}: runAsNonRoot is {sc.get('runAsNonRoot')}")
+    check(sc.get("readOnlyRootFilesystem") is True, f"{what}: root filesystem not read-only")
+    check(sc.get("allowPrivilegeEscalation") is False, f"{what}: privilege escalation allowed")
+    check("ALL" in (sc.get("capabilities") or {}).get("drop", []), f"{what}: capabilities kept")
+    check(not sc.get("privileged"), f"{what}: privileged container")
+    check((pod.get("securityContext") or {}).get("fsGroup") == 1000,
+          f"{what}: no fsGroup, the 0440 Secret files would be unreadable")
+    print(f"[2] {what}: CronJob {cj['metadata']['name']} args {' '.join(args)}")
+
+
+def case_insecure(chart):
+    what = "auth.insecure"
+    docs = chart.render(sweep_args() + ["--set", "auth.insecure=true", "--set", "tls.enabled=false"])
+    if docs is None:
+        return
+    cronjobs = of_kind(docs, "CronJob")
+    if not check(len(cronjobs) == 1, f"{what}: {len(cronjobs)} CronJobs rendered, want 1"):
+        return
+    pod = job_pod(cronjobs[0])
+    c = pod["containers"][0]
+    args = [str(a) for a in c.get("args") or []]
+    check("--insecure" in args, f"{what}: --insecure missing from args {args}")
+    check("--tls-ca" not in args, f"{what}: --tls-ca in args without TLS")
+    env = env_of(c)
+    check("TRIAGECTL_TOKEN" not in env, f"{what}: TRIAGECTL_TOKEN is set: {env.get('TRIAGECTL_TOKEN')}")
+    check("TRIAGE_REQUEST_ID" in env, f"{what}: TRIAGE_REQUEST_ID missing")
+    check(all(v["name"] != "secret" for v in pod.get("volumes") or []),
+          f"{what}: the job mounts the Secret without TLS")
+    check_expansions(c, what)
+    print(f"[3] {what}: --insecure, no token env, no Secret volume")
+
+
+def case_existing_secret(chart):
+    what = "secret.existingSecret"
+    docs = chart.render(sweep_args() + ["--set", "secret.existingSecret=farm-secret"])
+    if docs is None:
+        return
+    check(not of_kind(docs, "Secret"), f"{what}: the chart rendered a Secret")
+    cronjobs = of_kind(docs, "CronJob")
+    if not check(len(cronjobs) == 1, f"{what}: {len(cronjobs)} CronJobs rendered, want 1"):
+        return
+    pod = job_pod(cronjobs[0])
+    tok = env_of(pod["containers"][0]).get("TRIAGECTL_TOKEN", {}).get("valueFrom", {})
+    check(tok.get("secretKeyRef") == {"name": "farm-secret", "key": "sweep-token"},
+          f"{what}: TRIAGECTL_TOKEN is {tok}, want farm-secret's sweep-token")
+    vol = {v["name"]: v for v in pod.get("volumes") or []}.get("secret", {}).get("secret", {})
+    check(vol.get("secretName") == "farm-secret", f"{what}: secret volume {vol}")
+    print(f"[4] {what}: token and CA from farm-secret")
+
+
+def case_long_name(chart):
+    what = "long release name"
+    release = "a-very-long-release-name-for-the-weekly-sweep-x"
+    docs = chart.render(sweep_args() + ["--set", "secret.existingSecret=s"], release=release)
+    if docs is None:
+        return
+    cronjobs = of_kind(docs, "CronJob")
+    if check(len(cronjobs) == 1, f"{what}: {len(cronjobs)} CronJobs rendered, want 1"):
+        name = cronjobs[0]["metadata"]["name"]
+        check(len(name) <= 52 and name.endswith("-weekly-sweep"),
+              f"{what}: CronJob name {name!r} ({len(name)} characters): want at most 52, "
+              "ending in -weekly-sweep")
+        print(f"[5] {what}: CronJob {name} ({len(name)} characters)")
+
+
+def case_failures(chart, tls_args):
+    cases = [
+        ("enabled without gitUrl",
+         ["--set", "weeklySweep.enabled=true", "--set", "secret.existingSecret=s"],
+         "weeklySweep.gitUrl is required when weeklySweep.enabled"),
+        ("enabled without operatorToken",
+         tls_args + sweep_args() + ["--set", f"auth.agentToken={AGENT_TOKEN}"],
+         "weeklySweep.operatorToken is required"),
+        ("operatorToken under 16 characters",
+         sweep_args() + ["--set", "secret.existingSecret=s",
+                         "--set", "weeklySweep.operatorToken=short"],
+         "weeklySweep.operatorToken"),
+    ]
+    for name, args, message in cases:
+        r = chart.run(args)
+        check(r.returncode != 0, f"{name}: rendering succeeded, want a failure")
+        check(message in r.stderr, f"{name}: stderr lacks {message!r}:\n{r.stderr}")
+    print(f"[6] {len(cases)} invalid settings refused with their message")
+
+
+def main():
+    if len(sys.argv) != 3:
+        print("usage: chart_render_test.py HELM_TEMPLATE SOURCE_DIR", file=sys.stderr)
+        return 2
+    helm, src = sys.argv[1], os.path.abspath(sys.argv[2])
+    if not (os.path.isfile(helm) and os.access(helm, os.X_OK)):
+        print(f"FAIL: {helm} is missing or not executable: this test renders the chart with it "
+              "(the offline helm template of the shared tools, beside the checkout)")
+        return 1
+    chart = Chart(helm, os.path.join(src, "charts", "triage-farm"))
+    with tempfile.TemporaryDirectory() as tmp:
+        crt, key = make_tls(tmp)
+        tls_args = ["--set-file", f"tls.cert={crt}", "--set-file", f"tls.key={key}",
+                    "--set-file", f"tls.ca={crt}", "--set-file", f"tls.agentCert={crt}",
+                    "--set-file", f"tls.agentKey={key}"]
+        case_off(chart, tls_args)
+        case_on(chart, tls_args)
+        case_insecure(chart)
+        case_existing_secret(chart)
+        case_long_name(chart)
+        case_failures(chart, tls_args)
+    if failures:
+        print(f"\nchart_render: {len(failures)} failure(s)")
+        return 1
+    print("\nchart_render: all checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
