@@ -104,6 +104,12 @@ SWEEP = dashboard(
               unit="s", legend=["p50 {{playbook}}", "p90 {{playbook}}"]),
         panel("Merge conflicts", 'sum by (kind) (triage_merge_conflicts_total)', legend="{{kind}}"),
         panel("Sweeps by state", 'sum by (state) (triage_sweeps)', legend="{{state}}"),
+        # By signature, not rank: a cluster stays one line over the weeks when its rank changes.
+        panel("Top failure clusters",
+              'max by (signature) (triage_failure_cluster_entries)', legend="{{signature}}",
+              description="Entries in the ten largest failure clusters of the latest finished "
+                          "sweep (report.md, \"Failure clusters\"); triagectl sweep diff A B "
+                          "shows how they moved between two sweeps."),
     ],
     ["arch", "playbook"])
 

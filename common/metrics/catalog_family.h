@@ -64,6 +64,9 @@ class CatalogFamily {
     }
   }
 
+  // Drops a series Add returned (a gauge whose label values stopped meaning anything).
+  void Remove(Metric* series) { family_.Remove(series); }
+
  private:
   static prometheus::Family<Metric>& Register(prometheus::Registry& registry) {
     const std::string name(M.name);

@@ -243,6 +243,18 @@ inline constexpr MetricDef kStoreCommitFailuresTotal{
     .labels = {},
 };
 
+// Set when a finished sweep's outputs are built (docs/report.md, "Failure clusters"); the
+// previous sweep's series are removed, so only the latest sweep's clusters are exported. Ten
+// ranks at most, each signature cut to its first 100 bytes: a bounded label set.
+inline constexpr MetricDef kFailureClusterEntries{
+    .name = "triage_failure_cluster_entries",
+    .type = MetricType::kGauge,
+    .help =
+        "Entries in each of the ten largest failure clusters of the latest finished sweep, by "
+        "rank (1 = largest) and reason signature (its first 100 bytes)",
+    .labels = {"rank", "signature"},
+};
+
 // Every family the coordinator registers.
 inline constexpr auto kCoordinatorMetrics = std::to_array<const MetricDef*>({
     &kSweeps,
@@ -269,6 +281,7 @@ inline constexpr auto kCoordinatorMetrics = std::to_array<const MetricDef*>({
     &kStoreCommitSeconds,
     &kStoreCommitMutations,
     &kStoreCommitFailuresTotal,
+    &kFailureClusterEntries,
 });
 
 // ---- agent -----------------------------------------------------------------------------------

@@ -9,6 +9,7 @@
 #include "common/util/strings.h"
 #include "common/util/text.h"
 #include "coordinator/merge/report.h"
+#include "nlohmann/json.hpp"
 
 namespace triage::merge {
 namespace {
@@ -107,6 +108,14 @@ std::map<std::string, std::string> YamlAfterMerge(const std::string& ttxla_patch
   return after;
 }
 
+// One repository: the same git URL (whatever the ref), or the same checkout path.
+bool SameRepository(const coord::SweepRecord& a, const coord::SweepRecord& b) {
+  if (!a.request.git_url().empty() || !b.request.git_url().empty()) {
+    return a.request.git_url() == b.request.git_url();
+  }
+  return a.repo == b.repo;  // the checkout's absolute path
+}
+
 }  // namespace
 
 std::unique_ptr<PinnedFiles> MakeGitPinnedFiles(const coord::SweepRecord& sweep,
@@ -201,8 +210,12 @@ absl::Status SweepOutputs::Build(const std::string& sweep_id) {
     settled = counts.status();
     return v1::EntryCounts();
   };
+  report.previous = PreviousOf(*sweep);
   BuiltReport built = BuildReport(report);
   if (!settled.ok()) return settled;
+  // Only a sweep that just ran to its end speaks for the farm's clusters now; outputs built
+  // later for an older or a cancelled sweep (on request) do not.
+  if (sweep->state == coord::SweepState::kMerging) ExportClusters(built.json);
   for (const auto& [name, text] :
        {std::pair{"tt-xla.patch", merged->ttxla_patch},
         std::pair{"tt-forge-models.patch", merged->forge_patch},
@@ -211,6 +224,35 @@ absl::Status SweepOutputs::Build(const std::string& sweep_id) {
     if (auto st = util::WriteFileAtomic(dir / name, text); !st.ok()) return st;
   }
   return absl::OkStatus();
+}
+
+std::optional<PreviousReport> SweepOutputs::PreviousOf(const coord::SweepRecord& sweep) {
+  const auto order = [](const coord::SweepRecord& s) { return std::pair(s.created_at, s.seq); };
+  std::optional<coord::SweepRecord> latest;
+  for (const v1::Sweep& view : coordinator_->ListSweeps()) {
+    if (view.id() == sweep.id || view.state() != "succeeded") continue;
+    auto other = coordinator_->SweepInfo(view.id());
+    if (!other.ok() || !SameRepository(*other, sweep) || order(*other) >= order(sweep)) continue;
+    if (!std::filesystem::exists(Dir(other->id) / "report.json")) continue;
+    if (!latest || order(*other) > order(*latest)) latest = std::move(*other);
+  }
+  if (!latest) return std::nullopt;
+  auto text = util::ReadFile(Dir(latest->id) / "report.json", 256 << 20);
+  // Unreadable: compared with nothing rather than failing this sweep's outputs; the section
+  // says why.
+  return PreviousReport{latest->id, text.ok() ? *text : ""};
+}
+
+void SweepOutputs::ExportClusters(const std::string& report_json) {
+  if (metrics_ == nullptr) return;
+  const nlohmann::json j = nlohmann::json::parse(report_json, nullptr, false);
+  std::vector<coord::ClusterSize> clusters;
+  if (j.is_object() && j.contains("clusters") && j["clusters"].is_array()) {
+    for (const auto& c : j["clusters"]) {
+      clusters.push_back({c.value("signature", ""), c.value("size", 0)});
+    }
+  }
+  metrics_->FailureClusters(clusters);
 }
 
 absl::StatusOr<v1::Patch> SweepOutputs::Patch(const std::string& sweep_id) {

@@ -4,11 +4,13 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "coordinator/core/coordinator.h"
 #include "coordinator/merge/merge.h"
+#include "coordinator/merge/week_over_week.h"
 
 namespace triage::merge {
 
@@ -36,6 +38,11 @@ class SweepOutputs {
   std::filesystem::path Dir(const std::string& sweep_id) const;
   // Why the sweep's patches are partial (cancelled, failed); "" when it ran to its end.
   std::string PartialReason(const std::string& sweep_id);
+  // The report sweep is compared with (docs/report.md, "The report's week_over_week"): the latest
+  // sweep created before it, of the same repository, that succeeded and has a report.json here.
+  std::optional<PreviousReport> PreviousOf(const coord::SweepRecord& sweep);
+  // Exports the failure clusters of a report.json just built (triage_failure_cluster_entries).
+  void ExportClusters(const std::string& report_json);
 
   coord::Coordinator* coordinator_;
   coord::CoordinatorMetrics* metrics_;

@@ -660,11 +660,12 @@ BuiltReport BuildReport(const ReportInput& in) {
   j["totals"] = TotalsJson(counts, by_outcome, tallies, merge.conflicts.size());
   const std::vector<FailureCluster> clusters = ClusterFailures(FailingOutcomes(j["entries"]));
   j["clusters"] = ClustersJson(clusters);
+  const std::string since_md = AddWeekOverWeek(in.previous, j);
 
   BuiltReport out;
   out.json = DumpJson(j);
   out.markdown =
-      util::StrCat(HeaderMd(sweep), TotalsMd(counts, by_outcome, tallies),
+      util::StrCat(HeaderMd(sweep), TotalsMd(counts, by_outcome, tallies), since_md,
                    RegistryMd(merge.registry, per_class), ClustersMd(clusters, sweep.archs),
                    ConflictsMd(merge.conflicts), "\n## Entries\n\n", md_entries);
   return out;

@@ -2,10 +2,12 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "coordinator/merge/merge.h"
+#include "coordinator/merge/week_over_week.h"
 #include "coordinator/model/model.h"
 #include "coordinator/model/outcome_counts.h"
 
@@ -37,6 +39,9 @@ struct ReportInput {
   // the report's totals and `sweep get` are one count (coordinator/model/outcome_counts.h).
   // Unset: the report's entries alone are counted.
   std::function<v1::EntryCounts(const std::map<std::string, coord::EntryTally>&)> settle_counts;
+  // The sweep this one is compared with (report.json "week_over_week", report.md "Since ...");
+  // unset: none.
+  std::optional<PreviousReport> previous;
 };
 
 struct BuiltReport {

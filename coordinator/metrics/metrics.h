@@ -1,8 +1,16 @@
 #pragma once
 
+#include <string>
 #include <string_view>
+#include <vector>
 
 namespace triage::coord {
+
+// One failure cluster of a sweep's report (docs/report.md, "Failure clusters").
+struct ClusterSize {
+  std::string signature;
+  int entries = 0;
+};
 
 // The coordinator's metric hooks (names and labels: common/metrics/metric_catalog.h, documented in
 // docs/farm.md#metrics). The core calls these on every transition; coordinator/metrics implements
@@ -45,6 +53,9 @@ class CoordinatorMetrics {
   // Each database commit of the group commit: its duration, the mutations it made durable, and
   // whether it failed (then those mutations were lost and the state was reloaded).
   virtual void StoreCommit(double /*seconds*/, int /*mutations*/, bool /*ok*/) {}
+  // When a finished sweep's outputs are built: its failure clusters, largest first. They replace
+  // the previous sweep's (the exporter keeps the largest ten).
+  virtual void FailureClusters(const std::vector<ClusterSize>& /*clusters*/) {}
 };
 
 }  // namespace triage::coord

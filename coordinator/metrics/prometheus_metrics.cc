@@ -3,9 +3,11 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "common/metrics/catalog_family.h"
 #include "common/metrics/metric_catalog.h"
+#include "common/util/text.h"
 
 namespace triage::coord {
 namespace {
@@ -23,6 +25,11 @@ Histogram::BucketBoundaries SecondsBuckets() {
 Histogram::BucketBoundaries CommitBuckets() {
   return {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1};
 }
+
+// Failure clusters exported (the largest first) and the bytes of a signature kept as its label:
+// a label set that stays small whatever the sweep leaves failing.
+constexpr std::size_t kExportedClusters = 10;
+constexpr std::size_t kSignatureLabelBytes = 100;
 
 }  // namespace
 
@@ -51,7 +58,8 @@ struct PrometheusMetrics::Families {
         blocked(r),
         commit_seconds(r, CommitBuckets()),
         commit_mutations(r, {1, 2, 5, 10, 20, 50, 100, 200, 500, 1000}),
-        commit_failures(r) {
+        commit_failures(r),
+        clusters(r) {
     last_success_gauge = &last_success.Add();
     blocked_gauge = &blocked.Add();
     commit_seconds_hist = &commit_seconds.Add();
@@ -82,11 +90,14 @@ struct PrometheusMetrics::Families {
   CatalogFamily<catalog::kStoreCommitSeconds> commit_seconds;
   CatalogFamily<catalog::kStoreCommitMutations> commit_mutations;
   CatalogFamily<catalog::kStoreCommitFailuresTotal> commit_failures;
+  CatalogFamily<catalog::kFailureClusterEntries> clusters;
   prometheus::Gauge* last_success_gauge;
   prometheus::Gauge* blocked_gauge;
   Histogram* commit_seconds_hist;
   Histogram* commit_mutations_hist;
   prometheus::Counter* commit_failures_counter;
+  std::mutex clusters_mu;
+  std::vector<prometheus::Gauge*> cluster_series;  // the latest sweep's, rank order
 
   // The first time an arch shows up, every series of its label sets is created at 0, so that
   // dashboards and alerts see "0 quarantined" rather than nothing.
@@ -226,6 +237,19 @@ void PrometheusMetrics::StoreCommit(double seconds, int mutations, bool ok) {
   }
   f_->commit_seconds_hist->Observe(seconds);
   f_->commit_mutations_hist->Observe(mutations);
+}
+
+void PrometheusMetrics::FailureClusters(const std::vector<ClusterSize>& clusters) {
+  std::lock_guard lock(f_->clusters_mu);
+  // The previous sweep's clusters go: a cluster that vanished must not stay on the dashboard.
+  for (prometheus::Gauge* g : f_->cluster_series) f_->clusters.Remove(g);
+  f_->cluster_series.clear();
+  for (std::size_t i = 0; i < clusters.size() && i < kExportedClusters; ++i) {
+    prometheus::Gauge& g = f_->clusters.Add(
+        std::to_string(i + 1), util::TruncateUtf8(clusters[i].signature, kSignatureLabelBytes));
+    g.Set(clusters[i].entries);
+    f_->cluster_series.push_back(&g);
+  }
 }
 
 void PrometheusMetrics::Rpc(std::string_view method, std::string_view code, double seconds) {

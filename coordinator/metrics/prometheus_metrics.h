@@ -44,6 +44,7 @@ class PrometheusMetrics : public CoordinatorMetrics {
   void OnCallAges(std::string_view arch, double max_progress_age_seconds,
                   double oldest_queued_seconds) override;
   void StoreCommit(double seconds, int mutations, bool ok) override;
+  void FailureClusters(const std::vector<ClusterSize>& clusters) override;
   // Server-side RPC latency (catalog::kRpcSeconds).
   void Rpc(std::string_view method, std::string_view code, double seconds);
 

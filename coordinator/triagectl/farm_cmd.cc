@@ -18,14 +18,14 @@ namespace {
 
 // Each command Register adds, by the name Run knows it by.
 constexpr std::pair<std::string_view, farm::Verb> kVerbs[] = {
-    {"sweep start", farm::RunSweepStart},     {"sweep list", farm::RunSweepList},
-    {"sweep status", farm::RunSweepStatus},   {"sweep cancel", farm::RunSweepCancel},
-    {"sweep resume", farm::RunSweepResume},   {"sweep watch", farm::RunSweepWatch},
-    {"sweep patch", farm::RunSweepPatch},     {"sweep report", farm::RunSweepReport},
-    {"sweep apply", farm::RunSweepApply},     {"shards list", farm::RunShardsList},
-    {"shard requeue", farm::RunShardRequeue}, {"shard cancel", farm::RunShardCancel},
-    {"agents list", farm::RunAgentsList},     {"agents drain", farm::RunAgentDrain},
-    {"agents undrain", farm::RunAgentUndrain}};
+    {"sweep start", farm::RunSweepStart},      {"sweep list", farm::RunSweepList},
+    {"sweep status", farm::RunSweepStatus},    {"sweep cancel", farm::RunSweepCancel},
+    {"sweep resume", farm::RunSweepResume},    {"sweep watch", farm::RunSweepWatch},
+    {"sweep patch", farm::RunSweepPatch},      {"sweep report", farm::RunSweepReport},
+    {"sweep apply", farm::RunSweepApply},      {"shards list", farm::RunShardsList},
+    {"shard requeue", farm::RunShardRequeue},  {"shard cancel", farm::RunShardCancel},
+    {"agents list", farm::RunAgentsList},      {"agents drain", farm::RunAgentDrain},
+    {"agents undrain", farm::RunAgentUndrain}, {"sweep diff", farm::RunSweepDiff}};
 
 // --stuck-minutes: a number of minutes above 0, at most a year.
 CLI::Validator StuckMinutes() {
@@ -164,6 +164,12 @@ void FarmCommands::RegisterSweep(CLI::App& app) {
   auto* report = AddCommand(sweep, "report", "Write report.md and report.json");
   report->add_option("ID", o_.id, "Sweep id")->required();
   report->add_option("--out", o_.out_dir, "Output directory (default: .)");
+  auto* diff = AddCommand(sweep, "diff",
+                          "Compare two sweeps' reports: what was fixed, regressed, newly failing, "
+                          "and how the failure clusters moved");
+  diff->add_option("A", o_.id, "The older sweep's id")->required();
+  diff->add_option("B", o_.other_id, "The newer sweep's id")->required();
+  diff->add_flag("--all", o_.all, "List still_passing and still_failing entries too");
 }
 
 void FarmCommands::RegisterShards(CLI::App& app) {

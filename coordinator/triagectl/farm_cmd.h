@@ -55,6 +55,9 @@ struct FarmOptions {
   double stuck_minutes = 15;
   // patch / apply / report
   std::string out_dir;
+  // diff: the newer sweep (id is the older one); --all: list still_passing and still_failing too
+  std::string other_id;
+  bool all = false;
 };
 
 // Registers `sweep`, `shards`, `shard` and `agents` on app; Run executes the parsed one.

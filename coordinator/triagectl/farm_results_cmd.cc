@@ -13,6 +13,7 @@
 #include "common/util/file.h"
 #include "common/util/strings.h"
 #include "common/util/text.h"
+#include "coordinator/merge/sweep_diff.h"
 #include "coordinator/triagectl/inventory_cmd.h"
 #include "nlohmann/json.hpp"
 
@@ -118,6 +119,62 @@ std::optional<std::string> ApplySteps(const std::vector<ApplyStep>& steps,
     applied.push_back({{"patch", s.name}, {"repo", s.dir.string()}});
   }
   return std::nullopt;
+}
+
+// A sweep's report.json, through GetReport (which builds the outputs of a finished sweep when
+// needed); warns on err when the report is partial.
+absl::StatusOr<nlohmann::json> FetchReportJson(Client& client, const std::string& id,
+                                               std::ostream& err) {
+  v1::GetReportRequest req;
+  req.set_sweep_id(id);
+  auto r = client.Call<v1::GetReportRequest, v1::Report>(&Stub::GetReport, req);
+  if (!r.ok()) return r.status();
+  nlohmann::json j = nlohmann::json::parse(r->json(), nullptr, false);
+  if (!j.is_object()) {
+    return absl::InvalidArgumentError(
+        util::StrCat("sweep ", id, ": the coordinator's report.json is not a JSON object"));
+  }
+  if (j.contains("partial") && j["partial"].is_string()) {
+    err << "triagectl: warning: sweep " << id
+        << "'s report is partial: " << j["partial"].get<std::string>() << "\n";
+  }
+  return j;
+}
+
+// `sweep diff` as text: the counts, the entries of each category shown, the cluster deltas.
+void PrintDiff(std::ostream& out, const merge::SweepDiff& diff, bool all) {
+  out << "sweep " << diff.before_sweep << " -> " << diff.after_sweep << "\n\n";
+  const auto counts = diff.Counts();
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& [c, n] : counts) {
+    rows.push_back({std::string(merge::DiffCategoryName(c)), std::to_string(n)});
+  }
+  PrintTable(out, {"CATEGORY", "ENTRIES"}, rows);
+  for (merge::DiffCategory c : merge::kDiffCategories) {
+    if (counts.at(c) == 0 || (!all && merge::IsTrivial(c))) continue;
+    rows.clear();
+    for (const auto& e : diff.entries) {
+      if (e.category != c) continue;
+      rows.push_back(
+          {e.key, e.arch, merge::StateText(e.before),
+           e.carried_from.empty()
+               ? merge::StateText(e.after)
+               : util::StrCat(merge::StateText(e.after), " (carried from ", e.carried_from, ")")});
+    }
+    out << "\n" << merge::DiffCategoryName(c) << ":\n";
+    PrintTable(out, {"ENTRY", "ARCH", "BEFORE", "AFTER"}, rows);
+  }
+  out << "\nfailure clusters (entries):\n";
+  if (diff.clusters.empty()) {
+    out << "none in either sweep\n";
+    return;
+  }
+  rows.clear();
+  for (const auto& cl : diff.clusters) {
+    rows.push_back({std::to_string(cl.before), std::to_string(cl.after),
+                    util::StrCat(cl.delta() > 0 ? "+" : "", cl.delta()), cl.signature});
+  }
+  PrintTable(out, {"BEFORE", "AFTER", "DELTA", "SIGNATURE"}, rows);
 }
 
 }  // namespace
@@ -248,6 +305,25 @@ int RunSweepApply(Client& client, const FarmOptions& o, std::ostream& out, std::
         << "\n";
   } else {
     out << "nothing was committed: review with `git diff` in both repositories\n";
+  }
+  return kExitOk;
+}
+
+int RunSweepDiff(Client& client, const FarmOptions& o, std::ostream& out, std::ostream& err) {
+  auto before = FetchReportJson(client, o.id, err);
+  if (!before.ok()) return Error(err, before.status());
+  auto after = FetchReportJson(client, o.other_id, err);
+  if (!after.ok()) return Error(err, after.status());
+  if (before->value("repo", "") != after->value("repo", "")) {
+    err << "triagectl: warning: the sweeps read different repositories ("
+        << before->value("repo", "") << ", " << after->value("repo", "") << ")\n";
+  }
+  auto diff = merge::DiffSweeps(*before, *after);
+  if (!diff.ok()) return Error(err, diff.status());
+  if (o.output == "json") {
+    out << merge::DiffJson(*diff, o.all).dump(2) << "\n";
+  } else {
+    PrintDiff(out, *diff, o.all);
   }
   return kExitOk;
 }

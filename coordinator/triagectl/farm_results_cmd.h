@@ -1,7 +1,7 @@
 #pragma once
 
 // The sweep verbs that take a sweep's results: patch and report write them to a directory,
-// apply puts the patches on a checkout.
+// apply puts the patches on a checkout, diff compares two sweeps' reports.
 
 #include <filesystem>
 #include <ostream>
@@ -22,5 +22,7 @@ int RunSweepReport(Client& client, const FarmOptions& o, std::ostream& out, std:
 // `sweep apply ID --repo CHECKOUT`: both patches onto a clean checkout at the sweep's commits;
 // nothing committed.
 int RunSweepApply(Client& client, const FarmOptions& o, std::ostream& out, std::ostream& err);
+// `sweep diff A B [--all]`: the two reports compared (docs/report.md, "Comparing two sweeps").
+int RunSweepDiff(Client& client, const FarmOptions& o, std::ostream& out, std::ostream& err);
 
 }  // namespace triage::ctl::farm

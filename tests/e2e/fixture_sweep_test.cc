@@ -10,6 +10,9 @@
 //     recorded, gives the same outcomes and byte-identical patches, and records the evidence it
 //     answered from like a native run: every decided entry links its evidence, and the replay's
 //     own evidence/ replays again to the same outcomes and patches.
+// Then week over week: a second native sweep after a change of the emulated device (one fixed
+// entry now fails, one failing entry now passes); `triagectl sweep diff` and the second report's
+// week-over-week section name exactly those transitions.
 
 #include <signal.h>
 
@@ -507,5 +510,94 @@ TEST_F(FixtureSweepTest, ABrokenDeviceStopsTheSweepAtItsFailureBudget) {
   EXPECT_FALSE(json::parse(out, nullptr, false).value("over_budget", true)) << out;
   ASSERT_EQ(Ctl({"sweep", "cancel", id, "--reason", "broken device"}, &out), 0) << out;
 }
+
+// The emulated device's change between the two sweeps of SweepDiffNamesWhatTheDeviceChanged:
+// deit_mini, fixed by the first sweep (registry line, verified on both archs), now fails to
+// compile; yolo_mini S, left failing with the conv2d error it shares with N, now passes.
+constexpr char kDeit[] = "deit_mini/pytorch-Tiny-single_device-training";
+constexpr char kYoloS[] = "yolo_mini/pytorch-S-single_device-training";
+constexpr char kSoftmax[] = "error: 'ttir.softmax' op result shape mismatch";
+constexpr char kConv2d[] = "error: 'ttir.conv2d' op expected bias shape";
+
+TEST_F(FixtureSweepTest, SweepDiffNamesWhatTheDeviceChanged) {
+  StartAgents("native", {});
+  const std::string before = RunSweep("native");
+
+  // The change, committed in the repository the sweeps read (the agents fetch it from there).
+  const auto faults_path = repo_ / "tests/runner/faults.yaml";
+  std::string faults = testing::ReadFileOrDie(faults_path);
+  const std::string yolo_s = util::StrCat(
+      "  yolo_mini/pytorch-S:\n    run_mode: training\n"
+      "    kind: ttmlir\n    message: \"",
+      kConv2d, "\"\n");
+  const std::size_t at = faults.find(yolo_s);
+  ASSERT_NE(at, std::string::npos) << "the fault table changed: " << faults;
+  faults.erase(at, yolo_s.size());
+  util::StrAppend(&faults, "  deit_mini/pytorch-Tiny:\n    run_mode: training\n    kind: ttmlir\n",
+                  "    message: \"", kSoftmax, "\"\n");
+  testing::WriteFileOrDie(faults_path, faults);
+  std::string out;
+  ASSERT_EQ(testing::RunCommand(
+                testing::GitTestArgv(repo_, {"commit", "-q", "-am", "deit fails, yolo S passes"}),
+                dir_, &out),
+            0)
+      << out;
+  const std::string after = RunSweep("native");
+
+  ASSERT_EQ(Ctl({"sweep", "diff", before, after, "-o", "json"}, &out), 0) << out;
+  const json diff = json::parse(out, nullptr, false);
+  ASSERT_TRUE(diff.is_object()) << out;
+  EXPECT_EQ(diff["before"], before);
+  EXPECT_EQ(diff["after"], after);
+  // Exactly these transitions, and every other entry still passes or fails as it did.
+  std::set<std::string> transitions;
+  for (const auto& e : diff["entries"]) {
+    transitions.insert(util::StrCat(e["key"].get<std::string>(), " ", e["arch"].get<std::string>(),
+                                    " ", e["category"].get<std::string>()));
+    if (e["key"] == kDeit) {
+      EXPECT_EQ(e["before"]["status"], "EXPECTED_PASSING") << e.dump();
+      EXPECT_EQ(e["after"]["status"], "KNOWN_FAILURE_XFAIL") << e.dump();
+      EXPECT_EQ(e["after"]["reason"], kSoftmax) << e.dump();
+    } else if (e["key"] == kYoloS) {
+      EXPECT_EQ(e["before"]["reason"], kConv2d) << e.dump();
+      EXPECT_EQ(e["after"]["status"], "EXPECTED_PASSING") << e.dump();
+    }
+  }
+  const std::set<std::string> want = {
+      util::StrCat(kDeit, " n150 regressed"), util::StrCat(kDeit, " p150 regressed"),
+      util::StrCat(kYoloS, " n150 fixed"), util::StrCat(kYoloS, " p150 fixed")};
+  EXPECT_EQ(transitions, want) << diff.dump(2);
+  const json& counts = diff["counts"];
+  EXPECT_EQ(counts["fixed"], 2);
+  EXPECT_EQ(counts["regressed"], 2);
+  for (const char* none :
+       {"new_failure", "new_passing", "still_failing_changed", "carried", "gone"}) {
+    EXPECT_EQ(counts[none], 0) << none << ": " << counts.dump();
+  }
+  EXPECT_GT(counts["still_passing"].get<int>(), 0);
+  EXPECT_GT(counts["still_failing"].get<int>(), 0);
+  // The conv2d cluster lost yolo S; the softmax one is new.
+  std::map<std::string, json> clusters;
+  for (const auto& c : diff["clusters"]) clusters[c["signature"]] = c;
+  EXPECT_EQ(clusters[kConv2d],
+            json({{"signature", kConv2d}, {"before", 2}, {"after", 1}, {"delta", -1}}));
+  EXPECT_EQ(clusters[kSoftmax],
+            json({{"signature", kSoftmax}, {"before", 0}, {"after", 1}, {"delta", 1}}));
+  // The table names the transitions too.
+  ASSERT_EQ(Ctl({"sweep", "diff", before, after}, &out), 0) << out;
+  EXPECT_NE(out.find("\nregressed:\n"), std::string::npos) << out;
+  EXPECT_NE(out.find(kDeit), std::string::npos) << out;
+
+  // The second sweep's report compares itself with the first.
+  const json report = Report(after, dir_ / "out-after");
+  ASSERT_TRUE(report.is_object());
+  const json& wow = report["week_over_week"];
+  EXPECT_EQ(wow["previous"], before) << wow.dump(2);
+  EXPECT_EQ(wow["entries"], diff["entries"]);
+  EXPECT_EQ(wow["counts"], diff["counts"]);
+  EXPECT_NE(testing::ReadFileOrDie(dir_ / "out-after/report.md").find("\n## Since sweep " + before),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace triage

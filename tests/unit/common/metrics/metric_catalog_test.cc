@@ -445,8 +445,42 @@ TEST(MetricCatalogExportersTest, CoordinatorRegistersItsEntries) {
   metrics.StoreCommit(0.001, 1, true);
   metrics.StoreCommit(0.001, 1, false);
   metrics.Rpc("v-method", "v-code", 1);
+  metrics.FailureClusters({{"v-signature", 1}});
   ExpectRegistryMatches(*registry, catalog::kCoordinatorMetrics, "coordinator",
                         "kCoordinatorMetrics");
+}
+
+// triage_failure_cluster_entries: the latest sweep's ten largest clusters, each signature cut to
+// 100 bytes (on a character boundary); the previous sweep's series are gone.
+TEST(MetricCatalogExportersTest, CoordinatorExportsTheLatestSweepsTenLargestClusters) {
+  auto registry = std::make_shared<prometheus::Registry>();
+  coord::PrometheusMetrics metrics(registry);
+  const auto series = [&] {
+    std::map<std::string, std::pair<std::string, double>> out;  // rank -> signature, entries
+    for (const prometheus::MetricFamily& family : registry->Collect()) {
+      if (family.name != catalog::kFailureClusterEntries.name) continue;
+      for (const prometheus::ClientMetric& m : family.metric) {
+        std::map<std::string, std::string> labels;
+        for (const auto& l : m.label) labels[l.name] = l.value;
+        out[labels["rank"]] = {labels["signature"], m.gauge.value};
+      }
+    }
+    return out;
+  };
+  std::vector<coord::ClusterSize> many;
+  for (int i = 0; i < 12; ++i) many.push_back({"cluster " + std::to_string(i), 20 - i});
+  many[0].signature = std::string(98, 'x') + "é tail";  // é is bytes 99 and 100
+  metrics.FailureClusters(many);
+  auto first = series();
+  ASSERT_EQ(first.size(), 10u) << "only the ten largest are exported";
+  EXPECT_EQ(first["1"], std::pair(std::string(98, 'x') + "é", 20.0));
+  EXPECT_EQ(first["10"], std::pair(std::string("cluster 9"), 11.0));
+  metrics.FailureClusters({{"only one now", 3}});
+  auto second = series();
+  ASSERT_EQ(second.size(), 1u) << "the previous sweep's clusters are removed";
+  EXPECT_EQ(second["1"], std::pair(std::string("only one now"), 3.0));
+  metrics.FailureClusters({});
+  EXPECT_TRUE(series().empty());
 }
 
 TEST(MetricCatalogExportersTest, AgentRegistersItsEntries) {

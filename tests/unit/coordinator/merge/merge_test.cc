@@ -1251,16 +1251,16 @@ class OutputsTest : public ::testing::Test {
     store_ = std::move(*store);
     coord_ = std::make_unique<coord::Coordinator>(
         coord::CoordinatorOptions{}, store_.get(), &clock_,
-        [](const v1::StartSweepRequest&) -> absl::StatusOr<coord::SweepInput> {
+        [](const v1::StartSweepRequest& req) -> absl::StatusOr<coord::SweepInput> {
           coord::SweepInput in;
-          in.repo = "/fake/tt-xla";
+          in.repo = req.repo_path();
           in.ttxla_commit = std::string(40, 'a');
           in.forge_commit = std::string(40, 'b');
           in.inventory.documents.push_back(inventory::Document::Parse(kYamlPath, TrainingYaml()));
           return in;
         });
     outputs_ = std::make_unique<SweepOutputs>(
-        coord_.get(), nullptr, tmp_.path(),
+        coord_.get(), &metrics_, tmp_.path(),
         [](const coord::SweepRecord&) { return std::make_unique<MapFiles>(DefaultFiles()); });
     coord_->SetFinishHook([this](const std::string& id) { return outputs_->Build(id); });
   }
@@ -1274,9 +1274,10 @@ class OutputsTest : public ::testing::Test {
     sessions_[id] = resp->session_id();
   }
 
-  std::string Start(const std::vector<std::string>& archs) {
+  std::string Start(const std::vector<std::string>& archs,
+                    const std::string& repo = "/fake/tt-xla") {
     v1::StartSweepRequest req;
-    req.set_repo_path("/fake/tt-xla");
+    req.set_repo_path(repo);
     for (const auto& a : archs) req.add_archs(a);
     req.add_playbooks("unpack_forward_output");
     req.set_reason("test");
@@ -1285,8 +1286,10 @@ class OutputsTest : public ::testing::Test {
     return sweep.ok() ? sweep->id() : "";
   }
 
-  // Every shard the agents get passes, with a JUnit file of the same name on every arch.
-  void RunAll(const std::vector<std::string>& agents) {
+  // Every shard the agents get passes (but the entries failing names, which fail with the given
+  // reason), with a JUnit file of the same name on every arch.
+  void RunAll(const std::vector<std::string>& agents,
+              const std::map<std::string, std::string>& failing = {}) {
     for (bool granted = true; granted;) {
       granted = false;
       for (const auto& agent : agents) {
@@ -1302,7 +1305,11 @@ class OutputsTest : public ::testing::Test {
         v1::ShardResult r;
         r.set_status(v1::ShardResult::SUCCEEDED);
         for (const auto& e : spec.entries()) {
-          v1::EntryOutcome o = Outcome(e.key(), spec.arch(), PassEdit(e.key()));
+          auto fails = failing.find(e.key());
+          v1::EntryOutcome o =
+              fails == failing.end()
+                  ? Outcome(e.key(), spec.arch(), PassEdit(e.key()))
+                  : Outcome(e.key(), spec.arch(), XfailEdit(e.key(), fails->second), "failure");
           o.add_evidence("junit/01-verify.xml");
           *r.add_entries() = o;
         }
@@ -1323,8 +1330,17 @@ class OutputsTest : public ::testing::Test {
     }
   }
 
+  // What the outputs export: each finished sweep's failure clusters.
+  struct ClusterMetrics : coord::CoordinatorMetrics {
+    void FailureClusters(const std::vector<coord::ClusterSize>& clusters) override {
+      calls.push_back(clusters);
+    }
+    std::vector<std::vector<coord::ClusterSize>> calls;
+  };
+
   testing::TempDir tmp_;
   FakeClock clock_;
+  ClusterMetrics metrics_;
   std::unique_ptr<coord::SqliteStore> store_;
   std::unique_ptr<coord::Coordinator> coord_;
   std::unique_ptr<SweepOutputs> outputs_;
@@ -1385,6 +1401,62 @@ TEST_F(OutputsTest, EvidenceOfEachArchIsKeptApartAndLabelledWithIt) {
           << section;
     }
   }
+}
+
+// Week over week (docs/report.md): a sweep's report is compared with the latest earlier sweep of
+// the same repository that succeeded, never with another repository's or a cancelled one; the
+// first sweep of a repository says there is nothing to compare with.
+TEST_F(OutputsTest, ReportComparesWithTheLatestEarlierSucceededSweepOfTheRepository) {
+  Register("n", "n150");
+  const std::string first = Start({"n150"});
+  RunAll({"n"});
+  ASSERT_EQ(coord_->GetSweep(first)->state(), "succeeded");
+  const std::string other_repo = Start({"n150"}, "/fake/other-tt-xla");
+  RunAll({"n"});
+  ASSERT_EQ(coord_->GetSweep(other_repo)->state(), "succeeded");
+  const std::string cancelled = Start({"n150"});
+  ASSERT_TRUE(coord_->CancelSweep(cancelled, "test", coord::Caller{"alice", "operator"}).ok());
+  ASSERT_TRUE(outputs_->Report(cancelled).ok()) << "its outputs exist, and still it is skipped";
+  const std::string oom = "Out of Memory: Not enough space to allocate 1048576 B DRAM buffer";
+  const std::string second = Start({"n150"});
+  RunAll({"n"}, {{kB, oom}});
+  ASSERT_EQ(coord_->GetSweep(second)->state(), "succeeded");
+
+  const auto report_of = [&](const std::string& id) {
+    return nlohmann::json::parse(
+        testing::ReadFileOrDie(tmp_.path() / "sweeps" / id / "report.json"));
+  };
+  const nlohmann::json j = report_of(second);
+  const nlohmann::json& wow = j["week_over_week"];
+  EXPECT_EQ(wow["previous"], first) << wow.dump(2);
+  EXPECT_EQ(wow["counts"]["regressed"], 1) << wow.dump(2);
+  EXPECT_EQ(wow["counts"]["still_passing"], 2) << wow.dump(2);
+  ASSERT_EQ(wow["entries"].size(), 1u) << wow.dump(2);
+  EXPECT_EQ(wow["entries"][0]["key"], kB);
+  EXPECT_EQ(wow["entries"][0]["arch"], "n150");
+  EXPECT_EQ(wow["entries"][0]["category"], "regressed");
+  EXPECT_EQ(wow["entries"][0]["after"]["reason"], oom);
+  ASSERT_EQ(wow["clusters"].size(), 1u);
+  EXPECT_EQ(wow["clusters"][0]["delta"], 1);
+  const std::string md = testing::ReadFileOrDie(tmp_.path() / "sweeps" / second / "report.md");
+  const std::size_t since = md.find("\n## Since sweep " + first + "\n");
+  EXPECT_NE(since, std::string::npos) << md;
+  EXPECT_LT(md.find("\n## Totals\n"), since) << "after the totals";
+  EXPECT_EQ(report_of(first)["week_over_week"]["previous"], nullptr);
+  EXPECT_NE(testing::ReadFileOrDie(tmp_.path() / "sweeps" / first / "report.md")
+                .find("\n## Since the previous sweep\n\nNo earlier sweep of this repository"),
+            std::string::npos);
+  EXPECT_EQ(report_of(other_repo)["week_over_week"]["previous"], nullptr)
+      << "another repository's sweep is not its previous one";
+
+  // The clusters of each sweep that ran to its end replace the last one's on /metrics: the first
+  // sweep left nothing failing, the second one cluster of one entry.
+  ASSERT_GE(metrics_.calls.size(), 3u);
+  EXPECT_TRUE(metrics_.calls.front().empty());
+  ASSERT_EQ(metrics_.calls.back().size(), 1u);
+  EXPECT_EQ(metrics_.calls.back()[0].signature,
+            "Out of Memory: Not enough space to allocate N B DRAM buffer");
+  EXPECT_EQ(metrics_.calls.back()[0].entries, 1);
 }
 
 }  // namespace
