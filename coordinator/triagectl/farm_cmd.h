@@ -53,6 +53,10 @@ struct FarmOptions {
   double stuck_minutes = 15;
   // patch / apply / report
   std::string out_dir;
+  // sweep durations
+  std::string durations_arch;   // "" = the sweep's first target arch
+  std::string durations_out;    // "" = stdout
+  std::string durations_merge;  // an existing .test_durations file to update
 };
 
 // Registers `sweep`, `shards`, `shard` and `agents` on app; Run executes the parsed one.
@@ -69,6 +73,7 @@ class FarmCommands {
   CLI::App* AddCommand(CLI::App* group, const std::string& name, const std::string& description);
   void RegisterSweep(CLI::App& app);
   void RegisterSweepStart(CLI::App* sweep);
+  void RegisterSweepDurations(CLI::App* sweep);
   void RegisterShards(CLI::App& app);
   void RegisterAgents(CLI::App& app);
 
