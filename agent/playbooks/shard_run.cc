@@ -1,6 +1,7 @@
 #include "agent/playbooks/shard_run.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <numeric>
 
@@ -33,6 +34,13 @@ std::string ChainText(const std::string& earlier, std::string_view playbook,
   if (now.empty()) return earlier;
   if (earlier.empty()) return now;
   return util::StrCat(earlier, "; then ", playbook, ": ", now);
+}
+
+// A testcase's time as a duration: 0 (not measured) without a testcase, and for a time no run
+// can take (negative, NaN or infinite in a hand-written or damaged file).
+double MeasuredSeconds(const junit::TestCase* tc) {
+  if (tc == nullptr || !std::isfinite(tc->time_seconds) || tc->time_seconds < 0) return 0;
+  return tc->time_seconds;
 }
 
 bool Ran(const v1::EntryOutcome& o, std::string_view playbook) {
@@ -306,6 +314,9 @@ absl::Status ShardRun::Verify() {
     v.log = a.log;
     v.signal = a.signal;
     playbook_.Decide(*this, *w, v);
+    // The time of the run whose testcase decided (the alone run after a crash), for the next
+    // sweep's planning (.test_durations); set here so that no playbook's Decide can drop it.
+    w->out->set_duration_seconds(MeasuredSeconds(v.testcase));
   }
   // The inference entry of the first variant, for information only.
   for (EntryWork* w : todo) {

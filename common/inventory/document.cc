@@ -259,6 +259,15 @@ std::optional<std::size_t> UnclosedQuoteAt(std::string_view line) {
 
 }  // namespace
 
+std::string FrameworkOfPath(std::string_view path) {
+  const std::string_view marker = "test_config/";
+  const auto at = path.find(marker);
+  if (at == std::string_view::npos) return "";
+  const std::string_view rest = path.substr(at + marker.size());
+  const auto slash = rest.find('/');
+  return slash == std::string_view::npos ? "" : std::string(rest.substr(0, slash));
+}
+
 std::string_view Entry::StringField(std::string_view name) const {
   const Value* v = Field(name);
   return v != nullptr && v->is_string() ? std::string_view(v->string) : std::string_view();
@@ -327,12 +336,7 @@ Document Document::Parse(std::string path, std::string bytes, const ParseOptions
 
   // Where the file sits tells the framework and, by its name, run mode and parallelism.
   std::string_view p = doc.path_;
-  if (auto at = p.find("test_config/"); at != std::string_view::npos) {
-    std::string_view rest = p.substr(at + 12);
-    if (auto slash = rest.find('/'); slash != std::string_view::npos) {
-      doc.framework_ = std::string(rest.substr(0, slash));
-    }
-  }
+  doc.framework_ = FrameworkOfPath(p);
   std::string_view base = p.substr(p.rfind('/') == std::string_view::npos ? 0 : p.rfind('/') + 1);
   for (std::string_view mode : {"inference", "training"}) {
     for (std::string_view par : {"single_device", "data_parallel", "tensor_parallel"}) {

@@ -46,6 +46,10 @@ struct Entry {
   std::vector<std::string> OverrideArchs() const;
 };
 
+// The framework of a test-config file by where it sits: the folder under test_config/ ("torch"
+// for tests/runner/test_config/torch/...); "" when the path has none. Document::framework().
+std::string FrameworkOfPath(std::string_view path);
+
 struct ParseOptions {
   std::size_t max_bytes = kDefaultMaxYamlBytes;
 };

@@ -127,6 +127,9 @@ class Coordinator {
   absl::StatusOr<std::vector<ResultRecord>> Results(const std::string& sweep_id);
   absl::StatusOr<SweepRecord> SweepInfo(const std::string& sweep_id);
   absl::StatusOr<std::vector<ShardRecord>> Shards(const std::string& sweep_id);
+  // Every durable attempt of a sweep's shards (which agent held which lease, for the report's
+  // makespan), read from the store.
+  absl::StatusOr<std::vector<AttemptRecord>> Attempts(const std::string& sweep_id);
 
   // Settles a finished (or cancelled, failed) sweep's entry counts: the merge's view of the
   // entries it saw (label, review; by file + '\n' + key) over the coordinator's own for the

@@ -173,6 +173,8 @@ absl::Status SweepOutputs::Build(const std::string& sweep_id) {
   if (!shards.ok()) return shards.status();
   auto results = coordinator_->Results(sweep_id);
   if (!results.ok()) return results.status();
+  auto attempts = coordinator_->Attempts(sweep_id);
+  if (!attempts.ok()) return attempts.status();
   auto files = files_(*sweep);
   MergeInput in;
   in.sweep_id = sweep_id;
@@ -203,6 +205,7 @@ absl::Status SweepOutputs::Build(const std::string& sweep_id) {
   report.merge = &*merged;
   report.evidence = std::move(*evidence);
   report.yaml_after = YamlAfterMerge(merged->ttxla_patch, *files);
+  report.makespan = ComputeMakespan(*sweep, *shards, *results, *attempts);
   absl::Status settled = absl::OkStatus();
   report.settle_counts = [&](const std::map<std::string, coord::EntryTally>& tallies) {
     auto counts = coordinator_->SettleCounts(sweep_id, tallies);

@@ -389,6 +389,24 @@ absl::StatusOr<std::vector<ShardRecord>> Coordinator::Shards(const std::string& 
   return out;
 }
 
+absl::StatusOr<std::vector<AttemptRecord>> Coordinator::Attempts(const std::string& sweep_id) {
+  std::vector<std::string> shard_ids;
+  {
+    std::lock_guard lock(mu_);
+    auto it = sweeps_.find(sweep_id);
+    if (it == sweeps_.end()) return absl::NotFoundError(util::StrCat("no sweep ", sweep_id));
+    shard_ids = it->second.shard_ids;
+  }
+  // Read without the state lock: the store serialises its own reads.
+  std::vector<AttemptRecord> out;
+  for (const auto& id : shard_ids) {
+    auto attempts = journal_.Attempts(id);
+    if (!attempts.ok()) return attempts.status();
+    out.insert(out.end(), attempts->begin(), attempts->end());
+  }
+  return out;
+}
+
 absl::StatusOr<std::vector<ResultRecord>> Coordinator::Results(const std::string& sweep_id) {
   std::lock_guard lock(mu_);
   auto it = sweeps_.find(sweep_id);

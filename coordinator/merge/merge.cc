@@ -120,17 +120,10 @@ void AddConflict(MergeOutput& out, const std::string& kind, std::string message)
 std::vector<ShardResult> LatestResultsInOrder(const MergeInput& input) {
   std::map<std::string, const coord::ShardRecord*> shards;
   for (const auto& s : input.shards) shards[s.id] = &s;
-  std::map<std::string, const coord::ResultRecord*> latest;
-  for (const auto& r : input.results) {
-    if (!shards.count(r.shard_id)) continue;
-    auto& cur = latest[r.shard_id];
-    if (cur == nullptr || r.token > cur->token ||
-        (r.token == cur->token && r.lease_id > cur->lease_id)) {
-      cur = &r;
-    }
-  }
   std::vector<ShardResult> results;
-  for (const auto& [id, r] : latest) results.push_back({shards.at(id), r});
+  for (const auto& [id, r] : LatestResults(input.results)) {
+    if (shards.count(id)) results.push_back({shards.at(id), r});
+  }
   std::sort(results.begin(), results.end(), [](const ShardResult& a, const ShardResult& b) {
     auto key = [](const ShardResult& i) {
       return std::make_tuple(i.shard->spec.wave(), PhaseOrder(i.shard->spec.phase()),
@@ -436,6 +429,19 @@ void MergeLoaderEdits(MergeState& st) {
 }
 
 }  // namespace
+
+std::map<std::string, const coord::ResultRecord*> LatestResults(
+    const std::vector<coord::ResultRecord>& results) {
+  std::map<std::string, const coord::ResultRecord*> latest;
+  for (const auto& r : results) {
+    auto& cur = latest[r.shard_id];
+    if (cur == nullptr || r.token > cur->token ||
+        (r.token == cur->token && r.lease_id > cur->lease_id)) {
+      cur = &r;
+    }
+  }
+  return latest;
+}
 
 absl::StatusOr<MergeOutput> Merge(const MergeInput& input) {
   MergeState st(input);

@@ -54,6 +54,11 @@ struct MergeOutput {
   std::vector<std::string> changed_files;      // "tt-xla/<path>", "tt_forge_models/<path>"
 };
 
+// The result the merge takes for each shard, by shard id: its latest attempt's (the highest
+// fencing token, then the highest lease id). The report's figures take the same one.
+std::map<std::string, const coord::ResultRecord*> LatestResults(
+    const std::vector<coord::ResultRecord>& results);
+
 // Merges the accepted results of a sweep into one conflict-free patch per repository. A pure
 // function of the results: their order, duplicates and retried attempts do not change a byte.
 //  - YAML: per-entry field edits, the latest wave per entry and arch; equal outcomes on every

@@ -1,6 +1,8 @@
 #include "coordinator/merge/report.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <set>
 
 #include "common/diff/apply_diff.h"
@@ -10,6 +12,7 @@
 #include "common/registry/registry.h"
 #include "common/util/strings.h"
 #include "coordinator/merge/clusters.h"
+#include "coordinator/planning/planner.h"
 #include "nlohmann/json.hpp"
 
 namespace triage::merge {
@@ -632,6 +635,82 @@ std::string ClustersMd(const std::vector<FailureCluster>& clusters,
   return md;
 }
 
+// ---- Measured times: each entry's pytest durations, the sweep's makespan (docs/report.md)
+
+namespace {
+
+// Seconds as report.json writes them: to the millisecond, the resolution of what measured them.
+double Rounded(double seconds) { return std::round(seconds * 1000) / 1000; }
+
+// An entry's pytest node id (the planner's, so that `triagectl sweep durations` writes keys the
+// next sweep's planning finds) and the time its test took on each arch that measured it.
+void AddMeasuredTimes(const EntryMerge& e, json& entry) {
+  entry["node_id"] = coord::NodeId(e.file, e.key);
+  json durations = json::object();
+  for (const auto& [arch, o] : e.outcomes) {
+    // Under half a millisecond reads as nothing measured, as in the files written from it.
+    const double seconds = Rounded(o.duration_seconds());
+    if (!arch.empty() && seconds > 0) durations[arch] = seconds;
+  }
+  entry["durations"] = durations;
+}
+
+json MakespanJson(const Makespan& m) {
+  json lanes = json::array();
+  for (const auto& l : m.lanes) {
+    lanes.push_back({{"lane", l.lane},
+                     {"shards", l.shards},
+                     {"agents", l.agents},
+                     {"predicted_device_seconds", Rounded(l.predicted_device_seconds)},
+                     {"actual_device_seconds", Rounded(l.actual_device_seconds)},
+                     {"predicted_seconds", Rounded(l.predicted_seconds)},
+                     {"actual_seconds", Rounded(l.actual_seconds)}});
+  }
+  return {{"predicted_seconds", Rounded(m.predicted_seconds)},
+          {"actual_seconds", Rounded(m.actual_seconds)},
+          {"lanes", lanes}};
+}
+
+// "42.5s", "4m05s", "2h07m".
+std::string HumanSeconds(double seconds) {
+  char buf[32];
+  if (seconds < 59.95) {
+    std::snprintf(buf, sizeof(buf), "%.1fs", seconds);
+    return buf;
+  }
+  const auto s = static_cast<long long>(std::llround(seconds));
+  if (s < 3600) {
+    std::snprintf(buf, sizeof(buf), "%lldm%02llds", s / 60, s % 60);
+  } else {
+    std::snprintf(buf, sizeof(buf), "%lldh%02lldm", s / 3600, (s % 3600) / 60);
+  }
+  return buf;
+}
+
+// report.md's "Makespan: predicted vs actual": the sweep's figures and one row per lane; ""
+// when the sweep planned no shard.
+std::string MakespanMd(const Makespan& m) {
+  if (m.lanes.empty()) return "";
+  std::string md = util::StrCat(
+      "\n## Makespan: predicted vs actual\n\nPredicted ", HumanSeconds(m.predicted_seconds),
+      " (the slowest lane), actual ", HumanSeconds(m.actual_seconds),
+      " (the sweep's start to its last accepted result). Lanes run in parallel. Device time: "
+      "what planning expected of the lane's shards, and what their taken results ran; a lane's "
+      "predicted time is its predicted device time over its agents, its actual time runs from "
+      "its first result's start to its last.\n\n"
+      "| lane | shards | agents | predicted device | actual device | predicted | actual |\n"
+      "|---|---|---|---|---|---|---|\n");
+  for (const auto& l : m.lanes) {
+    util::StrAppend(&md, "| ", Md(l.lane), " | ", l.shards, " | ", l.agents, " | ",
+                    HumanSeconds(l.predicted_device_seconds), " | ",
+                    HumanSeconds(l.actual_device_seconds), " | ", HumanSeconds(l.predicted_seconds),
+                    " | ", HumanSeconds(l.actual_seconds), " |\n");
+  }
+  return md;
+}
+
+}  // namespace
+
 BuiltReport BuildReport(const ReportInput& in) {
   const coord::SweepRecord& sweep = *in.sweep;
   const MergeOutput& merge = *in.merge;
@@ -649,6 +728,7 @@ BuiltReport BuildReport(const ReportInput& in) {
   for (const auto& e : merge.entries) {
     const EntryFacts facts = FactsOf(e, in, after, per_class);
     json entry = EntryJson(e, facts, sweep.archs);
+    AddMeasuredTimes(e, entry);
     CountEntry(e, facts, entry.at("outcome"), tallies);
     entries.push_back(std::move(entry));
     md_entries += EntryMd(e, facts, forge_hunks);
@@ -661,13 +741,14 @@ BuiltReport BuildReport(const ReportInput& in) {
   const std::vector<FailureCluster> clusters = ClusterFailures(FailingOutcomes(j["entries"]));
   j["clusters"] = ClustersJson(clusters);
   const std::string since_md = AddWeekOverWeek(in.previous, j);
+  j["makespan"] = MakespanJson(in.makespan);
 
   BuiltReport out;
   out.json = DumpJson(j);
-  out.markdown =
-      util::StrCat(HeaderMd(sweep), TotalsMd(counts, by_outcome, tallies), since_md,
-                   RegistryMd(merge.registry, per_class), ClustersMd(clusters, sweep.archs),
-                   ConflictsMd(merge.conflicts), "\n## Entries\n\n", md_entries);
+  out.markdown = util::StrCat(HeaderMd(sweep), TotalsMd(counts, by_outcome, tallies), since_md,
+                              MakespanMd(in.makespan), RegistryMd(merge.registry, per_class),
+                              ClustersMd(clusters, sweep.archs), ConflictsMd(merge.conflicts),
+                              "\n## Entries\n\n", md_entries);
   return out;
 }
 

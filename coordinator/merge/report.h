@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "coordinator/merge/makespan.h"
 #include "coordinator/merge/merge.h"
 #include "coordinator/merge/week_over_week.h"
 #include "coordinator/model/model.h"
@@ -32,6 +33,9 @@ struct ReportInput {
   std::map<std::string, std::vector<EvidenceLink>> evidence;
   // The YAML after the merge, per file (to resolve each entry's fields per arch).
   std::map<std::string, std::string> yaml_after;
+  // Predicted vs actual time of the sweep (ComputeMakespan); all zero and no lanes when the
+  // caller did not work it out.
+  Makespan makespan;
   // A registry line covering at least this many entries is flagged for review.
   int many_entries = 3;
   // Settles the sweep's counts from the report's view of its entries (label and review, by

@@ -49,4 +49,8 @@ std::optional<SweepState> ParseSweepState(std::string_view name) {
   return std::nullopt;
 }
 
+std::string ShardLane(const ShardRecord& s) {
+  return s.spec.arch().empty() ? std::string(kCpuLane) : s.spec.arch();
+}
+
 }  // namespace triage::coord

@@ -74,6 +74,11 @@ struct ShardRecord {
   bool cpu_ok = false;             // cpu_only agents may take it (probe phase)
 };
 
+// The lane a shard runs in: its arch, or "cpu" for a probe phase (cpu_only agents take it).
+// Lanes progress in parallel: the sweep's ETA and the report's makespan are per lane.
+inline constexpr std::string_view kCpuLane = "cpu";
+std::string ShardLane(const ShardRecord& s);
+
 struct AgentRecord {
   v1::AgentDimensions dims;
   std::string session_id;

@@ -64,6 +64,10 @@ class Journal {
   absl::Status SettleAndWait(Effects& after);
 
   absl::StatusOr<Snapshot> Load() { return store_->Load(); }
+  // A shard's attempts as the store has them (the durable ones).
+  absl::StatusOr<std::vector<AttemptRecord>> Attempts(const std::string& shard_id) {
+    return store_->Attempts(shard_id);
+  }
   // After a failed commit (with the owner's lock held): everything staged since the last good
   // commit is gone from the store, also what was staged while that commit ran. Returns the
   // store's state to rebuild from; a store that cannot even be read ends the process, so that

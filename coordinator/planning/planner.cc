@@ -14,8 +14,8 @@
 namespace triage::coord {
 namespace {
 
-std::string TestFunction(const inventory::Document& doc) {
-  if (doc.framework() == "jax") return "test_all_models_jax";
+std::string TestFunction(std::string_view framework) {
+  if (framework == "jax") return "test_all_models_jax";
   return "test_all_models_torch";
 }
 
@@ -183,7 +183,13 @@ class ShardMaker {
 }  // namespace
 
 std::string NodeId(const inventory::Document& doc, const inventory::Entry& entry) {
-  return util::StrCat("tests/runner/test_models.py::", TestFunction(doc), "[", entry.key, "]");
+  return util::StrCat("tests/runner/test_models.py::", TestFunction(doc.framework()), "[",
+                      entry.key, "]");
+}
+
+std::string NodeId(std::string_view file, std::string_view key) {
+  return util::StrCat("tests/runner/test_models.py::",
+                      TestFunction(inventory::FrameworkOfPath(file)), "[", key, "]");
 }
 
 Plan PlanSweep(const inventory::Inventory& inventory, const classify::Classifier& rules,

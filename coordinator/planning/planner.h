@@ -2,6 +2,7 @@
 
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -37,6 +38,9 @@ struct Plan {
 
 // The pytest node id of an entry, as .test_durations keys it.
 std::string NodeId(const inventory::Document& doc, const inventory::Entry& entry);
+// The same from the entry's test-config file (relative to the tt-xla root) and key, for those
+// who hold no parsed document (the report, `triagectl sweep durations`).
+std::string NodeId(std::string_view file, std::string_view key);
 
 // Selects the entries a playbook handles and groups them into shards: one per (playbook,
 // loader) for single-device entries (loader-wide scope), a separate one for tensor_parallel

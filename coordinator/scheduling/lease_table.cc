@@ -8,8 +8,6 @@
 namespace triage::coord {
 namespace {
 
-constexpr std::string_view kCpuArch = "cpu";
-
 bool Active(ShardState s) { return s == ShardState::kLeased || s == ShardState::kRunning; }
 
 }  // namespace
@@ -25,9 +23,7 @@ LeaseTable::QueueKey LeaseTable::KeyOf(const ShardRecord& s) {
   return {-s.priority, -s.expected_seconds, s.seq, s.id};
 }
 
-std::string LeaseTable::ShardArch(const ShardRecord& s) {
-  return s.spec.arch().empty() ? std::string(kCpuArch) : s.spec.arch();
-}
+std::string LeaseTable::ShardArch(const ShardRecord& s) { return ShardLane(s); }
 
 std::string LeaseTable::AgentStateName(const AgentRecord& a) {
   if (a.offline) return "offline";

@@ -8,6 +8,7 @@
 #include "CLI/CLI.hpp"
 #include "common/config/config.h"
 #include "coordinator/triagectl/farm_common.h"
+#include "coordinator/triagectl/farm_durations_cmd.h"
 #include "coordinator/triagectl/farm_oncall_cmd.h"
 #include "coordinator/triagectl/farm_results_cmd.h"
 #include "coordinator/triagectl/farm_sweep_cmd.h"
@@ -26,6 +27,10 @@ constexpr std::pair<std::string_view, farm::Verb> kVerbs[] = {
     {"shard requeue", farm::RunShardRequeue},  {"shard cancel", farm::RunShardCancel},
     {"agents list", farm::RunAgentsList},      {"agents drain", farm::RunAgentDrain},
     {"agents undrain", farm::RunAgentUndrain}, {"sweep diff", farm::RunSweepDiff}};
+
+// The verbs registered by a Register function of their own (RegisterSweepDurations).
+constexpr std::pair<std::string_view, farm::Verb> kOwnVerbs[] = {
+    {"sweep durations", farm::RunSweepDurations}};
 
 // --stuck-minutes: a number of minutes above 0, at most a year.
 CLI::Validator StuckMinutes() {
@@ -129,6 +134,23 @@ void FarmCommands::RegisterSweepStart(CLI::App* sweep) {
                   "cancelled or stops at its failure budget");
 }
 
+void FarmCommands::RegisterSweepDurations(CLI::App* sweep) {
+  auto* durations = AddCommand(
+      sweep, "durations",
+      "Write a finished sweep's measured pytest times as a .test_durations file (for the next "
+      "sweep start --durations)");
+  durations->add_option("ID", o_.id, "Sweep id")->required();
+  durations->add_option("--arch", o_.durations_arch,
+                        "The arch whose times to write (default: the sweep's first target arch)");
+  durations->add_option("--out", o_.durations_out,
+                        "File to write, replaced atomically (default: stdout)");
+  durations
+      ->add_option("--merge", o_.durations_merge,
+                   "Start from this durations file: its other tests are kept, the measured ones "
+                   "overwritten")
+      ->check(CLI::ExistingFile);
+}
+
 void FarmCommands::RegisterSweep(CLI::App& app) {
   auto* sweep = app.add_subcommand("sweep", "Start, follow and manage sweeps");
   sweep->require_subcommand(1);
@@ -170,6 +192,7 @@ void FarmCommands::RegisterSweep(CLI::App& app) {
   diff->add_option("A", o_.id, "The older sweep's id")->required();
   diff->add_option("B", o_.other_id, "The newer sweep's id")->required();
   diff->add_flag("--all", o_.all, "List still_passing and still_failing entries too");
+  RegisterSweepDurations(sweep);
 }
 
 void FarmCommands::RegisterShards(CLI::App& app) {
@@ -231,6 +254,9 @@ int FarmCommands::Run(std::ostream& out, std::ostream& err) {
   auto client = farm::Client::Connect(o_.conn);
   if (!client.ok()) return farm::Error(err, client.status());
   for (const auto& [name, run] : kVerbs) {
+    if (name == which) return run(*client, o_, out, err);
+  }
+  for (const auto& [name, run] : kOwnVerbs) {
     if (name == which) return run(*client, o_, out, err);
   }
   return -1;

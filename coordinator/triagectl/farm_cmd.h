@@ -58,6 +58,10 @@ struct FarmOptions {
   // diff: the newer sweep (id is the older one); --all: list still_passing and still_failing too
   std::string other_id;
   bool all = false;
+  // sweep durations
+  std::string durations_arch;   // "" = the sweep's first target arch
+  std::string durations_out;    // "" = stdout
+  std::string durations_merge;  // an existing .test_durations file to update
 };
 
 // Registers `sweep`, `shards`, `shard` and `agents` on app; Run executes the parsed one.
@@ -74,6 +78,7 @@ class FarmCommands {
   CLI::App* AddCommand(CLI::App* group, const std::string& name, const std::string& description);
   void RegisterSweep(CLI::App& app);
   void RegisterSweepStart(CLI::App* sweep);
+  void RegisterSweepDurations(CLI::App* sweep);
   void RegisterShards(CLI::App& app);
   void RegisterAgents(CLI::App& app);
 

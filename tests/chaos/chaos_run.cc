@@ -253,7 +253,7 @@ struct Outcome {
   double seconds = 0;
   std::string ttxla_patch;
   std::string forge_patch;
-  json entries;  // report.json entries without evidence links
+  json entries;  // report.json entries without evidence links and measured durations
   json totals;
   int results = 0;
   int result_shards = 0;
@@ -309,7 +309,11 @@ Outcome Collect(Cluster& c, const std::string& sweep) {
     return o;
   }
   o.entries = report.value("entries", json::array());
-  for (auto& e : o.entries) e.erase("evidence");
+  // Evidence paths and the measured pytest times belong to the run, not to its decisions.
+  for (auto& e : o.entries) {
+    e.erase("evidence");
+    e.erase("durations");
+  }
   o.totals = report.value("totals", json::object());
   c.StopAll();
   const fs::path db = c.cdata() / "coordinator.db";

@@ -10,6 +10,8 @@
 //     recorded, gives the same outcomes and byte-identical patches, and records the evidence it
 //     answered from like a native run: every decided entry links its evidence, and the replay's
 //     own evidence/ replays again to the same outcomes and patches.
+//  Between 1 and 2, `sweep durations` writes what the native sweep measured (a .test_durations
+//  file per arch); the replay sweep is planned with it and measures the same durations.
 // Then week over week: a second native sweep after a change of the emulated device (one fixed
 // entry now fails, one failing entry now passes); `triagectl sweep diff` and the second report's
 // week-over-week section name exactly those transitions.
@@ -137,14 +139,15 @@ class FixtureSweepTest : public ::testing::Test {
     agents_.clear();
   }
 
-  // Starts a sweep and follows it to its end; returns the sweep id.
-  std::string RunSweep(const std::string& executor) {
+  // Starts a sweep (planned with a .test_durations file when given) and follows it to its end;
+  // returns the sweep id.
+  std::string RunSweep(const std::string& executor, const std::filesystem::path& durations = {}) {
     std::string out;
-    EXPECT_EQ(Ctl({"sweep", "start", "--repo", repo_.string(), "--arch", "n150,p150", "--executor",
-                   executor, "--reason", "e2e", "-o", "json"},
-                  &out),
-              0)
-        << out;
+    std::vector<std::string> args = {"sweep",    "start",     "--repo",     repo_.string(),
+                                     "--arch",   "n150,p150", "--executor", executor,
+                                     "--reason", "e2e",       "-o",         "json"};
+    if (!durations.empty()) args.insert(args.end(), {"--durations", durations.string()});
+    EXPECT_EQ(Ctl(args, &out), 0) << out;
     const std::string id = json::parse(out, nullptr, false).value("id", "");
     EXPECT_FALSE(id.empty()) << out;
     EXPECT_EQ(Ctl({"sweep", "watch", id}, &out), 0)
@@ -180,6 +183,15 @@ class FixtureSweepTest : public ::testing::Test {
               std::string::npos)
         << last_watch_line_;
     return report;
+  }
+
+  // `sweep durations ID --arch A --out FILE`: the file's durations (node id -> seconds).
+  json Durations(const std::string& id, const std::string& arch,
+                 const std::filesystem::path& file) {
+    std::string out;
+    EXPECT_EQ(Ctl({"sweep", "durations", id, "--arch", arch, "--out", file.string()}, &out), 0)
+        << out;
+    return json::parse(testing::ReadFileOrDie(file), nullptr, false);
   }
 
   testing::TempDir tmp_;
@@ -331,8 +343,63 @@ TEST_F(FixtureSweepTest, NativeSweepReachesTheGroundTruthAndReplayAgrees) {
     }
   }
 
-  // ---- 2. truthfulness: the new YAML on a fresh copy, the fixture's own pytest, no overrides
+  // ---- 1b. measured durations: every entry verified from a testcase on an arch has its time,
+  // written as the .test_durations file the next sweep plans with (the replay below).
   std::string out;
+  std::map<std::string, json> measured;  // arch -> the written file's object
+  for (const std::string arch : {"n150", "p150"}) {
+    SCOPED_TRACE(arch);
+    const auto file = dir_ / (arch + ".test_durations");
+    const json d = Durations(native, arch, file);
+    ASSERT_TRUE(d.is_object()) << testing::ReadFileOrDie(file);
+    int timed = 0;
+    for (const auto& [key, e] : entries) {
+      if (!e["verdicts"].contains(arch)) continue;
+      const std::string verdict = e["verdicts"][arch].value("verdict", "");
+      const std::string node = e.value("node_id", "");
+      EXPECT_EQ(node, "tests/runner/test_models.py::test_all_models_torch[" + key + "]");
+      if (verdict == "crash" || verdict == "no_evidence") {
+        // The run died before pytest wrote a testcase for it: nothing was measured.
+        EXPECT_FALSE(d.contains(node)) << key;
+        continue;
+      }
+      ASSERT_TRUE(d.contains(node)) << key << " (" << verdict << ") has no measured time";
+      EXPECT_GT(d[node].get<double>(), 0) << key;
+      EXPECT_EQ(d[node], e["durations"].value(arch, json())) << key << ": as report.json says";
+      ++timed;
+    }
+    EXPECT_EQ(static_cast<int>(d.size()), timed) << "only the sweep's verified entries";
+    EXPECT_GE(timed, 10);
+    // As pytest-split writes it (json.dump, sort_keys=True, indent=4); the same on stdout.
+    const std::string text = testing::ReadFileOrDie(file);
+    EXPECT_TRUE(text.starts_with("{\n    \"tests/runner/test_models.py::")) << text.substr(0, 200);
+    EXPECT_TRUE(text.ends_with("\n}")) << "no newline after the object, as json.dump";
+    EXPECT_EQ(Ctl({"sweep", "durations", native, "--arch", arch}, &out), 0) << out;
+    EXPECT_EQ(out, text + "\n");
+    measured[arch] = d;
+  }
+  // The default arch is the sweep's first; --merge keeps the other tests of a file and
+  // overwrites the measured ones.
+  const std::string some_node = measured["n150"].begin().key();
+  testing::WriteFileOrDie(dir_ / "old.test_durations",
+                          json{{"tests/other.py::test_kept", 1.5}, {some_node, 999.0}}.dump());
+  ASSERT_EQ(
+      Ctl({"sweep", "durations", native, "--merge", (dir_ / "old.test_durations").string()}, &out),
+      0)
+      << out;
+  json merged_durations = json::parse(out, nullptr, false);
+  EXPECT_EQ(merged_durations["tests/other.py::test_kept"], 1.5);
+  EXPECT_EQ(merged_durations[some_node], measured["n150"][some_node]);
+  EXPECT_EQ(merged_durations.size(), measured["n150"].size() + 1);
+  // What it refuses, saying why.
+  EXPECT_EQ(Ctl({"sweep", "durations", native, "--arch", "n300-llmbox"}, &out), 1) << out;
+  EXPECT_NE(out.find("measured no entry on n300-llmbox (archs with measured entries: n150 ("),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(Ctl({"sweep", "durations", "sw-nope"}, &out), 1) << out;
+  EXPECT_NE(out.find("no sweep sw-nope"), std::string::npos) << out;
+
+  // ---- 2. truthfulness: the new YAML on a fresh copy, the fixture's own pytest, no overrides
   const auto fresh = dir_ / "fresh";
   ASSERT_EQ(testing::RunCommand({kSrc + "/tests/fixtures/make-workspace.sh", "--clone",
                                  repo_.string(), fresh.string()},
@@ -378,10 +445,11 @@ TEST_F(FixtureSweepTest, NativeSweepReachesTheGroundTruthAndReplayAgrees) {
     EXPECT_GE(xfailing, 8);
   }
 
-  // ---- 3. the same sweep replayed from the recorded evidence
+  // ---- 3. the same sweep replayed from the recorded evidence, planned with the durations the
+  // native sweep measured
   StopAgents();
   StartAgents("replay", dir_ / "out-native" / "evidence");
-  const std::string replay = RunSweep("replay");
+  const std::string replay = RunSweep("replay", dir_ / "n150.test_durations");
   const json again = Report(replay, dir_ / "out-replay");
   ASSERT_TRUE(again.is_object());
   std::map<std::string, json> replayed;
@@ -391,7 +459,25 @@ TEST_F(FixtureSweepTest, NativeSweepReachesTheGroundTruthAndReplayAgrees) {
     EXPECT_EQ(replayed[key]["arch_outcomes"], e["arch_outcomes"]) << key;
     EXPECT_EQ(replayed[key]["fix_path"], e["fix_path"]) << key;
     EXPECT_EQ(replayed[key]["playbooks"], e["playbooks"]) << key;
+    EXPECT_EQ(replayed[key]["durations"], e["durations"]) << key << ": replay measures the same";
   }
+  // The planner took the file: a one-entry n150 shard whose test ran long enough to be trusted
+  // (at least 5 s) is expected to take exactly that long.
+  ASSERT_EQ(Ctl({"shards", "list", "--sweep", replay, "-o", "json"}, &out), 0) << out;
+  int planned_from_file = 0;
+  for (const auto& sh : json::parse(out, nullptr, false).value("shards", json::array())) {
+    if (sh.value("arch", "") != "n150" || sh.value("wave", 0) != 1 || sh["keys"].size() != 1) {
+      continue;
+    }
+    auto e = entries.find(sh["keys"][0].get<std::string>());
+    if (e == entries.end()) continue;
+    const std::string node = e->second.value("node_id", "");
+    if (!measured["n150"].contains(node) || measured["n150"][node].get<double>() < 5) continue;
+    EXPECT_DOUBLE_EQ(sh.value("expected_seconds", 0.0), measured["n150"][node].get<double>())
+        << node;
+    ++planned_from_file;
+  }
+  EXPECT_GE(planned_from_file, 1) << "no shard of the fixture planned from a trusted duration";
   EXPECT_EQ(testing::ReadFileOrDie(dir_ / "out-replay/tt-xla.patch"),
             testing::ReadFileOrDie(dir_ / "out-native/tt-xla.patch"));
   EXPECT_EQ(testing::ReadFileOrDie(dir_ / "out-replay/tt-forge-models.patch"), forge_patch);

@@ -6,6 +6,7 @@
 //    sweep say they are partial.
 //  - A sweep nobody can serve says it is blocked and why; `shards list --stuck` lists only
 //    stuck shards.
+//  - `sweep durations` refuses a sweep that is still running.
 
 #include <signal.h>
 
@@ -242,6 +243,29 @@ TEST_F(PinTest, PatchOfACancelledSweepSaysItIsPartial) {
   EXPECT_TRUE(report["partial"].is_string()) << report.dump(2);
   EXPECT_NE(testing::ReadFileOrDie(tmp_.path() / "out" / "report.md").find("partial"),
             std::string::npos);
+}
+
+// `sweep durations` waits for the sweep's end: a running sweep has not measured everything, and
+// a sweep that ended before anything ran says which archs measured something (none).
+TEST_F(PinTest, DurationsAreRefusedUntilTheSweepEndsAndNameWhatWasMeasured) {
+  StartCoordinator();  // no agent: nothing runs
+  std::string out;
+  auto args = StartArgs();
+  args.insert(args.end(), {"-o", "json"});
+  ASSERT_EQ(Ctl(args, &out), 0) << out;
+  const std::string id = nlohmann::json::parse(out)["id"];
+  const auto file = tmp_.path() / "n150.test_durations";
+  EXPECT_EQ(Ctl({"sweep", "durations", id, "--out", file.string()}, &out), 1) << out;
+  EXPECT_NE(out.find("sweep " + id + " is still running: its durations are complete when it ends"),
+            std::string::npos)
+      << out;
+  ASSERT_EQ(Ctl({"sweep", "cancel", id, "--reason", "test"}, &out), 0) << out;
+  EXPECT_EQ(Ctl({"sweep", "durations", id, "--out", file.string()}, &out), 1) << out;
+  EXPECT_NE(
+      out.find("sweep " + id + " measured no entry on n150 (archs with measured entries: none)"),
+      std::string::npos)
+      << out;
+  EXPECT_FALSE(std::filesystem::exists(file)) << "nothing written";
 }
 
 TEST_F(PinTest, ABlockedSweepSaysSoAndWhy) {

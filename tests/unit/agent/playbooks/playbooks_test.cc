@@ -3,6 +3,7 @@
 
 #include "agent/playbooks/playbooks.h"
 
+#include <cmath>
 #include <deque>
 #include <set>
 
@@ -821,6 +822,7 @@ TEST_F(PlaybookRunTest, ProbePhaseFixesButDoesNotVerify) {
   ASSERT_TRUE(r.ok());
   EXPECT_TRUE(tools_.pytest_calls.empty());
   EXPECT_EQ(r->entries(0).verdict(), "ready");
+  EXPECT_EQ(r->entries(0).duration_seconds(), 0) << "nothing measured";
   EXPECT_FALSE(r->entries(0).changed());
   EXPECT_EQ(r->registry_ops_size(), 1);
 }
@@ -1178,6 +1180,114 @@ TEST_F(PlaybookRunTest, UnknownPlaybookIsRefused) {
   EXPECT_NE(unknown.status().message().find("has no playbook 'no_such_playbook'"),
             std::string::npos);
   EXPECT_TRUE(tools_.pytest_calls.empty());
+}
+
+// --- measured durations (docs/report.md, "Measured durations") -----------------------------------
+
+// Each verified outcome carries its testcase's JUnit time (a probe phase measures nothing:
+// ProbePhaseFixesButDoesNotVerify).
+TEST_F(PlaybookRunTest, VerificationTimeIsTheOutcomesDuration) {
+  const json out = Object("MiniOutput", {{"logits", Tensor({1, 4})}});
+  for (const char* k :
+       {"m/pytorch-A-single_device-training", "m/pytorch-B-single_device-training"}) {
+    tools_.probes[k] = {{Doc(k, "structure", out, false)}, {Doc(k, "structure", out, true)}};
+  }
+  tools_.cases["m/pytorch-A-single_device-training"].time_seconds = 12.5;
+  tools_.cases["m/pytorch-B-single_device-training"] =
+      Failed("RuntimeError: TT_FATAL @ op.cpp:1: boom");
+  tools_.cases["m/pytorch-B-single_device-training"].time_seconds = 3.25;
+  auto r = Run("unpack_forward_output", "not_implemented");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->entries(0).verdict(), "pass");
+  EXPECT_DOUBLE_EQ(r->entries(0).duration_seconds(), 12.5);
+  EXPECT_EQ(r->entries(1).verdict(), "failure");
+  EXPECT_DOUBLE_EQ(r->entries(1).duration_seconds(), 3.25) << "a failing test is measured too";
+}
+
+// A time no run can take (a damaged or hand-written JUnit file) measures nothing.
+TEST_F(PlaybookRunTest, ImpossibleJUnitTimesAreNotMeasured) {
+  testing::WriteFileOrDie(ws_ / "third_party/tt_forge_models/m/pytorch/loader.py",
+                          "class ModelLoader:\n    def unpack_forward_output(self, o):\n"
+                          "        return o[0]\n");
+  tools_.cases["m/pytorch-A-single_device-training"].time_seconds = -4;
+  tools_.cases["m/pytorch-B-single_device-training"].time_seconds = std::nan("");
+  auto r = Run("unpack_forward_output", "not_implemented");
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->entries_size(), 2);
+  EXPECT_EQ(r->entries(0).verdict(), "pass");
+  EXPECT_EQ(r->entries(0).duration_seconds(), 0);
+  EXPECT_EQ(r->entries(1).duration_seconds(), 0);
+}
+
+// A pytest stand-in for NativeTools: writes the JUnit file pytest would for the node ids it is
+// given. A (2.5 s) passes; B is left out of a run of several keys, as a crash leaves it, and
+// fails in 6 s when run alone.
+constexpr char kFakePytest[] = R"(#!/bin/sh
+xml=""
+keys=""
+for a in "$@"; do
+  case "$a" in
+    --junitxml=*) xml="${a#--junitxml=}" ;;
+    *"::test_all_models_torch["*) k="${a#*\[}"; keys="$keys ${k%]}" ;;
+  esac
+done
+n=$(echo $keys | wc -w)
+{
+  echo '<testsuite name="pytest">'
+  for k in $keys; do
+    case "$k" in
+      *-A-*) echo "<testcase classname=\"t\" name=\"test_all_models_torch[$k]\" time=\"2.5\"/>" ;;
+      *-B-*) if [ "$n" = 1 ]; then
+               echo "<testcase classname=\"t\" name=\"test_all_models_torch[$k]\" time=\"6.0\"><failure message=\"RuntimeError: boom\">E   RuntimeError: boom</failure></testcase>"
+             fi ;;
+    esac
+  done
+  echo '</testsuite>'
+} > "$xml"
+)";
+
+// The time of the run whose verdict the outcome reports (B's run alone, after the shared run
+// left no testcase for it), and a replay of what the native run recorded measures the same.
+TEST_F(PlaybookRunTest, NativeAndReplayRunsMeasureTheSameTimes) {
+  testing::WriteFileOrDie(ws_ / "third_party/tt_forge_models/m/pytorch/loader.py",
+                          "class ModelLoader:\n    def unpack_forward_output(self, o):\n"
+                          "        return o[0]\n");
+  const auto python = tmp_.path() / "fake-python";
+  testing::WriteFileOrDie(python, kFakePytest);
+  std::filesystem::permissions(python, std::filesystem::perms::owner_all);
+  agent::NativeToolsOptions options;
+  options.workspace = ws_;
+  options.shard_dir = tmp_.path() / "shard";
+  options.scripts_dir = tmp_.path() / "scripts";
+  options.python = python.string();
+  agent::NativeTools native(options);
+  auto run_with = [&](PlaybookTools& tools) {
+    spec_.set_playbook("unpack_forward_output");
+    for (auto& e : *spec_.mutable_entries()) e.set_flavor("not_implemented");
+    PlaybookContext ctx;
+    ctx.spec = &spec_;
+    ctx.workspace = ws_;
+    ctx.tools = &tools;
+    return RunPlaybook(ctx);
+  };
+  auto r = run_with(native);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->entries_size(), 2);
+  EXPECT_EQ(r->entries(0).verdict(), "pass");
+  EXPECT_DOUBLE_EQ(r->entries(0).duration_seconds(), 2.5);
+  EXPECT_EQ(r->entries(1).verdict(), "failure") << "decided by its run alone";
+  EXPECT_DOUBLE_EQ(r->entries(1).duration_seconds(), 6.0) << "the time of that run";
+  ASSERT_TRUE(std::filesystem::is_regular_file(options.shard_dir / "junit/02-verify-alone.xml"));
+
+  auto replay = ReplayTools::Load(options.shard_dir, tmp_.path() / "replayed");
+  ASSERT_TRUE(replay.ok()) << replay.status();
+  auto again = run_with(**replay);
+  ASSERT_TRUE(again.ok()) << again.status();
+  ASSERT_EQ(again->entries_size(), 2);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(again->entries(i).verdict(), r->entries(i).verdict()) << i;
+    EXPECT_EQ(again->entries(i).duration_seconds(), r->entries(i).duration_seconds()) << i;
+  }
 }
 
 TEST(ReplayTools, MatchesProbesBySeqAndTestcasesByOrder) {

@@ -20,8 +20,10 @@
 #include "common/util/strings.h"
 #include "coordinator/core/coordinator.h"
 #include "coordinator/core/sweep_outputs.h"
+#include "coordinator/merge/makespan.h"
 #include "coordinator/merge/report.h"
 #include "coordinator/persistence/sqlite_store.h"
+#include "coordinator/planning/planner.h"
 #include "coordinator/scheduling/result_check.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -1230,6 +1232,180 @@ TEST(Report, AChainedEntryShowsEveryPlaybookAndEachFix) {
       << "one playbook: no chain line";
 }
 
+// Each entry's pytest node id (the planner's) and the time its deciding outcome measured per arch;
+// an arch that measured nothing (a run that left no testcase) is left out.
+TEST(Report, EntriesCarryTheirNodeIdAndMeasuredDurations) {
+  Sweep s;
+  s.archs = {"n150", "p150"};
+  auto timed = [](v1::EntryOutcome o, double seconds) {
+    o.set_duration_seconds(seconds);
+    return o;
+  };
+  const std::string a_n150 = s.AddShard("a", 1, "n150");
+  s.AddResult(a_n150, WithOutcomes({timed(Outcome(kV1, "n150", PassEdit(kV1)), 99),
+                                    timed(Outcome(kV2, "n150", PassEdit(kV2)), 0)}));
+  // A later wave decides V1 on n150: its time is the one reported.
+  s.AddResult(s.AddShard("a", 2, "n150"),
+              WithOutcomes({timed(Outcome(kV1, "n150", PassEdit(kV1)), 12.3456)}));
+  s.AddResult(s.AddShard("a", 1, "p150"),
+              WithOutcomes({timed(Outcome(kV1, "p150", PassEdit(kV1)), 7.5),
+                            timed(Outcome(kV2, "p150", PassEdit(kV2)), 0.25)}));
+  auto merged = Merge(s.Input());
+  ASSERT_TRUE(merged.ok()) << merged.status();
+  const nlohmann::json j = nlohmann::json::parse(ReportOf(s, *merged).json);
+  std::map<std::string, nlohmann::json> entries;
+  for (const auto& e : j["entries"]) entries[e["key"]] = e;
+  ASSERT_TRUE(entries.count(kV1) && entries.count(kV2)) << j.dump(2);
+  EXPECT_EQ(entries[kV1]["durations"], nlohmann::json({{"n150", 12.346}, {"p150", 7.5}}));
+  EXPECT_EQ(entries[kV2]["durations"], nlohmann::json({{"p150", 0.25}}))
+      << "n150 measured nothing for V2";
+
+  const inventory::Document doc = inventory::Document::Parse(kYamlPath, TrainingYaml());
+  ASSERT_NE(doc.Find(kV1), nullptr);
+  EXPECT_EQ(entries[kV1]["node_id"], coord::NodeId(doc, *doc.Find(kV1)));
+  EXPECT_EQ(entries[kV1]["node_id"],
+            "tests/runner/test_models.py::test_all_models_torch[" + std::string(kV1) + "]");
+  EXPECT_EQ(coord::NodeId("tests/runner/test_config/jax/test_config_inference_single_device.yaml",
+                          "m/jax-single_device-inference"),
+            "tests/runner/test_models.py::test_all_models_jax[m/jax-single_device-inference]")
+      << "the framework comes from where the file sits, as the planner reads it";
+}
+
+// A sweep's makespan from its records (docs/report.md, "Makespan"): per lane, the planned
+// seconds of its shards and what their taken results ran, over the agents that worked in it.
+TEST(Makespan, LanesSumTheirShardsAndDivideByTheirAgents) {
+  const TimePoint t0 = TimePoint(std::chrono::seconds(1'700'000'000));
+  coord::SweepRecord sweep;
+  sweep.id = "sw-1";
+  sweep.created_at = t0;
+  Sweep s;
+  std::vector<coord::AttemptRecord> attempts;
+  // A result of shard_id by agent: accepted `at` seconds after the sweep's creation, after
+  // running `ran` seconds.
+  auto result = [&](const std::string& shard_id, const std::string& agent, double at, double ran) {
+    v1::ShardResult r;
+    r.set_duration_seconds(ran);
+    coord::ResultRecord& rec = s.AddResult(shard_id, r);
+    rec.accepted_at = t0 + std::chrono::seconds(static_cast<int>(at));
+    if (!agent.empty()) {
+      coord::AttemptRecord a;
+      a.shard_id = shard_id;
+      a.lease_id = rec.lease_id;
+      a.agent_id = agent;
+      attempts.push_back(a);
+    }
+  };
+  auto shard = [&](const std::string& loader, const std::string& arch, double expected,
+                   v1::ShardPhase phase) {
+    const std::string id = s.AddShard(loader, 1, arch, phase);
+    s.shards.back().expected_seconds = expected;
+    return id;
+  };
+  const std::string pa = shard("a", "", 120, v1::PHASE_PROBE);
+  const std::string pb = shard("b", "", 80, v1::PHASE_PROBE);
+  const std::string na = shard("a", "n150", 600, v1::PHASE_VERIFY);
+  const std::string nb = shard("b", "n150", 400, v1::PHASE_VERIFY);
+  const std::string nc = shard("c", "n150", 300, v1::PHASE_VERIFY);  // never ran
+  const std::string qa = shard("a", "p150", 500, v1::PHASE_VERIFY);
+  result(pa, "cpu-1", 50, 50);
+  result(pb, "cpu-1", 90, 40);
+  result(na, "n-1", 400, 350);
+  result(nb, "n-2", 380, 300);
+  // p150's shard ran twice (a requeue after its first result): the latest result counts.
+  result(qa, "p-1", 300, 250);
+  result(qa, "p-2", 900, 200);
+  // An n150 result whose attempt the store lost counts its time, but no agent.
+  const std::string nd = shard("d", "n150", 100, v1::PHASE_VERIFY);
+  result(nd, "", 1000, 10);
+
+  const Makespan m = ComputeMakespan(sweep, s.shards, s.results, attempts);
+  ASSERT_EQ(m.lanes.size(), 3u);
+  const LaneMakespan& cpu = m.lanes[0];
+  EXPECT_EQ(cpu.lane, "cpu");
+  EXPECT_EQ(cpu.shards, 2);
+  EXPECT_EQ(cpu.agents, 1);
+  EXPECT_DOUBLE_EQ(cpu.predicted_device_seconds, 200);
+  EXPECT_DOUBLE_EQ(cpu.actual_device_seconds, 90);
+  EXPECT_DOUBLE_EQ(cpu.predicted_seconds, 200);
+  EXPECT_DOUBLE_EQ(cpu.actual_seconds, 90) << "from the creation (its first start) to 90";
+  const LaneMakespan& n150 = m.lanes[1];
+  EXPECT_EQ(n150.lane, "n150");
+  EXPECT_EQ(n150.shards, 4);
+  EXPECT_EQ(n150.agents, 2);
+  EXPECT_DOUBLE_EQ(n150.predicted_device_seconds, 1400);
+  EXPECT_DOUBLE_EQ(n150.actual_device_seconds, 660);
+  EXPECT_DOUBLE_EQ(n150.predicted_seconds, 700);
+  EXPECT_DOUBLE_EQ(n150.actual_seconds, 1000 - 50) << "nb started at 80, na at 50";
+  const LaneMakespan& p150 = m.lanes[2];
+  EXPECT_EQ(p150.agents, 1) << "the agent of the latest result only";
+  EXPECT_DOUBLE_EQ(p150.actual_device_seconds, 200);
+  EXPECT_DOUBLE_EQ(p150.actual_seconds, 200);
+  EXPECT_DOUBLE_EQ(p150.predicted_seconds, 500);
+  EXPECT_DOUBLE_EQ(m.predicted_seconds, 700) << "the slowest lane";
+  EXPECT_DOUBLE_EQ(m.actual_seconds, 1000);
+
+  // A result said to have run longer than the sweep existed starts at the sweep's creation.
+  s.results.back().result.set_duration_seconds(5000);
+  EXPECT_DOUBLE_EQ(ComputeMakespan(sweep, s.shards, s.results, attempts).lanes[1].actual_seconds,
+                   1000);
+  // Nothing ran: the predictions stand, every actual figure is 0.
+  const Makespan none = ComputeMakespan(sweep, s.shards, {}, {});
+  EXPECT_DOUBLE_EQ(none.predicted_seconds, 1400);
+  EXPECT_DOUBLE_EQ(none.actual_seconds, 0);
+  for (const auto& l : none.lanes) {
+    EXPECT_EQ(l.agents, 1) << l.lane;
+    EXPECT_DOUBLE_EQ(l.actual_seconds, 0) << l.lane;
+  }
+}
+
+// report.json's "makespan" and report.md's table, after the totals.
+TEST(Report, MakespanIsReportedPerLaneAfterTheTotals) {
+  Sweep s;
+  s.archs = {"n150"};
+  s.AddResult(s.AddShard("a", 1, "n150"), WithOutcomes({Outcome(kV1, "n150", PassEdit(kV1))}));
+  auto merged = Merge(s.Input());
+  ASSERT_TRUE(merged.ok()) << merged.status();
+  coord::SweepRecord sweep;
+  sweep.id = "sw-1";
+  sweep.archs = s.archs;
+  ReportInput in;
+  in.sweep = &sweep;
+  in.merge = &*merged;
+  in.makespan.predicted_seconds = 1800;
+  in.makespan.actual_seconds = 2045.6789;
+  in.makespan.lanes = {{"cpu", 2, 1, 200, 90, 200, 90},
+                       {"n150", 3, 2, 3600, 3000.0004, 1800, 2045.6789}};
+  const BuiltReport report = BuildReport(in);
+  const nlohmann::json j = nlohmann::json::parse(report.json);
+  EXPECT_EQ(j["makespan"]["predicted_seconds"], 1800);
+  EXPECT_EQ(j["makespan"]["actual_seconds"], 2045.679);
+  ASSERT_EQ(j["makespan"]["lanes"].size(), 2u);
+  EXPECT_EQ(j["makespan"]["lanes"][1], nlohmann::json({{"lane", "n150"},
+                                                       {"shards", 3},
+                                                       {"agents", 2},
+                                                       {"predicted_device_seconds", 3600},
+                                                       {"actual_device_seconds", 3000},
+                                                       {"predicted_seconds", 1800},
+                                                       {"actual_seconds", 2045.679}}));
+  const std::string& md = report.markdown;
+  const auto totals = md.find("## Totals");
+  const auto makespan = md.find("## Makespan: predicted vs actual");
+  const auto entries = md.find("## Entries");
+  ASSERT_NE(makespan, std::string::npos) << md;
+  EXPECT_LT(totals, makespan);
+  EXPECT_LT(makespan, entries);
+  EXPECT_NE(md.find("Predicted 30m00s (the slowest lane), actual 34m06s"), std::string::npos) << md;
+  EXPECT_NE(md.find("| cpu | 2 | 1 | 3m20s | 1m30s | 3m20s | 1m30s |\n"), std::string::npos) << md;
+  EXPECT_NE(md.find("| n150 | 3 | 2 | 1h00m | 50m00s | 30m00s | 34m06s |\n"), std::string::npos)
+      << md;
+
+  // Without figures (no shard planned) report.md has no such section.
+  in.makespan = {};
+  EXPECT_EQ(BuildReport(in).markdown.find("## Makespan"), std::string::npos);
+  EXPECT_EQ(nlohmann::json::parse(BuildReport(in).json)["makespan"]["lanes"],
+            nlohmann::json::array());
+}
+
 TEST(Report, EvidenceLabelsNameTheArchAndTheWave) {
   EXPECT_EQ(EvidenceLabel({"evidence/w1-verify-n150-u-a/junit/01-verify.xml", "n150", 1}),
             "n150: 01-verify.xml");
@@ -1317,6 +1493,9 @@ class OutputsTest : public ::testing::Test {
         ev->set_name("junit/01-verify.xml");
         ev->set_kind("junit");
         ev->set_content("<testsuite name=\"" + spec.arch() + "\"/>");
+        // Each shard runs run_seconds_ between its lease and its result.
+        clock_.Advance(std::chrono::milliseconds(static_cast<int>(run_seconds_ * 1000)));
+        r.set_duration_seconds(run_seconds_);
         v1::CompleteRequest done;
         done.set_agent_id(agent);
         done.set_session_id(sessions_[agent]);
@@ -1345,6 +1524,7 @@ class OutputsTest : public ::testing::Test {
   std::unique_ptr<coord::Coordinator> coord_;
   std::unique_ptr<SweepOutputs> outputs_;
   std::map<std::string, std::string> sessions_;
+  double run_seconds_ = 0;
 };
 
 TEST_F(OutputsTest, ReportOfAFinishedSweepCarriesItsFinalState) {
@@ -1370,6 +1550,41 @@ TEST_F(OutputsTest, ReportOfAFinishedSweepCarriesItsFinalState) {
             md_built.substr(md_built.find('\n')));
   EXPECT_EQ(testing::ReadFileOrDie(dir / "report.json"), report->json());
   EXPECT_EQ(testing::ReadFileOrDie(dir / "report.md"), report->markdown());
+}
+
+// The makespan of a finished sweep: the agents of its results come from the store's attempts,
+// the times from the coordinator's clock and the results.
+TEST_F(OutputsTest, MakespanCountsTheAgentsThatRanTheLane) {
+  Register("n1", "n150");
+  Register("n2", "n150");
+  const std::string id = Start({"n150"});
+  run_seconds_ = 100;
+  RunAll({"n1", "n2"});
+  ASSERT_EQ(coord_->GetSweep(id)->state(), "succeeded");
+  auto shards = coord_->Shards(id);
+  ASSERT_TRUE(shards.ok()) << shards.status();
+  ASSERT_EQ(shards->size(), 2u) << "one shard per loader (a, b)";
+  double expected = 0;
+  for (const auto& sh : *shards) expected += sh.expected_seconds;
+  ASSERT_GT(expected, 0);
+  auto report = outputs_->Report(id);
+  ASSERT_TRUE(report.ok()) << report.status();
+  const auto j = nlohmann::json::parse(report->json(), nullptr, false);
+  ASSERT_TRUE(j.is_object()) << report->json();
+  const auto& m = j["makespan"];
+  ASSERT_EQ(m["lanes"].size(), 1u) << m.dump(2);
+  const auto& lane = m["lanes"][0];
+  EXPECT_EQ(lane["lane"], "n150");
+  EXPECT_EQ(lane["shards"], 2);
+  EXPECT_EQ(lane["agents"], 2) << "n1 and n2 each ran one shard";
+  EXPECT_DOUBLE_EQ(lane["predicted_device_seconds"].get<double>(), expected);
+  EXPECT_DOUBLE_EQ(lane["predicted_seconds"].get<double>(), expected / 2);
+  EXPECT_DOUBLE_EQ(lane["actual_device_seconds"].get<double>(), 200);
+  // One after the other on this clock: from the first lease to the second result.
+  EXPECT_DOUBLE_EQ(lane["actual_seconds"].get<double>(), 200);
+  EXPECT_DOUBLE_EQ(m["actual_seconds"].get<double>(), 200);
+  EXPECT_DOUBLE_EQ(m["predicted_seconds"].get<double>(), expected / 2);
+  EXPECT_NE(report->markdown().find("| n150 | 2 | 2 | "), std::string::npos) << report->markdown();
 }
 
 TEST_F(OutputsTest, EvidenceOfEachArchIsKeptApartAndLabelledWithIt) {
