@@ -1285,17 +1285,13 @@ TEST_F(CoordinatorTest, TheSameRequestIdReturnsTheFirstSweep) {
   EXPECT_THAT(bad.status().message(), HasSubstr("request_id: character 7 (0x20)"));
 }
 
-// Every entry the result verified on a device crashed.
-v1::ShardResult Crashed(const v1::ShardSpec& spec) {
-  v1::ShardResult r;
-  r.set_status(v1::ShardResult::SUCCEEDED);
-  for (const auto& e : spec.entries()) {
-    auto* o = r.add_entries();
-    o->set_key(e.key());
-    o->set_file(e.file());
-    o->set_arch(spec.arch());
-    o->set_verdict("crash");
-    o->set_reason("crashed with signal 6 (SIGABRT)");
+// The result with every entry it verified on a device crashed instead.
+v1::ShardResult AllCrashed(v1::ShardResult r) {
+  for (auto& o : *r.mutable_entries()) {
+    o.set_verdict("crash");
+    o.set_reason("crashed with signal 6 (SIGABRT)");
+    o.set_changed(false);
+    o.clear_edit();
   }
   return r;
 }
@@ -1321,7 +1317,7 @@ TEST_F(CoordinatorTest, TheFailureBudgetStopsLeasingUntilAPersonActs) {
   // A second shard whose every verified entry crashed: past the budget.
   auto l2 = LeaseNow("a1");
   ASSERT_TRUE(l2.granted());
-  CompleteLease("a1", l2, Crashed(l2.shard()));
+  CompleteLease("a1", l2, AllCrashed(Succeeded(l2.shard())));
   view = coord_->GetSweep(sweep->id());
   EXPECT_EQ(view->failed_shards(), 2);
   EXPECT_TRUE(view->over_budget());
