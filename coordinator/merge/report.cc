@@ -437,7 +437,8 @@ std::string RegistryMd(const std::vector<v1::RegistryOp>& registry, const ClassC
         op.kind() == v1::RegistryOp::ADD
             ? util::StrCat("add `_register_attr(\"", op.cls(), "\", \"", op.attr(), "\")`")
             : util::StrCat("remove the line for `", op.cls(), "`"),
-        " — ", n, " entr", n == 1 ? "y" : "ies", " of this sweep return this class\n");
+        " — ", n, " entr", n == 1 ? "y" : "ies", " of this sweep return", n == 1 ? "s" : "",
+        " this class\n");
   }
   return md;
 }
