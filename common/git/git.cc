@@ -305,6 +305,30 @@ absl::StatusOr<std::string> Git::Show(std::string_view commit, std::string_view 
   return Output(std::move(exec), options);
 }
 
+absl::StatusOr<std::map<std::string, Git::TreeObject>> Git::ObjectIds(
+    std::string_view commit) const {
+  if (auto s = CheckRev("revision", commit); !s.ok()) return s;
+  CallOptions options;
+  auto exec =
+      Execute(repo_, {"ls-tree", "-r", "-t", "-z", "--full-tree", std::string(commit)}, options);
+  if (!exec.ok()) return exec.status();
+  if (!exec->result.ok()) {
+    if (IsRepoFailure(*exec)) return Failure(*exec);
+    return absl::NotFoundError(util::StrCat("unknown revision '", commit, "' in ", repo_.string()));
+  }
+  auto listing = Output(std::move(exec), options);
+  if (!listing.ok()) return listing.status();
+  std::map<std::string, TreeObject> ids;
+  for (const TreeEntry& entry : ParseLsTree(*listing)) {
+    ids.emplace(std::string(entry.path),
+                TreeObject{std::string(entry.type), std::string(entry.object)});
+  }
+  auto tree = Run({"rev-parse", "--verify", util::StrCat(commit, "^{tree}")});
+  if (!tree.ok()) return tree.status();
+  ids[""] = TreeObject{"tree", Trimmed(*tree)};
+  return ids;
+}
+
 absl::StatusOr<std::vector<std::string>> Git::ListFiles(std::string_view commit,
                                                         std::string_view dir,
                                                         std::vector<std::string>* symlinks) const {
@@ -714,6 +738,30 @@ absl::StatusOr<std::string> ResolveInCache(const Git& git, std::string_view url,
     }
   }
   return sha;
+}
+
+absl::StatusOr<std::filesystem::path> ForgeRepo(const std::filesystem::path& ttxla_repo,
+                                                std::string_view ttxla_commit,
+                                                std::string_view forge_commit,
+                                                std::string_view git_url,
+                                                const std::filesystem::path& cache_dir) {
+  if (git_url.empty()) {
+    std::filesystem::path forge = ttxla_repo / kForgeSubmodulePath;
+    auto present = Git(forge).RevParse(forge_commit);
+    if (!present.ok()) {
+      return absl::FailedPreconditionError(
+          util::StrCat(forge.string(), " does not hold ", forge_commit.substr(0, 12),
+                       " (is the submodule initialized?): ", util::MessageOf(present.status())));
+    }
+    return forge;
+  }
+  auto url = ForgeUrl(Git(ttxla_repo), ttxla_commit, git_url);
+  if (!url.ok()) return url.status();
+  auto cached = FetchIntoCache(*url, cache_dir);
+  if (!cached.ok()) return cached.status();
+  auto resolved = ResolveInCache(Git(*cached), *url, forge_commit);
+  if (!resolved.ok()) return resolved.status();
+  return *cached;
 }
 
 absl::StatusOr<Pinned> FetchAndPin(std::string_view url, std::string_view ref,

@@ -62,6 +62,14 @@ class Git {
   absl::StatusOr<std::vector<std::string>> ListFiles(
       std::string_view commit, std::string_view dir,
       std::vector<std::string>* symlinks = nullptr) const;
+  // Every entry of commit's tree, directories included, keyed by its path relative to the repo
+  // root ("" is the root tree itself): what `git ls-tree -r -t` lists. A submodule's id is the
+  // commit it records.
+  struct TreeObject {
+    std::string type;  // blob, tree, commit
+    std::string id;
+  };
+  absl::StatusOr<std::map<std::string, TreeObject>> ObjectIds(std::string_view commit) const;
   // Whether sha names a commit present in the object store (no fetch).
   absl::StatusOr<bool> HasCommit(std::string_view sha) const;
   // The URL of a remote; "" when the remote (or its URL) is not configured.
@@ -158,6 +166,15 @@ absl::StatusOr<std::filesystem::path> FetchIntoCache(std::string_view url,
 // origin when it is not a mirrored branch or tag (a sha, refs/pull/N/head).
 absl::StatusOr<std::string> ResolveInCache(const Git& cache, std::string_view url,
                                            std::string_view rev);
+
+// Where tt_forge_models' objects for forge_commit are: the submodule of a checkout (git_url
+// ""), or the cache mirror of the submodule's URL recorded at ttxla_commit of ttxla_repo (a
+// fetch; a sha no branch or tag reaches is fetched by name).
+absl::StatusOr<std::filesystem::path> ForgeRepo(const std::filesystem::path& ttxla_repo,
+                                                std::string_view ttxla_commit,
+                                                std::string_view forge_commit,
+                                                std::string_view git_url,
+                                                const std::filesystem::path& cache_dir);
 
 // The cache directory name FetchAndPin uses for url: readable, filesystem-safe and unique per
 // URL ("github.com_tenstorrent_tt-xla-<hash>.git").

@@ -72,6 +72,7 @@ absl::Status Coordinator::CommitLocked(Mutation& m, std::vector<ShardRecord>& sh
     touched_sweeps.insert(s.sweep_id);
     table_.Put(std::move(s));
   }
+  for (const auto& r : m.carried_results) ApplyResultLocked(r);
   for (const auto& id : touched_sweeps) MaybeFinishSweepLocked(id, after);
   ServeWaitersLocked(after);
   return absl::OkStatus();

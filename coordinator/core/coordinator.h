@@ -239,6 +239,10 @@ class Coordinator {
   void MaybeFinishSweepLocked(const std::string& sweep_id, Effects& after);
   // The sweep a request id started, or null.
   const SweepRt* FindRequestLocked(const std::string& request_id) const;
+  // The sweep an incremental start carries from: `since`, or the latest succeeded sweep of the
+  // same repository (nullptr: none). Errors name a `since` that cannot be used.
+  absl::StatusOr<const SweepRt*> CarryBaseLocked(const v1::StartSweepRequest& req,
+                                                 const std::string& repo) const;
   // Shards counted against the sweep's failure budget; whether it is past it. CheckBudgetLocked
   // holds or releases its shards in the lease table when that changed.
   static int FailedShards(const SweepRt& s);

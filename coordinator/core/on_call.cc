@@ -47,6 +47,7 @@ v1::Shard Coordinator::ShardViewLocked(const ShardRecord& s) const {
   for (const auto& l : s.log_tail) v.add_log_tail(l);
   for (const auto& a : s.archs) v.add_requires_archs(a);
   v.set_cpu_ok(s.cpu_ok);
+  if (s.spec.has_carried_from()) *v.mutable_carried_from() = s.spec.carried_from();
   return v;
 }
 

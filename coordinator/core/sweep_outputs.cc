@@ -108,14 +108,6 @@ std::map<std::string, std::string> YamlAfterMerge(const std::string& ttxla_patch
   return after;
 }
 
-// One repository: the same git URL (whatever the ref), or the same checkout path.
-bool SameRepository(const coord::SweepRecord& a, const coord::SweepRecord& b) {
-  if (!a.request.git_url().empty() || !b.request.git_url().empty()) {
-    return a.request.git_url() == b.request.git_url();
-  }
-  return a.repo == b.repo;  // the checkout's absolute path
-}
-
 }  // namespace
 
 std::unique_ptr<PinnedFiles> MakeGitPinnedFiles(const coord::SweepRecord& sweep,
@@ -129,16 +121,11 @@ std::unique_ptr<PinnedFiles> MakeGitPinnedFiles(const coord::SweepRecord& sweep,
   } else {
     auto pinned = git::FetchAndPin(sweep.request.git_url(), sweep.ttxla_commit, cache_dir);
     if (pinned.ok()) ttxla = pinned->repo;
-    auto url = git::ForgeUrl(git::Git(ttxla), sweep.ttxla_commit, sweep.request.git_url());
-    absl::StatusOr<std::filesystem::path> cached =
-        url.ok() ? git::FetchIntoCache(*url, cache_dir) : url.status();
+    auto cached = git::ForgeRepo(ttxla, sweep.ttxla_commit, sweep.forge_commit,
+                                 sweep.request.git_url(), cache_dir);
     if (cached.ok()) {
       forge = *cached;
-      // A sha no branch or tag reaches (--forge-ref) is fetched by name.
-      auto resolved = git::ResolveInCache(git::Git(forge), *url, sweep.forge_commit);
-      if (!resolved.ok()) cached = resolved.status();
-    }
-    if (!cached.ok()) {
+    } else {
       forge_error = absl::FailedPreconditionError(
           util::StrCat("cannot read tt_forge_models: ", util::MessageOf(cached.status())));
     }
@@ -235,7 +222,8 @@ std::optional<PreviousReport> SweepOutputs::PreviousOf(const coord::SweepRecord&
   for (const v1::Sweep& view : coordinator_->ListSweeps()) {
     if (view.id() == sweep.id || view.state() != "succeeded") continue;
     auto other = coordinator_->SweepInfo(view.id());
-    if (!other.ok() || !SameRepository(*other, sweep) || order(*other) >= order(sweep)) continue;
+    if (!other.ok() || !coord::SameRepository(*other, sweep) || order(*other) >= order(sweep))
+      continue;
     if (!std::filesystem::exists(Dir(other->id) / "report.json")) continue;
     if (!latest || order(*other) > order(*latest)) latest = std::move(*other);
   }

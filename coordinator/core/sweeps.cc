@@ -7,6 +7,7 @@
 #include "common/util/log.h"
 #include "common/util/strings.h"
 #include "coordinator/core/coordinator.h"
+#include "coordinator/planning/carry.h"
 #include "coordinator/planning/planner.h"
 #include "coordinator/planning/start_request.h"
 #include "coordinator/planning/waves.h"
@@ -108,6 +109,37 @@ const Coordinator::SweepRt* Coordinator::FindRequestLocked(const std::string& re
   return nullptr;
 }
 
+absl::StatusOr<const Coordinator::SweepRt*> Coordinator::CarryBaseLocked(
+    const v1::StartSweepRequest& req, const std::string& repo) const {
+  SweepRecord asked;
+  asked.request = req;
+  asked.repo = repo;
+  if (!req.since().empty()) {
+    auto it = sweeps_.find(req.since());
+    if (it == sweeps_.end()) {
+      return absl::NotFoundError(util::StrCat("since: no sweep ", req.since()));
+    }
+    const SweepRecord& base = it->second.rec;
+    if (base.state == SweepState::kRunning || base.state == SweepState::kMerging) {
+      return absl::FailedPreconditionError(util::StrCat("since: sweep ", base.id, " is still ",
+                                                        SweepStateName(base.state),
+                                                        "; carry from a finished sweep"));
+    }
+    if (!SameRepository(base, asked)) {
+      return absl::InvalidArgumentError(
+          util::StrCat("since: sweep ", base.id, " swept ", base.repo, ", not this repository"));
+    }
+    return &it->second;
+  }
+  const SweepRt* latest = nullptr;
+  const auto order = [](const SweepRecord& s) { return std::pair(s.created_at, s.seq); };
+  for (const auto& [id, sw] : sweeps_) {
+    if (sw.rec.state != SweepState::kSucceeded || !SameRepository(sw.rec, asked)) continue;
+    if (latest == nullptr || order(sw.rec) > order(latest->rec)) latest = &sw;
+  }
+  return latest;
+}
+
 void Coordinator::ApplyResultLocked(const ResultRecord& r) {
   table_.PutResult(r);
   auto sw = sweeps_.find(r.sweep_id);
@@ -119,7 +151,10 @@ void Coordinator::ApplyResultLocked(const ResultRecord& r) {
       e->second.review |= o.review_size() > 0;
     }
   }
-  if (const ShardRecord* shard = table_.FindShard(r.shard_id)) {
+  const ShardRecord* shard = table_.FindShard(r.shard_id);
+  // A carried result ran in another sweep: neither this sweep's pace nor its fleet's health.
+  const bool carried = shard != nullptr && shard->spec.has_carried_from();
+  if (shard != nullptr && !carried) {
     LaneProgress& lane = sw->second.lanes[LeaseTable::ShardArch(*shard)];
     const TimePoint started =
         r.accepted_at - std::chrono::duration_cast<Duration>(
@@ -127,7 +162,7 @@ void Coordinator::ApplyResultLocked(const ResultRecord& r) {
     if (lane.results == 0 || started < lane.first_start) lane.first_start = started;
     ++lane.results;
   }
-  if (DeviceTookEveryTestDown(r.result)) {
+  if (!carried && DeviceTookEveryTestDown(r.result)) {
     sw->second.device_down.insert(r.shard_id);
   } else {
     sw->second.device_down.erase(r.shard_id);
@@ -218,9 +253,16 @@ absl::StatusOr<v1::Sweep> Coordinator::StartSweep(const v1::StartSweepRequest& r
   if (!input.ok()) return input.status();
 
   PlanOptions plan_options = PlanOptionsFor(req, *start, *input, options_);
+  plan_options.inputs = input->inputs ? &*input->inputs : nullptr;
   const classify::Classifier& rules = *start->rules;
 
   return Operate(Ack::kDurable, [&](Effects& after) -> absl::StatusOr<v1::Sweep> {
+    const SweepRt* base = nullptr;
+    if (req.incremental()) {
+      auto found = CarryBaseLocked(req, input->repo);
+      if (!found.ok()) return found.status();
+      base = *found;
+    }
     plan_options.split_probe = table_.AnyCpuAgentServing();
     const TimePoint now = clock_->Now();
     char id[32];
@@ -233,6 +275,20 @@ absl::StatusOr<v1::Sweep> Coordinator::StartSweep(const v1::StartSweepRequest& r
     rec.seq = next_seq_++;
     rec.created_by = caller.name;
     rec.created_at = now;
+    CarryPlan carry;
+    if (base != nullptr) {
+      CarryBase from{base->rec.id, {}, &base->results};
+      for (const auto& sid : base->shard_ids) from.shards.push_back(&table_.shard(sid));
+      carry = CarryForward(
+          plan, from, {id, input->ttxla_commit, input->forge_commit, plan_options.repo_url, now});
+      for (auto& s : carry.shards) plan.shards.push_back(std::move(s));
+    } else if (req.incremental()) {
+      carry.note = "incremental: no earlier succeeded sweep of this repository; every loader runs";
+    }
+    if (req.incremental()) {
+      *rec.details.mutable_carry() = carry.summary;
+      rec.details.add_notes(carry.note);
+    }
     for (auto& s : plan.shards) {
       s.seq = next_seq_++;
       s.enqueued_at = now;
@@ -243,10 +299,15 @@ absl::StatusOr<v1::Sweep> Coordinator::StartSweep(const v1::StartSweepRequest& r
     m.sweeps.push_back(&rec);
     for (const auto& s : plan.shards) m.shard_specs.push_back(&s);
     for (const auto& e : plan.entries) m.entries.emplace_back(rec.id, e);
+    m.carried_results = std::move(carry.results);
+    const int carried = carry.summary.shards();
     AuditLocked(m, caller, "start_sweep", rec.id,
                 util::StrCat(req.reason(), req.reason().empty() ? "" : "; ", input->repo, "@",
-                             input->ttxla_commit.substr(0, 12), ", ", plan.shards.size(),
-                             " shards, ", plan.entries.size(), " entries"));
+                             input->ttxla_commit.substr(0, 12), ", ", plan.shards.size() - carried,
+                             " shards, ", plan.entries.size(), " entries",
+                             carried > 0 ? util::StrCat(", ", carried, " shards carried from ",
+                                                        carry.summary.base())
+                                         : ""));
     SweepRt rt;
     rt.rec = rec;
     sweeps_[rec.id] = std::move(rt);
@@ -257,7 +318,10 @@ absl::StatusOr<v1::Sweep> Coordinator::StartSweep(const v1::StartSweepRequest& r
     }
     metrics_->SweepStateChanged("", "running");
     if (plan.shards.empty()) MaybeFinishSweepLocked(rec.id, after);
-    EmitLocked(rec.id, util::StrCat("sweep started: ", plan.shards.size(), " shards"), after);
+    EmitLocked(rec.id,
+               util::StrCat("sweep started: ", plan.shards.size() - carried, " shards",
+                            carried > 0 ? util::StrCat(" (", carried, " more carried)") : ""),
+               after);
     return ViewLocked(sweeps_.at(rec.id));
   });
 }
@@ -269,6 +333,7 @@ bool Coordinator::PlanWaveLocked(const std::string& sweep_id, Effects& after) {
   int wave = 0;
   for (const auto& id : sweep.shard_ids) {
     shards.push_back(&table_.shard(id));
+    // Carried shards keep waves at or below 0 (CarryForward): only this sweep's own count.
     wave = std::max(wave, shards.back()->spec.wave());
   }
   if (wave >= kMaxWaves) return false;
@@ -488,6 +553,7 @@ v1::Sweep Coordinator::ViewLocked(const SweepRt& s) const {
   v.set_failed_shards(FailedShards(s));
   v.set_max_failed_shards(r.request.max_failed_shards());
   v.set_over_budget(s.over_budget);
+  if (r.details.has_carry()) *v.mutable_carry() = r.details.carry();
   if (r.state == SweepState::kRunning && s.blocked) v.set_state("blocked");
   // ETA: measured on this sweep only (docs/farm.md), unknown until enough shards finished.
   v.set_eta_seconds(r.state == SweepState::kRunning ? EstimateEta(s.lanes, clock_->Now()) : 0);

@@ -1,6 +1,7 @@
 #include "coordinator/merge/merge.h"
 
 #include <algorithm>
+#include <limits>
 #include <set>
 
 #include "common/diff/apply_diff.h"
@@ -91,6 +92,7 @@ struct ShardResult {
 struct EntryAcc {
   EntryMerge m;
   std::map<std::string, std::pair<int, std::string>> decided_at;  // arch -> (wave, canon)
+  int last_wave = std::numeric_limits<int>::min();                // the latest shard wave noted
   bool stopped = false;
   std::set<std::string> conflicting_archs;
 };
@@ -144,8 +146,17 @@ void NoteOutcome(EntryAcc& a, const v1::ShardSpec& spec, const v1::EntryOutcome&
   m.playbook = spec.playbook();
   m.loader = spec.loader();
   if (m.flavor.empty()) m.flavor = o.flavor();
-  m.wave = std::max(m.wave, spec.wave());
-  if (spec.phase() != v1::PHASE_VERIFY && (!m.probe || spec.wave() >= m.wave)) m.probe = o;
+  if (spec.has_carried_from()) {  // carried shards come first (waves at or below 0)
+    m.carried_from = spec.carried_from().sweep_id();
+    m.wave = std::max(m.wave, spec.carried_from().wave());
+  } else {
+    if (!m.carried_from.empty()) m.wave = 0;
+    m.carried_from.clear();
+    m.wave = std::max(m.wave, spec.wave());
+  }
+  const bool latest = spec.wave() >= a.last_wave;
+  a.last_wave = std::max(a.last_wave, spec.wave());
+  if (spec.phase() != v1::PHASE_VERIFY && (!m.probe || latest)) m.probe = o;
   for (const auto& r : o.review()) {
     if (std::find(m.review.begin(), m.review.end(), r) == m.review.end()) m.review.push_back(r);
   }

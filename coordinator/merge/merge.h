@@ -30,7 +30,10 @@ struct EntryMerge {
   std::string playbook;
   std::string flavor;
   std::string loader;
-  int wave = 0;
+  int wave = 0;  // the latest wave that decided it (a carried entry's in its own sweep)
+  // The sweep whose result decides the entry when an incremental sweep carried it ("" = this
+  // sweep ran it).
+  std::string carried_from;
   // The deciding outcome per target arch (absent: no verified outcome for that arch).
   std::map<std::string, v1::EntryOutcome> outcomes;
   std::optional<v1::EntryOutcome> probe;  // the playbook's findings (first phase)

@@ -191,6 +191,16 @@ json SweepJson(const coord::SweepRecord& sweep, const MergeOutput& merge,
   j["notes"] = std::vector<std::string>(sweep.details.notes().begin(), sweep.details.notes().end());
   const std::string partial = PartialNote(sweep);
   j["partial"] = partial.empty() ? json(nullptr) : json(partial);
+  if (sweep.details.has_carry()) {
+    const v1::Carry& c = sweep.details.carry();
+    j["carry"] = {{"base", c.base().empty() ? json(nullptr) : json(c.base())},
+                  {"loaders", c.loaders()},
+                  {"shards", c.shards()},
+                  {"entries", c.entries()},
+                  {"rerun_loaders", c.rerun_loaders()}};
+  } else {
+    j["carry"] = nullptr;
+  }
   j["archs"] = sweep.archs;
   j["playbooks"] = sweep.playbooks;
   j["executor"] = sweep.request.executor();
@@ -283,6 +293,7 @@ json EntryJson(const EntryMerge& e, const EntryFacts& f, const std::vector<std::
   entry["flavor"] = e.flavor;
   entry["loader"] = e.loader;
   entry["wave"] = e.wave;
+  entry["carried_from"] = e.carried_from.empty() ? json(nullptr) : json(e.carried_from);
   entry["outcome"] = Resolved(f.final_entry, f.targets.empty() ? first_arch : f.targets.front());
   json arch_outcomes = json::object();
   json verdicts = json::object();
@@ -554,8 +565,9 @@ std::string EntryMd(const EntryMerge& e, const EntryFacts& f,
                     const std::map<std::string, std::vector<diff::Hunk>>& forge_hunks) {
   std::string md;
   util::StrAppend(&md, "### ", Md(e.key), "\n\n");
-  util::StrAppend(&md, "- **loader** `", e.loader, "` · playbook ", e.playbook, " / ", e.flavor,
-                  " · wave ", e.wave, "\n");
+  util::StrAppend(
+      &md, "- **loader** `", e.loader, "` · playbook ", e.playbook, " / ", e.flavor, " · wave ",
+      e.wave, e.carried_from.empty() ? "" : util::StrCat(" · carried from ", e.carried_from), "\n");
   if (const auto chain = PlaybooksOf(e); chain.size() > 1) {
     util::StrAppend(&md, "- **chain** ", util::StrJoin(chain, " → "), "\n");
   }

@@ -53,4 +53,11 @@ std::string ShardLane(const ShardRecord& s) {
   return s.spec.arch().empty() ? std::string(kCpuLane) : s.spec.arch();
 }
 
+bool SameRepository(const SweepRecord& a, const SweepRecord& b) {
+  if (!a.request.git_url().empty() || !b.request.git_url().empty()) {
+    return a.request.git_url() == b.request.git_url();
+  }
+  return a.repo == b.repo;  // the checkout's absolute path
+}
+
 }  // namespace triage::coord

@@ -108,6 +108,9 @@ struct SweepRecord {
   TimePoint finished_at;
 };
 
+// One repository: the same git URL (whatever the ref), or the same checkout path.
+bool SameRepository(const SweepRecord& a, const SweepRecord& b);
+
 struct AuditRecord {
   TimePoint at;
   std::string who;

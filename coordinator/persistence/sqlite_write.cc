@@ -216,6 +216,7 @@ void SqliteStore::Encode(const Mutation& m, std::vector<Op>* ops) {
   }
   for (const AttemptRecord& a : m.attempts) s.UpsertAttempt(a, ops);
   if (m.result) s.InsertResult(*m.result, ops);
+  for (const ResultRecord& r : m.carried_results) s.InsertResult(r, ops);
   for (const AgentRecord* a : m.agents) s.UpsertAgent(*a, ops);
   for (const std::string& id : m.removed_agents) s.DeleteAgent(id, ops);
   for (const AuditRecord& a : m.audit) s.InsertAudit(a, ops);

@@ -26,11 +26,12 @@ struct Mutation {
   // `shards` updates are rewritten; what planning fixed when the shard was created (sweep,
   // seq, priority, expected time, dependency, archs, cpu_ok) keeps its first value.
   std::vector<const ShardRecord*> shard_specs;
-  std::vector<const AgentRecord*> agents;   // upserted
-  std::vector<std::string> removed_agents;  // deleted (offline past their retention)
-  std::vector<AttemptRecord> attempts;      // upserted by (shard, attempt)
-  std::optional<ResultRecord> result;       // inserted; one per lease id
-  std::vector<AuditRecord> audit;           // appended
+  std::vector<const AgentRecord*> agents;     // upserted
+  std::vector<std::string> removed_agents;    // deleted (offline past their retention)
+  std::vector<AttemptRecord> attempts;        // upserted by (shard, attempt)
+  std::optional<ResultRecord> result;         // inserted; one per lease id
+  std::vector<ResultRecord> carried_results;  // inserted: an incremental sweep's copies
+  std::vector<AuditRecord> audit;             // appended
   std::vector<std::pair<std::string, v1::ShardEntry>> entries;  // (sweep id, entry) inserted
 };
 

@@ -6,6 +6,7 @@
 #include <set>
 #include <tuple>
 
+#include "agent/playbooks/catalog.h"
 #include "common/inventory/key.h"
 #include "common/registry/registry.h"
 #include "common/util/strings.h"
@@ -104,10 +105,34 @@ double ExpectedSeconds(const PlanOptions& options, const Selected& s) {
   return options.default_estimate;
 }
 
+// The entry's lines in its file, as committed.
+std::string EntryYaml(const inventory::Document& doc, const inventory::Entry& e) {
+  std::string text;
+  for (int i = e.first_line; i <= e.last_line; ++i) util::StrAppend(&text, doc.Line(i), "\n");
+  return text;
+}
+
+// The entry's input hash, for the archs its shards verify on.
+std::string InputHash(const PlanOptions& options, const Selected& s,
+                      const std::vector<std::string>& archs) {
+  const playbooks::CatalogItem* item = playbooks::FindInCatalog(s.playbook);
+  const std::string yaml = EntryYaml(*s.document, *s.entry);
+  EntryInputs in;
+  in.entry_yaml = yaml;
+  in.loader = s.entry->loader;
+  in.playbook = s.playbook;
+  in.playbook_version = item != nullptr ? item->entry->version : "";
+  in.executor = options.executor;
+  in.params = &options.params;
+  in.archs = &archs;
+  return EntryInputHash(*options.inputs, s.shard_entry, in);
+}
+
 // Loader-wide scope: one group per (playbook, loader), tensor-parallel entries apart, in the
 // order of each group's first entry.
-std::vector<Group> GroupPerLoader(const std::vector<Selected>& selected,
-                                  const PlanOptions& options) {
+std::vector<Group> GroupPerLoader(const std::vector<Selected>& selected, const PlanOptions& options,
+                                  const std::vector<std::string>& archs) {
+  const std::vector<std::string> tp_archs = {std::string(inventory::kTensorParallelArch)};
   std::vector<Group> groups;
   std::map<std::tuple<std::string, std::string, bool>, std::size_t> index;
   for (const auto& s : selected) {
@@ -124,6 +149,9 @@ std::vector<Group> GroupPerLoader(const std::vector<Selected>& selected,
     g.expected += ExpectedSeconds(options, s);
     g.files.insert(s.document->path());
     g.entries.push_back(s.shard_entry);
+    if (options.inputs != nullptr) {
+      g.entries.back().set_input_hash(InputHash(options, s, tp ? tp_archs : archs));
+    }
   }
   return groups;
 }
@@ -204,7 +232,7 @@ Plan PlanSweep(const inventory::Inventory& inventory, const classify::Classifier
   const std::vector<std::string> archs =
       options.archs.empty() ? std::vector<std::string>{"n150"} : options.archs;
   ShardMaker maker(options, sweep_id, ttxla_commit, forge_commit);
-  for (const Group& g : GroupPerLoader(selected, options)) {
+  for (const Group& g : GroupPerLoader(selected, options, archs)) {
     if (g.tensor_parallel) {  // tensor-parallel entries run whole on n300-llmbox
       plan.shards.push_back(
           maker.Make(g, v1::PHASE_FULL, std::string(inventory::kTensorParallelArch)));

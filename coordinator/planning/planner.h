@@ -9,6 +9,7 @@
 #include "common/classify/classify.h"
 #include "common/inventory/inventory.h"
 #include "coordinator/model/model.h"
+#include "coordinator/planning/input_hash.h"
 
 namespace triage::coord {
 
@@ -27,6 +28,9 @@ struct PlanOptions {
   std::map<std::string, double> playbook_estimates;  // per entry, when no trusted duration
   double default_estimate = 600;
   std::string repo_url;  // for agents
+  // The pinned commits' trees: every selected entry gets its input hash (ShardEntry.input_hash).
+  // nullptr: the inputs could not be read, and no entry has a hash.
+  const InputTrees* inputs = nullptr;
 };
 
 struct Plan {

@@ -105,6 +105,9 @@ absl::StatusOr<StartRequest> ValidateStartRequest(const v1::StartSweepRequest& r
                      req.max_failed_shards()));
   }
   if (auto st = ValidateRequestId(req.request_id()); !st.ok()) return st;
+  if (!req.since().empty() && !req.incremental()) {
+    return absl::InvalidArgumentError("since names the sweep to carry from: it needs incremental");
+  }
   if (out.executor == "command") {
     // Refused now, not on every agent later.
     auto params = command::ParseParams({req.params().begin(), req.params().end()});

@@ -43,6 +43,19 @@ SweepReader MakeGitSweepReader(std::filesystem::path cache_dir, std::size_t max_
                             : !pinned->origin_url.empty() ? pinned->origin_url
                                                           : pinned->repo.string();
         in.inventory = std::move(*inv);
+        // Incremental sweeps compare what every result depends on (docs/farm.md).
+        auto forge = git::ForgeRepo(pinned->repo, pinned->ttxla_commit, pinned->forge_commit,
+                                    req.git_url(), cache_dir);
+        auto trees = forge.ok() ? ReadInputTrees(git::Git(pinned->repo), pinned->ttxla_commit,
+                                                 git::Git(*forge), pinned->forge_commit)
+                                : absl::StatusOr<InputTrees>(forge.status());
+        if (trees.ok()) {
+          in.inputs = std::move(*trees);
+        } else {
+          in.notes.push_back(util::StrCat(
+              "input hashes not recorded (a later incremental sweep cannot carry from this one): ",
+              util::MessageOf(trees.status())));
+        }
         return in;
       };
 }

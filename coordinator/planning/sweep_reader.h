@@ -4,11 +4,13 @@
 #include <filesystem>
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/inventory/inventory.h"
+#include "coordinator/planning/input_hash.h"
 #include "triage/v1/control.pb.h"
 
 namespace triage::coord {
@@ -23,6 +25,9 @@ struct SweepInput {
   std::vector<std::string> notes;
   std::string agent_repo_url;
   inventory::Inventory inventory;
+  // The pinned trees entries' input hashes are made of (empty when they could not be read:
+  // notes says why, and nothing of this sweep can be carried later).
+  std::optional<InputTrees> inputs;
 };
 using SweepReader = std::function<absl::StatusOr<SweepInput>(const v1::StartSweepRequest&)>;
 

@@ -76,11 +76,16 @@ struct SweepShards {
   int wave = 0;
 };
 
+bool Carried(const ShardRecord& s) { return s.spec.has_carried_from(); }
+
+// The latest wave is the latest of this sweep's own shards: carried ones (renumbered to end at
+// 0) never move it.
 SweepShards IndexShards(const std::vector<const ShardRecord*>& shards) {
   SweepShards sweep;
+  sweep.wave = 1;
   for (const auto* s : shards) {
     sweep.by_id[s->id] = s;
-    sweep.wave = std::max(sweep.wave, s->spec.wave());
+    if (!Carried(*s)) sweep.wave = std::max(sweep.wave, s->spec.wave());
   }
   return sweep;
 }
@@ -100,6 +105,23 @@ std::set<std::string> ClassesVerifiedWith(const ShardRecord& s, const ResultReco
   return applied;
 }
 
+bool SameOp(const v1::RegistryOp& a, const v1::RegistryOp& b) {
+  return a.kind() == b.kind() && a.cls() == b.cls() && a.attr() == b.attr();
+}
+
+// A carried result was verified with the lines of its own sweep. When one of them, for the
+// entry's class, is not among this sweep's merged lines (another attribute now, a conflict, or
+// its proposer re-ran without it), the carried verdict no longer stands.
+bool VerifiedWithAnotherLine(const ShardRecord& s, const ResultRecord& r, const std::string& cls,
+                             const std::vector<v1::RegistryOp>& merged) {
+  auto stale = [&](const v1::RegistryOp& op) {
+    return op.cls() == cls &&
+           std::none_of(merged.begin(), merged.end(), [&](const auto& m) { return SameOp(m, op); });
+  };
+  return std::any_of(s.spec.pre_registry().begin(), s.spec.pre_registry().end(), stale) ||
+         std::any_of(r.result.registry_ops().begin(), r.result.registry_ops().end(), stale);
+}
+
 // An entry to verify again, as the shard of its newest result carried it.
 struct Candidate {
   const ShardRecord* shard;
@@ -107,28 +129,32 @@ struct Candidate {
   int wave;
 };
 
-// The latest verdict per entry comes from the latest wave: only entries whose newest result
-// missed a merged line are candidates. Keyed by file + key.
-std::map<std::string, Candidate> EntriesMissingAMergedLine(const std::vector<ResultRecord>& results,
-                                                           const SweepShards& sweep,
-                                                           const std::set<std::string>& classes) {
-  std::map<std::string, Candidate> latest;  // file + key -> newest candidate (or none)
-  std::map<std::string, int> newest_wave;
+// The latest verdict per entry comes from the latest wave (a carried result is older than any
+// of this sweep's own): only entries whose newest result missed a merged line are candidates,
+// and carried ones verified with a line this sweep does not write. Keyed by file + key.
+std::map<std::string, Candidate> EntriesMissingAMergedLine(
+    const std::vector<ResultRecord>& results, const SweepShards& sweep,
+    const std::vector<v1::RegistryOp>& merged) {
+  const std::set<std::string> classes = MergedClasses(merged);
+  std::map<std::string, Candidate> latest;             // file + key -> newest candidate (or none)
+  std::map<std::string, std::pair<bool, int>> newest;  // file + key -> (own, wave)
   for (const auto& r : results) {
     auto it = sweep.by_id.find(r.shard_id);
     if (it == sweep.by_id.end()) continue;
     const ShardRecord* s = it->second;
     if (s->spec.phase() == v1::PHASE_VERIFY) continue;  // no probe there
     const std::set<std::string> applied = ClassesVerifiedWith(*s, r);
+    const std::pair<bool, int> order{!Carried(*s), s->spec.wave()};
     for (const auto& o : r.result.entries()) {
       const std::string id = o.file() + "\n" + o.key();
-      if (newest_wave[id] > s->spec.wave()) continue;
-      newest_wave[id] = s->spec.wave();
+      auto [at, first] = newest.try_emplace(id, order);
+      if (!first && at->second > order) continue;
+      at->second = order;
       latest.erase(id);
-      if (o.output_class().empty() || !classes.count(o.output_class()) ||
-          applied.count(o.output_class())) {
-        continue;
-      }
+      const std::string& cls = o.output_class();
+      if (cls.empty()) continue;
+      const bool missing = classes.count(cls) && !applied.count(cls);
+      if (!missing && !(Carried(*s) && VerifiedWithAnotherLine(*s, r, cls, merged))) continue;
       for (const auto& e : s->spec.entries()) {
         if (e.key() == o.key() && e.file() == o.file()) {
           latest[id] = Candidate{s, e, s->spec.wave()};
@@ -145,7 +171,7 @@ std::map<std::pair<std::string, std::string>, std::vector<Candidate>> GroupPerLo
     const std::map<std::string, Candidate>& latest, int wave) {
   std::map<std::pair<std::string, std::string>, std::vector<Candidate>> groups;
   for (const auto& [id, c] : latest) {
-    if (c.wave != wave) continue;
+    if (c.wave != wave && !Carried(*c.shard)) continue;
     groups[{c.shard->spec.playbook(), c.shard->spec.loader()}].push_back(c);
   }
   return groups;
@@ -194,6 +220,7 @@ class ShardMaker {
     s.priority = g.origin->priority;
     s.expected_seconds = g.origin->expected_seconds;
     s.spec = g.origin->spec;
+    s.spec.clear_carried_from();
     s.spec.set_shard_id(s.id);
     s.spec.set_wave(wave_);
     s.spec.set_phase(phase);
@@ -226,13 +253,15 @@ WavePlan PlanNextWave(const std::string& sweep_id, const std::vector<const Shard
                       const std::vector<std::string>& archs, bool split_probe,
                       int first_shard_number) {
   WavePlan plan = MergeRegistry(results);
-  const std::set<std::string> classes = MergedClasses(plan.merged);
-  if (classes.empty()) return plan;
+  const bool any_carried_line = std::any_of(shards.begin(), shards.end(), [](const auto* s) {
+    return Carried(*s) && s->spec.pre_registry_size() > 0;
+  });
+  if (plan.merged.empty() && !any_carried_line) return plan;
 
   const SweepShards sweep = IndexShards(shards);
   ShardMaker maker(sweep_id, sweep.wave + 1, plan.merged, first_shard_number);
   for (auto& [key, candidates] :
-       GroupPerLoader(EntriesMissingAMergedLine(results, sweep, classes), sweep.wave)) {
+       GroupPerLoader(EntriesMissingAMergedLine(results, sweep, plan.merged), sweep.wave)) {
     const ShardRecord& origin = *candidates.front().shard;
     const Group group{&origin, std::move(candidates),
                       LoaderEdits(results, sweep, origin.spec.loader())};

@@ -129,6 +129,15 @@ void FarmCommands::RegisterSweepStart(CLI::App* sweep) {
                    "Failure budget: past N failed shards the sweep stops leasing and waits for "
                    "a person (`sweep resume`, `sweep cancel`); 0 = none (default)")
       ->check(CLI::Range(0, 100000));
+  start->add_flag("--incremental", o_.incremental,
+                  "Carry forward an earlier sweep's results for every loader whose inputs "
+                  "(entries, loader tree, runner, registry, playbook, executor, archs) are "
+                  "unchanged, and run only the rest");
+  start
+      ->add_option("--since", o_.since,
+                   "--incremental: the sweep to carry from (default: the latest succeeded "
+                   "sweep of the same repository)")
+      ->needs("--incremental");
   start->add_flag("--watch,--wait", o_.watch,
                   "Follow the sweep until it ends: exit 0 if it succeeds, 1 if it fails, is "
                   "cancelled or stops at its failure budget");

@@ -47,6 +47,8 @@ struct FarmOptions {
   bool watch = false;  // --watch or --wait
   std::string request_id;
   int max_failed_shards = 0;
+  bool incremental = false;
+  std::string since;
   // ids and filters
   std::string id;
   std::string sweep;

@@ -99,7 +99,10 @@ int RunShardsList(Client& client, const FarmOptions& o, std::ostream& out, std::
       loader = loader.substr(p + 16);
     rows.push_back({s.id(), s.state(), s.playbook(), PhaseName(s.phase()),
                     s.arch().empty() ? "cpu" : s.arch(), std::to_string(s.keys_size()),
-                    std::to_string(s.attempts()), s.agent_id().empty() ? "-" : s.agent_id(),
+                    std::to_string(s.attempts()),
+                    s.has_carried_from()   ? "carried:" + s.carried_from().sweep_id()
+                    : s.agent_id().empty() ? "-"
+                                           : s.agent_id(),
                     s.last_step().empty() ? "-" : s.last_step(),
                     s.agent_id().empty() ? "-" : Ago(s.last_progress_unix_ms()), loader});
   }

@@ -72,6 +72,16 @@ void PrintSweep(std::ostream& out, const v1::Sweep& s) {
         << (s.over_budget() ? " (spent: not leasing)" : "");
   }
   out << "\n";
+  if (s.has_carry()) {
+    const auto& c = s.carry();
+    if (c.base().empty()) {
+      out << "  carried   nothing (no earlier succeeded sweep of this repository)\n";
+    } else {
+      out << "  carried   " << c.entries() << " entries, " << c.shards() << " shards of "
+          << c.loaders() << " loaders from " << c.base() << "; " << c.rerun_loaders()
+          << " loaders run\n";
+    }
+  }
   if (!s.request_id().empty()) {
     out << "  request   " << s.request_id()
         << (s.existing() ? " (already started: this is the sweep it started)" : "") << "\n";
@@ -241,6 +251,8 @@ std::optional<int> BuildStartRequest(const FarmOptions& o, v1::StartSweepRequest
   req.set_allow_dirty(o.allow_dirty);
   req.set_request_id(o.request_id);
   req.set_max_failed_shards(o.max_failed_shards);
+  req.set_incremental(o.incremental);
+  req.set_since(o.since);
   if (o.allow_dirty && o.repo.empty()) {
     err << "triagectl: --allow-dirty is for --repo (a --git-url sweep reads commits only)\n";
     return kExitUsage;

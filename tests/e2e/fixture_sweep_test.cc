@@ -19,6 +19,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <iostream>
 #include <set>
 #include <thread>
 
@@ -683,6 +684,119 @@ TEST_F(FixtureSweepTest, SweepDiffNamesWhatTheDeviceChanged) {
   EXPECT_EQ(wow["counts"], diff["counts"]);
   EXPECT_NE(testing::ReadFileOrDie(dir_ / "out-after/report.md").find("\n## Since sweep " + before),
             std::string::npos);
+}
+
+// Incremental sweeps (docs/farm.md, "Incremental sweeps"): a second sweep of the unchanged
+// fixture carries everything and runs nothing (no agent is even connected); after one loader's
+// edit, only that loader's shards run.
+TEST_F(FixtureSweepTest, IncrementalSweepsRunOnlyWhatChanged) {
+  StartAgents("native", {});
+  const std::string first = RunSweep("native");
+  const json first_report = Report(first, dir_ / "out-first");
+  StopAgents();
+
+  auto start_incremental = [&](const std::string& name) {
+    std::string out;
+    EXPECT_EQ(Ctl({"sweep", "start", "--repo", repo_.string(), "--arch", "n150,p150", "--executor",
+                   "native", "--incremental", "--reason", name, "-o", "json"},
+                  &out),
+              0)
+        << out;
+    const json started = json::parse(out, nullptr, false);
+    const std::string id = started.value("id", "");
+    EXPECT_FALSE(id.empty()) << out;
+    EXPECT_EQ(Ctl({"sweep", "watch", id}, &out), 0)
+        << out << testing::ReadFileOrDie(dir_ / "coordinator.log");
+    EXPECT_EQ(Ctl({"sweep", "status", id, "-o", "json"}, &out), 0) << out;
+    return json::parse(out, nullptr, false);
+  };
+  auto shards_of = [&](const std::string& id) {
+    std::string out;
+    EXPECT_EQ(Ctl({"shards", "list", "--sweep", id, "-o", "json"}, &out), 0) << out;
+    return json::parse(out, nullptr, false).value("shards", json::array());
+  };
+
+  // Unchanged: no agent runs, yet the sweep succeeds with the first one's patches.
+  const json second = start_incremental("unchanged");
+  const std::string second_id = second.value("id", "");
+  EXPECT_EQ(second.value("state", ""), "succeeded") << second.dump(2);
+  const json first_shards = shards_of(first);
+  const json second_shards = shards_of(second_id);
+  EXPECT_EQ(second["carry"].value("base", ""), first) << second.dump(2);
+  EXPECT_EQ(second["carry"].value("shards", 0), static_cast<int>(first_shards.size()));
+  EXPECT_EQ(second["carry"].value("rerun_loaders", 0), 0) << second.dump(2);
+  ASSERT_EQ(second_shards.size(), first_shards.size());
+  for (const auto& s : second_shards) {
+    EXPECT_EQ(s.value("state", ""), "succeeded") << s.dump();
+    EXPECT_EQ(s["carried_from"].value("sweep_id", ""), first) << s.dump();
+  }
+  const json second_report = Report(second_id, dir_ / "out-second");
+  for (const char* patch : {"tt-xla.patch", "tt-forge-models.patch"}) {
+    EXPECT_EQ(testing::ReadFileOrDie(dir_ / "out-second" / patch),
+              testing::ReadFileOrDie(dir_ / "out-first" / patch))
+        << patch;
+  }
+  EXPECT_EQ(second_report["totals"], first_report["totals"]);
+  ASSERT_EQ(second_report["entries"].size(), first_report["entries"].size());
+  for (const auto& e : second_report["entries"]) {
+    EXPECT_EQ(e["carried_from"], first) << e.dump();
+  }
+  std::string out;
+  ASSERT_EQ(Ctl({"sweep", "diff", first, second_id, "-o", "json"}, &out), 0) << out;
+  const json diff = json::parse(out, nullptr, false);
+  EXPECT_EQ(diff["counts"].value("regressed", -1), 0) << diff["counts"].dump();
+  EXPECT_EQ(diff["counts"].value("fixed", -1), 0) << diff["counts"].dump();
+  EXPECT_GT(diff["counts"].value("carried", 0), 0) << diff["counts"].dump();
+
+  // One loader changes (a comment, committed in tt-forge-models and recorded by tt-xla): its
+  // shards run again, the others are carried from the sweep that ran them.
+  const std::string loader = "escalate_mini/pytorch/loader.py";
+  const auto forge = repo_ / "third_party/tt_forge_models";
+  std::string text = testing::ReadFileOrDie(forge / loader);
+  testing::WriteFileOrDie(forge / loader, text + "# touched by the incremental sweep test\n");
+  for (const auto& argv : {testing::GitTestArgv(forge, {"commit", "-q", "-am", "touch escalate"}),
+                           testing::GitTestArgv(forge, {"push", "-q", "origin", "HEAD:main"}),
+                           testing::GitTestArgv(repo_, {"commit", "-q", "-am", "bump forge"})}) {
+    ASSERT_EQ(testing::RunCommand(argv, dir_, &out), 0) << out;
+  }
+  StartAgents("native", {}, "again");
+  const json third = start_incremental("one loader");
+  const std::string third_id = third.value("id", "");
+  EXPECT_EQ(third.value("state", ""), "succeeded") << third.dump(2);
+  EXPECT_EQ(third["carry"].value("base", ""), second_id) << third.dump(2);
+  EXPECT_EQ(third["carry"].value("rerun_loaders", 0), 1) << third.dump(2);
+  int ran = 0;
+  for (const auto& s : shards_of(third_id)) {
+    if (s.contains("carried_from")) {
+      EXPECT_EQ(s["carried_from"].value("sweep_id", ""), first) << s.dump();
+      EXPECT_EQ(s.value("loader", "").find("escalate_mini"), std::string::npos) << s.dump();
+    } else {
+      ++ran;
+      EXPECT_NE(s.value("loader", "").find(loader), std::string::npos) << s.dump();
+    }
+  }
+  EXPECT_GT(ran, 0);
+  const json third_report = Report(third_id, dir_ / "out-third");
+  for (const auto& e : third_report["entries"]) {
+    if (e.value("loader", "").find("escalate_mini") != std::string::npos) {
+      EXPECT_TRUE(e["carried_from"].is_null()) << e.dump();
+    } else {
+      EXPECT_EQ(e["carried_from"], first) << e.dump();
+    }
+  }
+  EXPECT_EQ(third_report["totals"], first_report["totals"]);
+
+  // Wall time of each sweep, for the record (not asserted: the machine is shared).
+  for (const auto& [what, id] : {std::pair{"full", first}, std::pair{"unchanged", second_id},
+                                 std::pair{"one loader", third_id}}) {
+    EXPECT_EQ(Ctl({"sweep", "status", id, "-o", "json"}, &out), 0) << out;
+    const json s = json::parse(out, nullptr, false);
+    const double seconds = (std::stoll(s.value("finished_unix_ms", "0")) -
+                            std::stoll(s.value("created_unix_ms", "0"))) /
+                           1000.0;
+    std::cout << "sweep " << id << " (" << what << "): " << seconds << " s, "
+              << s["shards_by_state"].dump() << "\n";
+  }
 }
 
 }  // namespace

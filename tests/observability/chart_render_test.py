@@ -136,7 +136,8 @@ def sweep_args():
             "--set", "weeklySweep.timeZone=Europe/Berlin",
             "--set", "weeklySweep.archs={n150,p150}",
             "--set", "weeklySweep.playbooks={unpack_forward_output,dtype_bfloat16}",
-            "--set", "weeklySweep.maxFailedShards=7"]
+            "--set", "weeklySweep.maxFailedShards=7",
+            "--set", "weeklySweep.incremental=true"]
 
 
 def case_on(chart, tls_args):
@@ -186,6 +187,7 @@ def case_on(chart, tls_args):
     one_flag(args, "--request-id", "$(TRIAGE_REQUEST_ID)", what)
     one_flag(args, "--reason", "weekly sweep", what)
     check(args.count("--wait") == 1, f"{what}: --wait missing from args {args}")
+    check(args.count("--incremental") == 1, f"{what}: --incremental missing from args {args}")
     for absent in ("--forge-ref", "--max-attempts", "--priority", "--insecure"):
         check(absent not in args, f"{what}: {absent} is in args, its value was not set")
     one_flag(args, "--tls-ca", "/etc/triage/secret/ca.crt", what)
@@ -241,7 +243,8 @@ def case_on(chart, tls_args):
 
 def case_insecure(chart):
     what = "auth.insecure"
-    docs = chart.render(sweep_args() + ["--set", "auth.insecure=true", "--set", "tls.enabled=false"])
+    docs = chart.render(sweep_args() + ["--set", "auth.insecure=true", "--set", "tls.enabled=false",
+                                        "--set", "weeklySweep.incremental=false"])
     if docs is None:
         return
     cronjobs = of_kind(docs, "CronJob")
@@ -251,6 +254,7 @@ def case_insecure(chart):
     c = pod["containers"][0]
     args = [str(a) for a in c.get("args") or []]
     check("--insecure" in args, f"{what}: --insecure missing from args {args}")
+    check("--incremental" not in args, f"{what}: --incremental in args, incremental is false")
     check("--tls-ca" not in args, f"{what}: --tls-ca in args without TLS")
     env = env_of(c)
     check("TRIAGECTL_TOKEN" not in env, f"{what}: TRIAGECTL_TOKEN is set: {env.get('TRIAGECTL_TOKEN')}")

@@ -164,6 +164,26 @@ TEST_F(GitTest, ListFiles) {
   EXPECT_TRUE(absl::IsNotFound(prefix_only.status())) << "a name prefix is not a directory";
 }
 
+TEST_F(GitTest, ObjectIdsListTreesBlobsAndTheSubmodule) {
+  Git git(ttxla_);
+  auto ids = git.ObjectIds(ttxla_sha_);
+  ASSERT_TRUE(ids.ok()) << ids.status();
+  auto rev = [&](const std::string& spec) {
+    auto out = git.Run({"rev-parse", spec});
+    EXPECT_TRUE(out.ok()) << out.status();
+    return out.ok() ? std::string(util::TrimWhitespace(*out)) : "";
+  };
+  EXPECT_EQ(ids->at("").type, "tree");
+  EXPECT_EQ(ids->at("").id, rev(ttxla_sha_ + "^{tree}"));
+  EXPECT_EQ(ids->at("tests/runner").type, "tree");
+  EXPECT_EQ(ids->at("tests/runner").id, rev(ttxla_sha_ + ":tests/runner"));
+  EXPECT_EQ(ids->at(kYamlPath).type, "blob");
+  EXPECT_EQ(ids->at(kYamlPath).id, rev(ttxla_sha_ + ":" + kYamlPath));
+  EXPECT_EQ(ids->at(std::string(kForgeSubmodulePath)).type, "commit");
+  EXPECT_EQ(ids->at(std::string(kForgeSubmodulePath)).id, forge_sha_);
+  EXPECT_TRUE(absl::IsNotFound(git.ObjectIds(std::string(40, '1')).status()));
+}
+
 TEST_F(GitTest, HasCommit) {
   Git git(ttxla_);
   EXPECT_TRUE(*git.HasCommit(ttxla_sha_));

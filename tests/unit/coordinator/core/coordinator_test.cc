@@ -115,6 +115,7 @@ class CoordinatorTest : public ::testing::Test {
     in.ttxla_commit = std::string(40, 'a');
     in.forge_commit = std::string(40, 'b');
     in.agent_repo_url = "file:///fake/tt-xla";
+    in.inputs = inputs_;
     for (const auto& [path, text] : yaml_) {
       in.inventory.documents.push_back(inventory::Document::Parse(path, text));
       for (const auto& d : in.inventory.documents.back().diagnostics()) {
@@ -252,6 +253,7 @@ class CoordinatorTest : public ::testing::Test {
   std::unique_ptr<SqliteStore> store_;
   std::unique_ptr<Coordinator> coord_;
   std::map<std::string, std::string> yaml_;
+  std::optional<InputTrees> inputs_;  // what Input() reads besides the YAML
   std::map<std::string, std::string> sessions_;
   Caller operator_{"alice", "operator"};
 };
@@ -1379,6 +1381,120 @@ TEST_F(CoordinatorTest, OneCrashAmongPassesIsNotAFailedShard) {
     CompleteLease("a1", lease, r);
   }
   EXPECT_EQ(coord_->GetSweep(sweep->id())->failed_shards(), 0);
+}
+
+// Incremental sweeps (docs/farm.md, "Incremental sweeps"): an unchanged repository carries
+// every loader and leases nothing; one changed entry re-runs only its loader; the carry
+// survives a restart; `since` must name a finished sweep of the same repository.
+TEST_F(CoordinatorTest, AnIncrementalSweepRunsOnlyTheLoadersWhoseInputsChanged) {
+  testing::TempDir tmp;
+  auto file_store = SqliteStore::Open(tmp.path() / "state.db");
+  ASSERT_TRUE(file_store.ok());
+  store_ = std::move(*file_store);
+  Make();
+  inputs_ = InputTrees{};
+  inputs_->shared = "shared-0";
+  inputs_->forge_dirs = {{"third_party/tt_forge_models/a/pytorch", "tree-a"},
+                         {"third_party/tt_forge_models/b/pytorch", "tree-b"},
+                         {"third_party/tt_forge_models/c/pytorch", "tree-c"}};
+  RegisterAgent("n", "n150");
+  const v1::Sweep first = Start();
+  EXPECT_EQ(Drain("n"), 3);
+  ASSERT_EQ(coord_->GetSweep(first.id())->state(), "succeeded");
+
+  v1::StartSweepRequest req;
+  req.set_repo_path("/fake/tt-xla");
+  req.set_incremental(true);
+  auto second = coord_->StartSweep(req, operator_);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(second->carry().base(), first.id());
+  EXPECT_EQ(second->carry().loaders(), 3);
+  EXPECT_EQ(second->carry().shards(), 3);
+  EXPECT_EQ(second->carry().entries(), 4);
+  EXPECT_EQ(second->carry().rerun_loaders(), 0);
+  EXPECT_FALSE(LeaseNow("n").granted()) << "nothing to run";
+  EXPECT_EQ(coord_->GetSweep(second->id())->state(), "succeeded");
+  EXPECT_EQ(coord_->Results(second->id())->size(), 3u);
+
+  // b's loader tree changes: b runs again, a and c are carried from the first sweep.
+  inputs_->forge_dirs["third_party/tt_forge_models/b/pytorch"] = "tree-b2";
+  auto third = coord_->StartSweep(req, operator_);
+  ASSERT_TRUE(third.ok()) << third.status();
+  EXPECT_EQ(third->carry().base(), second->id()) << "the latest succeeded sweep";
+  EXPECT_EQ(third->carry().loaders(), 2);
+  EXPECT_EQ(third->carry().rerun_loaders(), 1);
+  EXPECT_EQ(third->state(), "running");
+  auto lease = LeaseNow("n");
+  ASSERT_TRUE(lease.granted());
+  EXPECT_EQ(lease.shard().loader(), "third_party/tt_forge_models/b/pytorch/loader.py");
+  EXPECT_EQ(lease.shard().shard_id(), third->id() + "-s001");
+  EXPECT_FALSE(lease.shard().has_carried_from());
+  EXPECT_FALSE(LeaseNow("n").granted());
+
+  // `since` is checked before anything is planned.
+  v1::StartSweepRequest since = req;
+  since.set_since("sw-0042");
+  EXPECT_TRUE(absl::IsNotFound(coord_->StartSweep(since, operator_).status()));
+  since.set_since(third->id());
+  auto running = coord_->StartSweep(since, operator_);
+  EXPECT_TRUE(absl::IsFailedPrecondition(running.status())) << running.status();
+  // Another repository (the fake reader reads the same files whatever it is asked).
+  since.set_since(first.id());
+  since.clear_repo_path();
+  since.set_git_url("https://example.invalid/tt-xla.git");
+  auto other = coord_->StartSweep(since, operator_);
+  EXPECT_TRUE(absl::IsInvalidArgument(other.status())) << other.status();
+
+  // Restart: the carried shards and results come back, and b's result finishes the sweep.
+  coord_.reset();
+  store_.reset();
+  file_store = SqliteStore::Open(tmp.path() / "state.db");
+  ASSERT_TRUE(file_store.ok());
+  store_ = std::move(*file_store);
+  Make();
+  ASSERT_TRUE(coord_->Recover().ok());
+  auto recovered = coord_->GetSweep(third->id());
+  ASSERT_TRUE(recovered.ok());
+  EXPECT_EQ(recovered->carry().loaders(), 2);
+  EXPECT_EQ(recovered->shards_by_state().at("succeeded"), 2);
+  int carried = 0;
+  v1::ListShardsRequest list;
+  list.set_sweep_id(third->id());
+  auto shards = coord_->ListShards(list);
+  ASSERT_TRUE(shards.ok()) << shards.status();
+  for (const auto& s : *shards) {
+    if (!s.has_carried_from()) continue;
+    ++carried;
+    EXPECT_EQ(s.carried_from().sweep_id(), first.id()) << "the sweep that ran it";
+    EXPECT_EQ(s.state(), "succeeded");
+  }
+  EXPECT_EQ(carried, 2);
+  EXPECT_FALSE(Beat("n", {lease.lease_id()}).reregister());
+  ASSERT_TRUE(CompleteLease("n", lease, Succeeded(lease.shard())).accepted());
+  EXPECT_EQ(coord_->GetSweep(third->id())->state(), "succeeded");
+  EXPECT_EQ(coord_->Results(third->id())->size(), 3u);
+}
+
+TEST_F(CoordinatorTest, AnIncrementalSweepWithoutHashesOrBaseRunsEverything) {
+  RegisterAgent("n", "n150");
+  v1::StartSweepRequest req;
+  req.set_repo_path("/fake/tt-xla");
+  req.set_incremental(true);
+  auto lone = coord_->StartSweep(req, operator_);
+  ASSERT_TRUE(lone.ok()) << lone.status();
+  EXPECT_EQ(lone->carry().base(), "");
+  bool noted = false;
+  for (const auto& n : lone->notes())
+    noted |= n.find("no earlier succeeded sweep") != std::string::npos;
+  EXPECT_TRUE(noted);
+  EXPECT_EQ(Drain("n"), 3);
+  // No input trees were read (inputs_ unset): no entry has a hash, nothing is carried.
+  auto again = coord_->StartSweep(req, operator_);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->carry().base(), lone->id());
+  EXPECT_EQ(again->carry().loaders(), 0);
+  EXPECT_EQ(again->carry().rerun_loaders(), 3);
+  EXPECT_EQ(Drain("n"), 3);
 }
 
 }  // namespace

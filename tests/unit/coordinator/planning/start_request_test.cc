@@ -98,6 +98,14 @@ const std::vector<Row>& Rows() {
        "give exactly one of repo_path or git_url"},
 
       // --- executor, archs, playbooks ------------------------------------------------------
+      {"since without incremental", [](auto& r) { r.set_since("sw-0001"); },
+       "since names the sweep to carry from: it needs incremental"},
+      {"since with incremental",
+       [](auto& r) {
+         r.set_incremental(true);
+         r.set_since("sw-0001");
+       },
+       "", [](const StartRequest&) {}},
       {"unknown executor", [](auto& r) { r.set_executor("docker"); },
        "unknown executor 'docker' (native, command, replay)"},
       {"unknown default executor", [](auto&) {}, "unknown executor 'ssh'",
