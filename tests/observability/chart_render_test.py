@@ -21,6 +21,10 @@ Cases (the weekly-sweep CronJob, templates/weekly-sweep-cronjob.yaml):
 5. A long release name: the CronJob's name stays within 52 characters (the Job name adds 11).
 6. Rendering fails, naming the value: enabled without gitUrl; enabled without operatorToken while
    auth is not insecure and the chart makes the Secret; an operatorToken under 16 characters.
+7. agents.pools, a map keyed by pool name: `--set agents.pools.cpu.enabled=true` and
+   `--set agents.pools.n300-llmbox.enabled=false` give exactly the cpu, n150 and p150 DaemonSets;
+   each has its pool's node selector, --arch, --device_count, device resources (requested and
+   limited) and memory limit; the cpu pool runs --cpu_only as non-root; a pool without arch fails.
 Exit 1 with a message per failure.
 """
 import base64
@@ -298,6 +302,59 @@ def case_long_name(chart):
         print(f"[5] {what}: CronJob {name} ({len(name)} characters)")
 
 
+def case_pools(chart, tls_args):
+    """agents.pools is a map: `--set agents.pools.<name>.<key>` switches one pool and keeps the rest."""
+    what = "pools"
+    values = yaml.safe_load(open(os.path.join(chart.chart, "values.yaml")))
+    pools = values["agents"]["pools"]
+    docs = chart.render(tls_args + ["--set", f"auth.agentToken={AGENT_TOKEN}",
+                                    "--set", "agents.pools.cpu.enabled=true",
+                                    "--set", "agents.pools.n300-llmbox.enabled=false",
+                                    "--set", "agents.pools.p150.deviceCount=2"])
+    if docs is None:
+        return
+    daemonsets = {d["metadata"]["name"]: d for d in of_kind(docs, "DaemonSet")}
+    want = {f"rel-triage-farm-agent-{n}" for n in ("cpu", "n150", "p150")}
+    check(set(daemonsets) == want, f"{what}: DaemonSets {sorted(daemonsets)}, want {sorted(want)}")
+    for name in ("cpu", "n150", "p150"):
+        ds = daemonsets.get(f"rel-triage-farm-agent-{name}")
+        if ds is None:
+            continue
+        pool = pools[name]
+        pod = ds["spec"]["template"]["spec"]
+        c = pod["containers"][0]
+        args = [str(a) for a in c.get("args") or []]
+        label = ds["spec"]["template"]["metadata"]["labels"].get("triage-farm/pool")
+        check(label == name, f"{what}: {name}: pod label triage-farm/pool is {label!r}")
+        check(pod.get("nodeSelector") == (pool.get("nodeSelector") or None),
+              f"{what}: {name}: nodeSelector {pod.get('nodeSelector')}, "
+              f"want {pool.get('nodeSelector')}")
+        limits = (c.get("resources") or {}).get("limits") or {}
+        requests = (c.get("resources") or {}).get("requests") or {}
+        for res, n in (pool.get("deviceResources") or {}).items():
+            check(limits.get(res) == n and requests.get(res) == n,
+                  f"{what}: {name}: {res} requested {requests.get(res)}, limited {limits.get(res)}, "
+                  f"want {n}")
+        check(limits.get("memory") == pool["resources"]["limits"]["memory"],
+              f"{what}: {name}: memory limit {limits.get('memory')}")
+        if pool.get("cpuOnly"):
+            check("--cpu_only" in args and "--arch" not in args,
+                  f"{what}: {name}: a cpuOnly pool's args {args}")
+            check((c.get("securityContext") or {}).get("runAsNonRoot") is True,
+                  f"{what}: {name}: a cpuOnly pool runs as root")
+        else:
+            one_flag(args, "--arch", pool["arch"], f"{what}: {name}")
+            want_count = "2" if name == "p150" else str(pool["deviceCount"])
+            one_flag(args, "--device_count", want_count, f"{what}: {name}")
+    r = chart.run(tls_args + ["--set", f"auth.agentToken={AGENT_TOKEN}",
+                              "--set", "agents.pools.n150.cpuOnly=false",
+                              "--set", "agents.pools.big.enabled=true"])
+    check(r.returncode != 0 and "arch" in r.stderr,
+          f"{what}: a new device pool without arch rendered (exit {r.returncode}):\n{r.stderr}")
+    print(f"[7] {what}: --set agents.pools.<name> switches one pool; node selectors, archs, "
+          "device resources and cpu-only settings follow each pool")
+
+
 def case_failures(chart, tls_args):
     cases = [
         ("enabled without gitUrl",
@@ -339,6 +396,7 @@ def main():
         case_existing_secret(chart)
         case_long_name(chart)
         case_failures(chart, tls_args)
+        case_pools(chart, tls_args)
     if failures:
         print(f"\nchart_render: {len(failures)} failure(s)")
         return 1

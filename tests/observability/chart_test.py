@@ -92,7 +92,7 @@ def main():
         return v
 
     def drop_arch(v):
-        del v["agents"]["pools"][0]["arch"]
+        del v["agents"]["pools"]["n150"]["arch"]
 
     negatives = {
         "unknown top-level key": mutate(lambda v: v.update(bogus=1)),
@@ -102,8 +102,12 @@ def main():
             lambda v: v["coordinator"].update(replicas=2)),
         "device pool without arch": mutate(drop_arch),
         "cpuOnly pool with an arch": mutate(
-            lambda v: v["agents"]["pools"][3].update(arch="n150")),
-        "unknown key in a pool": mutate(lambda v: v["agents"]["pools"][0].update(archs=["x"])),
+            lambda v: v["agents"]["pools"]["cpu"].update(arch="n150")),
+        "unknown key in a pool": mutate(lambda v: v["agents"]["pools"]["n150"].update(archs=["x"])),
+        "pool name not a DNS label": mutate(lambda v: v["agents"]["pools"].update(
+            {"N150_big": dict(v["agents"]["pools"]["n150"])})),
+        "pools as a list": mutate(lambda v: v["agents"].update(
+            pools=[dict(v["agents"]["pools"]["n150"], name="n150")])),
         "unknown key under coordinator.config": mutate(
             lambda v: v["coordinator"]["config"].update(lease_ttl="2m")),
         "port out of range": mutate(lambda v: v["coordinator"]["ports"].update(agent=70000)),
@@ -147,7 +151,7 @@ def main():
                     break
                 node = node[key]
     pool_props = set(schema.get("properties", {}).get("agents", {}).get("properties", {})
-                     .get("pools", {}).get("items", {}).get("properties", {}))
+                     .get("pools", {}).get("additionalProperties", {}).get("properties", {}))
     pool_refs = set()
     for name, text in texts.items():
         for key in re.findall(r"\$pool\.([A-Za-z_][A-Za-z0-9_]*)", text):
