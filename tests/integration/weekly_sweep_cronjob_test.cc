@@ -132,16 +132,22 @@ class WeeklySweepCronJobTest : public ::testing::Test {
 
   // The chart's values for this farm: mutual TLS, tokens, the weekly sweep of the fixture
   // repository with the command executor (through extraArgs, so the shards finish at once).
+  // With generated_: no certificate, key or agent token given, so the chart generates them (its
+  // default install); the coordinator's certificate also names 127.0.0.1, where it listens here.
   fs::path WriteValues() {
     YAML::Node v;
     v["tls"]["enabled"] = true;
     v["tls"]["mutual"] = true;
-    v["tls"]["cert"] = testing::ReadFileOrDie(pki_ / "server.pem");
-    v["tls"]["key"] = testing::ReadFileOrDie(pki_ / "server.key");
-    v["tls"]["ca"] = testing::ReadFileOrDie(pki_ / "ca.pem");
-    v["tls"]["agentCert"] = testing::ReadFileOrDie(pki_ / "client.pem");
-    v["tls"]["agentKey"] = testing::ReadFileOrDie(pki_ / "client.key");
-    v["auth"]["agentToken"] = kAgentToken;
+    if (generated_) {
+      v["tls"]["extraIpAddresses"].push_back("127.0.0.1");
+    } else {
+      v["tls"]["cert"] = testing::ReadFileOrDie(pki_ / "server.pem");
+      v["tls"]["key"] = testing::ReadFileOrDie(pki_ / "server.key");
+      v["tls"]["ca"] = testing::ReadFileOrDie(pki_ / "ca.pem");
+      v["tls"]["agentCert"] = testing::ReadFileOrDie(pki_ / "client.pem");
+      v["tls"]["agentKey"] = testing::ReadFileOrDie(pki_ / "client.key");
+      v["auth"]["agentToken"] = kAgentToken;
+    }
     YAML::Node w = v["weeklySweep"];
     w["enabled"] = true;
     w["gitUrl"] = "file://" + repo_.string();
@@ -358,6 +364,7 @@ class WeeklySweepCronJobTest : public ::testing::Test {
   }
 
   testing::TempDir tmp_;
+  bool generated_ = false;
   fs::path repo_;
   fs::path tool_;
   fs::path pki_;
@@ -433,6 +440,32 @@ TEST_F(WeeklySweepCronJobTest, ARetriedRunReattachesAndWaitEndsWithTheSweep) {
   ASSERT_EQ(sweeps.size(), 2u) << sweeps.dump(2);
   EXPECT_NE(sweeps[0].value("id", ""), sweeps[1].value("id", ""));
   EXPECT_EQ(out.find(named), std::string::npos) << out;
+}
+
+// The chart's default install: no certificate, key or agent token in the values. What the chart
+// generates serves for real: the coordinator serves its certificate, the agent and the job
+// verify it with the generated CA and present the generated client certificate, and the agent's
+// generated token is in the coordinator's tokens file.
+TEST_F(WeeklySweepCronJobTest, TheDefaultInstallsGeneratedSecretServesTheFarm) {
+  generated_ = true;
+  ASSERT_NO_FATAL_FAILURE(Render());
+  for (const char* key :
+       {"tls.crt", "tls.key", "ca.crt", "agent.crt", "agent.key", "agent-token"}) {
+    ASSERT_TRUE(secret_.count(key) && !secret_[key].empty()) << "generated Secret lacks " << key;
+  }
+  EXPECT_GE(secret_["agent-token"].size(), 40u);
+  EXPECT_NE(secret_["tokens.yaml"].find(secret_["agent-token"]), std::string::npos)
+      << secret_["tokens.yaml"];
+  ASSERT_NO_FATAL_FAILURE(StartCoordinator());
+  const PodCommand job = Pod("rel-triage-farm-weekly-sweep-29000000");
+  ASSERT_FALSE(HasFailure());
+  auto run = Run(job, "run-default");
+  ASSERT_NO_FATAL_FAILURE(StartAgent());
+  EXPECT_EQ(run->Wait(120s), 0) << Log("run-default.log") << Log("agent.log")
+                                << Log("coordinator.log");
+  auto sweeps = Sweeps(job);
+  ASSERT_EQ(sweeps.size(), 1u) << sweeps.dump(2);
+  EXPECT_EQ(sweeps[0].value("state", ""), "succeeded") << sweeps.dump(2);
 }
 
 }  // namespace

@@ -25,6 +25,9 @@ Cases (the weekly-sweep CronJob, templates/weekly-sweep-cronjob.yaml):
    `--set agents.pools.n300-llmbox.enabled=false` give exactly the cpu, n150 and p150 DaemonSets;
    each has its pool's node selector, --arch, --device_count, device resources (requested and
    limited) and memory limit; the cpu pool runs --cpu_only as non-root; a pool without arch fails.
+8. No values at all (the default install), and with tls.mutual: the Secret holds a generated CA,
+   a coordinator certificate for the Service's names that verifies against it (and an agent
+   client certificate with mutual), and a generated agent token that tokens.yaml lists.
 Exit 1 with a message per failure.
 """
 import base64
@@ -355,6 +358,46 @@ def case_pools(chart, tls_args):
           "device resources and cpu-only settings follow each pool")
 
 
+def case_defaults(chart, tmp):
+    """`helm install` with no values: the chart generates its CA, certificates and agent token."""
+    what = "defaults"
+    for mutual in (False, True):
+        label = f"{what}{' + tls.mutual' if mutual else ''}"
+        docs = chart.render(["--set", "tls.mutual=true"] if mutual else [])
+        if docs is None:
+            continue
+        secrets = of_kind(docs, "Secret")
+        if not check(len(secrets) == 1, f"{label}: {len(secrets)} Secrets rendered"):
+            continue
+        data = secret_data(secrets[0])
+        want = {"tls.crt", "tls.key", "ca.crt", "tokens.yaml", "agent-token"}
+        if mutual:
+            want |= {"agent.crt", "agent.key"}
+        check(set(data) == want, f"{label}: Secret keys {sorted(data)}, want {sorted(want)}")
+        paths = {}
+        for key in want & {"tls.crt", "ca.crt", "agent.crt"}:
+            paths[key] = os.path.join(tmp, f"{label.replace(' ', '_')}-{key}")
+            with open(paths[key], "w") as f:
+                f.write(data.get(key, ""))
+        certs = [paths[k] for k in ("tls.crt", "agent.crt") if k in paths]
+        r = subprocess.run(["openssl", "verify", "-CAfile", paths["ca.crt"]] + certs,
+                           capture_output=True, text=True, timeout=60)
+        check(r.returncode == 0, f"{label}: the generated certificates do not verify against "
+                                 f"ca.crt:\n{r.stdout}{r.stderr}")
+        r = subprocess.run(["openssl", "x509", "-in", paths["tls.crt"], "-noout", "-ext",
+                            "subjectAltName"], capture_output=True, text=True, timeout=60)
+        for name in ("rel-triage-farm-coordinator", "rel-triage-farm-coordinator.default.svc"):
+            check(f"DNS:{name}," in r.stdout + ",",
+                  f"{label}: the coordinator certificate does not name {name}: {r.stdout}")
+        token = data.get("agent-token", "")
+        check(len(token) >= 40, f"{label}: agent-token has {len(token)} characters")
+        tokens = yaml.safe_load(data.get("tokens.yaml", "")) or {}
+        check({"name": "agents", "role": "agent", "token": token} in tokens.get("tokens", []),
+              f"{label}: tokens.yaml lacks the generated agent token")
+    print(f"[8] {what}: renders without values; generated CA, coordinator certificate (Service "
+          "names), agent certificate with mutual, and agent token in tokens.yaml")
+
+
 def case_failures(chart, tls_args):
     cases = [
         ("enabled without gitUrl",
@@ -397,6 +440,7 @@ def main():
         case_long_name(chart)
         case_failures(chart, tls_args)
         case_pools(chart, tls_args)
+        case_defaults(chart, tmp)
     if failures:
         print(f"\nchart_render: {len(failures)} failure(s)")
         return 1

@@ -78,3 +78,57 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- define "triage-farm.weeklySweepName" -}}
 {{- printf "%s-weekly-sweep" (include "triage-farm.fullname" . | trunc 39 | trimSuffix "-") }}
 {{- end }}
+
+{{/* Fills in what the chart's Secret needs and the values leave out, once per render (the
+     result is kept in .Values, so every include of secret.yaml sees the same material):
+     - with TLS on and no tls.cert/tls.key: the Secret already in the cluster (an upgrade) keeps
+       its certificates; otherwise a CA (<fullname>-ca) and a coordinator certificate for the
+       coordinator Service's names are generated, and with tls.mutual an agent client
+       certificate from the same CA. The CA's key is not kept: switching tls.mutual on later
+       generates a new CA.
+     - without auth.insecure and no auth.agentToken: the existing Secret's agent-token, or 40
+       random characters.
+     `helm template` has no cluster (lookup returns nothing), so it always generates. */}}
+{{- define "triage-farm.ensureSecretMaterial" -}}
+{{- if not .Values.secret.existingSecret }}
+{{- $existing := lookup "v1" "Secret" .Release.Namespace (include "triage-farm.secretName" .) }}
+{{- $data := (and $existing $existing.data) | default dict }}
+{{- if and .Values.tls.enabled (not (and .Values.tls.cert .Values.tls.key)) }}
+{{- $kept := and (index $data "tls.crt") (index $data "tls.key") (index $data "ca.crt") }}
+{{- if and $kept .Values.tls.mutual }}
+{{- $kept = and (index $data "agent.crt") (index $data "agent.key") }}
+{{- end }}
+{{- if $kept }}
+{{- $_ := set .Values.tls "cert" (index $data "tls.crt" | b64dec) }}
+{{- $_ := set .Values.tls "key" (index $data "tls.key" | b64dec) }}
+{{- $_ := set .Values.tls "ca" (index $data "ca.crt" | b64dec) }}
+{{- if .Values.tls.mutual }}
+{{- $_ := set .Values.tls "agentCert" (index $data "agent.crt" | b64dec) }}
+{{- $_ := set .Values.tls "agentKey" (index $data "agent.key" | b64dec) }}
+{{- end }}
+{{- else }}
+{{- $svc := include "triage-farm.coordinatorName" . }}
+{{- $ns := .Release.Namespace }}
+{{- $ca := genCA (printf "%s-ca" (include "triage-farm.fullname" .)) 3650 }}
+{{- $names := concat (list $svc (printf "%s.%s" $svc $ns) (printf "%s.%s.svc" $svc $ns) (printf "%s.%s.svc.cluster.local" $svc $ns)) (.Values.tls.extraDnsNames | default list) }}
+{{- $server := genSignedCert $svc (.Values.tls.extraIpAddresses | default list) $names 3650 $ca }}
+{{- $_ := set .Values.tls "cert" $server.Cert }}
+{{- $_ := set .Values.tls "key" $server.Key }}
+{{- $_ := set .Values.tls "ca" $ca.Cert }}
+{{- if and .Values.tls.mutual (not (and .Values.tls.agentCert .Values.tls.agentKey)) }}
+{{- $agent := genSignedCert (printf "%s-agent" (include "triage-farm.fullname" .)) nil nil 3650 $ca }}
+{{- $_ := set .Values.tls "agentCert" $agent.Cert }}
+{{- $_ := set .Values.tls "agentKey" $agent.Key }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if and (not .Values.auth.insecure) (not .Values.auth.agentToken) }}
+{{- $token := index $data "agent-token" }}
+{{- if $token }}
+{{- $_ := set .Values.auth "agentToken" ($token | b64dec) }}
+{{- else }}
+{{- $_ := set .Values.auth "agentToken" (randAlphaNum 40) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
