@@ -28,6 +28,12 @@ Cases (the weekly-sweep CronJob, templates/weekly-sweep-cronjob.yaml):
 8. No values at all (the default install), and with tls.mutual: the Secret holds a generated CA,
    a coordinator certificate for the Service's names that verifies against it (and an agent
    client certificate with mutual), and a generated agent token that tokens.yaml lists.
+9. A matrix of value sets (defaults, TLS off, mutual TLS, insecure, ServiceMonitor and
+   PrometheusRule, a cpu-only pool alone, the weekly CronJob, an existing Secret, tcpSocket
+   probes, other ports and data dir): the coordinator's args (addresses, data dir, TLS, client
+   CA, tokens or --insecure), its probe, the kinds rendered, the monitors' ports and labels, the
+   pools' DaemonSets, and for every workload that each Secret item and each file its args name
+   under a Secret mount is a key the Secret holds, and each mounted ConfigMap is rendered.
 Exit 1 with a message per failure.
 """
 import base64
@@ -398,6 +404,149 @@ def case_defaults(chart, tmp):
           "names), agent certificate with mutual, and agent token in tokens.yaml")
 
 
+WORKLOAD_KINDS = ("StatefulSet", "DaemonSet", "CronJob")
+
+
+def pod_spec(doc):
+    if doc["kind"] == "CronJob":
+        return job_pod(doc)
+    return doc["spec"]["template"]["spec"]
+
+
+def check_secret_wiring(docs, what):
+    """Every file a container reads from a Secret volume is a key the rendered Secret holds (or,
+    with an existing Secret, one the chart documents); ConfigMaps mounted are rendered."""
+    secrets = {d["metadata"]["name"]: secret_data(d) for d in of_kind(docs, "Secret")}
+    configmaps = {d["metadata"]["name"] for d in of_kind(docs, "ConfigMap")}
+    documented = {"tls.crt", "tls.key", "ca.crt", "agent.crt", "agent.key", "tokens.yaml",
+                  "agent-token", "sweep-token"}
+    n = 0
+    for doc in docs:
+        if doc["kind"] not in WORKLOAD_KINDS:
+            continue
+        pod = pod_spec(doc)
+        name = f"{what}: {doc['kind']} {doc['metadata']['name']}"
+        provided = {}  # mount path -> files it provides
+        volumes = {v["name"]: v for v in pod.get("volumes") or []}
+        for claim in doc["spec"].get("volumeClaimTemplates") or []:  # a StatefulSet's
+            volumes[claim["metadata"]["name"]] = {"persistentVolumeClaim": {}}
+        for c in pod.get("containers") or []:
+            for m in c.get("volumeMounts") or []:
+                v = volumes.get(m["name"])
+                if not check(v is not None, f"{name}: mounts volume {m['name']}, not declared"):
+                    continue
+                if "configMap" in v:
+                    check(v["configMap"]["name"] in configmaps,
+                          f"{name}: ConfigMap {v['configMap']['name']} is not rendered")
+                if "secret" not in v:
+                    continue
+                secret_name = v["secret"]["secretName"]
+                keys = set(secrets[secret_name]) if secret_name in secrets else documented
+                if secret_name not in secrets:
+                    check(not secrets, f"{name}: Secret {secret_name} is neither rendered nor the "
+                                       "existing one")
+                items = v["secret"].get("items")
+                files = {}
+                for item in items or [{"key": k, "path": k} for k in keys]:
+                    n += 1
+                    check(item["key"] in keys, f"{name}: mounts Secret key {item['key']}, which "
+                                               f"{secret_name} does not hold ({sorted(keys)})")
+                    files[item["path"]] = item["key"]
+                provided[m["mountPath"].rstrip("/")] = files
+            # Files named in args under a Secret mount are mounted.
+            for arg in c.get("args") or []:
+                for path, files in provided.items():
+                    if str(arg).startswith(path + "/"):
+                        check(str(arg)[len(path) + 1:] in files,
+                              f"{name}: args name {arg}, which the Secret volume does not provide")
+    return n
+
+
+def coordinator_container(docs):
+    sts = of_kind(docs, "StatefulSet")
+    return sts[0]["spec"]["template"]["spec"]["containers"][0] if sts else None
+
+
+def case_matrix(chart):
+    """The values a user combines, each rendered and checked for what it must change."""
+    token = ["--set", f"weeklySweep.operatorToken={OPERATOR_TOKEN}"]
+    variants = [
+        ("defaults", [], {}),
+        ("tls off, auth.insecure", ["--set", "tls.enabled=false", "--set", "auth.insecure=true"],
+         {"tls": False, "insecure": True}),
+        ("mutual TLS", ["--set", "tls.mutual=true"], {"mutual": True}),
+        ("tls on, auth.insecure", ["--set", "auth.insecure=true"], {"insecure": True}),
+        ("ServiceMonitor and PrometheusRule",
+         ["--set", "monitoring.serviceMonitor.enabled=true",
+          "--set", "monitoring.serviceMonitor.labels.release=kps",
+          "--set", "monitoring.prometheusRule.enabled=true"], {"monitoring": True}),
+        ("cpu-only pool only",
+         ["--set", "agents.pools.cpu.enabled=true", "--set", "agents.pools.n150.enabled=false",
+          "--set", "agents.pools.p150.enabled=false",
+          "--set", "agents.pools.n300-llmbox.enabled=false"], {"pools": {"cpu"}}),
+        ("weekly CronJob", sweep_args() + token + ["--set", "tls.mutual=true"],
+         {"mutual": True, "cronjob": True}),
+        ("existing Secret", sweep_args() + ["--set", "secret.existingSecret=farm-secret"],
+         {"secret": False, "cronjob": True}),
+        ("tcpSocket probes", ["--set", "coordinator.probes.type=tcpSocket"], {"probe": "tcpSocket"}),
+        ("other ports and data dir",
+         ["--set", "coordinator.ports.agent=8601", "--set", "coordinator.ports.health=8603",
+          "--set", "coordinator.dataDir=/data/triage"], {"agent_port": 8601, "health_port": 8603,
+                                                         "data_dir": "/data/triage"}),
+    ]
+    total = 0
+    for name, args, want in variants:
+        docs = chart.render(args)
+        if docs is None:
+            continue
+        total += len(docs)
+        what = f"matrix [{name}]"
+        kinds = sorted({d["kind"] for d in docs})
+        mounted = check_secret_wiring(docs, what)
+        c = coordinator_container(docs)
+        if not check(c is not None, f"{what}: no coordinator StatefulSet"):
+            continue
+        cargs = [str(a) for a in c.get("args") or []]
+        one_flag(cargs, "--agent_address", f"0.0.0.0:{want.get('agent_port', 7601)}", what)
+        one_flag(cargs, "--health_address", f"0.0.0.0:{want.get('health_port', 7603)}", what)
+        one_flag(cargs, "--data_dir", want.get("data_dir", "/var/lib/triage"), what)
+        tls, mutual = want.get("tls", True), want.get("mutual", False)
+        check(("--tls_cert" in cargs) == tls, f"{what}: --tls_cert in args is {'--tls_cert' in cargs}")
+        check(("--tls_client_ca" in cargs) == mutual, f"{what}: --tls_client_ca with mutual={mutual}")
+        check(("--insecure" in cargs) == want.get("insecure", False), f"{what}: --insecure")
+        check(("--tokens_file" in cargs) != want.get("insecure", False), f"{what}: --tokens_file")
+        ports = {p["name"]: p["containerPort"] for p in c.get("ports") or []}
+        check(ports.get("grpc-agent") == want.get("agent_port", 7601), f"{what}: ports {ports}")
+        probe = c.get("readinessProbe") or {}
+        if want.get("probe", "grpc") == "grpc":
+            check(probe.get("grpc", {}).get("port") == ports.get("grpc-health"),
+                  f"{what}: readinessProbe {probe}, want grpc on the health port")
+        else:
+            check(probe.get("tcpSocket", {}).get("port") == "grpc-agent",
+                  f"{what}: readinessProbe {probe}, want tcpSocket on grpc-agent")
+        check(("Secret" in kinds) == want.get("secret", True), f"{what}: kinds {kinds}")
+        check(("CronJob" in kinds) == want.get("cronjob", False), f"{what}: kinds {kinds}")
+        monitoring = want.get("monitoring", False)
+        check(("ServiceMonitor" in kinds) == monitoring and ("PrometheusRule" in kinds) == monitoring,
+              f"{what}: kinds {kinds}")
+        if monitoring:
+            sm = of_kind(docs, "ServiceMonitor")[0]
+            check(sm["metadata"]["labels"].get("release") == "kps", f"{what}: ServiceMonitor labels")
+            service_ports = {p["name"] for d in of_kind(docs, "Service") for p in d["spec"]["ports"]}
+            for ep in sm["spec"]["endpoints"]:
+                check(ep["port"] in service_ports, f"{what}: ServiceMonitor scrapes port "
+                                                   f"{ep['port']}, no Service has it")
+            rule = of_kind(docs, "PrometheusRule")[0]
+            check(len(rule["spec"].get("groups") or []) > 0, f"{what}: PrometheusRule has no groups")
+        pools = {d["metadata"]["labels"]["triage-farm/pool"] for d in of_kind(docs, "DaemonSet")}
+        check(pools == want.get("pools", {"n150", "p150", "n300-llmbox"}),
+              f"{what}: DaemonSets for pools {sorted(pools)}")
+        print(f"    {name}: {len(docs)} manifests ({', '.join(kinds)}); {mounted} Secret items "
+              "checked")
+    print(f"[9] matrix: {len(variants)} value sets, {total} manifests; coordinator args, probes, "
+          "monitors, pools and Secret wiring follow the values")
+
+
 def case_failures(chart, tls_args):
     cases = [
         ("enabled without gitUrl",
@@ -441,6 +590,7 @@ def main():
         case_failures(chart, tls_args)
         case_pools(chart, tls_args)
         case_defaults(chart, tmp)
+        case_matrix(chart)
     if failures:
         print(f"\nchart_render: {len(failures)} failure(s)")
         return 1
