@@ -197,6 +197,26 @@ bool IsRepoFailure(const Exec& exec) {
          absl::IsFailedPrecondition(Failure(exec));
 }
 
+// `git ls-tree <flags> -z --full-tree <commit> [paths]`'s output (literal pathspecs); NotFound
+// for an unknown commit.
+absl::StatusOr<std::string> LsTree(const std::filesystem::path& repo, std::string_view commit,
+                                   const std::vector<std::string>& flags,
+                                   const std::vector<std::string>& paths) {
+  std::vector<std::string> args = {"ls-tree"};
+  args.insert(args.end(), flags.begin(), flags.end());
+  args.insert(args.end(), {"-z", "--full-tree", std::string(commit)});
+  args.insert(args.end(), paths.begin(), paths.end());
+  Git::CallOptions options;
+  options.env = {{"GIT_LITERAL_PATHSPECS", "1"}};
+  auto exec = Execute(repo, args, options);
+  if (!exec.ok()) return exec.status();
+  if (!exec->result.ok()) {
+    if (IsRepoFailure(*exec)) return Failure(*exec);
+    return absl::NotFoundError(util::StrCat("unknown revision '", commit, "' in ", repo.string()));
+  }
+  return Output(std::move(exec), options);
+}
+
 std::uint64_t Fnv1a(std::string_view s) {
   std::uint64_t h = 1469598103934665603ULL;
   for (unsigned char c : s) {
@@ -308,15 +328,7 @@ absl::StatusOr<std::string> Git::Show(std::string_view commit, std::string_view 
 absl::StatusOr<std::map<std::string, Git::TreeObject>> Git::ObjectIds(
     std::string_view commit) const {
   if (auto s = CheckRev("revision", commit); !s.ok()) return s;
-  CallOptions options;
-  auto exec =
-      Execute(repo_, {"ls-tree", "-r", "-t", "-z", "--full-tree", std::string(commit)}, options);
-  if (!exec.ok()) return exec.status();
-  if (!exec->result.ok()) {
-    if (IsRepoFailure(*exec)) return Failure(*exec);
-    return absl::NotFoundError(util::StrCat("unknown revision '", commit, "' in ", repo_.string()));
-  }
-  auto listing = Output(std::move(exec), options);
+  auto listing = LsTree(repo_, commit, {"-r", "-t"}, {});
   if (!listing.ok()) return listing.status();
   std::map<std::string, TreeObject> ids;
   for (const TreeEntry& entry : ParseLsTree(*listing)) {
@@ -335,20 +347,9 @@ absl::StatusOr<std::vector<std::string>> Git::ListFiles(std::string_view commit,
   if (auto s = CheckRev("revision", commit); !s.ok()) return s;
   if (auto s = CheckPath(dir); !s.ok()) return s;
   const std::string prefix = NormalizeDir(dir);
-  std::vector<std::string> args = {"ls-tree", "-r", "-z", "--full-tree", std::string(commit)};
-  if (!prefix.empty()) {
-    args.push_back("--");
-    args.push_back(prefix);
-  }
-  CallOptions options;
-  options.env = {{"GIT_LITERAL_PATHSPECS", "1"}};
-  auto exec = Execute(repo_, args, options);
-  if (!exec.ok()) return exec.status();
-  if (!exec->result.ok()) {
-    if (IsRepoFailure(*exec)) return Failure(*exec);
-    return absl::NotFoundError(util::StrCat("unknown revision '", commit, "' in ", repo_.string()));
-  }
-  auto listing = Output(std::move(exec), options);
+  std::vector<std::string> paths;
+  if (!prefix.empty()) paths = {"--", prefix};
+  auto listing = LsTree(repo_, commit, {"-r"}, paths);
   if (!listing.ok()) return listing.status();
 
   std::vector<std::string> files;

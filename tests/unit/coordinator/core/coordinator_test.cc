@@ -103,6 +103,18 @@ class CoordinatorTest : public ::testing::Test {
     Make();
   }
 
+  // A coordinator over the SQLite database at path (the store replaced, the old coordinator
+  // gone first): a fresh one, or after a "restart" of the same one, recovered from it.
+  void OpenFileStore(const std::filesystem::path& path, bool recover) {
+    coord_.reset();
+    store_.reset();
+    auto file_store = SqliteStore::Open(path);
+    ASSERT_TRUE(file_store.ok()) << file_store.status();
+    store_ = std::move(*file_store);
+    Make();
+    if (recover) ASSERT_TRUE(coord_->Recover().ok());
+  }
+
   void Make() {
     coord_ = std::make_unique<Coordinator>(
         options_, store_.get(), &clock_, [this](const v1::StartSweepRequest&) { return Input(); },
@@ -1052,10 +1064,7 @@ TEST_F(CoordinatorTest, LostResultIsAnsweredUnavailableAndTheRetryIsAccepted) {
 
 TEST_F(CoordinatorTest, RecoversFromTheStoreAfterARestart) {
   testing::TempDir tmp;
-  auto file_store = SqliteStore::Open(tmp.path() / "state.db");
-  ASSERT_TRUE(file_store.ok());
-  store_ = std::move(*file_store);
-  Make();
+  ASSERT_NO_FATAL_FAILURE(OpenFileStore(tmp.path() / "state.db", false));
   RegisterAgent("n", "n150");
   Start();
   auto done = LeaseNow("n");
@@ -1064,13 +1073,7 @@ TEST_F(CoordinatorTest, RecoversFromTheStoreAfterARestart) {
   ASSERT_TRUE(open.granted());
 
   // "Restart": a new coordinator over the same database.
-  coord_.reset();
-  store_.reset();
-  file_store = SqliteStore::Open(tmp.path() / "state.db");
-  ASSERT_TRUE(file_store.ok());
-  store_ = std::move(*file_store);
-  Make();
-  ASSERT_TRUE(coord_->Recover().ok());
+  ASSERT_NO_FATAL_FAILURE(OpenFileStore(tmp.path() / "state.db", true));
   auto sweep = coord_->GetSweep("sw-0001");
   ASSERT_TRUE(sweep.ok());
   EXPECT_EQ(sweep->shards_by_state().at("succeeded"), 1);
@@ -1388,10 +1391,7 @@ TEST_F(CoordinatorTest, OneCrashAmongPassesIsNotAFailedShard) {
 // survives a restart; `since` must name a finished sweep of the same repository.
 TEST_F(CoordinatorTest, AnIncrementalSweepRunsOnlyTheLoadersWhoseInputsChanged) {
   testing::TempDir tmp;
-  auto file_store = SqliteStore::Open(tmp.path() / "state.db");
-  ASSERT_TRUE(file_store.ok());
-  store_ = std::move(*file_store);
-  Make();
+  ASSERT_NO_FATAL_FAILURE(OpenFileStore(tmp.path() / "state.db", false));
   inputs_ = InputTrees{};
   inputs_->shared = "shared-0";
   inputs_->forge_dirs = {{"third_party/tt_forge_models/a/pytorch", "tree-a"},
@@ -1446,13 +1446,7 @@ TEST_F(CoordinatorTest, AnIncrementalSweepRunsOnlyTheLoadersWhoseInputsChanged) 
   EXPECT_TRUE(absl::IsInvalidArgument(other.status())) << other.status();
 
   // Restart: the carried shards and results come back, and b's result finishes the sweep.
-  coord_.reset();
-  store_.reset();
-  file_store = SqliteStore::Open(tmp.path() / "state.db");
-  ASSERT_TRUE(file_store.ok());
-  store_ = std::move(*file_store);
-  Make();
-  ASSERT_TRUE(coord_->Recover().ok());
+  ASSERT_NO_FATAL_FAILURE(OpenFileStore(tmp.path() / "state.db", true));
   auto recovered = coord_->GetSweep(third->id());
   ASSERT_TRUE(recovered.ok());
   EXPECT_EQ(recovered->carry().loaders(), 2);
