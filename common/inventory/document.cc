@@ -579,6 +579,12 @@ std::string_view Document::Line(int i) const {
   return std::string_view(text).substr(start, end - start);
 }
 
+std::string Document::EntryText(const Entry& e) const {
+  std::string out;
+  for (int i = e.first_line; i <= e.last_line; ++i) util::StrAppend(&out, Line(i), "\n");
+  return out;
+}
+
 bool Document::ends_with_newline() const { return !bytes_->empty() && bytes_->back() == '\n'; }
 
 void Document::AddError(SourcePos pos, std::string message) {

@@ -80,6 +80,8 @@ class Document {
   int line_count() const { return static_cast<int>(line_starts_.size()); }
   // Line i (0-based) without its '\n'.
   std::string_view Line(int i) const;
+  // An entry's lines (first_line..last_line), each ending in '\n'.
+  std::string EntryText(const Entry& e) const;
   bool ends_with_newline() const;
 
  private:

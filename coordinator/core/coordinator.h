@@ -126,6 +126,9 @@ class Coordinator {
   // Accepted results of a sweep, in acceptance order (for the patch and the report).
   absl::StatusOr<std::vector<ResultRecord>> Results(const std::string& sweep_id);
   absl::StatusOr<SweepRecord> SweepInfo(const std::string& sweep_id);
+  // The succeeded sweeps of like's repository (SameRepository) created before it, newest first
+  // (by creation time, then sequence): the week-over-week comparison and the incremental base.
+  std::vector<SweepRecord> EarlierSucceeded(const SweepRecord& like);
   absl::StatusOr<std::vector<ShardRecord>> Shards(const std::string& sweep_id);
   // Every durable attempt of a sweep's shards (which agent held which lease, for the report's
   // makespan), read from the store.
@@ -243,6 +246,7 @@ class Coordinator {
   // same repository (nullptr: none). Errors name a `since` that cannot be used.
   absl::StatusOr<const SweepRt*> CarryBaseLocked(const v1::StartSweepRequest& req,
                                                  const std::string& repo) const;
+  std::vector<const SweepRt*> EarlierSucceededLocked(const SweepRecord& like) const;
   // Shards counted against the sweep's failure budget; whether it is past it. CheckBudgetLocked
   // holds or releases its shards in the lease table when that changed.
   static int FailedShards(const SweepRt& s);

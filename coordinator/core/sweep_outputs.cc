@@ -9,7 +9,6 @@
 #include "common/util/strings.h"
 #include "common/util/text.h"
 #include "coordinator/merge/report.h"
-#include "nlohmann/json.hpp"
 
 namespace triage::merge {
 namespace {
@@ -205,7 +204,7 @@ absl::Status SweepOutputs::Build(const std::string& sweep_id) {
   if (!settled.ok()) return settled;
   // Only a sweep that just ran to its end speaks for the farm's clusters now; outputs built
   // later for an older or a cancelled sweep (on request) do not.
-  if (sweep->state == coord::SweepState::kMerging) ExportClusters(built.json);
+  if (sweep->state == coord::SweepState::kMerging) ExportClusters(built.clusters);
   for (const auto& [name, text] :
        {std::pair{"tt-xla.patch", merged->ttxla_patch},
         std::pair{"tt-forge-models.patch", merged->forge_patch},
@@ -217,15 +216,11 @@ absl::Status SweepOutputs::Build(const std::string& sweep_id) {
 }
 
 std::optional<PreviousReport> SweepOutputs::PreviousOf(const coord::SweepRecord& sweep) {
-  const auto order = [](const coord::SweepRecord& s) { return std::pair(s.created_at, s.seq); };
   std::optional<coord::SweepRecord> latest;
-  for (const v1::Sweep& view : coordinator_->ListSweeps()) {
-    if (view.id() == sweep.id || view.state() != "succeeded") continue;
-    auto other = coordinator_->SweepInfo(view.id());
-    if (!other.ok() || !coord::SameRepository(*other, sweep) || order(*other) >= order(sweep))
-      continue;
-    if (!std::filesystem::exists(Dir(other->id) / "report.json")) continue;
-    if (!latest || order(*other) > order(*latest)) latest = std::move(*other);
+  for (auto& other : coordinator_->EarlierSucceeded(sweep)) {
+    if (!std::filesystem::exists(Dir(other.id) / "report.json")) continue;
+    latest = std::move(other);
+    break;
   }
   if (!latest) return std::nullopt;
   auto text = util::ReadFile(Dir(latest->id) / "report.json", 256 << 20);
@@ -234,14 +229,11 @@ std::optional<PreviousReport> SweepOutputs::PreviousOf(const coord::SweepRecord&
   return PreviousReport{latest->id, text.ok() ? *text : ""};
 }
 
-void SweepOutputs::ExportClusters(const std::string& report_json) {
+void SweepOutputs::ExportClusters(const std::vector<FailureCluster>& built) {
   if (metrics_ == nullptr) return;
-  const nlohmann::json j = nlohmann::json::parse(report_json, nullptr, false);
   std::vector<coord::ClusterSize> clusters;
-  if (j.is_object() && j.contains("clusters") && j["clusters"].is_array()) {
-    for (const auto& c : j["clusters"]) {
-      clusters.push_back({c.value("signature", ""), c.value("size", 0)});
-    }
+  for (const auto& c : built) {
+    clusters.push_back({c.signature, static_cast<int>(c.entries.size())});
   }
   metrics_->FailureClusters(clusters);
 }

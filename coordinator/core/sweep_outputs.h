@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "coordinator/core/coordinator.h"
+#include "coordinator/merge/clusters.h"
 #include "coordinator/merge/merge.h"
 #include "coordinator/merge/week_over_week.h"
 
@@ -42,7 +43,7 @@ class SweepOutputs {
   // sweep created before it, of the same repository, that succeeded and has a report.json here.
   std::optional<PreviousReport> PreviousOf(const coord::SweepRecord& sweep);
   // Exports the failure clusters of a report.json just built (triage_failure_cluster_entries).
-  void ExportClusters(const std::string& report_json);
+  void ExportClusters(const std::vector<FailureCluster>& clusters);
 
   coord::Coordinator* coordinator_;
   coord::CoordinatorMetrics* metrics_;

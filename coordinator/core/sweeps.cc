@@ -131,13 +131,33 @@ absl::StatusOr<const Coordinator::SweepRt*> Coordinator::CarryBaseLocked(
     }
     return &it->second;
   }
-  const SweepRt* latest = nullptr;
+  asked.seq = next_seq_;  // after every sweep there is
+  asked.created_at = TimePoint::max();
+  const auto earlier = EarlierSucceededLocked(asked);
+  return earlier.empty() ? nullptr : earlier.front();
+}
+
+std::vector<const Coordinator::SweepRt*> Coordinator::EarlierSucceededLocked(
+    const SweepRecord& like) const {
   const auto order = [](const SweepRecord& s) { return std::pair(s.created_at, s.seq); };
+  std::vector<const SweepRt*> out;
   for (const auto& [id, sw] : sweeps_) {
-    if (sw.rec.state != SweepState::kSucceeded || !SameRepository(sw.rec, asked)) continue;
-    if (latest == nullptr || order(sw.rec) > order(latest->rec)) latest = &sw;
+    if (sw.rec.state != SweepState::kSucceeded || !SameRepository(sw.rec, like) ||
+        order(sw.rec) >= order(like)) {
+      continue;
+    }
+    out.push_back(&sw);
   }
-  return latest;
+  std::sort(out.begin(), out.end(),
+            [&](const SweepRt* a, const SweepRt* b) { return order(a->rec) > order(b->rec); });
+  return out;
+}
+
+std::vector<SweepRecord> Coordinator::EarlierSucceeded(const SweepRecord& like) {
+  std::lock_guard lock(mu_);
+  std::vector<SweepRecord> out;
+  for (const SweepRt* sw : EarlierSucceededLocked(like)) out.push_back(sw->rec);
+  return out;
 }
 
 void Coordinator::ApplyResultLocked(const ResultRecord& r) {

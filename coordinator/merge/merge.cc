@@ -76,10 +76,7 @@ inventory::EntryEdit ToEditorEdit(const v1::EntryEdit& e, const std::string& arc
 
 std::string EntryText(const inventory::Document& doc, const std::string& key) {
   const inventory::Entry* e = doc.Find(key);
-  if (e == nullptr) return "";
-  std::string out;
-  for (int i = e->first_line; i <= e->last_line; ++i) util::StrAppend(&out, doc.Line(i), "\n");
-  return out;
+  return e == nullptr ? "" : doc.EntryText(*e);
 }
 
 // One shard's accepted result (its latest attempt).

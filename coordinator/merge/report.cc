@@ -758,6 +758,7 @@ BuiltReport BuildReport(const ReportInput& in) {
 
   BuiltReport out;
   out.json = DumpJson(j);
+  out.clusters = clusters;
   out.markdown = util::StrCat(HeaderMd(sweep), TotalsMd(counts, by_outcome, tallies), since_md,
                               MakespanMd(in.makespan), RegistryMd(merge.registry, per_class),
                               ClustersMd(clusters, sweep.archs), ConflictsMd(merge.conflicts),

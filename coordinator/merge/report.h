@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "coordinator/merge/clusters.h"
 #include "coordinator/merge/makespan.h"
 #include "coordinator/merge/merge.h"
 #include "coordinator/merge/week_over_week.h"
@@ -51,6 +52,7 @@ struct ReportInput {
 struct BuiltReport {
   std::string markdown;
   std::string json;
+  std::vector<FailureCluster> clusters;  // as report.json lists them, largest first
 };
 
 // report.md for people and report.json for scripts (docs/report.md has the JSON contract):

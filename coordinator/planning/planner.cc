@@ -105,18 +105,11 @@ double ExpectedSeconds(const PlanOptions& options, const Selected& s) {
   return options.default_estimate;
 }
 
-// The entry's lines in its file, as committed.
-std::string EntryYaml(const inventory::Document& doc, const inventory::Entry& e) {
-  std::string text;
-  for (int i = e.first_line; i <= e.last_line; ++i) util::StrAppend(&text, doc.Line(i), "\n");
-  return text;
-}
-
 // The entry's input hash, for the archs its shards verify on.
 std::string InputHash(const PlanOptions& options, const Selected& s,
                       const std::vector<std::string>& archs) {
   const playbooks::CatalogItem* item = playbooks::FindInCatalog(s.playbook);
-  const std::string yaml = EntryYaml(*s.document, *s.entry);
+  const std::string yaml = s.document->EntryText(*s.entry);
   EntryInputs in;
   in.entry_yaml = yaml;
   in.loader = s.entry->loader;

@@ -97,6 +97,16 @@ class PinTest : public ::testing::Test {
             "--reason",   "pin test"};
   }
 
+  // `sweep start` (StartArgs plus extra, as JSON): the new sweep's id ("" with a failure).
+  std::string StartSweepId(std::vector<std::string> extra = {}) {
+    auto args = StartArgs();
+    args.insert(args.end(), extra.begin(), extra.end());
+    args.insert(args.end(), {"-o", "json"});
+    std::string out;
+    EXPECT_EQ(Ctl(args, &out), 0) << out;
+    return nlohmann::json::parse(out, nullptr, false).value("id", "");
+  }
+
   nlohmann::json Status(const std::string& id) {
     std::string out;
     if (Ctl({"sweep", "status", id, "-o", "json"}, &out) != 0) return {};
@@ -222,10 +232,8 @@ TEST_F(PinTest, AMalformedCommandIsRefusedAtStart) {
 TEST_F(PinTest, PatchOfACancelledSweepSaysItIsPartial) {
   StartCoordinator();  // no agent: nothing runs
   std::string out;
-  auto args = StartArgs();
-  args.insert(args.end(), {"-o", "json"});
-  ASSERT_EQ(Ctl(args, &out), 0) << out;
-  const std::string id = nlohmann::json::parse(out)["id"];
+  const std::string id = StartSweepId();
+  ASSERT_FALSE(id.empty());
   ASSERT_EQ(Ctl({"sweep", "cancel", id, "--reason", "test"}, &out), 0) << out;
   ASSERT_EQ(Ctl({"sweep", "patch", id, "--out", (tmp_.path() / "out").string()}, &out), 0) << out;
   EXPECT_NE(out.find("partial"), std::string::npos) << out;
@@ -250,10 +258,8 @@ TEST_F(PinTest, PatchOfACancelledSweepSaysItIsPartial) {
 TEST_F(PinTest, DurationsAreRefusedUntilTheSweepEndsAndNameWhatWasMeasured) {
   StartCoordinator();  // no agent: nothing runs
   std::string out;
-  auto args = StartArgs();
-  args.insert(args.end(), {"-o", "json"});
-  ASSERT_EQ(Ctl(args, &out), 0) << out;
-  const std::string id = nlohmann::json::parse(out)["id"];
+  const std::string id = StartSweepId();
+  ASSERT_FALSE(id.empty());
   const auto file = tmp_.path() / "n150.test_durations";
   EXPECT_EQ(Ctl({"sweep", "durations", id, "--out", file.string()}, &out), 1) << out;
   // Running, or blocked once a tick saw that no agent can take its work: unfinished either way.
@@ -276,10 +282,8 @@ TEST_F(PinTest, ABlockedSweepSaysSoAndWhy) {
   StartCoordinator();
   StartAgent();  // n150, command executor only
   std::string out;
-  auto args = StartArgs();
-  args.insert(args.end(), {"--arch", "p150", "-o", "json"});
-  ASSERT_EQ(Ctl(args, &out), 0) << out;
-  const std::string id = nlohmann::json::parse(out)["id"];
+  const std::string id = StartSweepId({"--arch", "p150"});
+  ASSERT_FALSE(id.empty());
   ASSERT_TRUE(testing::WaitFor([&] { return Status(id).value("state", "") == "blocked"; }, 10s))
       << Status(id).dump(2);
   const auto status = Status(id);
