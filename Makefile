@@ -11,7 +11,7 @@ FUZZ_CHECK_SECONDS ?= 30
 KEEP ?= 0
 
 .PHONY: all deps configure build test unit integration e2e badinput demo bench format format-check \
-	clean fuzz fuzz-check asan
+	clean fuzz fuzz-check asan image image-test
 
 all: build
 
@@ -40,6 +40,15 @@ demo: build
 
 bench: build
 	scripts/bench.sh $(BUILD_DIR)
+
+# The Dockerfile's image, built here with podman from local Debian 12 bases (docs/image.md).
+image: deps
+	scripts/image.sh
+
+# The image run: non-root, --version, size, and the demo's sweep in containers with the same
+# patches as on the host. CI runs it after make test.
+image-test: build image
+	scripts/image-test.sh $(BUILD_DIR)
 
 # libFuzzer targets (docs/fuzzing.md) in build-fuzz/ with clang, ASan and UBSan: FUZZ_SECONDS
 # of fuzzing per target; new inputs are kept, minimised, in tests/fuzz/corpus/.

@@ -13,13 +13,19 @@
 # Usage: scripts/demo.sh [BUILD_DIR]   (KEEP=1: leave the cluster running afterwards)
 #        scripts/demo.sh stop          (stop the cluster a KEEP=1 run left running)
 #
+# DEMO_OUT=DIR writes everything under DIR instead of demo-out/. TRIAGE_IMAGE=IMAGE runs the
+# coordinator from that container image and the agents from TRIAGE_AGENT_IMAGE (default: the
+# same), with podman on the host's network, as the image's own non-root user; triagectl stays
+# the host's (scripts/image-test.sh, docs/image.md). The run directory is mounted at the same
+# path, so every path in the sweep means the same inside and outside.
+#
 # Every process is stopped on exit, unless KEEP=1 and the demo succeeded: then the coordinator
 # and the agents keep running, their pids are in demo-out/run/pids, and `scripts/demo.sh stop`
 # stops exactly those. Logs: demo-out/run/*.log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
-out=$root/demo-out
+out=${DEMO_OUT:-$root/demo-out}
 run=$out/run
 pidfile=$run/pids
 keep=${KEEP:-0}
@@ -86,6 +92,25 @@ done
 
 # A fixed, empty git identity: the demo must not depend on the user's git config.
 export GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_NOSYSTEM=1
+
+image=${TRIAGE_IMAGE:-}
+agent_image=${TRIAGE_AGENT_IMAGE:-$image}
+if [[ -n $image ]]; then
+  command -v podman >/dev/null || { echo "demo: TRIAGE_IMAGE needs podman (scripts/install-deps.sh)" >&2; exit 1; }
+  for i in "$image" "$agent_image"; do
+    podman image exists "$i" || { echo "demo: no image $i (make image)" >&2; exit 1; }
+  done
+  # runc (crun refuses hybrid cgroup hosts) and rlimits no higher than this shell's (podman's
+  # defaults are higher than an unprivileged sandbox allows).
+  # hard OPT CAP: this shell's hard limit, at most CAP (a sandbox may refuse even its own hard
+  # nproc inside a container; a container needs few processes).
+  hard() { local v; v=$(ulimit -H "$1"); [[ $v == unlimited || $v -gt $2 ]] && v=$2; echo "$v:$v"; }
+  podman_run=(podman --runtime runc run --rm --ulimit "nofile=$(hard -n 65536)" --ulimit "nproc=$(hard -u 4096)")
+  # The containers run as the image's user, which owns the run directory; the host's git (as
+  # another user) is told that those repositories are safe to read, in a global config file
+  # (git drops command-line config when it runs upload-pack for a local clone).
+  image_uid=$("${podman_run[@]}" --network none "$image" id -u)
+fi
 export GIT_AUTHOR_NAME=triage-demo GIT_AUTHOR_EMAIL=triage-demo@localhost
 export GIT_COMMITTER_NAME=triage-demo GIT_COMMITTER_EMAIL=triage-demo@localhost
 
@@ -101,11 +126,13 @@ if [[ -f $pidfile ]]; then
 fi
 
 pids=()
+containers=()
 stop_all() {
   local status=$?
   if [[ $status -eq 0 && $keep == 1 ]]; then exit 0; fi
   for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  for c in "${containers[@]}"; do podman rm -f -t 5 "$c" >/dev/null 2>&1 || true; done
   rm -f "$pidfile"
   if [[ $status -ne 0 ]]; then
     echo "demo: failed (exit $status); logs are in $run/" >&2
@@ -124,8 +151,26 @@ launch() {
   printf '%s\t%s\t%s\n' "$!" "$1" "$data_dir" >>"$pidfile"
 }
 
+# The argv that runs PROGRAM (a binary of the build) here, or in IMAGE as container NAME on the
+# host's network with the run directory at its own path.
+in_place() {
+  local img=$1 name=$2 program=$3
+  shift 3
+  if [[ -z $img ]]; then
+    cmd=("$program" "$@")
+    return
+  fi
+  containers+=("$name")
+  cmd=("${podman_run[@]}" --name "$name" --network host -v "$run:$run" "$img"
+       "$(basename "$program")" "$@")
+}
+
 start=$(date +%s)
 rm -rf "$out" && mkdir -p "$run"
+if [[ -n $image ]]; then
+  printf '[safe]\n\tdirectory = *\n' >"$out/host.gitconfig"
+  export GIT_CONFIG_GLOBAL=$out/host.gitconfig
+fi
 
 echo "== 1. Workspace: the ttxla-mini fixture as a git repository with its submodule"
 repo=$(tests/fixtures/make-workspace.sh "$run/src")
@@ -134,12 +179,17 @@ for a in cpu n150 p150; do
   tests/fixtures/make-workspace.sh --clone "$repo" "$run/ws-$a" >/dev/null
 done
 
+if [[ -n $image ]]; then
+  chown -R "$image_uid" "$run"
+  echo "   containers: coordinator from $image, agents from $agent_image (uid $image_uid)"
+fi
+
 echo "== 2. Coordinator and three agents on loopback"
-launch "$run/coordinator.log" "$run/coordinator" \
-  "$coordinator" --insecure --data_dir "$run/coordinator" \
+in_place "$image" "triage-demo-coordinator-$$" "$coordinator" --insecure --data_dir "$run/coordinator" \
   --agent_address 127.0.0.1:0 --control_address 127.0.0.1:0 --metrics_address 127.0.0.1:0 \
   --tick_ms 200 --heartbeat_interval_seconds 2
-for _ in $(seq 1 100); do
+launch "$run/coordinator.log" "$run/coordinator" "${cmd[@]}"
+for _ in $(seq 1 300); do
   [[ -s $run/coordinator/ports.json ]] && break
   kill -0 "${pids[0]}" 2>/dev/null || { cat "$run/coordinator.log" >&2; exit 1; }
   sleep 0.1
@@ -157,7 +207,8 @@ for a in cpu n150 p150; do
         --workspace "$run/ws-$a" --data_dir "$run/agent-$a" --executors native
         --lease_wait_seconds 2 --metrics_address "")
   if [[ $a == cpu ]]; then args+=(--cpu_only); else args+=(--arch "$a"); fi
-  launch "$run/agent-$a.log" "$run/agent-$a" "$agent" "${args[@]}"
+  in_place "$agent_image" "triage-demo-agent-$a-$$" "$agent" "${args[@]}"
+  launch "$run/agent-$a.log" "$run/agent-$a" "${cmd[@]}"
 done
 for _ in $(seq 1 100); do
   live=$("$ctl" agents list --insecure 2>/dev/null | grep -c "demo-" || true)

@@ -321,6 +321,7 @@ std::string Schema::Describe() const {
 std::optional<int> ParseCommandLine(Schema& schema, CLI::App& app, int argc, char** argv,
                                     std::string_view program) {
   schema.AddFlags(app);
+  app.set_version_flag("--version", util::StrCat(program, " ", TRIAGE_VERSION));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -109,8 +109,8 @@ class Schema {
 
 // A daemon's command line in one call: flags from schema on app, parse, then Apply (file,
 // environment, flags). Returns the exit code when main should stop now: after --help or
-// --print-config (0), or on a bad flag or value (2, message on stderr prefixed with program).
-// nullopt: go on.
+// --version or --print-config (0), or on a bad flag or value (2, message on stderr prefixed with
+// program). nullopt: go on.
 std::optional<int> ParseCommandLine(Schema& schema, CLI::App& app, int argc, char** argv,
                                     std::string_view program);
 

@@ -6,6 +6,7 @@
 
 #include "gtest/gtest.h"
 #include "tests/support/test_support.h"
+#include "common/util/strings.h"
 
 namespace triage {
 namespace {
@@ -352,6 +353,18 @@ TEST_F(OperatorErrorsTest, HelpShowsTypesAndDefaults) {
                            "--executors TEXT ... [native,command]", "--max_shards INT [0]",
                            "[env TRIAGE_AGENT_COORDINATOR]"}) {
     EXPECT_TRUE(Contains(out, want)) << want << " not in:\n" << out;
+  }
+}
+
+TEST_F(OperatorErrorsTest, EveryProgramAnswersVersion) {
+  // The image test checks these lines in the container; here they are checked on the build.
+  for (const auto& [binary, name] :
+       {std::pair{testing::kCoordinatorBinary, "triage-coordinator"},
+        std::pair{testing::kAgentBinary, "triage-agent"},
+        std::pair{testing::kCtlBinary, "triagectl"}}) {
+    std::string out;
+    ASSERT_EQ(testing::RunCommand({binary, "--version"}, tmp_.path(), &out), 0) << out;
+    EXPECT_EQ(out, util::StrCat(name, " ", TRIAGE_VERSION, "\n")) << binary;
   }
 }
 

@@ -34,9 +34,16 @@ Cases (the weekly-sweep CronJob, templates/weekly-sweep-cronjob.yaml):
    CA, tokens or --insecure), its probe, the kinds rendered, the monitors' ports and labels, the
    pools' DaemonSets, and for every workload that each Secret item and each file its args name
    under a Secret mount is a key the Secret holds, and each mounted ConfigMap is rendered.
+10. Every manifest of the matrix is validated strictly against the Kubernetes 1.27 API types and
+   the prometheus-operator CRDs (tests/observability/k8s-validate/validate.js, pinned npm
+   packages installed by scripts/install-deps.sh): an unknown or misspelt field, a missing
+   required field or a wrong scalar type is an error. A copy with six planted mistakes must fail
+   with each one named at its path, so the validator is shown to be strict.
 Exit 1 with a message per failure.
 """
 import base64
+import copy
+import json
 import os
 import re
 import subprocess
@@ -49,6 +56,7 @@ failures = []
 OPERATOR_TOKEN = "weekly-sweep-token-0123456789"
 AGENT_TOKEN = "agent-token-0123456789abcdef"
 GIT_URL = "https://git.example.com/tenstorrent/tt-xla.git"
+VALIDATOR = "tests/observability/k8s-validate/validate.js"
 
 
 def fail(msg):
@@ -453,6 +461,11 @@ def check_secret_wiring(docs, what):
                                                f"{secret_name} does not hold ({sorted(keys)})")
                     files[item["path"]] = item["key"]
                 provided[m["mountPath"].rstrip("/")] = files
+                # A Secret volume without items projects every key: agents must never see the
+                # coordinator's key or the tokens file.
+                if doc["kind"] == "DaemonSet":
+                    seen = {"tls.key", "tokens.yaml"} & set(files.values())
+                    check(not seen, f"{name}: the agent's Secret volume gives it {sorted(seen)}")
             # Files named in args under a Secret mount are mounted.
             for arg in c.get("args") or []:
                 for path, files in provided.items():
@@ -480,6 +493,10 @@ def case_matrix(chart):
          ["--set", "monitoring.serviceMonitor.enabled=true",
           "--set", "monitoring.serviceMonitor.labels.release=kps",
           "--set", "monitoring.prometheusRule.enabled=true"], {"monitoring": True}),
+        *[(f"{pool} pool only",
+           [a for other in ("n150", "p150", "n300-llmbox") if other != pool
+            for a in ("--set", f"agents.pools.{other}.enabled=false")], {"pools": {pool}})
+          for pool in ("n150", "p150", "n300-llmbox")],
         ("cpu-only pool only",
          ["--set", "agents.pools.cpu.enabled=true", "--set", "agents.pools.n150.enabled=false",
           "--set", "agents.pools.p150.enabled=false",
@@ -495,11 +512,13 @@ def case_matrix(chart):
                                                          "data_dir": "/data/triage"}),
     ]
     total = 0
+    rendered = []
     for name, args, want in variants:
         docs = chart.render(args)
         if docs is None:
             continue
         total += len(docs)
+        rendered += [{"source": f"matrix [{name}]", "object": d} for d in docs]
         what = f"matrix [{name}]"
         kinds = sorted({d["kind"] for d in docs})
         mounted = check_secret_wiring(docs, what)
@@ -545,6 +564,61 @@ def case_matrix(chart):
               "checked")
     print(f"[9] matrix: {len(variants)} value sets, {total} manifests; coordinator args, probes, "
           "monitors, pools and Secret wiring follow the values")
+    return rendered
+
+
+def run_validator(src, tmp, name, docs):
+    """validate.js over docs: (exit code, output lines)."""
+    path = os.path.join(tmp, f"{name}.json")
+    with open(path, "w") as f:
+        json.dump(docs, f)
+    r = subprocess.run(["node", os.path.join(src, VALIDATOR), path], capture_output=True,
+                       text=True, timeout=300)
+    return r.returncode, (r.stdout + r.stderr).splitlines()
+
+
+def case_validate(src, tmp, rendered):
+    """Strict validation of every manifest, and proof that it rejects mistakes."""
+    modules = os.path.join(src, os.path.dirname(VALIDATOR), "node_modules")
+    if not check(os.path.isdir(os.path.join(modules, "typescript")) and
+                 os.path.isdir(os.path.join(modules, "kubernetes-models")),
+                 f"{modules} lacks the pinned schema packages: run scripts/install-deps.sh"):
+        return
+    code, out = run_validator(src, tmp, "matrix", rendered)
+    check(code == 0, "validation of the matrix failed:\n" + "\n".join(out))
+    summary = [l for l in out if l.startswith("validate: ")]
+    # Six planted mistakes, one per kind of error, each of which must be named at its path.
+    bad = copy.deepcopy([d for d in rendered if d["source"] == "matrix [weekly CronJob]" or
+                         d["source"] == "matrix [ServiceMonitor and PrometheusRule]"])
+    planted = {}
+    for d in bad:
+        o, where = d["object"], f"{d['source']}: {d['object']['kind']}/"
+        if o["kind"] == "StatefulSet" and "StatefulSet" not in planted:
+            o["spec"]["template"]["spec"]["containers"][0]["imagePulPolicy"] = "Always"
+            o["spec"]["replicas"] = "1"
+            planted["StatefulSet"] = [".containers[0].imagePulPolicy: Object literal may only",
+                                      "$.spec.replicas: Type 'string' is not assignable"]
+        elif o["kind"] == "CronJob":
+            o["spec"]["concurrencyPolicy"] = "Sometimes"
+            planted["CronJob"] = ["$.spec.concurrencyPolicy: Type '\"Sometimes\"'"]
+        elif o["kind"] == "ServiceMonitor":
+            o["spec"]["endpoints"][0]["intervall"] = "30s"
+            planted["ServiceMonitor"] = ["$.spec.endpoints[0].intervall: Object literal may only"]
+        elif o["kind"] == "PrometheusRule":
+            o["spec"]["groups"][0]["rules"][0]["expresion"] = "up"
+            planted["PrometheusRule"] = ["$.spec.groups[0].rules[0].expresion: Object literal"]
+        elif o["kind"] == "Service" and "Service" not in planted:
+            del o["spec"]["ports"][0]["port"]
+            planted["Service"] = ["$.spec.ports[0]: Property '\"port\"' is missing"]
+    code, bad_out = run_validator(src, tmp, "planted", bad)
+    check(code == 1, f"the planted mistakes: validate.js exited {code}, want 1")
+    want = [m for ms in planted.values() for m in ms]
+    for m in want:
+        check(any(m in l for l in bad_out), f"the planted mistake {m!r} is not reported:\n" +
+              "\n".join(bad_out))
+    print(f"[10] strict validation: {len(rendered)} manifests valid "
+          f"({summary[-1][len('validate: '):] if summary else '?'}); "
+          f"{len(want)} planted mistakes in {len(bad)} manifests each named at its path")
 
 
 def case_failures(chart, tls_args):
@@ -590,7 +664,8 @@ def main():
         case_failures(chart, tls_args)
         case_pools(chart, tls_args)
         case_defaults(chart, tmp)
-        case_matrix(chart)
+        rendered = case_matrix(chart)
+        case_validate(src, tmp, rendered)
     if failures:
         print(f"\nchart_render: {len(failures)} failure(s)")
         return 1
