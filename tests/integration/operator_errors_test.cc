@@ -4,9 +4,9 @@
 
 #include <signal.h>
 
+#include "common/util/strings.h"
 #include "gtest/gtest.h"
 #include "tests/support/test_support.h"
-#include "common/util/strings.h"
 
 namespace triage {
 namespace {
@@ -358,10 +358,9 @@ TEST_F(OperatorErrorsTest, HelpShowsTypesAndDefaults) {
 
 TEST_F(OperatorErrorsTest, EveryProgramAnswersVersion) {
   // The image test checks these lines in the container; here they are checked on the build.
-  for (const auto& [binary, name] :
-       {std::pair{testing::kCoordinatorBinary, "triage-coordinator"},
-        std::pair{testing::kAgentBinary, "triage-agent"},
-        std::pair{testing::kCtlBinary, "triagectl"}}) {
+  for (const auto& [binary, name] : {std::pair{testing::kCoordinatorBinary, "triage-coordinator"},
+                                     std::pair{testing::kAgentBinary, "triage-agent"},
+                                     std::pair{testing::kCtlBinary, "triagectl"}}) {
     std::string out;
     ASSERT_EQ(testing::RunCommand({binary, "--version"}, tmp_.path(), &out), 0) << out;
     EXPECT_EQ(out, util::StrCat(name, " ", TRIAGE_VERSION, "\n")) << binary;
