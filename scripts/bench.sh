@@ -2,7 +2,9 @@
 # Prints the benchmark figures. Not a test: the machine is shared, so compare figures from one run.
 # Google Benchmark binaries: medians of 5 repetitions. farm_bench: three (lease+complete, echo)
 # pairs in one run and their medians (1,000 agents, 10 s each, next to a bare gRPC echo; about
-# 90 s and 3.5 GB; docs/bench-farm.md).
+# 90 s and 3.5 GB; docs/bench-farm.md). prepare_bench: Workspace::Prepare per shard on synthetic
+# tt-xla-shaped repositories of three sizes (about 2 minutes). Then bench/device_time.py: device
+# time per entry on the fixture, the farm against one at a time (about 3 minutes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -11,8 +13,12 @@ for b in "$build"/bench/*_bench; do
   echo "== $(basename "$b")"
   if [[ "$(basename "$b")" == farm_bench ]]; then
     "$b" --repeat 3
+  elif [[ "$(basename "$b")" == prepare_bench ]]; then
+    "$b"
   else
     "$b" --benchmark_repetitions=5 --benchmark_report_aggregates_only=true 2>&1 |
       grep -E "Benchmark|median|---"
   fi
 done
+echo "== device_time"
+bench/device_time.py --build "$build"

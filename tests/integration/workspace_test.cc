@@ -162,6 +162,10 @@ TEST_F(WorkspaceTest, PrepareResetsAndCleansButKeepsIgnoredFiles) {
   Sh(forge_ws(), {"checkout", "-q", "--detach", "HEAD"});
   testing::WriteFileOrDie(forge_ws() / "staged.py", "staged\n");
   Sh(forge_ws(), {"add", "staged.py"});
+  testing::WriteFileOrDie(ws_ / "staged_top.py", "staged\n");
+  Sh(ws_, {"add", "staged_top.py"});
+  // A git command killed by a shard's timeout leaves its lock behind.
+  testing::WriteFileOrDie(ws_ / ".git" / "index.lock", "");
 
   Workspace ws(ws_, shards_);
   EXPECT_EQ(ws.root(), ws_);
@@ -177,7 +181,10 @@ TEST_F(WorkspaceTest, PrepareResetsAndCleansButKeepsIgnoredFiles) {
   EXPECT_EQ(Read(forge_ws() / kLoaderPath), kLoaderV1);
   EXPECT_FALSE(fs::exists(forge_ws() / "new_loader.py"));
   EXPECT_FALSE(fs::exists(forge_ws() / "staged.py"));
+  EXPECT_FALSE(fs::exists(ws_ / "staged_top.py"));
   EXPECT_EQ(Sh(forge_ws(), {"status", "--porcelain"}), "");
+  // The superproject too (the submodule at its gitlink, no staged or untracked paths).
+  EXPECT_EQ(Sh(ws_, {"status", "--porcelain", "--ignore-submodules=none"}), "");
 
   EXPECT_EQ(*dir, shards_ / "shard-1" / "attempt-1");
   for (const char* sub : {"logs", "junit", "probes"}) EXPECT_TRUE(fs::is_directory(*dir / sub));
