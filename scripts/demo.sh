@@ -100,12 +100,7 @@ if [[ -n $image ]]; then
   for i in "$image" "$agent_image"; do
     podman image exists "$i" || { echo "demo: no image $i (make image)" >&2; exit 1; }
   done
-  # runc (crun refuses hybrid cgroup hosts) and rlimits no higher than this shell's (podman's
-  # defaults are higher than an unprivileged sandbox allows).
-  # hard OPT CAP: this shell's hard limit, at most CAP (a sandbox may refuse even its own hard
-  # nproc inside a container; a container needs few processes).
-  hard() { local v; v=$(ulimit -H "$1"); [[ $v == unlimited || $v -gt $2 ]] && v=$2; echo "$v:$v"; }
-  podman_run=(podman --runtime runc run --rm --ulimit "nofile=$(hard -n 65536)" --ulimit "nproc=$(hard -u 4096)")
+  source scripts/podman-lib.sh
   # The containers run as the image's user, which owns the run directory; the host's git (as
   # another user) is told that those repositories are safe to read, in a global config file
   # (git drops command-line config when it runs upload-pack for a local clone).

@@ -19,18 +19,14 @@ build=${1:-build}
 image=${IMAGE:-localhost/triage-farm:latest}
 fixture_image=localhost/triage-farm-fixture:latest
 max_mib=${IMAGE_MAX_MIB:-300}
-version=$(sed -n 's/^project(triage_farm VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt)
+source scripts/podman-lib.sh
+version=$(project_version)
 
 fail() { echo "image-test: FAIL: $*" >&2; exit 1; }
 command -v podman >/dev/null || fail "podman is missing: run scripts/install-deps.sh"
 podman image exists "$image" || fail "no image $image: run make image"
 
-# runc and rlimits no higher than this shell's, as scripts/demo.sh runs them.
-# hard OPT CAP: this shell's hard limit, at most CAP (a sandbox may refuse even its own hard
-# nproc inside a container; a container needs few processes).
-hard() { local v; v=$(ulimit -H "$1"); [[ $v == unlimited || $v -gt $2 ]] && v=$2; echo "$v:$v"; }
-run=(podman --runtime runc run --rm --network none --ulimit "nofile=$(hard -n 65536)"
-     --ulimit "nproc=$(hard -u 4096)" "$image")
+run=("${podman_run[@]}" --network none "$image")
 
 uid=$("${run[@]}" id -u)
 [[ $uid =~ ^[0-9]+$ && $uid != 0 ]] || fail "the container runs as uid '$uid', want a non-root user"
@@ -53,8 +49,7 @@ echo "image-test: $image is $size bytes ($mib MiB)"
 
 echo "image-test: the fixture layer (torch, pytest) -> $fixture_image"
 start=$(date +%s)
-podman build --isolation=chroot --network=host --pull=never --layers --quiet \
-  --build-arg "IMAGE=$image" -t "$fixture_image" -f tests/image/Containerfile.fixture . >/dev/null
+"${podman_build[@]}" --quiet --build-arg "IMAGE=$image" -t "$fixture_image" -f tests/image/Containerfile.fixture . >/dev/null
 echo "image-test: fixture layer in $(( $(date +%s) - start )) s"
 
 tmp=$(mktemp -d)

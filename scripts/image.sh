@@ -20,7 +20,8 @@ mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 security=${DEBIAN_SECURITY_MIRROR:-http://deb.debian.org/debian-security}
 base=localhost/triage-farm-base/debian:12
 slim=localhost/triage-farm-base/debian:12-slim
-version=$(sed -n 's/^project(triage_farm VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt)
+source scripts/podman-lib.sh
+version=$(project_version)
 
 for tool in podman mmdebstrap; do
   command -v "$tool" >/dev/null || {
@@ -59,11 +60,8 @@ make_base "$slim" \
   --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/info/*' \
   --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-exclude=/usr/share/lintian/*'
 
-# chroot isolation runs the RUN steps without an OCI runtime (no cgroup or rlimit setup), and
-# the host's network reaches the Debian archive for apt-get.
 echo "image: podman build of Dockerfile -> $tag"
-podman build --isolation=chroot --network=host --pull=never --layers \
-  --build-arg "BASE_IMAGE=$base" --build-arg "RUNTIME_IMAGE=$slim" \
+"${podman_build[@]}" --build-arg "BASE_IMAGE=$base" --build-arg "RUNTIME_IMAGE=$slim" \
   --label "org.opencontainers.image.version=$version" \
   -t "$tag" -t "localhost/triage-farm:$version" -f Dockerfile .
 secs=$(( $(date +%s) - start ))

@@ -511,15 +511,13 @@ def case_matrix(chart):
           "--set", "coordinator.dataDir=/data/triage"], {"agent_port": 8601, "health_port": 8603,
                                                          "data_dir": "/data/triage"}),
     ]
-    total = 0
     rendered = []
     for name, args, want in variants:
         docs = chart.render(args)
         if docs is None:
             continue
-        total += len(docs)
-        rendered += [{"source": f"matrix [{name}]", "object": d} for d in docs]
         what = f"matrix [{name}]"
+        rendered += [{"source": what, "object": d} for d in docs]
         kinds = sorted({d["kind"] for d in docs})
         mounted = check_secret_wiring(docs, what)
         c = coordinator_container(docs)
@@ -562,7 +560,7 @@ def case_matrix(chart):
               f"{what}: DaemonSets for pools {sorted(pools)}")
         print(f"    {name}: {len(docs)} manifests ({', '.join(kinds)}); {mounted} Secret items "
               "checked")
-    print(f"[9] matrix: {len(variants)} value sets, {total} manifests; coordinator args, probes, "
+    print(f"[9] matrix: {len(variants)} value sets, {len(rendered)} manifests; coordinator args, probes, "
           "monitors, pools and Secret wiring follow the values")
     return rendered
 
