@@ -58,6 +58,7 @@ struct CoordinatorConfig {
   std::vector<std::string> default_archs = {"n150"};
   std::int64_t tick_ms = 500;
   bool sqlite_synchronous_full = false;
+  bool device_agents_probe = true;
   std::string log_level = "info";
 
   void Register(triage::config::Schema& s) {
@@ -106,6 +107,8 @@ struct CoordinatorConfig {
           "quarantined (they do not count as attempts)",
           Range{1, 1000});
     s.Add("default_archs", &default_archs, "target archs of sweeps that name none");
+    s.Add("device_agents_probe", &device_agents_probe,
+          "device agents take probe-phase shards when nothing of their arch is queued");
     s.Add("tick_ms", &tick_ms, "how often leases and agents are checked", Range{10, 60'000});
     s.Add("sqlite_synchronous_full", &sqlite_synchronous_full,
           "fsync every commit (survives power loss; slower)");
@@ -259,6 +262,7 @@ triage::coord::CoordinatorOptions CoordinatorOptionsFrom(const CoordinatorConfig
   options.default_max_attempts = static_cast<int>(cfg.max_attempts);
   options.max_infra_losses = static_cast<int>(cfg.max_infra_losses);
   options.default_archs = cfg.default_archs;
+  options.device_probes = cfg.device_agents_probe;
   return options;
 }
 

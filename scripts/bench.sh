@@ -3,7 +3,9 @@
 # Google Benchmark binaries: medians of 5 repetitions. farm_bench: three (lease+complete, echo)
 # pairs in one run and their medians (1,000 agents, 10 s each, next to a bare gRPC echo; about
 # 90 s and 3.5 GB; docs/bench-farm.md). prepare_bench: Workspace::Prepare per shard on synthetic
-# tt-xla-shaped repositories of three sizes (about 2 minutes). Then bench/device_time.py: device
+# tt-xla-shaped repositories of three sizes (about 2 minutes). fleet_sim: a sweep's makespan on
+# three simulated fleets against its lower bound (seconds), then one coordinator's scale at
+# 500, 5,000 and 50,000 entries (SCALE overrides the list). Then bench/device_time.py: device
 # time per entry on the fixture, the farm against one at a time (about 3 minutes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,5 +22,9 @@ for b in "$build"/bench/*_bench; do
       grep -E "Benchmark|median|---"
   fi
 done
+echo "== fleet_sim"
+"$build"/bench/fleet_sim
+echo "== fleet_sim scale"
+"$build"/bench/fleet_sim --fleet 2n150+2p150+1cpu --policy farm --scale "${SCALE:-500,5000,50000}"
 echo "== device_time"
 bench/device_time.py --build "$build"

@@ -386,6 +386,12 @@ void Coordinator::CascadeLocked(const ShardRecord& ended, const v1::ShardResult*
           out.push_back(u);
           continue;
         }
+        // The estimate follows the entries left (longest-first would otherwise put a shard
+        // whose entries mostly stopped ahead of one that verifies them all).
+        const int planned = d.spec.entries_size();
+        if (planned > 0 && entries->size() < planned) {
+          u.expected_seconds = d.expected_seconds * entries->size() / planned;
+        }
       }
       for (const auto& fe : result->file_edits()) *u.spec.add_pre_apply() = fe;
       for (const auto& op : result->registry_ops()) *u.spec.add_pre_registry() = op;

@@ -42,6 +42,8 @@ struct CoordinatorOptions {
   // restarting) before it is quarantined: such losses say nothing about the work, so they do
   // not count toward max_attempts, but a shard that keeps taking agents down stops somewhere.
   int max_infra_losses = 10;
+  QueueOrder queue_order = QueueOrder::kLongestFirst;
+  bool device_probes = true;  // SchedulingOptions::device_probes
   std::vector<std::string> default_archs = {"n150"};
   std::string default_executor = "native";
   double min_trusted_seconds = 5;
@@ -52,7 +54,9 @@ struct CoordinatorOptions {
             .lease_wait_limit = lease_wait_limit,
             .backoff_base = backoff_base,
             .backoff_max = backoff_max,
-            .max_infra_losses = max_infra_losses};
+            .max_infra_losses = max_infra_losses,
+            .queue_order = queue_order,
+            .device_probes = device_probes};
   }
   // Per entry, by playbook: the catalog's estimates (agent/playbooks/catalog.h).
   std::map<std::string, double> playbook_estimates = playbooks::CatalogEstimates();

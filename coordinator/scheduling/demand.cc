@@ -43,17 +43,18 @@ Requirement Requirement::Of(const ShardRecord& s) {
 }
 
 bool AgentOffers(const v1::AgentDimensions& dims, std::string_view executor,
-                 std::string_view playbook, const std::vector<std::string>& archs, bool cpu_ok) {
+                 std::string_view playbook, const std::vector<std::string>& archs, bool cpu_ok,
+                 bool device_probes) {
   if (dims.executors_size() > 0 ? !Has(dims.executors(), executor) : executor != "native") {
     return false;
   }
   if (dims.playbooks_size() > 0 && !Has(dims.playbooks(), playbook)) return false;
   if (dims.cpu_only()) return cpu_ok;
-  return !archs.empty() && Has(archs, dims.arch());
+  return (!archs.empty() && Has(archs, dims.arch())) || (cpu_ok && device_probes);
 }
 
-bool AgentOffers(const v1::AgentDimensions& dims, const Requirement& r) {
-  return AgentOffers(dims, r.executor, r.playbook, r.archs, r.cpu_ok);
+bool AgentOffers(const v1::AgentDimensions& dims, const Requirement& r, bool device_probes) {
+  return AgentOffers(dims, r.executor, r.playbook, r.archs, r.cpu_ok, device_probes);
 }
 
 void Demand::Add(const std::string& sweep_id, const Requirement& r, bool waiting, int delta) {
@@ -75,7 +76,7 @@ std::vector<Unservable> Demand::Evaluate(const std::vector<const AgentRecord*>& 
     std::vector<const AgentRecord*> drained, offline;
     bool served = false;
     for (const auto* a : agents) {
-      if (!AgentOffers(a->dims, r)) continue;
+      if (!AgentOffers(a->dims, r, device_probes_)) continue;
       if (a->offline) {
         offline.push_back(a);
       } else if (a->draining) {

@@ -29,10 +29,14 @@ struct Requirement {
 };
 
 // Whether an agent with these dimensions may take such a shard (ignoring its state, capacity
-// and backoffs): the one matching rule of the scheduler.
+// and backoffs): the one matching rule of the scheduler. cpu_ok work (probe phases) goes to
+// cpu_only agents and, with device_probes, to device agents too: they take it only when nothing
+// of their arch is queued (LeaseTable::FindMatch), so idle devices shorten the probe lane instead
+// of waiting on it (docs/architecture.md, "Scheduling").
 bool AgentOffers(const v1::AgentDimensions& dims, std::string_view executor,
-                 std::string_view playbook, const std::vector<std::string>& archs, bool cpu_ok);
-bool AgentOffers(const v1::AgentDimensions& dims, const Requirement& r);
+                 std::string_view playbook, const std::vector<std::string>& archs, bool cpu_ok,
+                 bool device_probes);
+bool AgentOffers(const v1::AgentDimensions& dims, const Requirement& r, bool device_probes);
 
 // One group of queued shards no live, undrained agent can take.
 struct Unservable {
@@ -49,6 +53,7 @@ struct Unservable {
 
 class Demand {
  public:
+  explicit Demand(bool device_probes = true) : device_probes_(device_probes) {}
   // Shards of sweep_id with requirement r entering (+1) or leaving (-1) the queued or the
   // waiting state.
   void Add(const std::string& sweep_id, const Requirement& r, bool waiting, int delta);
@@ -61,6 +66,7 @@ class Demand {
     int queued = 0;
     int waiting = 0;
   };
+  bool device_probes_;
   std::map<std::pair<std::string, Requirement>, Count> open_;
 };
 

@@ -14,13 +14,17 @@ bool Active(ShardState s) { return s == ShardState::kLeased || s == ShardState::
 
 LeaseTable::LeaseTable(SchedulingOptions options, CoordinatorMetrics* metrics,
                        ShardListener listener)
-    : options_(std::move(options)), metrics_(metrics), listener_(std::move(listener)) {}
+    : options_(std::move(options)),
+      metrics_(metrics),
+      listener_(std::move(listener)),
+      demand_(options_.device_probes) {}
 
 // ---------------------------------------------------------------------------------------------
 // Records
 
-LeaseTable::QueueKey LeaseTable::KeyOf(const ShardRecord& s) {
-  return {-s.priority, -s.expected_seconds, s.seq, s.id};
+LeaseTable::QueueKey LeaseTable::KeyOf(const ShardRecord& s) const {
+  const double longest = options_.queue_order == QueueOrder::kLongestFirst ? s.expected_seconds : 0;
+  return {-s.priority, -longest, s.seq, s.id};
 }
 
 std::string LeaseTable::ShardArch(const ShardRecord& s) { return ShardLane(s); }
@@ -293,16 +297,22 @@ bool LeaseTable::Matches(const AgentRecord& agent, const ShardRecord& shard, Tim
   if (shard.state != ShardState::kQueued || shard.eligible_at > now) return false;
   if (!held_sweeps_.empty() && held_sweeps_.count(shard.sweep_id)) return false;
   return AgentOffers(agent.dims, shard.spec.executor(), shard.spec.playbook(), shard.archs,
-                     shard.cpu_ok);
+                     shard.cpu_ok, options_.device_probes);
 }
 
 const ShardRecord* LeaseTable::FindMatch(const AgentRecord& agent, TimePoint now) const {
   if (agent.offline || agent.draining) return nullptr;
+  const ShardRecord* probe = nullptr;  // a device agent's fallback: the first cpu_ok match
   for (const auto& key : queue_) {
     const ShardRecord& s = shards_.at(std::get<3>(key));
-    if (Matches(agent, s, now)) return &s;
+    if (!Matches(agent, s, now)) continue;
+    if (agent.dims.cpu_only() ||
+        std::find(s.archs.begin(), s.archs.end(), agent.dims.arch()) != s.archs.end()) {
+      return &s;
+    }
+    if (probe == nullptr) probe = &s;
   }
-  return nullptr;
+  return probe;
 }
 
 const ShardRecord* LeaseTable::SameRequest(const AgentRecord& agent,

@@ -19,6 +19,11 @@
 
 namespace triage::coord {
 
+// The order queued shards are offered in, within a priority. kLongestFirst is the farm's
+// policy (docs/architecture.md, "Scheduling"); kFifo (creation order) is a yardstick for
+// bench/fleet_sim.
+enum class QueueOrder { kLongestFirst, kFifo };
+
 struct SchedulingOptions {
   Duration lease_ttl = std::chrono::seconds(60);         // lease life without heartbeats
   Duration agent_dead_after = std::chrono::seconds(30);  // silence before an agent is offline
@@ -27,6 +32,9 @@ struct SchedulingOptions {
   Duration backoff_base = std::chrono::seconds(10);      // requeue delay after attempt 1
   Duration backoff_max = std::chrono::minutes(10);
   int max_infra_losses = 10;
+  QueueOrder queue_order = QueueOrder::kLongestFirst;
+  // Device agents take probe-phase work when nothing of their arch is queued (AgentOffers).
+  bool device_probes = true;
 };
 
 // Who is to blame for an attempt that ended without a result.
@@ -114,7 +122,8 @@ class LeaseTable {
   // granted run on. Not stored: the owner derives it from the records (Clear forgets it).
   void Hold(const std::string& sweep_id, bool held);
   bool Held(const std::string& sweep_id) const { return held_sweeps_.count(sweep_id) > 0; }
-  // The first queued shard (priority, longest first, oldest) this agent may take now.
+  // The first queued shard (priority, longest first, oldest) this agent may take now; for a
+  // device agent, the first of its arch, else the first probe-phase shard (device_probes).
   const ShardRecord* FindMatch(const AgentRecord& agent, TimePoint now) const;
   // The granted copy of shard for agent; fills m's attempt row.
   ShardRecord Grant(const AgentRecord& agent, const ShardRecord& shard, TimePoint now,
@@ -176,7 +185,7 @@ class LeaseTable {
 
  private:
   using QueueKey = std::tuple<int, double, std::int64_t, std::string>;
-  static QueueKey KeyOf(const ShardRecord& s);
+  QueueKey KeyOf(const ShardRecord& s) const;
   bool Matches(const AgentRecord& agent, const ShardRecord& shard, TimePoint now) const;
   void AgentLeases(const std::string& agent_id, const std::string& lease_id, bool add);
 

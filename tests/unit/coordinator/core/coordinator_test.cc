@@ -927,6 +927,8 @@ TEST_F(CoordinatorTest, SecondArchVerifiesWithTheFirstArchsEditsPreApplied) {
 }
 
 TEST_F(CoordinatorTest, CpuOnlyAgentsTakeProbePhases) {
+  options_.device_probes = false;
+  Make();
   RegisterAgent("cpu", "", true);
   RegisterAgent("n", "n150");
   Start({"n150"}, 0, "", {"dtype_bfloat16"});
@@ -939,6 +941,44 @@ TEST_F(CoordinatorTest, CpuOnlyAgentsTakeProbePhases) {
   ASSERT_TRUE(verify.granted());
   EXPECT_EQ(verify.shard().phase(), v1::PHASE_VERIFY);
   EXPECT_FALSE(LeaseNow("cpu").granted());
+}
+
+// An idle device agent takes a probe phase (device_probes, the default); its verification then
+// goes to the device agents as usual, and the estimate of a verification follows the entries
+// the probe left for it.
+TEST_F(CoordinatorTest, IdleDeviceAgentsTakeProbesAndVerifyEstimatesFollowTheEntriesLeft) {
+  RegisterAgent("cpu", "", true);  // a CPU agent serving: the sweep splits its probes
+  RegisterAgent("n", "n150");
+  Start({"n150"}, 0, "", {"unpack_forward_output"});
+  auto probe = LeaseNow("n");
+  ASSERT_TRUE(probe.granted()) << "nothing of its arch is queued yet";
+  EXPECT_EQ(probe.shard().phase(), v1::PHASE_PROBE);
+  // Loader a has two entries; let its probe stop one of them.
+  while (probe.shard().entries_size() != 2) {
+    ASSERT_TRUE(CompleteLease("n", probe, Succeeded(probe.shard())).accepted());
+    probe = LeaseNow("n");
+    ASSERT_TRUE(probe.granted());
+  }
+  double planned = 0;
+  std::string dependent;
+  for (const auto& s : *coord_->Shards(probe.shard().sweep_id())) {
+    if (s.depends_on == probe.shard().shard_id()) {
+      planned = s.expected_seconds;
+      dependent = s.id;
+    }
+  }
+  ASSERT_FALSE(dependent.empty());
+  v1::ShardResult r = Succeeded(probe.shard());
+  r.mutable_entries(1)->set_verdict("not_reproduced");
+  r.mutable_entries(1)->set_disposition(v1::EntryOutcome::NEEDS_REVIEW);
+  r.mutable_entries(1)->set_changed(false);
+  r.mutable_entries(1)->clear_edit();
+  ASSERT_TRUE(CompleteLease("n", probe, r).accepted());
+  EXPECT_DOUBLE_EQ(ShardById(dependent).expected_seconds(), planned / 2);
+  auto verify = LeaseNow("n");
+  ASSERT_TRUE(verify.granted());
+  EXPECT_EQ(verify.shard().phase(), v1::PHASE_VERIFY) << "its own arch's work comes first";
+  EXPECT_EQ(verify.shard().entries_size(), 1);
 }
 
 TEST_F(CoordinatorTest, CancelShardCascadesAndCancelSweepRevokes) {

@@ -75,14 +75,21 @@ TEST(DemandTest, EachReasonIsNamed) {
 }
 
 TEST(DemandTest, ProbeWorkIsServedByACpuAgentOrADeviceAgent) {
-  Demand d;
-  d.Add("sw-1", Native("unpack_forward_output", {"n150"}, true), false, +2);
-  AgentRecord cpu = Agent("c", "cpu", true);
-  EXPECT_TRUE(d.Evaluate({&cpu}).empty());
-  AgentRecord p = Agent("p", "p150");
-  auto u = d.Evaluate({&p});
-  ASSERT_EQ(u.size(), 1u);
-  EXPECT_THAT(u[0].message, HasSubstr("arch n150 or a cpu_only agent"));
+  for (bool device_probes : {false, true}) {
+    SCOPED_TRACE(device_probes);
+    Demand d(device_probes);
+    d.Add("sw-1", Native("unpack_forward_output", {"n150"}, true), false, +2);
+    AgentRecord cpu = Agent("c", "cpu", true);
+    EXPECT_TRUE(d.Evaluate({&cpu}).empty());
+    AgentRecord p = Agent("p", "p150");
+    auto u = d.Evaluate({&p});
+    if (device_probes) {
+      EXPECT_TRUE(u.empty()) << "a device agent of any arch takes probe work";
+      continue;
+    }
+    ASSERT_EQ(u.size(), 1u);
+    EXPECT_THAT(u[0].message, HasSubstr("arch n150 or a cpu_only agent"));
+  }
 }
 
 TEST(DemandTest, CountsGoBackToNothing) {

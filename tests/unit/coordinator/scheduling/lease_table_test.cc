@@ -189,12 +189,12 @@ TEST_F(LeaseTableTest, AgentsGetOnlyWhatTheyOffer) {
          a.dims.set_cpu_only(true);
        },
        nothing, false},
-      {"device agent, cpu-only work", nothing,
+      {"device agent, probe work (device_probes)", nothing,
        [](ShardRecord& s) {
          s.cpu_ok = true;
          s.archs.clear();
        },
-       false},
+       true},
       {"no executors listed: native only", nothing,
        [](ShardRecord& s) { s.spec.set_executor("command"); }, false},
       {"listed executor", [](AgentRecord& a) { a.dims.add_executors("command"); },
@@ -217,6 +217,57 @@ TEST_F(LeaseTableTest, AgentsGetOnlyWhatTheyOffer) {
     c.shard(s);
     table_->Put(s);
     EXPECT_EQ(MatchFor("a1"), c.matches ? "s-1" : "");
+  }
+}
+
+// Idle device agents shorten the probe lane (bench/fleet_sim measured it): a device agent takes
+// probe-phase work only when no shard of its arch is queued, whatever the probe's place in the
+// queue; with device_probes off, probes wait for cpu_only agents.
+TEST_F(LeaseTableTest, DeviceAgentsTakeProbesOnlyWhenNothingOfTheirArchIsQueued) {
+  PutAgent(Agent("a1"));
+  ShardRecord probe = Queued("s-probe", 1, "n150", /*priority=*/5);
+  probe.cpu_ok = true;
+  probe.archs.clear();
+  probe.spec.set_arch("");
+  probe.expected_seconds = 1000;
+  table_->Put(probe);
+  ShardRecord other_arch = Queued("s-p150", 2, "p150");
+  table_->Put(other_arch);
+  ShardRecord own = Queued("s-n150", 3, "n150");
+  own.expected_seconds = 1;
+  table_->Put(own);
+  EXPECT_EQ(MatchFor("a1"), "s-n150") << "its own arch first, though the probe ranks higher";
+  table_->Put([&] {
+    ShardRecord s = table_->shard("s-n150");
+    s.state = ShardState::kCancelled;
+    return s;
+  }());
+  EXPECT_EQ(MatchFor("a1"), "s-probe") << "nothing of its arch left: the probe";
+
+  SchedulingOptions off = DefaultOptions();
+  off.device_probes = false;
+  Reset(off);
+  PutAgent(Agent("a1"));
+  table_->Put(probe);
+  EXPECT_EQ(MatchFor("a1"), "") << "probes wait for cpu_only agents";
+  EXPECT_EQ(table_->FindUnservable().size(), 1u);
+}
+
+// FIFO (the fleet simulator's yardstick) offers shards in creation order within a priority.
+TEST_F(LeaseTableTest, FifoOrderIgnoresTheEstimates) {
+  SchedulingOptions fifo = DefaultOptions();
+  fifo.queue_order = QueueOrder::kFifo;
+  for (bool longest_first : {true, false}) {
+    SCOPED_TRACE(longest_first);
+    Reset(longest_first ? DefaultOptions() : fifo);
+    PutAgent(Agent("a1"));
+    ShardRecord first = Queued("s-first", 1);
+    first.expected_seconds = 10;
+    table_->Put(first);
+    ShardRecord longer = Queued("s-longer", 2);
+    longer.expected_seconds = 100;
+    table_->Put(longer);
+    EXPECT_EQ(MatchFor("a1"), longest_first ? "s-longer" : "s-first");
   }
 }
 

@@ -1,0 +1,1030 @@
+// fleet_sim: a weekly sweep's makespan on a simulated fleet. The real coordinator (planning,
+// waves, scheduling, leases, heartbeats, expiry, backoff) runs in this process with a fake clock
+// and an in-memory SQLite store; simulated agents register, lease, heartbeat and complete through
+// its API, with no gRPC and no sleeping, so a week of device time runs in seconds.
+//
+// The work is the real training YAML with the real .test_durations (docs/bench-farm.md, "The
+// fleet simulator", says how entries, durations and outcomes are modelled). Each fleet runs the
+// same work under three policies: the farm's, FIFO, and longest-first without phases. The figures
+// are printed against a lower bound: the larger of each lane's work over its agents and the
+// longest chain the phases and waves force.
+//
+// Run: build/bench/fleet_sim [--fleet 2n150+2p150+1cpu ...] [--scale 500,5000,50000]
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <queue>
+#include <set>
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/str_split.h"
+#include "agent/playbooks/catalog.h"
+#include "common/classify/classify.h"
+#include "common/clock/clock.h"
+#include "common/inventory/inventory.h"
+#include "common/util/log.h"
+#include "common/util/strings.h"
+#include "coordinator/core/coordinator.h"
+#include "coordinator/persistence/sqlite_store.h"
+#include "coordinator/planning/planner.h"
+#include "nlohmann/json.hpp"
+
+namespace triage::fleetsim {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr char kTrainingFile[] =
+    "tests/runner/test_config/torch/test_config_training_single_device.yaml";
+constexpr double kBoundTarget = 1.05;
+
+// ---------------------------------------------------------------------------------------------
+// Options
+
+struct Rates {
+  double stop = 0.15;        // a probe stops the entry (not reproduced, needs review): no verify
+  double registry = 0.10;    // an unpack_forward_output probe proposes a registry line
+  int classes = 100;         // output classes the entries' models return (uniform)
+  double pass = 0.60;        // verify outcomes on a device; fail takes the rest
+  double crash = 0.04;       //   the pytest process crashed on the entry (restart costs)
+  double timeout = 0.03;     //   the entry hung until its timeout
+  double shard_fail = 0.03;  // an attempt fails for the infrastructure (retried with backoff)
+};
+
+struct Options {
+  std::filesystem::path yaml;
+  std::filesystem::path durations;
+  std::vector<std::string> fleets;
+  std::vector<std::string> policies = {"farm", "cpu-probes", "fifo", "lpt"};
+  std::string scope = "failing";
+  std::uint64_t seed = 1;
+  Rates rates;
+  int deaths = 1;
+  int drains = 1;
+  double down_minutes = 30;
+  double step_seconds = 30;  // heartbeats and ticks
+  std::vector<int> scale;    // entry counts for the scale section
+  std::string scale_fleet = "64n150+64p150+8cpu";
+  bool plan_only = false;  // scale: plan the sweep, do not run it
+  bool verbose = false;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Deterministic draws: the same entry gets the same duration and outcomes under every policy.
+
+std::uint64_t Mix(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+std::uint64_t HashOf(std::string_view s) {
+  std::uint64_t h = 1469598103934665603ULL;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ULL;
+  return h;
+}
+
+// A uniform draw in [0, 1) for (seed, what, n).
+double Draw(std::uint64_t seed, std::string_view what, std::uint64_t n = 0) {
+  const std::uint64_t x = Mix(Mix(seed ^ HashOf(what)) + n);
+  return static_cast<double>(x >> 11) * (1.0 / 9007199254740992.0);
+}
+
+// A log-normal factor with median 1.
+double Noise(std::uint64_t seed, std::string_view what, double sigma) {
+  const double u1 = std::max(Draw(seed, what, 1), 1e-12);
+  const double u2 = Draw(seed, what, 2);
+  const double z = std::sqrt(-2 * std::log(u1)) * std::cos(2 * M_PI * u2);
+  return std::exp(sigma * z);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The work
+
+// Canonical reasons the built-in rules give each playbook (docs/classify.md).
+const std::map<std::string, std::string>& PlaybookReasons() {
+  static const std::map<std::string, std::string> kReasons = {
+      {"unpack_forward_output",
+       "tt-forge-models doesn't implement unpack_forward_output for this model."},
+      {"dtype_bfloat16", "RuntimeError: 'lu_cpu' not implemented for 'BFloat16'"},
+      {"missing_inputs",
+       "ValueError: You have to specify either decoder_input_ids or "
+       "decoder_inputs_embeds"},
+  };
+  return kReasons;
+}
+
+std::string Quote(std::string_view s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out + "\"";
+}
+
+struct EntryTruth {
+  std::string playbook;
+  double device_seconds = 0;  // per verify, per arch
+  double probe_seconds = 0;   // on a CPU
+  int output_class = 0;
+};
+
+struct Workload {
+  std::string yaml;  // the test-config file the sweep reads
+  std::string durations_json;
+  std::map<std::string, EntryTruth> truth;  // by key
+  int entries = 0;                          // entries in scope
+  int trusted = 0;                          // with a trusted recorded duration
+  std::string description;
+};
+
+// Probe seconds per entry on a CPU agent, by playbook (loading the model and a forward pass).
+double ProbeSeconds(const std::string& playbook) {
+  if (playbook == "unpack_forward_output") return 60;
+  if (playbook == "dtype_bfloat16") return 90;
+  return 120;
+}
+
+absl::StatusOr<std::string> ReadFile(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) return absl::NotFoundError(util::StrCat(p.string(), ": cannot read"));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Builds the work from the real file. Scope "failing": every NOT_SUPPORTED_SKIP or
+// KNOWN_FAILURE_XFAIL entry is in scope; the built-in rules keep the playbook of those they
+// match, the others get the reason of a playbook chosen by their key (the farm with full playbook
+// coverage). Scope "matched": the file as it is. entries > 0: the in-scope entries are repeated
+// under renamed loaders ("<model>_r2/...") up to that many.
+absl::StatusOr<Workload> BuildWorkload(const Options& o, int entries) {
+  auto text = ReadFile(o.yaml);
+  if (!text.ok()) return text.status();
+  auto durations_text = ReadFile(o.durations);
+  if (!durations_text.ok()) return durations_text.status();
+  nlohmann::json durations = nlohmann::json::parse(*durations_text, nullptr, false);
+  if (durations.is_discarded() || !durations.is_object()) {
+    return absl::InvalidArgumentError(util::StrCat(o.durations.string(), ": not a JSON object"));
+  }
+  inventory::Document doc = inventory::Document::Parse(kTrainingFile, *text);
+  const classify::Classifier& rules = playbooks::DefaultClassifier();
+  std::vector<double> trusted;
+  for (const auto& [k, v] : durations.items()) {
+    if (v.is_number() && v.get<double>() >= 5) trusted.push_back(v.get<double>());
+  }
+  std::sort(trusted.begin(), trusted.end());
+
+  struct Base {
+    const inventory::Entry* entry;
+    std::string playbook;
+    std::string reason;
+  };
+  std::vector<Base> base;
+  std::vector<std::string> names;
+  for (const auto& [name, reason] : PlaybookReasons()) names.push_back(name);
+  for (const auto& e : doc.entries()) {
+    if (!e.parts) continue;
+    const std::string status(e.Status());
+    const bool failing = status == "NOT_SUPPORTED_SKIP" || status == "KNOWN_FAILURE_XFAIL";
+    auto c = rules.Classify(e);
+    if (c.match) {
+      base.push_back({&e, c.match->playbook, std::string(e.StringField("reason"))});
+    } else if (failing && o.scope == "failing") {
+      const std::string& pb = names[HashOf(e.key) % names.size()];
+      base.push_back({&e, pb, PlaybookReasons().at(pb)});
+    }
+  }
+  if (base.empty()) return absl::InvalidArgumentError("no entry in scope");
+
+  Workload w;
+  w.yaml = "test_config:\n";
+  nlohmann::json out_durations = nlohmann::json::object();
+  const int target = entries > 0 ? entries : static_cast<int>(base.size());
+  for (int i = 0; i < target; ++i) {
+    const Base& b = base[i % base.size()];
+    const int copy = i / static_cast<int>(base.size());
+    std::string key = b.entry->key;
+    if (copy > 0) key.insert(key.find('/'), util::StrCat("_r", copy + 1));
+    const std::string status(b.entry->Status());
+    util::StrAppend(&w.yaml, "  ", key, ":\n    status: ", status, "\n");
+    if (auto bs = b.entry->StringField("bringup_status"); !bs.empty()) {
+      util::StrAppend(&w.yaml, "    bringup_status: ", bs, "\n");
+    }
+    util::StrAppend(&w.yaml, "    reason: ", Quote(b.reason), "\n");
+
+    EntryTruth t;
+    t.playbook = b.playbook;
+    const std::string node = coord::NodeId(kTrainingFile, b.entry->key);
+    auto d = durations.find(node);
+    if (d != durations.end() && d->is_number() && d->get<double>() >= 5) {
+      // Recorded: what the planner knows; the truth varies around it.
+      out_durations[coord::NodeId(kTrainingFile, key)] = d->get<double>();
+      t.device_seconds = d->get<double>() * Noise(o.seed, "dev" + key, 0.2);
+      ++w.trusted;
+    } else {
+      // Never measured (skipped tests record ~0 s): the planner uses the playbook's estimate;
+      // the truth is a recorded duration of another test, drawn per entry.
+      const double u = Draw(o.seed, "pick" + key);
+      t.device_seconds =
+          trusted.empty() ? 600 : trusted[static_cast<std::size_t>(u * trusted.size())];
+    }
+    t.probe_seconds = ProbeSeconds(b.playbook) * Noise(o.seed, "probe" + key, 0.3);
+    t.output_class = static_cast<int>(Draw(o.seed, "class" + key) * o.rates.classes);
+    w.truth[key] = t;
+  }
+  w.entries = target;
+  w.durations_json = out_durations.dump();
+  std::map<std::string, int> per_playbook;
+  for (const auto& [k, t] : w.truth) ++per_playbook[t.playbook];
+  w.description = util::StrCat(w.entries, " entries (", w.trusted, " with a recorded duration)");
+  for (const auto& [pb, n] : per_playbook) util::StrAppend(&w.description, ", ", pb, " ", n);
+  return w;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fleets
+
+struct Fleet {
+  std::string name;
+  std::map<std::string, int> agents;  // arch ("cpu" for cpu-only agents) -> count
+  int devices() const {
+    int n = 0;
+    for (const auto& [a, c] : agents) n += a == "cpu" ? 0 : c;
+    return n;
+  }
+};
+
+absl::StatusOr<Fleet> ParseFleet(const std::string& spec) {
+  Fleet f;
+  f.name = spec;
+  for (absl::string_view piece : absl::StrSplit(spec, '+')) {
+    const std::string part(piece);
+    std::size_t i = 0;
+    while (i < part.size() && std::isdigit(static_cast<unsigned char>(part[i]))) ++i;
+    const std::string arch = part.substr(i);
+    if (i == 0 || (arch != "cpu" && arch != "n150" && arch != "p150" && arch != "n300-llmbox")) {
+      return absl::InvalidArgumentError(
+          util::StrCat("--fleet '", spec,
+                       "': each part is a count and an arch (n150, p150, n300-llmbox, cpu), "
+                       "e.g. 2n150+2p150+1cpu"));
+    }
+    f.agents[arch] += std::stoi(part.substr(0, i));
+  }
+  if (f.devices() == 0) {
+    return absl::InvalidArgumentError(util::StrCat("--fleet '", spec, "': no device agent"));
+  }
+  return f;
+}
+
+// ---------------------------------------------------------------------------------------------
+// One run: a fleet, a policy, the work.
+
+struct LaneStats {
+  double work = 0;  // seconds of the lane's shards' reported attempts (results, failures)
+  double lost = 0;  // seconds of the lane's shards' attempts lost with a dead agent
+  double busy = 0;  // seconds the lane's agents ran shards (of any lane)
+  int agents = 0;
+  double bound = 0;  // the lane's work over its available agent time
+  std::vector<double> waits;
+};
+
+struct RunResult {
+  std::string policy;
+  bool finished = false;
+  std::string state;
+  double makespan = 0;
+  double bound = 0;
+  double chain = 0;
+  std::string bound_by;  // the lane or "chain"
+  std::map<std::string, LaneStats> lanes;
+  int shards = 0;
+  int waves = 0;
+  int attempts = 0;
+  int failed_attempts = 0;
+  int expired = 0;
+  double wall_seconds = 0;
+  double plan_seconds = 0;
+  long rss_kib = 0;
+  std::uintmax_t db_bytes = 0;
+};
+
+class QueueWaits : public coord::CoordinatorMetrics {
+ public:
+  void ShardQueueWait(std::string_view arch, std::string_view, double seconds) override {
+    waits[std::string(arch)].push_back(seconds);
+  }
+  void LeaseExpired(std::string_view, std::string_view) override { ++expired; }
+  std::map<std::string, std::vector<double>> waits;
+  int expired = 0;
+};
+
+long RssKib(const char* field) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.starts_with(field)) return std::atol(line.c_str() + std::strlen(field));
+  }
+  return 0;
+}
+
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[static_cast<std::size_t>(std::min<double>(v.size() - 1, p * (v.size() - 1) + 0.5))];
+}
+
+class Simulation {
+ public:
+  // db: a SQLite file (empty: in memory). plan_only: start the sweep, do not run it.
+  Simulation(const Options& o, const Workload& w, const Fleet& f, std::string policy,
+             std::filesystem::path db = {}, bool plan_only = false)
+      : o_(o),
+        w_(w),
+        fleet_(f),
+        policy_(std::move(policy)),
+        db_(std::move(db)),
+        plan_only_(plan_only) {}
+
+  absl::StatusOr<RunResult> Run() {
+    const auto wall_start = std::chrono::steady_clock::now();
+    auto store = coord::SqliteStore::Open(db_.empty() ? std::filesystem::path(":memory:") : db_);
+    if (!store.ok()) return store.status();
+    coord::CoordinatorOptions copts;
+    copts.heartbeat_interval = 30s;
+    copts.lease_ttl = 300s;
+    copts.agent_dead_after = 120s;
+    copts.lease_wait_limit = 0s;
+    if (policy_ == "fifo") copts.queue_order = coord::QueueOrder::kFifo;
+    copts.device_probes = policy_ != "cpu-probes";
+    start_ = clock_.Now();
+    coord::Coordinator coord(
+        copts, store->get(), &clock_,
+        [this](const v1::StartSweepRequest&) -> absl::StatusOr<coord::SweepInput> {
+          coord::SweepInput in;
+          in.repo = "/sim/tt-xla";
+          in.ttxla_commit = std::string(40, 'a');
+          in.forge_commit = std::string(40, 'b');
+          in.agent_repo_url = "file:///sim/tt-xla";
+          // One file holds every entry here (tt-xla spreads them over several): no size cap.
+          in.inventory.documents.push_back(inventory::Document::Parse(
+              kTrainingFile, w_.yaml, inventory::ParseOptions{.max_bytes = w_.yaml.size() + 1}));
+          for (const auto& d : in.inventory.documents.back().diagnostics()) {
+            in.inventory.diagnostics.push_back(d);
+          }
+          return in;
+        },
+        &metrics_);
+    coord_ = &coord;
+    MakeAgents();
+    // "lpt": longest first without phases: no CPU agent is registered, so each group runs whole
+    // on its first arch and is verified on the others.
+    for (auto& a : agents_) {
+      if (policy_ == "lpt" && a.cpu) continue;
+      if (auto st = Register(a); !st.ok()) return st;
+    }
+    v1::StartSweepRequest req;
+    req.set_repo_path("/sim/tt-xla");
+    for (const auto& [arch, n] : fleet_.agents) {
+      if (arch == "n150" || arch == "p150") req.add_archs(arch);
+    }
+    if (req.archs_size() == 0) req.add_archs("n150");
+    req.set_durations_json(w_.durations_json);
+    req.set_reason("fleet_sim");
+    const long rss_before = RssKib("VmRSS:");
+    const auto plan_start = std::chrono::steady_clock::now();
+    auto sweep = coord.StartSweep(req, coord::Caller{"sim", "operator"});
+    if (!sweep.ok()) return sweep.status();
+    RunResult r;
+    r.plan_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - plan_start).count();
+    r.rss_kib = RssKib("VmRSS:") - rss_before;
+    sweep_id_ = sweep->id();
+    if (sweep->entries().total() != w_.entries) {
+      return absl::InternalError(util::StrCat("the sweep selected ", sweep->entries().total(),
+                                              " entries of the ", w_.entries, " in scope"));
+    }
+    ScheduleFaults();
+
+    r.policy = policy_;
+    std::string state = "running";
+    if (plan_only_) state = "planned";
+    double last_step = 0;
+    while (state == "running") {
+      PollIdle();
+      const double now = Now();
+      double next = last_step + o_.step_seconds;
+      if (!events_.empty()) next = std::min(next, events_.top().at);
+      if (next > 30 * 86400.0) break;  // a month: something is stuck
+      clock_.Set(start_ +
+                 std::chrono::duration_cast<Duration>(std::chrono::duration<double>(next)));
+      (void)now;
+      while (!events_.empty() && events_.top().at <= next) {
+        Event e = events_.top();
+        events_.pop();
+        Handle(e);
+      }
+      if (next >= last_step + o_.step_seconds) {
+        last_step = next;
+        Beat();
+        coord.Tick();
+      }
+      auto s = coord.GetSweep(sweep_id_);
+      if (!s.ok()) return s.status();
+      state = s->state();
+    }
+    r.state = state;
+    r.finished = state == "succeeded";
+    r.makespan = Now();
+    auto shards = coord.Shards(sweep_id_);
+    if (!shards.ok()) return shards.status();
+    r.shards = static_cast<int>(shards->size());
+    Bound(*shards, r);
+    for (auto& [lane, waits] : metrics_.waits) r.lanes[lane].waits = waits;
+    r.attempts = attempts_;
+    r.failed_attempts = failed_attempts_;
+    r.expired = metrics_.expired;
+    coord_ = nullptr;
+    r.wall_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+    if (!db_.empty()) {
+      std::error_code ec;
+      for (const char* suffix : {"", "-wal", "-shm"}) {
+        auto sz = std::filesystem::file_size(db_.string() + suffix, ec);
+        if (!ec) r.db_bytes += sz;
+      }
+    }
+    return r;
+  }
+
+ private:
+  struct Agent {
+    std::string id;
+    std::string arch;  // "cpu" for cpu-only
+    bool cpu = false;
+    bool registered = false;
+    std::string session;
+    bool busy = false;
+    bool dead = false;
+    bool draining = false;
+    v1::LeaseResponse lease;
+    double started = 0;
+    // Availability for the bound: [from, to) intervals lost.
+    std::vector<std::pair<double, double>> away;
+  };
+  enum class Kind { kFinish, kDie, kRevive, kDrain, kUndrain };
+  struct Event {
+    double at;
+    std::uint64_t seq;
+    Kind kind;
+    std::size_t agent;
+    std::string lease_id;
+    v1::ShardResult result;
+    double seconds = 0;
+    std::string lane;  // the shard's: its arch, or "cpu" for a probe phase
+    bool operator>(const Event& o) const { return std::tie(at, seq) > std::tie(o.at, o.seq); }
+  };
+
+  double Now() const { return ToSeconds(clock_.Now() - start_); }
+
+  void MakeAgents() {
+    for (const auto& [arch, n] : fleet_.agents) {
+      for (int i = 0; i < n; ++i) {
+        Agent a;
+        a.id = util::StrCat(arch, "-", i);
+        a.arch = arch;
+        a.cpu = arch == "cpu";
+        agents_.push_back(a);
+      }
+    }
+  }
+
+  absl::Status Register(Agent& a) {
+    v1::RegisterRequest req;
+    auto* d = req.mutable_dimensions();
+    d->set_agent_id(a.id);
+    d->set_arch(a.arch);
+    d->set_cpu_only(a.cpu);
+    auto resp = coord_->Register(req);
+    if (!resp.ok()) return resp.status();
+    a.session = resp->session_id();
+    a.registered = true;
+    return absl::OkStatus();
+  }
+
+  // Deaths and drains of device agents at seeded times within the sweep's first half (as the
+  // fleet would take it at the bound's pace); the same under every policy.
+  void ScheduleFaults() {
+    double work = 0;
+    for (const auto& [k, t] : w_.truth) work += t.device_seconds;
+    int per_arch = 1 << 30;
+    for (const auto& [arch, n] : fleet_.agents) {
+      if (arch != "cpu") per_arch = std::min(per_arch, n);
+    }
+    const double horizon = work / std::max(1, per_arch);
+    std::vector<std::size_t> devices;
+    for (std::size_t i = 0; i < agents_.size(); ++i) {
+      if (!agents_[i].cpu) devices.push_back(i);
+    }
+    std::set<std::size_t> used;
+    auto pick = [&](std::string_view what, int n) {
+      for (std::uint64_t k = 0; used.size() < devices.size(); ++k) {
+        std::size_t i =
+            devices[static_cast<std::size_t>(Draw(o_.seed, what, n * 1000 + k) * devices.size())];
+        if (used.insert(i).second) return i;
+      }
+      return devices.front();
+    };
+    for (int n = 0; n < o_.deaths && used.size() < devices.size(); ++n) {
+      const std::size_t i = pick("death", n);
+      const double at = (0.05 + 0.45 * Draw(o_.seed, "death-at", n)) * horizon;
+      Push(at, Kind::kDie, i);
+      Push(at + o_.down_minutes * 60, Kind::kRevive, i);
+      agents_[i].away.push_back({at, at + o_.down_minutes * 60});
+    }
+    for (int n = 0; n < o_.drains && used.size() < devices.size(); ++n) {
+      const std::size_t i = pick("drain", n);
+      const double at = (0.05 + 0.45 * Draw(o_.seed, "drain-at", n)) * horizon;
+      Push(at, Kind::kDrain, i);
+      Push(at + o_.down_minutes * 60, Kind::kUndrain, i);
+    }
+  }
+
+  void Push(double at, Kind kind, std::size_t agent, std::string lease_id = {},
+            v1::ShardResult result = {}, double seconds = 0, std::string lane = {}) {
+    events_.push(Event{at, next_event_++, kind, agent, std::move(lease_id), std::move(result),
+                       seconds, std::move(lane)});
+  }
+
+  void Handle(const Event& e) {
+    Agent& a = agents_[e.agent];
+    switch (e.kind) {
+      case Kind::kFinish: {
+        if (a.dead || !a.busy || a.lease.lease_id() != e.lease_id) return;
+        v1::CompleteRequest req;
+        req.set_agent_id(a.id);
+        req.set_session_id(a.session);
+        req.set_lease_id(a.lease.lease_id());
+        req.set_fencing_token(a.lease.fencing_token());
+        *req.mutable_result() = e.result;
+        auto resp = coord_->Complete(req);
+        busy_[a.arch] += e.seconds;
+        if (resp.ok() && resp->accepted()) {
+          // A shard's reported attempts run one after the other under any policy.
+          ran_[a.lease.shard().shard_id()] += e.seconds;
+          done_work_[e.lane] += e.seconds;
+        } else {
+          lost_work_[e.lane] += e.seconds;
+        }
+        a.busy = false;
+        if (a.draining) a.away.push_back({Now(), 1e18});  // it stops once its shard is done
+        return;
+      }
+      case Kind::kDie:
+        if (a.busy) {
+          const v1::ShardSpec& spec = a.lease.shard();
+          lost_work_[spec.phase() == v1::PHASE_PROBE ? "cpu" : spec.arch()] += Now() - a.started;
+          busy_[a.arch] += Now() - a.started;
+        }
+        a.dead = true;
+        a.busy = false;
+        return;
+      case Kind::kRevive:
+        a.dead = false;
+        if (a.registered) (void)Register(a);
+        return;
+      case Kind::kDrain:
+        a.draining = true;
+        if (!a.busy) a.away.push_back({Now(), 1e18});
+        (void)coord_->SetDraining(a.id, true, "fleet_sim drain", coord::Caller{"sim", "operator"});
+        return;
+      case Kind::kUndrain:
+        a.draining = false;
+        // Back: the drain's away interval ends now (or it never started: the shard ran on).
+        if (!a.away.empty() && a.away.back().second > 1e17) {
+          a.away.back().second = std::max(a.away.back().first, Now());
+        }
+        (void)coord_->SetDraining(a.id, false, "fleet_sim undrain",
+                                  coord::Caller{"sim", "operator"});
+        return;
+    }
+  }
+
+  void Beat() {
+    for (auto& a : agents_) {
+      if (a.dead || !a.registered) continue;
+      v1::HeartbeatRequest req;
+      req.set_agent_id(a.id);
+      req.set_session_id(a.session);
+      if (a.busy) req.add_lease_ids(a.lease.lease_id());
+      (void)coord_->Heartbeat(req);
+    }
+  }
+
+  // Idle agents ask for work (a Lease without waiting, answered at once).
+  void PollIdle() {
+    for (std::size_t i = 0; i < agents_.size(); ++i) {
+      Agent& a = agents_[i];
+      if (a.dead || a.busy || a.draining || !a.registered) continue;
+      v1::LeaseRequest req;
+      req.set_agent_id(a.id);
+      req.set_session_id(a.session);
+      absl::StatusOr<v1::LeaseResponse> got = absl::UnknownError("not answered");
+      coord_->Lease(req, [&](absl::StatusOr<v1::LeaseResponse> r) { got = std::move(r); });
+      if (!got.ok() || !got->granted()) continue;
+      a.lease = *got;
+      a.busy = true;
+      a.started = Now();
+      Start(i);
+    }
+  }
+
+  // Runs the leased shard: its time and its result, from the entries' draws.
+  void Start(std::size_t i) {
+    Agent& a = agents_[i];
+    const v1::ShardSpec& spec = a.lease.shard();
+    const int attempt = ++attempt_of_[spec.shard_id()];
+    ++attempts_;
+    v1::ShardResult result;
+    result.set_status(v1::ShardResult::SUCCEEDED);
+    const bool probe = spec.phase() == v1::PHASE_PROBE;
+    const bool full = spec.phase() == v1::PHASE_FULL;
+    double seconds = probe ? 20 : 30;  // workspace preparation, process start
+    std::set<std::string> proposed;
+    const std::string tag = util::StrCat(spec.wave(), "/", spec.arch());
+    for (const auto& e : spec.entries()) {
+      const EntryTruth& t = w_.truth.at(e.key());
+      auto* out = result.add_entries();
+      out->set_key(e.key());
+      out->set_file(e.file());
+      out->set_arch(spec.arch());
+      out->set_output_class(util::StrCat("Output", t.output_class));
+      bool stopped = false;
+      if (probe || full) {
+        seconds += t.probe_seconds;
+        stopped = Draw(o_.seed, "stop" + e.key()) < o_.rates.stop;
+        if (!stopped && t.playbook == "unpack_forward_output" && spec.wave() == 1 &&
+            Draw(o_.seed, "registry" + e.key()) < o_.rates.registry) {
+          proposed.insert(out->output_class());
+        }
+      }
+      if (stopped) {
+        out->set_verdict("not_reproduced");
+        out->set_disposition(v1::EntryOutcome::NEEDS_REVIEW);
+        continue;
+      }
+      if (probe) {
+        out->set_verdict("ready");
+        out->set_disposition(v1::EntryOutcome::VERIFY);
+        continue;
+      }
+      // On the device.
+      const double u = Draw(o_.seed, "verify" + e.key() + tag);
+      out->set_disposition(v1::EntryOutcome::DONE);
+      if (u < o_.rates.pass) {
+        seconds += t.device_seconds;
+        out->set_verdict("pass");
+        out->set_changed(true);
+        auto* edit = out->mutable_edit();
+        edit->set_file(e.file());
+        edit->set_key(e.key());
+        auto* f = edit->add_set();
+        f->set_name("status");
+        f->mutable_value()->set_string_value("EXPECTED_PASSING");
+      } else if (u < o_.rates.pass + o_.rates.crash) {
+        seconds += t.device_seconds * Draw(o_.seed, "crash-at" + e.key() + tag) + 20;
+        out->set_verdict("crash");
+      } else if (u < o_.rates.pass + o_.rates.crash + o_.rates.timeout) {
+        seconds += std::max(60.0, 3 * t.device_seconds);
+        out->set_verdict("timeout");
+      } else {
+        seconds += t.device_seconds;
+        out->set_verdict("fail");
+      }
+    }
+    for (const auto& cls : proposed) {
+      auto* op = result.add_registry_ops();
+      op->set_kind(v1::RegistryOp::ADD);
+      op->set_cls(cls);
+      op->set_attr("logits");
+    }
+    // A flaky infrastructure failure partway through; never on a last attempt.
+    if (attempt < 3 &&
+        Draw(o_.seed, util::StrCat("fail", spec.shard_id()), attempt) < o_.rates.shard_fail) {
+      seconds *= Draw(o_.seed, util::StrCat("fail-at", spec.shard_id()), attempt);
+      result = v1::ShardResult();
+      result.set_status(v1::ShardResult::FAILED);
+      result.set_error("simulated infrastructure failure");
+      ++failed_attempts_;
+    }
+    result.set_duration_seconds(seconds);
+    Push(Now() + seconds, Kind::kFinish, i, a.lease.lease_id(), std::move(result), seconds,
+         probe ? "cpu" : spec.arch());
+  }
+
+  // Time to do `work` seconds with the agents of `lane` ("" for every agent), given when each
+  // was away.
+  double LaneBound(const std::string& lane, double work, int* agents) const {
+    std::vector<const Agent*> in;
+    for (const auto& a : agents_) {
+      if ((lane.empty() || a.arch == lane) && a.registered) in.push_back(&a);
+    }
+    *agents = static_cast<int>(in.size());
+    if (in.empty() || work <= 0) return 0;
+    // Capacity is piecewise linear; bisect on T.
+    auto capacity = [&](double t) {
+      double c = 0;
+      for (const Agent* a : in) {
+        double away = 0;
+        for (const auto& [from, to] : a->away) away += std::max(0.0, std::min(t, to) - from);
+        c += t - std::min(t, away);
+      }
+      return c;
+    };
+    double lo = 0, hi = 1;
+    while (capacity(hi) < work && hi < 1e12) hi *= 2;
+    for (int k = 0; k < 100; ++k) {
+      const double mid = (lo + hi) / 2;
+      (capacity(mid) < work ? lo : hi) = mid;
+    }
+    return hi;
+  }
+
+  // The bound: each device arch's verify work over its agents; the probe work over the CPU
+  // agents, or, when device agents take probes too, all work over all agents; and the longest
+  // chain the phases and waves force (per wave: a first phase and its longest dependent; waves
+  // one after the other). Work is what the attempts that reported took (results and reported
+  // failures): any policy runs those; time lost with a dead agent is the policy's cost.
+  void Bound(const std::vector<coord::ShardRecord>& shards, RunResult& r) {
+    std::set<std::string> lanes;
+    for (const auto& a : agents_) lanes.insert(a.arch);
+    double all_work = 0;
+    for (const auto& lane : lanes) {
+      LaneStats& l = r.lanes[lane];
+      l.work = done_work_[lane];
+      l.lost = lost_work_[lane];
+      l.busy = busy_[lane];
+      all_work += l.work;
+      double bound = LaneBound(lane, l.work, &l.agents);
+      if (lane == "cpu" && policy_ != "cpu-probes") bound = 0;  // pooled below
+      if (bound > r.bound) {
+        r.bound = bound;
+        r.bound_by = lane;
+      }
+    }
+    if (policy_ != "cpu-probes") {
+      int n = 0;
+      const double pooled = LaneBound("", all_work, &n);
+      if (pooled > r.bound) {
+        r.bound = pooled;
+        r.bound_by = "all agents";
+      }
+    }
+    std::map<int, double> chain;  // wave -> longest chain
+    std::map<std::string, double> longest_dependent;
+    for (const auto& s : shards) {
+      if (s.depends_on.empty()) continue;
+      auto it = ran_.find(s.id);
+      if (it != ran_.end()) {
+        longest_dependent[s.depends_on] = std::max(longest_dependent[s.depends_on], it->second);
+      }
+    }
+    for (const auto& s : shards) {
+      r.waves = std::max(r.waves, s.spec.wave());
+      if (!s.depends_on.empty()) continue;
+      auto it = ran_.find(s.id);
+      if (it == ran_.end()) continue;
+      chain[s.spec.wave()] = std::max(chain[s.spec.wave()], it->second + longest_dependent[s.id]);
+    }
+    for (const auto& [wave, c] : chain) r.chain += c;
+    if (r.chain > r.bound) {
+      r.bound = r.chain;
+      r.bound_by = "chain";
+    }
+  }
+
+  const Options& o_;
+  const Workload& w_;
+  const Fleet& fleet_;
+  const std::string policy_;
+  const std::filesystem::path db_;
+  const bool plan_only_;
+  FakeClock clock_;
+  TimePoint start_;
+  QueueWaits metrics_;
+  coord::Coordinator* coord_ = nullptr;
+  std::string sweep_id_;
+  std::vector<Agent> agents_;
+  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
+  std::uint64_t next_event_ = 0;
+  std::map<std::string, int> attempt_of_;
+  std::map<std::string, double> ran_;  // shard id -> seconds of its reported attempts
+  std::map<std::string, double> done_work_, lost_work_;
+  std::map<std::string, double> busy_;  // agent arch -> seconds running shards
+  int attempts_ = 0;
+  int failed_attempts_ = 0;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Output
+
+std::string Hours(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.2f h", s / 3600);
+  return buf;
+}
+
+std::string Fixed(double v, int digits) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.*f", digits, v);
+  return buf;
+}
+
+void PrintFleet(const Fleet& f, const std::vector<RunResult>& runs) {
+  std::vector<std::string> lanes;
+  for (const auto& [lane, stats] : runs.front().lanes) lanes.push_back(lane);
+  std::cout << "\n## fleet " << f.name << "\n";
+  std::cout << "| policy | makespan | bound (by) | makespan/bound | ";
+  for (const auto& l : lanes) std::cout << "util " << l << " | ";
+  std::cout << "wait p50 / p99 (device) | shards | waves | attempts (failed, expired) | wall |\n";
+  std::cout << "|---|---|---|---|";
+  for (std::size_t i = 0; i < lanes.size(); ++i) std::cout << "---|";
+  std::cout << "---|---|---|---|---|\n";
+  for (const auto& r : runs) {
+    std::cout << "| " << r.policy << (r.finished ? "" : " (" + r.state + ")") << " | "
+              << Hours(r.makespan) << " | " << Hours(r.bound) << " (" << r.bound_by << ") | "
+              << Fixed(r.makespan / std::max(1.0, r.bound), 3) << " | ";
+    std::vector<double> device_waits;
+    for (const auto& l : lanes) {
+      const LaneStats& s = r.lanes.at(l);
+      const double util = s.agents > 0 ? s.busy / (s.agents * std::max(1.0, r.makespan)) : 0;
+      std::cout << (s.agents > 0 ? Fixed(100 * util, 1) + " %" : "-") << " | ";
+      if (l != "cpu") device_waits.insert(device_waits.end(), s.waits.begin(), s.waits.end());
+    }
+    std::cout << Fixed(Percentile(device_waits, 0.5) / 60, 1) << " / "
+              << Fixed(Percentile(device_waits, 0.99) / 60, 1) << " min | " << r.shards << " | "
+              << r.waves << " | " << r.attempts << " (" << r.failed_attempts << ", " << r.expired
+              << ") | " << Fixed(r.wall_seconds, 1) << " s |\n";
+  }
+}
+
+int Main(int argc, char** argv) {
+  Options o;
+  const std::filesystem::path shared(TRIAGE_SHARED_DIR);
+  o.yaml = shared / "data/tt-xla/head" / kTrainingFile;
+  o.durations = shared / "data/tt-xla/head/.test_durations";
+  CLI::App app("fleet_sim: a sweep's makespan on a simulated fleet against its lower bound");
+  app.add_option("--yaml", o.yaml, "Test-config YAML the sweep reads")->check(CLI::ExistingFile);
+  app.add_option("--durations", o.durations, "pytest-split .test_durations (JSON)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--fleet", o.fleets,
+                 "Fleet, e.g. 2n150+2p150+1cpu (repeatable; default: three fleets)");
+  app.add_option("--policy", o.policies,
+                 "Policies to run: farm; cpu-probes (the farm with probes on CPU agents only); "
+                 "fifo (creation order); lpt (longest first, no CPU phase)")
+      ->check(CLI::IsMember({"farm", "cpu-probes", "fifo", "lpt"}));
+  app.add_option("--scope", o.scope,
+                 "failing: every failing entry, with full playbook coverage; matched: the file "
+                 "as the built-in rules see it")
+      ->check(CLI::IsMember({"failing", "matched"}));
+  app.add_option("--seed", o.seed, "Seed of every draw");
+  app.add_option("--p-stop", o.rates.stop, "Probe stops the entry");
+  app.add_option("--p-registry", o.rates.registry, "unpack probe proposes a registry line");
+  app.add_option("--classes", o.rates.classes, "Output classes")->check(CLI::PositiveNumber);
+  app.add_option("--p-pass", o.rates.pass, "Verify passes");
+  app.add_option("--p-crash", o.rates.crash, "Verify crashes");
+  app.add_option("--p-timeout", o.rates.timeout, "Verify times out");
+  app.add_option("--p-shard-fail", o.rates.shard_fail, "Attempt fails (infrastructure)");
+  app.add_option("--deaths", o.deaths, "Device agents that die (and come back) per fleet");
+  app.add_option("--drains", o.drains, "Device agents drained (for --down-minutes) per fleet");
+  app.add_option("--down-minutes", o.down_minutes, "How long a dead or drained agent stays away");
+  app.add_option("--step", o.step_seconds, "Heartbeat and tick period, simulated seconds")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--scale", o.scale, "Entry counts for the scale section (e.g. 500,5000,50000)")
+      ->delimiter(',');
+  app.add_option("--scale-fleet", o.scale_fleet, "Fleet of the scale section");
+  app.add_flag(
+      "--plan-only", o.plan_only,
+      "Scale section: plan each sweep (planning time, memory, database) without running it");
+  app.add_flag("-v,--verbose", o.verbose, "Coordinator logs");
+  app.set_version_flag("--version", "fleet_sim " TRIAGE_VERSION);
+  CLI11_PARSE(app, argc, argv);
+  spdlog::set_level(o.verbose ? spdlog::level::info : spdlog::level::err);
+  if (o.fleets.empty()) o.fleets = {"2n150+2p150+1cpu", "16n150+16p150+4cpu", "64n150+64p150+8cpu"};
+
+  auto work = BuildWorkload(o, 0);
+  if (!work.ok()) {
+    std::cerr << "fleet_sim: " << work.status().message() << "\n";
+    return 2;
+  }
+  std::cout << "# fleet_sim: " << o.yaml.filename().string() << ", scope " << o.scope << ": "
+            << work->description << "; seed " << o.seed << "; " << o.deaths << " death(s) and "
+            << o.drains << " drain(s) per fleet\n";
+  double worst = 0;
+  bool all_finished = true;
+  bool fifo_beaten = false;
+  for (const auto& spec : o.fleets) {
+    auto fleet = ParseFleet(spec);
+    if (!fleet.ok()) {
+      std::cerr << "fleet_sim: " << fleet.status().message() << "\n";
+      return 2;
+    }
+    std::vector<RunResult> runs;
+    for (const auto& policy : o.policies) {
+      auto r = Simulation(o, *work, *fleet, policy).Run();
+      if (!r.ok()) {
+        std::cerr << "fleet_sim: " << spec << " " << policy << ": " << r.status().message() << "\n";
+        return 1;
+      }
+      all_finished = all_finished && r->finished;
+      runs.push_back(*r);
+    }
+    PrintFleet(*fleet, runs);
+    double farm = 0, fifo = 0;
+    for (const auto& r : runs) {
+      if (r.policy == "farm") {
+        farm = r.makespan;
+        worst = std::max(worst, r.makespan / std::max(1.0, r.bound));
+      }
+      if (r.policy == "fifo") fifo = r.makespan;
+    }
+    if (farm > 0 && fifo > 0 && farm > fifo) fifo_beaten = true;
+  }
+
+  if (!o.scale.empty()) {
+    auto fleet = ParseFleet(o.scale_fleet);
+    if (!fleet.ok()) {
+      std::cerr << "fleet_sim: " << fleet.status().message() << "\n";
+      return 2;
+    }
+    std::cout << "\n## scale: one coordinator, fleet " << fleet->name << ", SQLite file store\n";
+    std::cout << "| entries | shards | planning (StartSweep) | RSS growth at start | peak RSS | "
+                 "database at the end | makespan/bound | simulation wall |\n";
+    std::cout << "|---|---|---|---|---|---|---|---|\n";
+    const auto dir =
+        std::filesystem::temp_directory_path() / util::StrCat("fleet_sim_scale.", getpid());
+    std::filesystem::create_directories(dir);
+    for (int n : o.scale) {
+      auto w = BuildWorkload(o, n);
+      if (!w.ok()) {
+        std::cerr << "fleet_sim: " << w.status().message() << "\n";
+        return 2;
+      }
+      const auto db = dir / util::StrCat("scale-", n, ".db");
+      for (const char* suffix : {"", "-wal", "-shm"}) {
+        std::filesystem::remove(db.string() + suffix);
+      }
+      auto r = Simulation(o, *w, *fleet, "farm", db, o.plan_only).Run();
+      if (!r.ok()) {
+        std::cerr << "fleet_sim: scale " << n << ": " << r.status().message() << "\n";
+        return 1;
+      }
+      all_finished = all_finished && (o.plan_only || r->finished);
+      std::cout << "| " << n << " | " << r->shards << " | " << Fixed(r->plan_seconds * 1000, 0)
+                << " ms | " << Fixed(r->rss_kib / 1024.0, 1) << " MiB | "
+                << Fixed(RssKib("VmHWM:") / 1024.0, 0) << " MiB | "
+                << Fixed(r->db_bytes / 1048576.0, 1) << " MiB | "
+                << (o.plan_only ? std::string("not run")
+                                : Fixed(r->makespan / std::max(1.0, r->bound), 3))
+                << " | " << Fixed(r->wall_seconds, 1) << " s |\n";
+    }
+    std::filesystem::remove_all(dir);
+  }
+
+  std::cout << "\n";
+  if (!all_finished) std::cout << "NOTE: a run did not finish (see its state above)\n";
+  if (fifo_beaten) std::cout << "NOTE: the farm's policy was slower than FIFO on a fleet\n";
+  if (worst > kBoundTarget) {
+    std::cout << "NOTE: above the goal of " << kBoundTarget << " x the bound\n";
+  }
+  std::cout << "worst makespan/bound: " << Fixed(worst, 3) << "\n";
+  return 0;
+}
+
+}  // namespace
+}  // namespace triage::fleetsim
+
+int main(int argc, char** argv) { return triage::fleetsim::Main(argc, argv); }
