@@ -12,6 +12,10 @@
 
 namespace triage::coord::planning {
 
+// A probe phase's share of its group's expected seconds (the group's device time is the
+// whole).
+inline constexpr double kProbeShare = 0.2;
+
 // "<sweep>-s007": shard numbers are per sweep and keep counting across waves.
 inline std::string ShardId(const std::string& sweep_id, int n) {
   char buf[16];

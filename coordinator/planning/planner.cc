@@ -164,7 +164,7 @@ class ShardMaker {
     s.id = planning::ShardId(sweep_id_, ++n_);
     s.sweep_id = sweep_id_;
     s.priority = options_.priority;
-    s.expected_seconds = phase == v1::PHASE_PROBE ? g.expected * 0.2 : g.expected;
+    s.expected_seconds = phase == v1::PHASE_PROBE ? g.expected * planning::kProbeShare : g.expected;
     v1::ShardSpec& spec = s.spec;
     spec.set_shard_id(s.id);
     spec.set_sweep_id(sweep_id_);

@@ -177,14 +177,17 @@ std::map<std::pair<std::string, std::string>, std::vector<Candidate>> GroupPerLo
   return groups;
 }
 
-// The loader's edits so far (from the shards of this loader), so a later edit builds on them.
-std::vector<v1::FileEdit> LoaderEdits(const std::vector<ResultRecord>& results,
-                                      const SweepShards& sweep, const std::string& loader) {
-  std::vector<v1::FileEdit> edits;
+// Each loader's edits so far (from the shards of that loader, in acceptance order), so a later
+// edit builds on them. One pass over the results for every loader of the wave.
+std::map<std::string, std::vector<v1::FileEdit>> EditsPerLoader(
+    const std::vector<ResultRecord>& results, const SweepShards& sweep) {
+  std::map<std::string, std::vector<v1::FileEdit>> edits;
   for (const auto& r : results) {
+    if (r.result.file_edits().empty()) continue;
     auto it = sweep.by_id.find(r.shard_id);
-    if (it == sweep.by_id.end() || it->second->spec.loader() != loader) continue;
-    for (const auto& fe : r.result.file_edits()) edits.push_back(fe);
+    if (it == sweep.by_id.end()) continue;
+    auto& loader = edits[it->second->spec.loader()];
+    for (const auto& fe : r.result.file_edits()) loader.push_back(fe);
   }
   return edits;
 }
@@ -218,7 +221,15 @@ class ShardMaker {
     s.id = planning::ShardId(sweep_id_, n_++);
     s.sweep_id = sweep_id_;
     s.priority = g.origin->priority;
-    s.expected_seconds = g.origin->expected_seconds;
+    // The origin's estimate for its whole group, for the share of its entries verified again,
+    // and for this phase (a probe phase: kProbeShare of it, as the planner estimates).
+    const double origin_share =
+        g.origin->spec.phase() == v1::PHASE_PROBE ? planning::kProbeShare : 1;
+    const int planned = g.origin->spec.entries_size();
+    const double entries_share =
+        planned > 0 ? static_cast<double>(g.candidates.size()) / planned : 1;
+    s.expected_seconds = g.origin->expected_seconds / origin_share * entries_share *
+                         (phase == v1::PHASE_PROBE ? planning::kProbeShare : 1);
     s.spec = g.origin->spec;
     s.spec.clear_carried_from();
     s.spec.set_shard_id(s.id);
@@ -259,12 +270,15 @@ WavePlan PlanNextWave(const std::string& sweep_id, const std::vector<const Shard
   if (plan.merged.empty() && !any_carried_line) return plan;
 
   const SweepShards sweep = IndexShards(shards);
+  const std::map<std::string, std::vector<v1::FileEdit>> edits = EditsPerLoader(results, sweep);
   ShardMaker maker(sweep_id, sweep.wave + 1, plan.merged, first_shard_number);
   for (auto& [key, candidates] :
        GroupPerLoader(EntriesMissingAMergedLine(results, sweep, plan.merged), sweep.wave)) {
     const ShardRecord& origin = *candidates.front().shard;
-    const Group group{&origin, std::move(candidates),
-                      LoaderEdits(results, sweep, origin.spec.loader())};
+    auto loader_edits = edits.find(origin.spec.loader());
+    const Group group{
+        &origin, std::move(candidates),
+        loader_edits == edits.end() ? std::vector<v1::FileEdit>{} : loader_edits->second};
     planning::AddPhases(
         TargetArchs(origin, archs), split_probe,
         [&](v1::ShardPhase phase, const std::string& arch) {

@@ -74,11 +74,22 @@ void LeaseTable::AgentLeases(const std::string& agent_id, const std::string& lea
   if (before != after) metrics_->AgentStateChanged(agent->second.dims.arch(), before, after);
 }
 
+void LeaseTable::Enqueue(const ShardRecord& s) {
+  if (queue_[Requirement::Of(s)].insert(KeyOf(s)).second) ++queued_;
+}
+
+void LeaseTable::Dequeue(const ShardRecord& s) {
+  auto group = queue_.find(Requirement::Of(s));
+  if (group == queue_.end() || group->second.erase(KeyOf(s)) == 0) return;
+  --queued_;
+  if (group->second.empty()) queue_.erase(group);
+}
+
 void LeaseTable::Put(ShardRecord updated) {
   auto it = shards_.find(updated.id);
   const ShardRecord* old = it == shards_.end() ? nullptr : &it->second;
   if (old != nullptr) {
-    if (old->state == ShardState::kQueued) queue_.erase(KeyOf(*old));
+    if (old->state == ShardState::kQueued) Dequeue(*old);
     if (old->state == ShardState::kQueued || old->state == ShardState::kWaiting) {
       demand_.Add(old->sweep_id, Requirement::Of(*old), old->state == ShardState::kWaiting, -1);
     }
@@ -98,7 +109,7 @@ void LeaseTable::Put(ShardRecord updated) {
   if (old == nullptr && !updated.depends_on.empty()) {
     dependents_[updated.depends_on].push_back(updated.id);
   }
-  if (updated.state == ShardState::kQueued) queue_.insert(KeyOf(updated));
+  if (updated.state == ShardState::kQueued) Enqueue(updated);
   if (updated.state == ShardState::kQueued || updated.state == ShardState::kWaiting) {
     demand_.Add(updated.sweep_id, Requirement::Of(updated), updated.state == ShardState::kWaiting,
                 +1);
@@ -150,6 +161,7 @@ void LeaseTable::Clear() {
   lease_request_.clear();
   accepted_leases_.clear();
   queue_.clear();
+  queued_ = 0;
   demand_.Clear();
   held_sweeps_.clear();
 }
@@ -300,19 +312,29 @@ bool LeaseTable::Matches(const AgentRecord& agent, const ShardRecord& shard, Tim
                      shard.cpu_ok, options_.device_probes);
 }
 
+// Per requirement group the agent offers, the first shard it may take now (a group's head, past
+// shards in backoff or of held sweeps); the best of those by queue order, its own arch's first.
+// A lease costs the number of groups (playbooks x archs x executors), not the queue's length.
 const ShardRecord* LeaseTable::FindMatch(const AgentRecord& agent, TimePoint now) const {
   if (agent.offline || agent.draining) return nullptr;
-  const ShardRecord* probe = nullptr;  // a device agent's fallback: the first cpu_ok match
-  for (const auto& key : queue_) {
-    const ShardRecord& s = shards_.at(std::get<3>(key));
-    if (!Matches(agent, s, now)) continue;
-    if (agent.dims.cpu_only() ||
-        std::find(s.archs.begin(), s.archs.end(), agent.dims.arch()) != s.archs.end()) {
-      return &s;
+  struct Best {
+    const QueueKey* key = nullptr;
+    const ShardRecord* shard = nullptr;
+  } own, probe;  // probe: a device agent's fallback, probe-phase work
+  for (const auto& [req, keys] : queue_) {
+    if (!AgentOffers(agent.dims, req, options_.device_probes)) continue;
+    const bool mine = agent.dims.cpu_only() || std::find(req.archs.begin(), req.archs.end(),
+                                                         agent.dims.arch()) != req.archs.end();
+    Best& best = mine ? own : probe;
+    for (const auto& key : keys) {
+      if (best.key != nullptr && !(key < *best.key)) break;  // cannot beat what was found
+      const ShardRecord& s = shards_.at(std::get<3>(key));
+      if (!Matches(agent, s, now)) continue;
+      best = {&key, &s};
+      break;
     }
-    if (probe == nullptr) probe = &s;
   }
-  return probe;
+  return own.shard != nullptr ? own.shard : probe.shard;
 }
 
 const ShardRecord* LeaseTable::SameRequest(const AgentRecord& agent,
@@ -572,9 +594,9 @@ void LeaseTable::ServeWaiters(
     TimePoint now,
     const std::function<void(Waiter&, const AgentRecord&, const ShardRecord&)>& grant,
     const std::function<void(Waiter&)>& reregister) {
-  if (serving_waiters_ || waiters_.empty() || queue_.empty()) return;
+  if (serving_waiters_ || waiters_.empty() || queued_ == 0) return;
   serving_waiters_ = true;
-  for (auto it = waiters_.begin(); it != waiters_.end() && !queue_.empty();) {
+  for (auto it = waiters_.begin(); it != waiters_.end() && queued_ > 0;) {
     auto agent = agents_.find(it->agent_id);
     if (agent == agents_.end() || agent->second.session_id != it->session_id) {
       reregister(*it);

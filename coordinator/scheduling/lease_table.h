@@ -186,6 +186,8 @@ class LeaseTable {
  private:
   using QueueKey = std::tuple<int, double, std::int64_t, std::string>;
   QueueKey KeyOf(const ShardRecord& s) const;
+  void Enqueue(const ShardRecord& s);
+  void Dequeue(const ShardRecord& s);
   bool Matches(const AgentRecord& agent, const ShardRecord& shard, TimePoint now) const;
   void AgentLeases(const std::string& agent_id, const std::string& lease_id, bool add);
 
@@ -200,7 +202,9 @@ class LeaseTable {
   std::map<std::string, std::string> lease_request_;            // lease id -> the Lease request id
   std::set<std::string> accepted_leases_;
   std::set<std::string> held_sweeps_;
-  std::set<QueueKey> queue_;
+  // Queued shards per requirement, each group in queue order (FindMatch looks at the heads).
+  std::map<Requirement, std::set<QueueKey>> queue_;
+  std::size_t queued_ = 0;
   Demand demand_;  // queued and waiting shards per sweep and requirement
   std::list<Waiter> waiters_;
   std::int64_t next_wait_id_ = 1;

@@ -961,7 +961,9 @@ TEST_F(CoordinatorTest, IdleDeviceAgentsTakeProbesAndVerifyEstimatesFollowTheEnt
   }
   double planned = 0;
   std::string dependent;
-  for (const auto& s : *coord_->Shards(probe.shard().sweep_id())) {
+  auto shards = coord_->Shards(probe.shard().sweep_id());
+  ASSERT_TRUE(shards.ok()) << shards.status();
+  for (const auto& s : *shards) {
     if (s.depends_on == probe.shard().shard_id()) {
       planned = s.expected_seconds;
       dependent = s.id;

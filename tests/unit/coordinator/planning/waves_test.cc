@@ -112,5 +112,64 @@ TEST(Waves, ARegistryLineFromAChainedPlaybookReverifiesTheClassElsewhere) {
   EXPECT_EQ(next.pre_registry(0).attr(), "logits");
 }
 
+// A next wave's shards expect their share of the origin's estimate: the entries verified again,
+// and kProbeShare of it for a probe phase (the origin itself may be a probe phase). Each shard
+// pre-applies its own loader's edits, not another loader's.
+TEST(Waves, NextWaveEstimatesFollowTheEntriesAndThePhase) {
+  auto probe = [](const std::string& id, const std::string& model, int entries, double expected) {
+    ShardRecord s;
+    s.id = id;
+    s.sweep_id = "sw";
+    s.cpu_ok = true;
+    s.expected_seconds = expected;
+    s.spec.set_shard_id(id);
+    s.spec.set_sweep_id("sw");
+    s.spec.set_playbook("unpack_forward_output");
+    s.spec.set_loader("third_party/tt_forge_models/" + model + "/pytorch/loader.py");
+    s.spec.set_wave(1);
+    s.spec.set_phase(v1::PHASE_PROBE);
+    for (int i = 0; i < entries; ++i) {
+      auto* e = s.spec.add_entries();
+      e->set_key(model + "/pytorch-V" + std::to_string(i) + "-single_device-training");
+      e->set_file("t.yaml");
+    }
+    return s;
+  };
+  // a: four entries, 0.2 x 1000 s; one of them returns the class that gets a line. b proposes it.
+  const ShardRecord a = probe("sw-s001", "a", 4, 200);
+  const ShardRecord b = probe("sw-s002", "b", 1, 20);
+  std::vector<ResultRecord> results(2);
+  for (int i = 0; i < 2; ++i) {
+    const ShardRecord& s = i == 0 ? a : b;
+    results[i].shard_id = s.id;
+    results[i].sweep_id = "sw";
+    for (const auto& e : s.spec.entries()) {
+      auto* o = results[i].result.add_entries();
+      o->set_key(e.key());
+      o->set_file(e.file());
+      o->set_disposition(v1::EntryOutcome::VERIFY);
+      o->set_output_class(&e == &s.spec.entries(0) ? "SharedOutput" : "OwnOutput");
+    }
+    auto* fe = results[i].result.add_file_edits();
+    fe->set_repo("tt_forge_models");
+    fe->set_path(i == 0 ? "a/pytorch/loader.py" : "b/pytorch/loader.py");
+  }
+  auto* op = results[1].result.add_registry_ops();
+  op->set_kind(v1::RegistryOp::ADD);
+  op->set_cls("SharedOutput");
+  op->set_attr("logits");
+
+  const WavePlan plan = PlanNextWave("sw", {&a, &b}, results, {"n150"}, true, 3);
+  ASSERT_EQ(plan.shards.size(), 2u) << "a probe and a verification of a's one entry";
+  EXPECT_EQ(plan.shards[0].spec.phase(), v1::PHASE_PROBE);
+  EXPECT_DOUBLE_EQ(plan.shards[0].expected_seconds, 1000 * 0.25 * 0.2);
+  EXPECT_EQ(plan.shards[1].spec.phase(), v1::PHASE_VERIFY);
+  EXPECT_DOUBLE_EQ(plan.shards[1].expected_seconds, 1000 * 0.25);
+  for (const auto& s : plan.shards) {
+    ASSERT_EQ(s.spec.pre_apply_size(), 1);
+    EXPECT_EQ(s.spec.pre_apply(0).path(), "a/pytorch/loader.py");
+  }
+}
+
 }  // namespace
 }  // namespace triage::coord
