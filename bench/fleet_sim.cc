@@ -11,7 +11,6 @@
 //
 // Run: build/bench/fleet_sim [--fleet 2n150+2p150+1cpu ...] [--scale 500,5000,50000]
 
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -28,7 +27,6 @@
 #include <optional>
 #include <queue>
 #include <set>
-#include <sstream>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -39,6 +37,7 @@
 #include "common/classify/classify.h"
 #include "common/clock/clock.h"
 #include "common/inventory/inventory.h"
+#include "common/util/file.h"
 #include "common/util/log.h"
 #include "common/util/strings.h"
 #include "coordinator/core/coordinator.h"
@@ -169,23 +168,15 @@ double ProbeSeconds(const std::string& playbook) {
   return 120;
 }
 
-absl::StatusOr<std::string> ReadFile(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) return absl::NotFoundError(util::StrCat(p.string(), ": cannot read"));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 // Builds the work from the real file. Scope "failing": every NOT_SUPPORTED_SKIP or
 // KNOWN_FAILURE_XFAIL entry is in scope; the built-in rules keep the playbook of those they
 // match, the others get the reason of a playbook chosen by their key (the farm with full playbook
 // coverage). Scope "matched": the file as it is. entries > 0: the in-scope entries are repeated
 // under renamed loaders ("<model>_r2/...") up to that many.
 absl::StatusOr<Workload> BuildWorkload(const Options& o, int entries) {
-  auto text = ReadFile(o.yaml);
+  auto text = util::ReadFile(o.yaml);
   if (!text.ok()) return text.status();
-  auto durations_text = ReadFile(o.durations);
+  auto durations_text = util::ReadFile(o.durations);
   if (!durations_text.ok()) return durations_text.status();
   nlohmann::json durations = nlohmann::json::parse(*durations_text, nullptr, false);
   if (durations.is_discarded() || !durations.is_object()) {
@@ -443,13 +434,11 @@ class Simulation {
     std::uint64_t since_read = 0;
     while (state == "running") {
       PollIdle();
-      const double now = Now();
       double next = last_step + o_.step_seconds;
       if (!events_.empty()) next = std::min(next, events_.top().at);
       if (next > 30 * 86400.0) break;  // a month: something is stuck
       clock_.Set(start_ +
                  std::chrono::duration_cast<Duration>(std::chrono::duration<double>(next)));
-      (void)now;
       while (!events_.empty() && events_.top().at <= next) {
         Event e = events_.top();
         events_.pop();

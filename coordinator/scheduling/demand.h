@@ -32,7 +32,7 @@ struct Requirement {
 // and backoffs): the one matching rule of the scheduler. cpu_ok work (probe phases) goes to
 // cpu_only agents and, with device_probes, to device agents too: they take it only when nothing
 // of their arch is queued (LeaseTable::FindMatch), so idle devices shorten the probe lane instead
-// of waiting on it (docs/architecture.md, "Scheduling").
+// of waiting on it (docs/farm.md, "Leases, fencing and retries").
 bool AgentOffers(const v1::AgentDimensions& dims, std::string_view executor,
                  std::string_view playbook, const std::vector<std::string>& archs, bool cpu_ok,
                  bool device_probes);

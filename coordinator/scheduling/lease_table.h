@@ -20,7 +20,7 @@
 namespace triage::coord {
 
 // The order queued shards are offered in, within a priority. kLongestFirst is the farm's
-// policy (docs/architecture.md, "Scheduling"); kFifo (creation order) is a yardstick for
+// policy (docs/farm.md, "Leases, fencing and retries"); kFifo (creation order) is a yardstick for
 // bench/fleet_sim.
 enum class QueueOrder { kLongestFirst, kFifo };
 
@@ -43,9 +43,9 @@ enum class Fault {
   kInfrastructure,  // the lease was lost: agent died, stopped, restarted; coordinator restart
 };
 
-// The scheduler's state (docs/architecture.md, "Scheduling"): the fleet of agents, every shard's
-// record, the queue and the matching rule, Lease long-polls waiting for work, leases with their
-// fencing tokens and deadlines, heartbeats, expiry, backoff and quarantine, and the checks a
+// The scheduler's state (docs/farm.md, "Leases, fencing and retries"): the fleet of agents, every
+// shard's record, the queue and the matching rule, Lease long-polls waiting for work, leases with
+// their fencing tokens and deadlines, heartbeats, expiry, backoff and quarantine, and the checks a
 // result passes at intake.
 //
 // It decides; it does not write. Methods that change a shard fill an updated copy and the
