@@ -61,6 +61,7 @@ struct AgentConfig {
   std::string metrics_address;
   bool exit_when_drained = false;
   std::int64_t max_shards = 0;
+  std::int64_t verify_batch = 8;
   std::string log_level = "info";
 
   void Register(triage::config::Schema& s) {
@@ -109,6 +110,9 @@ struct AgentConfig {
     s.Add("exit_when_drained", &exit_when_drained, "exit once the coordinator drains this agent");
     s.Add("max_shards", &max_shards, "exit after this many shards (0 = never)",
           Range{0, 1'000'000'000});
+    s.Add("verify_batch", &verify_batch,
+          "verify-phase shards to run in one pytest session (1: one shard per lease)",
+          Range{1, 64});
     s.Add("log_level", &log_level, "trace, debug, info, warn, error",
           triage::config::OneOf({"trace", "debug", "info", "warn", "error"}));
   }
@@ -306,6 +310,7 @@ int main(int argc, char** argv) {
   options.exec.playbooks = cfg.playbooks;
   options.exit_when_drained = cfg.exit_when_drained;
   options.max_shards = static_cast<int>(cfg.max_shards);
+  options.max_batch = static_cast<int>(cfg.verify_batch);
 
   agent::Agent a(options, client->get(), ws.get(), executors, &metrics);
   // SIGINT/SIGTERM stop the agent while Run lasts; Run may also end on its own (a fatal error,

@@ -71,7 +71,9 @@ struct Options {
   std::filesystem::path yaml;
   std::filesystem::path durations;
   std::vector<std::string> fleets;
-  std::vector<std::string> policies = {"farm", "cpu-probes", "fifo", "lpt"};
+  std::vector<std::string> policies = {"farm", "one-per-lease", "cpu-probes", "fifo", "lpt"};
+  int verify_batch = 8;            // LeaseRequest.max_batch of the agents (the agent's default)
+  double verify_batch_max = 3600;  // the coordinator's verify_batch_max_seconds
   std::string scope = "failing";
   std::uint64_t seed = 1;
   Rates rates;
@@ -318,6 +320,8 @@ struct RunResult {
   int attempts = 0;
   int failed_attempts = 0;
   int expired = 0;
+  int entries = 0;
+  int device_sessions = 0;  // pytest sessions on devices (a batch's is one)
   double wall_seconds = 0;
   double plan_seconds = 0;
   long rss_kib = 0;
@@ -372,6 +376,8 @@ class Simulation {
     copts.lease_wait_limit = 0s;
     if (policy_ == "fifo") copts.queue_order = coord::QueueOrder::kFifo;
     copts.device_probes = policy_ != "cpu-probes";
+    copts.verify_batch_max =
+        std::chrono::duration_cast<Duration>(std::chrono::duration<double>(o_.verify_batch_max));
     start_ = clock_.Now();
     coord::Coordinator coord(
         copts, store->get(), &clock_,
@@ -465,6 +471,8 @@ class Simulation {
     for (auto& [lane, waits] : metrics_.waits) r.lanes[lane].waits = waits;
     r.attempts = attempts_;
     r.failed_attempts = failed_attempts_;
+    r.entries = w_.entries;
+    r.device_sessions = device_sessions_;
     r.expired = metrics_.expired;
     coord_ = nullptr;
     r.wall_seconds =
@@ -489,7 +497,7 @@ class Simulation {
     bool busy = false;
     bool dead = false;
     bool draining = false;
-    v1::LeaseResponse lease;
+    std::vector<v1::LeaseResponse> leases;  // the head and its batch, until each is completed
     double started = 0;
     // Availability for the bound: [from, to) intervals lost.
     std::vector<std::pair<double, double>> away;
@@ -582,34 +590,39 @@ class Simulation {
     Agent& a = agents_[e.agent];
     switch (e.kind) {
       case Kind::kFinish: {
-        if (a.dead || !a.busy || a.lease.lease_id() != e.lease_id) return;
+        auto held = std::find_if(a.leases.begin(), a.leases.end(),
+                                 [&](const auto& l) { return l.lease_id() == e.lease_id; });
+        if (a.dead || !a.busy || held == a.leases.end()) return;
         v1::CompleteRequest req;
         req.set_agent_id(a.id);
         req.set_session_id(a.session);
-        req.set_lease_id(a.lease.lease_id());
-        req.set_fencing_token(a.lease.fencing_token());
+        req.set_lease_id(held->lease_id());
+        req.set_fencing_token(held->fencing_token());
         *req.mutable_result() = e.result;
         auto resp = coord_->Complete(req);
         busy_[a.arch] += e.seconds;
         if (resp.ok() && resp->accepted()) {
           // A shard's reported attempts run one after the other under any policy.
-          ran_[a.lease.shard().shard_id()] += e.seconds;
+          ran_[held->shard().shard_id()] += e.seconds;
           done_work_[e.lane] += e.seconds;
         } else {
           lost_work_[e.lane] += e.seconds;
         }
+        a.leases.erase(held);
+        if (!a.leases.empty()) return;  // a batch completes its shards one by one
         a.busy = false;
         if (a.draining) a.away.push_back({Now(), 1e18});  // it stops once its shard is done
         return;
       }
       case Kind::kDie:
         if (a.busy) {
-          const v1::ShardSpec& spec = a.lease.shard();
+          const v1::ShardSpec& spec = a.leases.front().shard();
           lost_work_[spec.phase() == v1::PHASE_PROBE ? "cpu" : spec.arch()] += Now() - a.started;
           busy_[a.arch] += Now() - a.started;
         }
         a.dead = true;
         a.busy = false;
+        a.leases.clear();
         return;
       case Kind::kRevive:
         a.dead = false;
@@ -638,7 +651,7 @@ class Simulation {
       v1::HeartbeatRequest req;
       req.set_agent_id(a.id);
       req.set_session_id(a.session);
-      if (a.busy) req.add_lease_ids(a.lease.lease_id());
+      for (const auto& l : a.leases) req.add_lease_ids(l.lease_id());
       (void)coord_->Heartbeat(req);
     }
   }
@@ -651,27 +664,82 @@ class Simulation {
       v1::LeaseRequest req;
       req.set_agent_id(a.id);
       req.set_session_id(a.session);
+      // Only the farm batches verifications; the yardsticks lease one shard at a time.
+      req.set_max_batch(policy_ == "farm" ? o_.verify_batch : 1);
       absl::StatusOr<v1::LeaseResponse> got = absl::UnknownError("not answered");
       coord_->Lease(req, [&](absl::StatusOr<v1::LeaseResponse> r) { got = std::move(r); });
       if (!got.ok() || !got->granted()) continue;
-      a.lease = *got;
+      a.leases.assign(1, *got);
+      a.leases.front().clear_batch();
+      for (const auto& g : got->batch()) {
+        v1::LeaseResponse one;
+        one.set_granted(true);
+        one.set_lease_id(g.lease_id());
+        one.set_fencing_token(g.fencing_token());
+        *one.mutable_shard() = g.shard();
+        a.leases.push_back(std::move(one));
+      }
       a.busy = true;
       a.started = Now();
       Start(i);
     }
   }
 
-  // Runs the leased shard: its time and its result, from the entries' draws.
+  // Runs what the agent leased, from the entries' draws: a shard, or a batch of verify phases
+  // (docs/farm.md, "Batched verification") in one session, which pays one workspace and process
+  // start. A crash kills the session: the shards before it keep their outcomes (the agent
+  // plugin's partial JUnit file), the crashed shard and those after it run again in sessions of
+  // their own. The batch's shards are completed when it ends.
   void Start(std::size_t i) {
     Agent& a = agents_[i];
-    const v1::ShardSpec& spec = a.lease.shard();
+    std::vector<ShardRun> runs;
+    std::size_t crash = a.leases.size();  // the first shard that crashed, if any
+    for (std::size_t k = 0; k < a.leases.size(); ++k) {
+      runs.push_back(RunShard(a.leases[k].shard()));
+      if (runs.back().crashed && crash == a.leases.size()) crash = k;
+    }
+    if (a.leases.front().shard().phase() != v1::PHASE_PROBE) ++device_sessions_;
+    if (runs.size() > 1) {
+      for (std::size_t k = 0; k < runs.size(); ++k) {
+        // Its part of the shared session: after the first, without the start.
+        const double in_session = runs[k].seconds - (k > 0 ? kVerifyStart : 0);
+        if (k < crash) {
+          runs[k].seconds = in_session;
+        } else {
+          ++device_sessions_;  // a session of its own
+          runs[k].seconds += k == crash ? in_session : 0;
+        }
+      }
+    }
+    double total = 0;
+    for (auto& r : runs) {
+      r.result.set_duration_seconds(r.seconds);
+      total += r.seconds;
+    }
+    for (std::size_t k = 0; k < a.leases.size(); ++k) {
+      const v1::ShardSpec& spec = a.leases[k].shard();
+      Push(Now() + total, Kind::kFinish, i, a.leases[k].lease_id(), std::move(runs[k].result),
+           runs[k].seconds, spec.phase() == v1::PHASE_PROBE ? "cpu" : spec.arch());
+    }
+  }
+
+  static constexpr double kVerifyStart = 30;  // a device phase's workspace and process start
+
+  // One shard's attempt: its result, its seconds, whether an entry crashed the process.
+  struct ShardRun {
+    v1::ShardResult result;
+    double seconds = 0;
+    bool crashed = false;
+  };
+  ShardRun RunShard(const v1::ShardSpec& spec) {
+    bool crashed = false;
     const int attempt = ++attempt_of_[spec.shard_id()];
     ++attempts_;
     v1::ShardResult result;
     result.set_status(v1::ShardResult::SUCCEEDED);
     const bool probe = spec.phase() == v1::PHASE_PROBE;
     const bool full = spec.phase() == v1::PHASE_FULL;
-    double seconds = probe ? 20 : 30;  // workspace preparation, process start
+    double seconds = probe ? 20 : kVerifyStart;  // workspace preparation, process start
     std::set<std::string> proposed;
     const std::string tag = util::StrCat(spec.wave(), "/", spec.arch());
     for (const auto& e : spec.entries()) {
@@ -716,6 +784,7 @@ class Simulation {
       } else if (u < o_.rates.pass + o_.rates.crash) {
         seconds += t.device_seconds * Draw(o_.seed, "crash-at" + e.key() + tag) + 20;
         out->set_verdict("crash");
+        crashed = true;
       } else if (u < o_.rates.pass + o_.rates.crash + o_.rates.timeout) {
         seconds += std::max(60.0, 3 * t.device_seconds);
         out->set_verdict("timeout");
@@ -739,9 +808,7 @@ class Simulation {
       result.set_error("simulated infrastructure failure");
       ++failed_attempts_;
     }
-    result.set_duration_seconds(seconds);
-    Push(Now() + seconds, Kind::kFinish, i, a.lease.lease_id(), std::move(result), seconds,
-         probe ? "cpu" : spec.arch());
+    return ShardRun{std::move(result), seconds, crashed};
   }
 
   // Time to do `work` seconds with the agents of `lane` ("" for every agent), given when each
@@ -846,6 +913,7 @@ class Simulation {
   std::map<std::string, double> busy_;  // agent arch -> seconds running shards
   int attempts_ = 0;
   int failed_attempts_ = 0;
+  int device_sessions_ = 0;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -869,21 +937,28 @@ void PrintFleet(const Fleet& f, const std::vector<RunResult>& runs) {
   std::cout << "\n## fleet " << f.name << "\n";
   std::cout << "| policy | makespan | bound (by) | makespan/bound | ";
   for (const auto& l : lanes) std::cout << "util " << l << " | ";
-  std::cout << "wait p50 / p99 (device) | shards | waves | attempts (failed, expired) | wall |\n";
+  std::cout << "device s / entry | device sessions | wait p50 / p99 (device) | shards | waves | "
+               "attempts (failed, expired) | wall |\n";
   std::cout << "|---|---|---|---|";
   for (std::size_t i = 0; i < lanes.size(); ++i) std::cout << "---|";
-  std::cout << "---|---|---|---|---|\n";
+  std::cout << "---|---|---|---|---|---|---|\n";
   for (const auto& r : runs) {
     std::cout << "| " << r.policy << (r.finished ? "" : " (" + r.state + ")") << " | "
               << Hours(r.makespan) << " | " << Hours(r.bound) << " (" << r.bound_by << ") | "
               << Fixed(r.makespan / std::max(1.0, r.bound), 3) << " | ";
     std::vector<double> device_waits;
+    double device_work = 0;
     for (const auto& l : lanes) {
       const LaneStats& s = r.lanes.at(l);
       const double util = s.agents > 0 ? s.busy / (s.agents * std::max(1.0, r.makespan)) : 0;
       std::cout << (s.agents > 0 ? Fixed(100 * util, 1) + " %" : "-") << " | ";
-      if (l != "cpu") device_waits.insert(device_waits.end(), s.waits.begin(), s.waits.end());
+      if (l != "cpu") {
+        device_waits.insert(device_waits.end(), s.waits.begin(), s.waits.end());
+        device_work += s.work + s.lost;
+      }
     }
+    std::cout << Fixed(device_work / std::max(1, r.entries), 0) << " | " << r.device_sessions
+              << " | ";
     std::cout << Fixed(Percentile(device_waits, 0.5) / 60, 1) << " / "
               << Fixed(Percentile(device_waits, 0.99) / 60, 1) << " min | " << r.shards << " | "
               << r.waves << " | " << r.attempts << " (" << r.failed_attempts << ", " << r.expired
@@ -903,9 +978,16 @@ int Main(int argc, char** argv) {
   app.add_option("--fleet", o.fleets,
                  "Fleet, e.g. 2n150+2p150+1cpu (repeatable; default: three fleets)");
   app.add_option("--policy", o.policies,
-                 "Policies to run: farm; cpu-probes (the farm with probes on CPU agents only); "
-                 "fifo (creation order); lpt (longest first, no CPU phase)")
-      ->check(CLI::IsMember({"farm", "cpu-probes", "fifo", "lpt"}));
+                 "Policies to run: farm; one-per-lease (the farm without batched verification); "
+                 "cpu-probes (one-per-lease with probes on CPU agents only); fifo (creation "
+                 "order); lpt (longest first, no CPU phase)")
+      ->check(CLI::IsMember({"farm", "one-per-lease", "cpu-probes", "fifo", "lpt"}));
+  app.add_option("--verify-batch", o.verify_batch,
+                 "The farm's agents' verify_batch: verify shards per pytest session")
+      ->check(CLI::Range(1, 64));
+  app.add_option("--verify-batch-max", o.verify_batch_max,
+                 "The coordinator's verify_batch_max_seconds: longest expected batch")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--scope", o.scope,
                  "failing: every failing entry, with full playbook coverage; matched: the file "
                  "as the built-in rules see it")

@@ -59,6 +59,7 @@ struct CoordinatorConfig {
   std::int64_t tick_ms = 500;
   bool sqlite_synchronous_full = false;
   bool device_agents_probe = true;
+  std::int64_t verify_batch_max_seconds = 3600;
   std::string log_level = "info";
 
   void Register(triage::config::Schema& s) {
@@ -109,6 +110,9 @@ struct CoordinatorConfig {
     s.Add("default_archs", &default_archs, "target archs of sweeps that name none");
     s.Add("device_agents_probe", &device_agents_probe,
           "device agents take probe-phase shards when nothing of their arch is queued");
+    s.Add("verify_batch_max_seconds", &verify_batch_max_seconds,
+          "longest expected run of a batch of verify shards in one pytest session (0: no batches)",
+          Range{0, kMaxSeconds});
     s.Add("tick_ms", &tick_ms, "how often leases and agents are checked", Range{10, 60'000});
     s.Add("sqlite_synchronous_full", &sqlite_synchronous_full,
           "fsync every commit (survives power loss; slower)");
@@ -263,6 +267,7 @@ triage::coord::CoordinatorOptions CoordinatorOptionsFrom(const CoordinatorConfig
   options.max_infra_losses = static_cast<int>(cfg.max_infra_losses);
   options.default_archs = cfg.default_archs;
   options.device_probes = cfg.device_agents_probe;
+  options.verify_batch_max = std::chrono::seconds(cfg.verify_batch_max_seconds);
   return options;
 }
 

@@ -1,5 +1,6 @@
 #include "agent/core/agent.h"
 
+#include <algorithm>
 #include <random>
 
 #include "agent/workspace/workspace.h"
@@ -82,7 +83,7 @@ absl::Status Agent::RegisterWithRetry() {
   std::lock_guard lock(mu_);
   if (!resp->resumed() && !session_.empty()) {
     spdlog::warn("coordinator gave a new session: earlier leases are fenced");
-    if (!current_lease_.empty()) cancel_current_.store(true);
+    if (!current_leases_.empty()) cancel_current_.store(true);
   }
   session_ = resp->session_id();
   if (resp->heartbeat_interval_ms() > 0) {
@@ -103,17 +104,20 @@ void Agent::HeartbeatLoop() {
       interval = heartbeat_interval_;
       req.set_agent_id(options_.dimensions.agent_id());
       req.set_session_id(session_);
-      if (!current_lease_.empty()) req.add_lease_ids(current_lease_);
+      for (const auto& id : current_leases_) req.add_lease_ids(id);
       for (const auto& id : undelivered_) {
-        if (id != current_lease_) req.add_lease_ids(id);
+        if (!current_leases_.count(id)) req.add_lease_ids(id);
       }
     }
     auto resp = client_->Heartbeat(req);
     if (resp.ok()) {
       std::lock_guard lock(mu_);
       for (const auto& id : resp->revoked_lease_ids()) {
-        if (id == current_lease_) {
-          spdlog::warn("{} revoked by the coordinator: stopping the shard", current_context_);
+        if (current_leases_.count(id)) {
+          // A batch stops whole: its leases share one workspace and one pytest session. The
+          // others then expire and are queued again.
+          spdlog::warn("{} {} revoked by the coordinator: stopping {}", current_context_, id,
+                       current_leases_.size() > 1 ? "the batch" : "the shard");
           cancel_current_.store(true);
         }
       }
@@ -126,7 +130,7 @@ void Agent::HeartbeatLoop() {
   }
 }
 
-void Agent::Progress(const v1::LeaseResponse& lease, const std::string& step,
+void Agent::Progress(const std::vector<const v1::LeaseResponse*>& leases, const std::string& step,
                      const std::string& entry, const std::vector<std::string>& tail) {
   const TimePoint now = options_.clock->Now();
   // A clock set back (now before the last report) does not hold the next report back.
@@ -137,20 +141,23 @@ void Agent::Progress(const v1::LeaseResponse& lease, const std::string& step,
   last_step_ = step;
   last_entry_ = entry;
   last_progress_ = now;
-  v1::ProgressRequest req;
-  req.set_agent_id(options_.dimensions.agent_id());
-  req.set_session_id(session());
-  req.set_lease_id(lease.lease_id());
-  req.set_fencing_token(lease.fencing_token());
-  req.set_step(step);
-  req.set_entry(entry);
-  for (const auto& l : tail) req.add_log_tail(l);
-  auto resp = client_->ReportProgress(req);
-  if (resp.ok() && resp->revoked()) {
-    spdlog::warn("{} no longer valid: stopping the shard",
-                 util::ShardLogContext(lease.shard().sweep_id(), lease.shard().shard_id(),
-                                       lease.lease_id()));
-    cancel_current_.store(true);
+  for (const v1::LeaseResponse* lease : leases) {
+    v1::ProgressRequest req;
+    req.set_agent_id(options_.dimensions.agent_id());
+    req.set_session_id(session());
+    req.set_lease_id(lease->lease_id());
+    req.set_fencing_token(lease->fencing_token());
+    req.set_step(step);
+    req.set_entry(entry);
+    for (const auto& l : tail) req.add_log_tail(l);
+    auto resp = client_->ReportProgress(req);
+    if (resp.ok() && resp->revoked()) {
+      spdlog::warn("{} no longer valid: stopping {}",
+                   util::ShardLogContext(lease->shard().sweep_id(), lease->shard().shard_id(),
+                                         lease->lease_id()),
+                   leases.size() > 1 ? "the batch" : "the shard");
+      cancel_current_.store(true);
+    }
   }
 }
 
@@ -221,6 +228,21 @@ void Agent::ResendSpooled() {
   }
 }
 
+ExecContext Agent::Context(const v1::ShardSpec& spec, const std::filesystem::path& dir,
+                           const std::vector<const v1::LeaseResponse*>& leases) {
+  ExecContext ctx;
+  ctx.spec = &spec;
+  ctx.workspace = workspace_;
+  ctx.shard_dir = dir;
+  ctx.settings = options_.exec;
+  ctx.progress = [this, leases](const std::string& step, const std::string& entry,
+                                const std::vector<std::string>& tail) {
+    Progress(leases, step, entry, tail);
+  };
+  ctx.cancelled = [this] { return cancel_current_.load(); };
+  return ctx;
+}
+
 void Agent::RunShard(const v1::LeaseResponse& lease) {
   const v1::ShardSpec& spec = lease.shard();
   cancel_current_.store(false);
@@ -228,12 +250,13 @@ void Agent::RunShard(const v1::LeaseResponse& lease) {
       util::ShardLogContext(spec.sweep_id(), spec.shard_id(), lease.lease_id());
   {
     std::lock_guard lock(mu_);
-    current_lease_ = lease.lease_id();
+    current_leases_.insert(lease.lease_id());
     current_context_ = context;
   }
   last_step_.clear();
   spdlog::info("{} {} {} ({} entries, {})", context, spec.playbook(), spec.loader(),
                spec.entries_size(), spec.executor());
+  const std::vector<const v1::LeaseResponse*> leases{&lease};
   const auto start = std::chrono::steady_clock::now();
   v1::ShardResult result;
   auto fail = [&](const absl::Status& st) {
@@ -248,7 +271,7 @@ void Agent::RunShard(const v1::LeaseResponse& lease) {
     fail(absl::FailedPreconditionError(
         util::StrCat("this agent has no '", spec.executor(), "' executor")));
   } else {
-    Progress(lease, "prepare", "", {});
+    Progress(leases, "prepare", "", {});
     absl::StatusOr<std::filesystem::path> dir;
     if (workspace_ != nullptr) {
       const auto t0 = std::chrono::steady_clock::now();
@@ -265,16 +288,7 @@ void Agent::RunShard(const v1::LeaseResponse& lease) {
     if (!dir.ok()) {
       fail(dir.status());
     } else {
-      ExecContext ctx;
-      ctx.spec = &spec;
-      ctx.workspace = workspace_;
-      ctx.shard_dir = *dir;
-      ctx.settings = options_.exec;
-      ctx.progress = [&](const std::string& step, const std::string& entry,
-                         const std::vector<std::string>& tail) {
-        Progress(lease, step, entry, tail);
-      };
-      ctx.cancelled = [this] { return cancel_current_.load(); };
+      ExecContext ctx = Context(spec, *dir, leases);
       auto r = executor->second->Run(ctx);
       if (r.ok()) {
         result = std::move(*r);
@@ -285,15 +299,114 @@ void Agent::RunShard(const v1::LeaseResponse& lease) {
   }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  // Decided once: a revocation that arrives after this point finds the result on its way.
+  Finish(lease, std::move(result), seconds, cancel_current_.load(), context);
+}
+
+void Agent::RunBatch(const v1::LeaseResponse& lease) {
+  std::vector<v1::LeaseResponse> leases{lease};
+  leases.front().clear_batch();
+  for (const v1::BatchGrant& g : lease.batch()) {
+    v1::LeaseResponse one;
+    one.set_granted(true);
+    one.set_lease_id(g.lease_id());
+    one.set_fencing_token(g.fencing_token());
+    one.set_deadline_unix_ms(g.deadline_unix_ms());
+    *one.mutable_shard() = g.shard();
+    leases.push_back(std::move(one));
+  }
+  const v1::ShardSpec& head = lease.shard();
+  auto executor = executors_.find(head.executor());
+  bool together =
+      executor != executors_.end() && executor->second->CanBatch() && workspace_ != nullptr;
+  for (const auto& l : leases) together = together && l.shard().executor() == head.executor();
+  if (!together) {
+    // One after another; the waiting leases are named in heartbeats until their turn.
+    {
+      std::lock_guard lock(mu_);
+      for (const auto& l : leases) current_leases_.insert(l.lease_id());
+    }
+    for (const auto& l : leases) {
+      if (Stopping()) break;
+      {
+        std::lock_guard lock(mu_);
+        current_leases_.erase(l.lease_id());
+      }
+      RunShard(l);
+    }
+    std::lock_guard lock(mu_);
+    current_leases_.clear();
+    return;
+  }
+
+  cancel_current_.store(false);
+  std::vector<const v1::LeaseResponse*> all;
+  std::vector<const v1::ShardSpec*> specs;
+  std::vector<std::string> contexts;
+  // The workspace holds every shard's pre-applied edits: the coordinator batched only shards
+  // whose edits touch different files and whose registry lines are the same.
+  v1::ShardSpec merged = head;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& l : leases) {
+      current_leases_.insert(l.lease_id());
+      all.push_back(&l);
+      specs.push_back(&l.shard());
+      contexts.push_back(
+          util::ShardLogContext(l.shard().sweep_id(), l.shard().shard_id(), l.lease_id()));
+      if (&l != &leases.front()) {
+        for (const auto& e : l.shard().pre_apply()) *merged.add_pre_apply() = e;
+      }
+    }
+    current_context_ = contexts.front();
+  }
+  last_step_.clear();
+  for (std::size_t i = 0; i < leases.size(); ++i) {
+    const v1::ShardSpec& spec = leases[i].shard();
+    spdlog::info("{} {} {} ({} entries, {}), batch {} of {}", contexts[i], spec.playbook(),
+                 spec.loader(), spec.entries_size(), spec.executor(), i + 1, leases.size());
+  }
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<absl::StatusOr<v1::ShardResult>> results;
+  Progress(all, "prepare", "", {});
+  const auto t0 = std::chrono::steady_clock::now();
+  absl::StatusOr<std::filesystem::path> dir = workspace_->Prepare(merged);
+  metrics_->WorkspaceReset(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  if (!dir.ok()) {
+    results.assign(leases.size(), dir.status());
+  } else {
+    ExecContext ctx = Context(head, *dir, all);
+    results = executor->second->RunBatch(ctx, specs);
+    results.resize(leases.size(), absl::InternalError("the batch left no result"));
+  }
+  // Each shard is charged an equal part of the batch's time.
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
+      static_cast<double>(leases.size());
+  const bool cancelled = cancel_current_.load();
+  for (std::size_t i = 0; i < leases.size(); ++i) {
+    v1::ShardResult result;
+    if (results[i].ok()) {
+      result = std::move(*results[i]);
+    } else {
+      result.set_status(v1::ShardResult::FAILED);
+      result.set_error(util::MessageOf(results[i].status()));
+    }
+    Finish(leases[i], std::move(result), seconds, cancelled, contexts[i]);
+  }
+}
+
+void Agent::Finish(const v1::LeaseResponse& lease, v1::ShardResult result, double seconds,
+                   bool cancelled, const std::string& context) {
+  const v1::ShardSpec& spec = lease.shard();
   result.set_duration_seconds(seconds);
   metrics_->Step(spec.playbook(), "shard",
                  result.status() == v1::ShardResult::SUCCEEDED ? "succeeded" : "failed", seconds);
-  // Decided once: a revocation that arrives after this point finds the result on its way.
-  const bool cancelled = cancel_current_.load();
   {
     // From here until it is acknowledged the lease is kept alive as an undelivered result.
     std::lock_guard lock(mu_);
-    current_lease_.clear();
+    current_leases_.erase(lease.lease_id());
     if (!cancelled) undelivered_.insert(lease.lease_id());
   }
   if (cancelled) {
@@ -353,6 +466,11 @@ absl::Status Agent::Run() {
     req.set_session_id(session());
     req.set_wait_ms(options_.lease_wait.count());
     req.set_request_id(RandomId());
+    int batch = std::max(1, options_.max_batch);
+    if (options_.max_shards > 0) {
+      batch = std::max(1, std::min(batch, options_.max_shards - shards_done_.load()));
+    }
+    req.set_max_batch(batch);
     absl::StatusOr<v1::LeaseResponse> lease = absl::UnavailableError("not asked");
     absl::Status st = RetryCall([&] {
       lease = client_->Lease(req);
@@ -383,7 +501,11 @@ absl::Status Agent::Run() {
       if (lease->draining() && !options_.exit_when_drained) SleepFor(options_.lease_wait / 4);
       continue;
     }
-    RunShard(*lease);
+    if (lease->batch_size() > 0) {
+      RunBatch(*lease);
+    } else {
+      RunShard(*lease);
+    }
     if (options_.max_shards > 0 && shards_done_.load() >= options_.max_shards) break;
   }
   Stop();

@@ -42,6 +42,9 @@ struct AgentOptions {
   ExecSettings exec;
   bool exit_when_drained = false;  // stop once the coordinator drains this agent
   int max_shards = 0;              // stop after this many shards (0 = no limit)
+  // Verify-phase shards the agent asks to run in one pytest session (LeaseRequest.max_batch;
+  // docs/farm.md, "Batched verification"); 1 asks for one shard per lease.
+  int max_batch = 8;
   // What the agent decides on time reads this clock: progress throttling, the heartbeat period,
   // retry backoffs and the pauses between Lease calls (tests pass a FakeClock). Durations that
   // are only measured and reported (a shard's run time, workspace resets) use steady_clock: a
@@ -74,12 +77,22 @@ class Agent {
   // The spooled results, oldest first (also fills undelivered_).
   std::vector<std::filesystem::path> SpooledFiles();
   void RunShard(const v1::LeaseResponse& lease);
+  // A lease with a batch: one workspace and one pytest session when the executor can batch,
+  // else the shards one after another (the waiting ones kept alive by heartbeats).
+  void RunBatch(const v1::LeaseResponse& lease);
+  // What an executor gets to run spec in dir; progress goes to each of leases.
+  ExecContext Context(const v1::ShardSpec& spec, const std::filesystem::path& dir,
+                      const std::vector<const v1::LeaseResponse*>& leases);
+  // Spools and delivers a finished attempt's result (unless cancelled), ends it as current.
+  void Finish(const v1::LeaseResponse& lease, v1::ShardResult result, double seconds,
+              bool cancelled, const std::string& context);
   // Sends a spooled Complete until the coordinator answers (or stop); removes the file then.
   // context: util::ShardLogContext of the attempt, for its log lines.
   void Deliver(const std::filesystem::path& spool_file, const v1::CompleteRequest& req,
                const std::string& context);
-  void Progress(const v1::LeaseResponse& lease, const std::string& step, const std::string& entry,
-                const std::vector<std::string>& tail);
+  // Reports a step to each lease (throttled once for all: a batch's leases move together).
+  void Progress(const std::vector<const v1::LeaseResponse*>& leases, const std::string& step,
+                const std::string& entry, const std::vector<std::string>& tail);
   bool Stopping() const { return stop_.load(); }
   // Waits d on the injected clock, or until Stop().
   void SleepFor(std::chrono::milliseconds d);
@@ -97,8 +110,9 @@ class Agent {
   std::condition_variable cv_;
   std::string session_;
   std::chrono::milliseconds heartbeat_interval_{5'000};
-  std::string current_lease_;
-  std::string current_context_;  // util::ShardLogContext of current_lease_
+  // The leases being worked on: one, or a batch (its waiting shards included).
+  std::set<std::string> current_leases_;
+  std::string current_context_;  // util::ShardLogContext of the first of them
   // Leases whose results are spooled and not yet acknowledged: heartbeats keep them alive (a
   // result finished during an outage must not expire while its delivery backs off), and a
   // registration names them so that a restart does not fence them.

@@ -48,6 +48,16 @@ class Executor {
   virtual ~Executor() = default;
   virtual std::string name() const = 0;
   virtual absl::StatusOr<v1::ShardResult> Run(ExecContext& ctx) = 0;
+  // Whether RunBatch runs several verify-phase shards in one pytest session.
+  virtual bool CanBatch() const { return false; }
+  // A batch of verify-phase shards (docs/farm.md, "Batched verification") in one workspace that
+  // holds all their pre-applied edits: ctx.spec is the first, specs all of them; a result per
+  // spec, in order. Only called when CanBatch().
+  virtual std::vector<absl::StatusOr<v1::ShardResult>> RunBatch(
+      ExecContext& /*ctx*/, const std::vector<const v1::ShardSpec*>& specs) {
+    return std::vector<absl::StatusOr<v1::ShardResult>>(
+        specs.size(), absl::UnimplementedError(name() + " runs no batches"));
+  }
 };
 
 }  // namespace triage::agent

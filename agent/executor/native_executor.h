@@ -4,6 +4,7 @@
 #include <string>
 
 #include "agent/executor/executor.h"
+#include "agent/executor/native_tools.h"
 
 namespace triage::agent {
 
@@ -18,8 +19,18 @@ class NativeExecutor : public Executor {
   NativeExecutor(std::filesystem::path scripts_dir, std::filesystem::path replay_dir = {});
   std::string name() const override { return replay_dir_.empty() ? "native" : "replay"; }
   absl::StatusOr<v1::ShardResult> Run(ExecContext& ctx) override;
+  // Native only: a replay answers from each shard's own recorded evidence.
+  bool CanBatch() const override { return replay_dir_.empty(); }
+  // One pytest session over every entry of the batch; each shard then runs its playbook as
+  // Run does, its "verify" answered from that session when it holds a testcase for every one
+  // of the shard's entries, and from a session of its own otherwise (a crash in the batch).
+  std::vector<absl::StatusOr<v1::ShardResult>> RunBatch(
+      ExecContext& ctx, const std::vector<const v1::ShardSpec*>& specs) override;
 
  private:
+  NativeToolsOptions ToolsOptions(const ExecContext& ctx) const;
+  absl::StatusOr<v1::ShardResult> RunWith(ExecContext& ctx, playbooks::PlaybookTools& tools);
+
   std::filesystem::path scripts_dir_;
   std::filesystem::path replay_dir_;
 };

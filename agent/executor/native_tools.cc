@@ -89,10 +89,22 @@ absl::StatusOr<playbooks::PytestRun> NativeTools::Pytest(const std::vector<std::
   run.timeout = options_.pytest_timeout;
   run.log_path = log;
   run.cancelled = options_.cancelled;
+  // The plugin's JUnit file of the tests finished so far: what is left of a session that died.
+  const auto partial = options_.shard_dir / "junit" / util::StrCat(name, ".xml.partial");
   run.env = {{"ENABLE_BRINGUP_STAGE_LOGGING", "1"},
              {"PYTHONPATH", options_.scripts_dir.string()},
-             {"PYTHONDONTWRITEBYTECODE", "1"}};
+             {"PYTHONDONTWRITEBYTECODE", "1"},
+             {"TRIAGE_JUNIT_PARTIAL", partial.string()}};
   auto res = process::Run(run);
+  {
+    std::error_code ec;
+    if (!std::filesystem::exists(xml, ec) && std::filesystem::exists(partial, ec)) {
+      // pytest died before writing its file: the finished tests answer, the rest are missing.
+      std::filesystem::rename(partial, xml, ec);
+    }
+    std::filesystem::remove(partial, ec);
+    std::filesystem::remove(partial.string() + ".tmp", ec);
+  }
   if (!res.ok()) return res.status();
   if (res->cancelled) return absl::CancelledError("cancelled");
   playbooks::PytestRun out;

@@ -18,6 +18,9 @@ struct NativeToolsOptions {
   std::chrono::seconds pytest_timeout{3600};
   std::function<bool()> cancelled;
   std::function<void(const std::string& step)> on_timeout;  // metrics
+  // Runs numbered before this tools' first (its first pytest run is first_run + 1): a batched
+  // shard's own runs come after the batch session it records too.
+  int first_run = 0;
 };
 
 // Runs the probe and pytest as subprocesses (argv, own process group, timeouts, each in its own
@@ -26,7 +29,8 @@ struct NativeToolsOptions {
 // pytest run that left no XML, logs/<key>.log.
 class NativeTools : public playbooks::PlaybookTools {
  public:
-  explicit NativeTools(NativeToolsOptions options) : options_(std::move(options)) {}
+  explicit NativeTools(NativeToolsOptions options)
+      : options_(std::move(options)), runs_(options_.first_run) {}
   absl::StatusOr<std::vector<playbooks::ProbeDoc>> Probe(const std::string& key,
                                                          const std::string& mode) override;
   absl::StatusOr<playbooks::PytestRun> Pytest(const std::vector<std::string>& keys,

@@ -159,11 +159,8 @@ absl::Status ShardRun::Init() {
       }
     }
     // The informational inference entry of the same loader variant.
-    std::string file = e.file();
-    std::string key = e.key();
-    if (auto at = file.find("_training_"); at != std::string::npos) {
-      file.replace(at, 10, "_inference_");
-      if (key.ends_with("-training")) key = key.substr(0, key.size() - 8) + "inference";
+    if (auto variant = InferenceVariant(e.file(), e.key())) {
+      const auto& [file, key] = *variant;
       if (const auto* doc = doc_for(file)) {
         if (const auto* entry = doc->Find(key)) {
           w.inference_key = key;
@@ -391,6 +388,15 @@ void DecideFromVerification(EntryWork& w, const Verification& v) {
     w.out->set_changed(true);
     *w.out->mutable_edit() = EditFor(d, *w.entry, w.markers);
   }
+}
+
+std::optional<std::pair<std::string, std::string>> InferenceVariant(std::string file,
+                                                                    std::string key) {
+  const auto at = file.find("_training_");
+  if (at == std::string::npos) return std::nullopt;
+  file.replace(at, 10, "_inference_");
+  if (key.ends_with("-training")) key = key.substr(0, key.size() - 8) + "inference";
+  return std::make_pair(std::move(file), std::move(key));
 }
 
 v1::EntryEdit EditFor(const junit::Decision& d, const v1::ShardEntry& entry,

@@ -8,12 +8,21 @@ every test it adds two JUnit properties (item.user_properties, so they land in -
   triage_error  on failure only: "<ExceptionType>: <first line of the message>"
 
 Unlike the runner's error_message property, neither echoes the YAML entry's old values.
+
+With TRIAGE_JUNIT_PARTIAL=<path> in the environment it also writes, after every test, the JUnit
+file of the tests finished so far to <path> (atomically, through <path>.tmp). pytest writes its
+--junitxml file only when the session ends, so a process that dies (a crash on the device) leaves
+none; the partial file keeps the finished tests' outcomes, and only the test that crashed and
+those after it need another run. Written with pytest's own JUnit writer; if that writer is not
+there (another pytest version), no partial file is written and nothing else changes.
 """
 import os
 
 import pytest
 
 STAGE_FILE = "._bringup_stage.txt"
+PARTIAL_ENV = "TRIAGE_JUNIT_PARTIAL"
+_config = None
 
 
 def _stage():
@@ -43,3 +52,30 @@ def pytest_runtest_makereport(item, call):
         ):
             item.user_properties.append(("triage_error", _error(excinfo)))
     yield
+
+
+def pytest_configure(config):
+    global _config
+    _config = config
+
+
+def pytest_runtest_logfinish(nodeid, location):
+    path = os.environ.get(PARTIAL_ENV)
+    if not path or _config is None:
+        return
+    try:
+        from _pytest import junitxml
+
+        xml = _config.stash.get(junitxml.xml_key, None)
+        if xml is None:
+            return
+        tmp = path + ".tmp"
+        final = xml.logfile
+        xml.logfile = tmp
+        try:
+            xml.pytest_sessionfinish()  # writes the finished tests' testcases to xml.logfile
+        finally:
+            xml.logfile = final
+        os.replace(tmp, path)
+    except Exception:  # a partial file is a help, never a reason to fail the run
+        pass

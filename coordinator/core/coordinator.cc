@@ -134,19 +134,32 @@ absl::StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(const v1::Heartbeat
 absl::StatusOr<v1::LeaseResponse> Coordinator::GrantLocked(const AgentRecord& agent,
                                                            const ShardRecord& shard,
                                                            const std::string& request_id,
-                                                           Effects& after) {
+                                                           int max_batch, Effects& after) {
+  const TimePoint now = clock_->Now();
   Mutation m;
   m.name = "GrantLease";
-  std::vector<ShardRecord> shards{table_.Grant(agent, shard, clock_->Now(), m)};
-  const std::string id = shards.front().id;
+  // The head and, for a verify phase, the batch the agent can run with it: one commit.
+  std::vector<ShardRecord> shards{table_.Grant(agent, shard, now, m)};
+  for (const ShardRecord* more : table_.BatchFor(agent, shard, max_batch, now)) {
+    shards.push_back(table_.Grant(agent, *more, now, m));
+  }
+  std::vector<std::string> ids;
+  for (const auto& s : shards) ids.push_back(s.id);
   const std::string sweep_id = shards.front().sweep_id;
   std::vector<AgentRecord> agents;
   if (auto st = CommitLocked(m, shards, agents, after); !st.ok()) return st;
-  const ShardRecord& granted = table_.shard(id);
-  table_.RememberRequest(granted.lease->lease_id, request_id);
-  EmitLocked(sweep_id, util::StrCat("shard ", id, " leased by ", granted.lease->agent_id), after);
-  after.push_back(AttemptLog(spdlog::level::info, sweep_id, id, granted.lease->lease_id,
-                             util::StrCat("leased by ", granted.lease->agent_id)));
+  std::vector<const ShardRecord*> granted;
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    const ShardRecord& g = table_.shard(ids[i]);
+    granted.push_back(&g);
+    table_.RememberRequest(g.lease->lease_id, request_id, static_cast<int>(i));
+    const std::string with =
+        i == 0 ? std::string() : util::StrCat(" in a batch with ", ids.front());
+    EmitLocked(sweep_id, util::StrCat("shard ", g.id, " leased by ", g.lease->agent_id, with),
+               after);
+    after.push_back(AttemptLog(spdlog::level::info, sweep_id, g.id, g.lease->lease_id,
+                               util::StrCat("leased by ", g.lease->agent_id, with)));
+  }
   return LeaseTable::Granted(granted);
 }
 
@@ -163,14 +176,14 @@ std::int64_t Coordinator::Lease(const v1::LeaseRequest& req, LeaseCallback done)
       after.Answer(done, resp);
     } else {
       table_.Seen(*agent, now);
-      if (const ShardRecord* same = table_.SameRequest(*agent, req.request_id())) {
+      if (auto same = table_.SameRequest(*agent, req.request_id()); !same.empty()) {
         // A retried Lease (same request id) gets the same grant back.
-        after.Answer(done, LeaseTable::Granted(*same));
+        after.Answer(done, LeaseTable::Granted(same));
       } else if (agent->draining) {
         resp.set_draining(true);
         after.Answer(done, resp);
       } else if (const ShardRecord* shard = table_.FindMatch(*agent, now)) {
-        after.Answer(done, GrantLocked(*agent, *shard, req.request_id(), after));
+        after.Answer(done, GrantLocked(*agent, *shard, req.request_id(), req.max_batch(), after));
       } else if (req.wait_ms() <= 0) {
         after.Answer(done, resp);
       } else {
@@ -198,7 +211,7 @@ void Coordinator::ServeWaitersLocked(Effects& after) {
   table_.ServeWaiters(
       clock_->Now(),
       [&](LeaseTable::Waiter& w, const AgentRecord& agent, const ShardRecord& shard) {
-        after.Answer(w.done, GrantLocked(agent, shard, w.request_id, after));
+        after.Answer(w.done, GrantLocked(agent, shard, w.request_id, w.max_batch, after));
       },
       [&](LeaseTable::Waiter& w) {
         v1::LeaseResponse resp;

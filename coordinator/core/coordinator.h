@@ -43,7 +43,8 @@ struct CoordinatorOptions {
   // not count toward max_attempts, but a shard that keeps taking agents down stops somewhere.
   int max_infra_losses = 10;
   QueueOrder queue_order = QueueOrder::kLongestFirst;
-  bool device_probes = true;  // SchedulingOptions::device_probes
+  bool device_probes = true;                             // SchedulingOptions::device_probes
+  Duration verify_batch_max = std::chrono::minutes(60);  // SchedulingOptions::verify_batch_max
   std::vector<std::string> default_archs = {"n150"};
   std::string default_executor = "native";
   double min_trusted_seconds = 5;
@@ -56,7 +57,8 @@ struct CoordinatorOptions {
             .backoff_max = backoff_max,
             .max_infra_losses = max_infra_losses,
             .queue_order = queue_order,
-            .device_probes = device_probes};
+            .device_probes = device_probes,
+            .verify_batch_max = verify_batch_max};
   }
   // Per entry, by playbook: the catalog's estimates (agent/playbooks/catalog.h).
   std::map<std::string, double> playbook_estimates = playbooks::CatalogEstimates();
@@ -226,8 +228,10 @@ class Coordinator {
   void RecoverLocked(Snapshot snap, Effects& after);
 
   // Agent service (coordinator.cc).
+  // Grants shard and, for a verify phase, the batch the agent can run with it (max_batch).
   absl::StatusOr<v1::LeaseResponse> GrantLocked(const AgentRecord& agent, const ShardRecord& shard,
-                                                const std::string& request_id, Effects& after);
+                                                const std::string& request_id, int max_batch,
+                                                Effects& after);
   void ServeWaitersLocked(Effects& after);
   absl::StatusOr<v1::CompleteResponse> CompleteLocked(const v1::CompleteRequest& req,
                                                       Effects& after);

@@ -75,14 +75,23 @@ void LeaseTable::AgentLeases(const std::string& agent_id, const std::string& lea
 }
 
 void LeaseTable::Enqueue(const ShardRecord& s) {
-  if (queue_[Requirement::Of(s)].insert(KeyOf(s)).second) ++queued_;
+  const Requirement r = Requirement::Of(s);
+  if (!queue_[r].insert(KeyOf(s)).second) return;
+  ++queued_;
+  queued_seconds_[r] += std::max(0.0, s.expected_seconds);
 }
 
 void LeaseTable::Dequeue(const ShardRecord& s) {
-  auto group = queue_.find(Requirement::Of(s));
+  const Requirement r = Requirement::Of(s);
+  auto group = queue_.find(r);
   if (group == queue_.end() || group->second.erase(KeyOf(s)) == 0) return;
   --queued_;
-  if (group->second.empty()) queue_.erase(group);
+  if (group->second.empty()) {
+    queue_.erase(group);
+    queued_seconds_.erase(r);
+  } else {
+    queued_seconds_[r] = std::max(0.0, queued_seconds_[r] - std::max(0.0, s.expected_seconds));
+  }
 }
 
 void LeaseTable::Put(ShardRecord updated) {
@@ -337,16 +346,109 @@ const ShardRecord* LeaseTable::FindMatch(const AgentRecord& agent, TimePoint now
   return own.shard != nullptr ? own.shard : probe.shard;
 }
 
-const ShardRecord* LeaseTable::SameRequest(const AgentRecord& agent,
-                                           const std::string& request_id) const {
-  if (request_id.empty()) return nullptr;
-  const ShardRecord* same = nullptr;
-  for (const auto& lease_id : agent.leases) {
-    auto r = lease_request_.find(lease_id);
-    if (r != lease_request_.end() && r->second == request_id) {
-      same = &shards_.at(lease_to_shard_.at(lease_id));
+namespace {
+
+// The registry lines a shard's workspace gets (its wave's), as one comparable string.
+std::string RegistryState(const ShardRecord& s) {
+  std::string out;
+  for (const auto& op : s.spec.pre_registry()) {
+    out += op.SerializeAsString();
+    out += '\n';
+  }
+  return out;
+}
+
+}  // namespace
+
+// A batch (docs/farm.md, "Batched verification"): verify-phase shards of the head's sweep, wave,
+// arch and executor, whose workspaces are the same but for disjoint pre-applied files, so one
+// workspace and one pytest session serve them all. The batch takes the shortest such shards
+// (a session's start weighs most on them) while its expected seconds stay within the agent's
+// fair share of the queued work of that arch and executor (that work over the agents that can
+// take it) and within verify_batch_max (what an agent's death can lose at once). With few
+// agents for a deep queue a batch is large; on a fleet with an agent free for every shard it is
+// the head alone, so batching never holds back work another agent would start.
+std::vector<const ShardRecord*> LeaseTable::BatchFor(const AgentRecord& agent,
+                                                     const ShardRecord& head, int max_batch,
+                                                     TimePoint now) const {
+  std::vector<const ShardRecord*> batch;
+  if (max_batch <= 1 || agent.dims.cpu_only() || head.spec.phase() != v1::PHASE_VERIFY ||
+      options_.verify_batch_max <= Duration::zero()) {
+    return batch;
+  }
+  const Requirement own = Requirement::Of(head);
+  auto same_lane = [&](const Requirement& r) {
+    return r.executor == own.executor && r.archs == own.archs && r.cpu_ok == own.cpu_ok;
+  };
+  std::set<std::string> files;  // what the batch's pre-applied edits touch
+  auto touched = [](const ShardRecord& s) {
+    std::vector<std::string> out;
+    for (const auto& e : s.spec.pre_apply()) out.push_back(util::StrCat(e.repo(), "/", e.path()));
+    return out;
+  };
+  for (auto& f : touched(head)) files.insert(std::move(f));
+  const std::string registry = RegistryState(head);
+  // Candidates: a bounded look at each group's tail, where its shortest shards are.
+  const std::size_t look = static_cast<std::size_t>(max_batch) * 8;
+  std::vector<const ShardRecord*> candidates;
+  double work = 0;
+  for (const auto& [req, keys] : queue_) {
+    if (!same_lane(req)) continue;
+    if (auto it = queued_seconds_.find(req); it != queued_seconds_.end()) work += it->second;
+    std::size_t seen = 0;
+    for (auto k = keys.rbegin(); k != keys.rend() && seen < look; ++k, ++seen) {
+      const ShardRecord& s = shards_.at(std::get<3>(*k));
+      if (s.id == head.id || s.sweep_id != head.sweep_id || s.spec.wave() != head.spec.wave() ||
+          s.spec.phase() != v1::PHASE_VERIFY || s.spec.arch() != head.spec.arch() ||
+          !Matches(agent, s, now)) {
+        continue;
+      }
+      candidates.push_back(&s);
     }
   }
+  if (candidates.empty()) return batch;
+  // Every agent known to serve the lane counts, offline and drained ones too: they are
+  // expected back, and a batch sized while one is away would leave it nothing on its return.
+  int serving = 0;
+  for (const auto& [id, a] : agents_) {
+    if (AgentOffers(a.dims, own, false)) ++serving;
+  }
+  const double share = std::min(work / std::max(1, serving), ToSeconds(options_.verify_batch_max));
+  double seconds = std::max(0.0, head.expected_seconds);
+  std::stable_sort(
+      candidates.begin(), candidates.end(), [](const ShardRecord* a, const ShardRecord* b) {
+        return std::tie(a->expected_seconds, a->seq) < std::tie(b->expected_seconds, b->seq);
+      });
+  for (const ShardRecord* s : candidates) {
+    if (static_cast<int>(batch.size()) + 1 >= max_batch) break;
+    if (seconds + std::max(0.0, s->expected_seconds) > share) break;
+    if (RegistryState(*s) != registry) continue;
+    std::vector<std::string> mine = touched(*s);
+    if (std::any_of(mine.begin(), mine.end(), [&](const auto& f) { return files.count(f) > 0; })) {
+      continue;
+    }
+    for (auto& f : mine) files.insert(std::move(f));
+    seconds += std::max(0.0, s->expected_seconds);
+    batch.push_back(s);
+  }
+  return batch;
+}
+
+std::vector<const ShardRecord*> LeaseTable::SameRequest(const AgentRecord& agent,
+                                                        const std::string& request_id) const {
+  std::vector<const ShardRecord*> same;
+  if (request_id.empty()) return same;
+  for (const auto& lease_id : agent.leases) {
+    auto r = lease_request_.find(lease_id);
+    if (r != lease_request_.end() && r->second.first == request_id) {
+      same.push_back(&shards_.at(lease_to_shard_.at(lease_id)));
+    }
+  }
+  // The head first, then the batch in the order it was granted.
+  std::sort(same.begin(), same.end(), [this](const ShardRecord* a, const ShardRecord* b) {
+    return lease_request_.at(a->lease->lease_id).second <
+           lease_request_.at(b->lease->lease_id).second;
+  });
   return same;
 }
 
@@ -381,17 +483,28 @@ ShardRecord LeaseTable::Grant(const AgentRecord& agent, const ShardRecord& shard
   return s;
 }
 
-void LeaseTable::RememberRequest(const std::string& lease_id, const std::string& request_id) {
-  if (!request_id.empty()) lease_request_[lease_id] = request_id;
+void LeaseTable::RememberRequest(const std::string& lease_id, const std::string& request_id,
+                                 int position) {
+  if (!request_id.empty()) lease_request_[lease_id] = {request_id, position};
 }
 
-v1::LeaseResponse LeaseTable::Granted(const ShardRecord& s) {
+v1::LeaseResponse LeaseTable::Granted(const std::vector<const ShardRecord*>& leases) {
   v1::LeaseResponse resp;
+  if (leases.empty()) return resp;
+  const ShardRecord& s = *leases.front();
   resp.set_granted(true);
   resp.set_lease_id(s.lease->lease_id);
   resp.set_fencing_token(s.lease->token);
   resp.set_deadline_unix_ms(ToUnixMillis(s.lease->deadline));
   *resp.mutable_shard() = s.spec;
+  for (std::size_t i = 1; i < leases.size(); ++i) {
+    const ShardRecord& b = *leases[i];
+    v1::BatchGrant* g = resp.add_batch();
+    g->set_lease_id(b.lease->lease_id);
+    g->set_fencing_token(b.lease->token);
+    g->set_deadline_unix_ms(ToUnixMillis(b.lease->deadline));
+    *g->mutable_shard() = b.spec;
+  }
   return resp;
 }
 
@@ -541,8 +654,8 @@ std::int64_t LeaseTable::AddWaiter(const v1::LeaseRequest& req, TimePoint now, L
   Duration wait =
       std::min<Duration>(std::chrono::milliseconds(req.wait_ms()), options_.lease_wait_limit);
   const std::int64_t id = next_wait_id_++;
-  waiters_.push_back(
-      Waiter{id, req.agent_id(), req.session_id(), req.request_id(), now + wait, std::move(done)});
+  waiters_.push_back(Waiter{id, req.agent_id(), req.session_id(), req.request_id(), req.max_batch(),
+                            now + wait, std::move(done)});
   return id;
 }
 

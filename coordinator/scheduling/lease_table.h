@@ -35,6 +35,9 @@ struct SchedulingOptions {
   QueueOrder queue_order = QueueOrder::kLongestFirst;
   // Device agents take probe-phase work when nothing of their arch is queued (AgentOffers).
   bool device_probes = true;
+  // The longest a batch of verify phases is expected to run (BatchFor): what an agent's death
+  // or a revocation can lose at once. A head longer than this runs alone.
+  Duration verify_batch_max = std::chrono::minutes(60);
 };
 
 // Who is to blame for an attempt that ended without a result.
@@ -65,6 +68,7 @@ class LeaseTable {
     std::string agent_id;
     std::string session_id;
     std::string request_id;
+    int max_batch = 0;  // LeaseRequest.max_batch
     TimePoint deadline;
     LeaseCallback done;
   };
@@ -116,8 +120,10 @@ class LeaseTable {
   void StartGrace(TimePoint now);
 
   // --- leases ----------------------------------------------------------------------------
-  // The lease an agent already holds for this Lease request id (a retried call), or null.
-  const ShardRecord* SameRequest(const AgentRecord& agent, const std::string& request_id) const;
+  // The leases an agent already holds for this Lease request id (a retried call), the head
+  // first; empty if none.
+  std::vector<const ShardRecord*> SameRequest(const AgentRecord& agent,
+                                              const std::string& request_id) const;
   // A held sweep's shards are not leased (a sweep past its failure budget); leases it already
   // granted run on. Not stored: the owner derives it from the records (Clear forgets it).
   void Hold(const std::string& sweep_id, bool held);
@@ -128,8 +134,15 @@ class LeaseTable {
   // The granted copy of shard for agent; fills m's attempt row.
   ShardRecord Grant(const AgentRecord& agent, const ShardRecord& shard, TimePoint now,
                     Mutation& m) const;
-  void RememberRequest(const std::string& lease_id, const std::string& request_id);
-  static v1::LeaseResponse Granted(const ShardRecord& s);
+  // Further verify-phase shards the agent may run in the same workspace and pytest session as
+  // head, which FindMatch chose (docs/farm.md, "Batched verification"): at most max_batch - 1.
+  std::vector<const ShardRecord*> BatchFor(const AgentRecord& agent, const ShardRecord& head,
+                                           int max_batch, TimePoint now) const;
+  // position: the lease's place in its grant (0 for the head, then the batch's).
+  void RememberRequest(const std::string& lease_id, const std::string& request_id,
+                       int position = 0);
+  // The response for granted leases: the head, then its batch.
+  static v1::LeaseResponse Granted(const std::vector<const ShardRecord*>& leases);
   // In memory only: progress renews the lease; a leased shard turns running. Revoked when the
   // lease is not current.
   v1::ProgressResponse Progress(const v1::ProgressRequest& req, TimePoint now);
@@ -199,11 +212,13 @@ class LeaseTable {
   std::map<std::string, AgentRecord> agents_;
   std::map<std::string, std::string> lease_to_shard_;           // active leases
   std::map<std::string, std::vector<std::string>> dependents_;  // shard -> shards waiting on it
-  std::map<std::string, std::string> lease_request_;            // lease id -> the Lease request id
+  // lease id -> the Lease request id and the lease's place in its grant
+  std::map<std::string, std::pair<std::string, int>> lease_request_;
   std::set<std::string> accepted_leases_;
   std::set<std::string> held_sweeps_;
   // Queued shards per requirement, each group in queue order (FindMatch looks at the heads).
   std::map<Requirement, std::set<QueueKey>> queue_;
+  std::map<Requirement, double> queued_seconds_;  // per group, the expected seconds queued
   std::size_t queued_ = 0;
   Demand demand_;  // queued and waiting shards per sweep and requirement
   std::list<Waiter> waiters_;

@@ -301,6 +301,49 @@ TEST_F(AgentTest, AHeartbeatRevocationStopsTheRunningShard) {
   EXPECT_EQ(r->agent->shards_done(), 0);
 }
 
+TEST_F(AgentTest, ABatchTheExecutorCannotRunTogetherRunsShardByShardEachCompletedOnItsLease) {
+  v1::LeaseResponse lease;
+  lease.set_granted(true);
+  lease.set_lease_id("w1-s001-l1");
+  lease.set_fencing_token(1);
+  *lease.mutable_shard() = Spec("w1-s001");
+  for (int i : {2, 3}) {
+    v1::BatchGrant* g = lease.add_batch();
+    const std::string id = "w1-s00" + std::to_string(i);
+    g->set_lease_id(id + "-l" + std::to_string(i));
+    g->set_fencing_token(i);
+    *g->mutable_shard() = Spec(id);
+  }
+  client_.PushLease(lease);
+  native_.Hold(true);
+  auto options = Options();
+  options.max_shards = 3;
+  Running* r = Start(options, &client_);
+  ASSERT_TRUE(native_.WaitRunning(1));
+  // While the first runs, heartbeats keep the waiting leases of the batch alive too.
+  ASSERT_TRUE(AdvanceUntil([&] {
+    for (const auto& hb : client_.heartbeats()) {
+      if (hb.lease_ids_size() == 3) return true;
+    }
+    return false;
+  }));
+  native_.Hold(false);
+  ASSERT_TRUE(Client::WaitUntil([&] { return r->done.load(); }));
+  EXPECT_THAT(native_.runs(), ElementsAre("w1-s001", "w1-s002", "w1-s003"));
+  const auto completes = client_.completes();
+  ASSERT_EQ(completes.size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(completes[i].lease_id(),
+              "w1-s00" + std::to_string(i + 1) + "-l" + std::to_string(i + 1));
+    EXPECT_EQ(completes[i].fencing_token(), i + 1);
+    EXPECT_EQ(completes[i].result().status(), v1::ShardResult::SUCCEEDED);
+  }
+  // The agent asked for a batch no larger than the shards it has left to run.
+  ASSERT_FALSE(client_.leases().empty());
+  EXPECT_EQ(client_.leases()[0].max_batch(), 3);
+  EXPECT_EQ(r->agent->shards_done(), 3);
+}
+
 TEST_F(AgentTest, ARevokedProgressReportStopsTheShard) {
   v1::ProgressResponse revoked;
   revoked.set_revoked(true);

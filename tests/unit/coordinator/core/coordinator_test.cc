@@ -6,6 +6,7 @@
 #include "agent/playbooks/catalog.h"
 
 #include <map>
+#include <set>
 
 #include "coordinator/persistence/sqlite_store.h"
 #include "coordinator/planning/planner.h"
@@ -981,6 +982,87 @@ TEST_F(CoordinatorTest, IdleDeviceAgentsTakeProbesAndVerifyEstimatesFollowTheEnt
   ASSERT_TRUE(verify.granted());
   EXPECT_EQ(verify.shard().phase(), v1::PHASE_VERIFY) << "its own arch's work comes first";
   EXPECT_EQ(verify.shard().entries_size(), 1);
+}
+
+TEST_F(CoordinatorTest, ALeaseGrantsABatchOfVerifyShardsEachWithItsOwnLease) {
+  options_.verify_batch_max = 24h;  // the playbook estimates (900 s an entry) all fit
+  Make();
+  RegisterAgent("cpu", "", true);
+  RegisterAgent("n", "n150");
+  Start({"n150"}, 0, "", {"unpack_forward_output"});
+  // The CPU agent probes every loader; their verifications queue for the one n150 agent.
+  std::set<std::string> verify_ids;
+  for (;;) {
+    auto probe = LeaseNow("cpu");
+    if (!probe.granted()) break;
+    ASSERT_EQ(probe.shard().phase(), v1::PHASE_PROBE);
+    ASSERT_TRUE(CompleteLease("cpu", probe, Succeeded(probe.shard())).accepted());
+  }
+  auto listed = coord_->ListShards({});
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  for (const auto& s : *listed) {
+    if (s.phase() == v1::PHASE_VERIFY && s.state() == "queued") verify_ids.insert(s.id());
+  }
+  ASSERT_GE(verify_ids.size(), 2u);
+
+  v1::LeaseRequest req;
+  req.set_agent_id("n");
+  req.set_session_id(sessions_["n"]);
+  req.set_request_id("req-1");
+  req.set_max_batch(8);
+  v1::LeaseResponse got;
+  coord_->Lease(req, [&](absl::StatusOr<v1::LeaseResponse> r) {
+    ASSERT_TRUE(r.ok()) << r.status();
+    got = *r;
+  });
+  ASSERT_TRUE(got.granted());
+  EXPECT_EQ(got.shard().phase(), v1::PHASE_VERIFY);
+  // One agent serves the arch: every queued verification comes in the one grant.
+  std::set<std::string> granted{got.shard().shard_id()}, leases{got.lease_id()};
+  for (const auto& b : got.batch()) {
+    granted.insert(b.shard().shard_id());
+    leases.insert(b.lease_id());
+    EXPECT_EQ(b.shard().phase(), v1::PHASE_VERIFY);
+    EXPECT_GT(b.fencing_token(), 0);
+  }
+  EXPECT_EQ(granted, verify_ids);
+  EXPECT_EQ(leases.size(), verify_ids.size()) << "a lease per shard";
+  for (const auto& id : verify_ids) EXPECT_EQ(ShardById(id).state(), "leased") << id;
+
+  // A retried request gets the same grant back, the head first.
+  v1::LeaseResponse again;
+  coord_->Lease(req, [&](absl::StatusOr<v1::LeaseResponse> r) {
+    ASSERT_TRUE(r.ok()) << r.status();
+    again = *r;
+  });
+  EXPECT_EQ(again.lease_id(), got.lease_id());
+  ASSERT_EQ(again.batch_size(), got.batch_size());
+  for (int i = 0; i < got.batch_size(); ++i) {
+    EXPECT_EQ(again.batch(i).lease_id(), got.batch(i).lease_id());
+  }
+
+  // Heartbeats keep every lease of the batch; each completes on its own.
+  EXPECT_EQ(Beat("n", {leases.begin(), leases.end()}).revoked_lease_ids_size(), 0);
+  ASSERT_TRUE(CompleteLease("n", got, Succeeded(got.shard())).accepted());
+  for (const auto& b : got.batch()) {
+    v1::LeaseResponse one;
+    one.set_lease_id(b.lease_id());
+    one.set_fencing_token(b.fencing_token());
+    *one.mutable_shard() = b.shard();
+    ASSERT_TRUE(CompleteLease("n", one, Succeeded(b.shard())).accepted()) << b.lease_id();
+  }
+  EXPECT_EQ(coord_->GetSweep("sw-0001")->state(), "succeeded");
+
+  // Without max_batch, one shard per lease, as before.
+  Start({"n150"}, 0, "", {"unpack_forward_output"});
+  for (;;) {
+    auto probe = LeaseNow("cpu");
+    if (!probe.granted()) break;
+    ASSERT_TRUE(CompleteLease("cpu", probe, Succeeded(probe.shard())).accepted());
+  }
+  auto single = LeaseNow("n");
+  ASSERT_TRUE(single.granted());
+  EXPECT_EQ(single.batch_size(), 0);
 }
 
 TEST_F(CoordinatorTest, CancelShardCascadesAndCancelSweepRevokes) {

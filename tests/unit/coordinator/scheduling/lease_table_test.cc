@@ -10,8 +10,10 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
+#include "common/util/strings.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -84,6 +86,14 @@ class LeaseTableTest : public ::testing::Test {
     s.archs = {arch};
     s.enqueued_at = Now();
     s.eligible_at = Now();
+    return s;
+  }
+
+  // A queued wave-1 verify phase on n150 (what a batch is made of).
+  ShardRecord QueuedVerify(const std::string& id, std::int64_t seq, double expected_seconds) const {
+    ShardRecord s = Queued(id, seq, "n150", 0, expected_seconds);
+    s.spec.set_phase(v1::PHASE_VERIFY);
+    s.spec.set_wave(1);
     return s;
   }
 
@@ -271,6 +281,111 @@ TEST_F(LeaseTableTest, FifoOrderIgnoresTheEstimates) {
   }
 }
 
+// The ids BatchFor adds to the head FindMatch gives the agent.
+std::vector<std::string> BatchIds(const std::vector<const ShardRecord*>& batch) {
+  std::vector<std::string> ids;
+  for (const ShardRecord* s : batch) ids.push_back(s->id);
+  return ids;
+}
+
+TEST_F(LeaseTableTest, ABatchTakesTheShortestVerifyShardsWithinTheAgentsFairShare) {
+  PutAgent(Agent("a1"));
+  // Verify phases of one sweep and wave: 400 s of work queued behind a 100 s head.
+  for (auto [id, seq, seconds] : {std::tuple{"s-head", 1, 100.0},
+                                  {"s-90", 2, 90.0},
+                                  {"s-80", 3, 80.0},
+                                  {"s-10", 4, 10.0},
+                                  {"s-20", 5, 20.0},
+                                  {"s-100", 6, 100.0}}) {
+    table_->Put(QueuedVerify(id, seq, seconds));
+  }
+  // Other shards of the lane that cannot share its workspace: another sweep, another wave,
+  // other registry lines, a probe phase, another arch.
+  ShardRecord other_sweep = Queued("x-sweep", 7, "n150", 0, 1);
+  other_sweep.sweep_id = "sw-0002";
+  ShardRecord other_wave = Queued("x-wave", 8, "n150", 0, 1);
+  other_wave.spec.set_wave(2);
+  ShardRecord other_registry = Queued("x-registry", 9, "n150", 0, 1);
+  other_registry.spec.add_pre_registry()->set_cls("SomeOutput");
+  ShardRecord p150 = Queued("x-p150", 10, "p150", 0, 1);
+  for (ShardRecord* s : {&other_sweep, &other_wave, &other_registry, &p150}) {
+    s->spec.set_phase(v1::PHASE_VERIFY);
+    if (s->spec.wave() == 0) s->spec.set_wave(1);
+    table_->Put(*s);
+  }
+  ShardRecord probe = Queued("x-probe", 11, "n150", 0, 1);
+  probe.spec.set_phase(v1::PHASE_PROBE);
+  probe.spec.set_wave(1);
+  table_->Put(probe);
+
+  const ShardRecord* head = table_->FindMatch(agent("a1"), Now());
+  ASSERT_NE(head, nullptr);
+  EXPECT_EQ(head->id, "s-head");
+  // One agent serves the lane: its share is everything, so the cap is the agent's max_batch,
+  // filled shortest first.
+  EXPECT_THAT(BatchIds(table_->BatchFor(agent("a1"), *head, 4, Now())),
+              ElementsAre("s-10", "s-20", "s-80"));
+  EXPECT_TRUE(table_->BatchFor(agent("a1"), *head, 1, Now()).empty()) << "max_batch 1: no batch";
+
+  // Three agents: a share of the 404 s queued in the lane, 135 s, holds the head and 30 s more.
+  PutAgent(Agent("a2"));
+  PutAgent(Agent("a3"));
+  EXPECT_THAT(BatchIds(table_->BatchFor(agent("a1"), *head, 8, Now())),
+              ElementsAre("s-10", "s-20"));
+  // An agent for every shard: no batch, the others start in parallel.
+  for (int i = 4; i <= 8; ++i) PutAgent(Agent(util::StrCat("a", i)));
+  EXPECT_TRUE(table_->BatchFor(agent("a1"), *head, 8, Now()).empty());
+
+  // A probe phase is never batched.
+  Reset(DefaultOptions());
+  PutAgent(Agent("a1"));
+  table_->Put(probe);
+  table_->Put(QueuedVerify("s-verify", 12, 1));
+  EXPECT_TRUE(table_->BatchFor(agent("a1"), table_->shard("x-probe"), 8, Now()).empty());
+}
+
+TEST_F(LeaseTableTest, ABatchStaysWithinTheLongestABatchMayRun) {
+  for (auto [cap, want] :
+       {std::pair{150s, std::vector<std::string>{"s-10", "s-20"}},
+        std::pair{100s, std::vector<std::string>{}}, std::pair{0s, std::vector<std::string>{}}}) {
+    SCOPED_TRACE(cap.count());
+    SchedulingOptions o = DefaultOptions();
+    o.verify_batch_max = cap;
+    Reset(o);
+    PutAgent(Agent("a1"));
+    for (auto [id, seq, seconds] : {std::tuple{"s-head", 1, 100.0},
+                                    {"s-10", 2, 10.0},
+                                    {"s-20", 3, 20.0},
+                                    {"s-30", 4, 30.0}}) {
+      table_->Put(QueuedVerify(id, seq, seconds));
+    }
+    const ShardRecord* head = table_->FindMatch(agent("a1"), Now());
+    ASSERT_NE(head, nullptr);
+    // 150 s: the head and 30 s more (what a death could lose is bounded); 100 s: the head
+    // alone; 0: batches off.
+    EXPECT_EQ(BatchIds(table_->BatchFor(agent("a1"), *head, 8, Now())), want);
+  }
+}
+
+TEST_F(LeaseTableTest, ABatchNeverHoldsTwoShardsThatPreApplyTheSameFile) {
+  PutAgent(Agent("a1"));
+  auto verify = [&](const std::string& id, int seq, const std::string& file) {
+    ShardRecord s = QueuedVerify(id, seq, 10);
+    auto* e = s.spec.add_pre_apply();
+    e->set_repo("tt_forge_models");
+    e->set_path(file);
+    table_->Put(s);
+  };
+  verify("s-a", 1, "a/loader.py");
+  verify("s-b", 2, "b/loader.py");
+  verify("s-a2", 3, "a/loader.py");
+  verify("s-c", 4, "c/loader.py");
+  const ShardRecord* head = table_->FindMatch(agent("a1"), Now());
+  ASSERT_NE(head, nullptr);
+  EXPECT_EQ(head->id, "s-a");
+  EXPECT_THAT(BatchIds(table_->BatchFor(agent("a1"), *head, 8, Now())), ElementsAre("s-b", "s-c"));
+}
+
 TEST_F(LeaseTableTest, AShardInBackoffIsSkippedUntilItIsEligible) {
   PutAgent(Agent("a1"));
   ShardRecord later = Queued("s-backoff", 1, "n150", /*priority=*/5);
@@ -334,7 +449,7 @@ TEST_F(LeaseTableTest, GrantFillsTheLeaseAndTheAttemptRow) {
   EXPECT_THAT(agent("a1").leases, ElementsAre("s-1-l5"));
   EXPECT_EQ(MatchFor("a1"), "") << "a leased shard is out of the queue";
 
-  const v1::LeaseResponse resp = LeaseTable::Granted(*held);
+  const v1::LeaseResponse resp = LeaseTable::Granted({held});
   EXPECT_TRUE(resp.granted());
   EXPECT_EQ(resp.lease_id(), "s-1-l5");
   EXPECT_EQ(resp.fencing_token(), 5);
