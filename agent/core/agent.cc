@@ -300,7 +300,9 @@ void Agent::RunShard(const v1::LeaseResponse& lease) {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   // Decided once: a revocation that arrives after this point finds the result on its way.
-  Finish(lease, std::move(result), seconds, cancel_current_.load(), context);
+  if (auto out = Spool(lease, std::move(result), seconds, cancel_current_.load(), context)) {
+    Send(*out);
+  }
 }
 
 void Agent::RunBatch(const v1::LeaseResponse& lease) {
@@ -385,6 +387,9 @@ void Agent::RunBatch(const v1::LeaseResponse& lease) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
       static_cast<double>(leases.size());
   const bool cancelled = cancel_current_.load();
+  // Every result is on disk before the first is sent: an outage or a crash during one delivery
+  // loses none of the others.
+  std::vector<Outgoing> outgoing;
   for (std::size_t i = 0; i < leases.size(); ++i) {
     v1::ShardResult result;
     if (results[i].ok()) {
@@ -393,12 +398,16 @@ void Agent::RunBatch(const v1::LeaseResponse& lease) {
       result.set_status(v1::ShardResult::FAILED);
       result.set_error(util::MessageOf(results[i].status()));
     }
-    Finish(leases[i], std::move(result), seconds, cancelled, contexts[i]);
+    if (auto out = Spool(leases[i], std::move(result), seconds, cancelled, contexts[i])) {
+      outgoing.push_back(std::move(*out));
+    }
   }
+  for (const auto& out : outgoing) Send(out);
 }
 
-void Agent::Finish(const v1::LeaseResponse& lease, v1::ShardResult result, double seconds,
-                   bool cancelled, const std::string& context) {
+std::optional<Agent::Outgoing> Agent::Spool(const v1::LeaseResponse& lease, v1::ShardResult result,
+                                            double seconds, bool cancelled,
+                                            const std::string& context) {
   const v1::ShardSpec& spec = lease.shard();
   result.set_duration_seconds(seconds);
   metrics_->Step(spec.playbook(), "shard",
@@ -411,25 +420,29 @@ void Agent::Finish(const v1::LeaseResponse& lease, v1::ShardResult result, doubl
   }
   if (cancelled) {
     spdlog::warn("{} stopped: the lease was revoked or the agent is stopping", context);
-    return;  // the coordinator no longer wants this result
+    return std::nullopt;  // the coordinator no longer wants this result
   }
-
-  v1::CompleteRequest req;
-  req.set_agent_id(options_.dimensions.agent_id());
-  req.set_session_id(session());
-  req.set_lease_id(lease.lease_id());
-  req.set_fencing_token(lease.fencing_token());
-  *req.mutable_result() = std::move(result);
+  Outgoing out;
+  out.context = context;
+  out.req.set_agent_id(options_.dimensions.agent_id());
+  out.req.set_session_id(session());
+  out.req.set_lease_id(lease.lease_id());
+  out.req.set_fencing_token(lease.fencing_token());
+  *out.req.mutable_result() = std::move(result);
   const auto spool = options_.data_dir / "spool";
   std::error_code ec;
   std::filesystem::create_directories(spool, ec);
-  const auto file = spool / util::StrCat(lease.lease_id(), ".pb");
+  out.file = spool / util::StrCat(lease.lease_id(), ".pb");
   std::string bytes;
-  req.SerializeToString(&bytes);
-  if (auto st = util::WriteFileAtomic(file, bytes); !st.ok()) {
+  out.req.SerializeToString(&bytes);
+  if (auto st = util::WriteFileAtomic(out.file, bytes); !st.ok()) {
     spdlog::error("{} cannot spool the result of {}: {}", context, lease.lease_id(), st.message());
   }
-  Deliver(file, req, context);
+  return out;
+}
+
+void Agent::Send(const Outgoing& out) {
+  Deliver(out.file, out.req, out.context);
   shards_done_.fetch_add(1);
 }
 

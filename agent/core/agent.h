@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -83,9 +84,18 @@ class Agent {
   // What an executor gets to run spec in dir; progress goes to each of leases.
   ExecContext Context(const v1::ShardSpec& spec, const std::filesystem::path& dir,
                       const std::vector<const v1::LeaseResponse*>& leases);
-  // Spools and delivers a finished attempt's result (unless cancelled), ends it as current.
-  void Finish(const v1::LeaseResponse& lease, v1::ShardResult result, double seconds,
-              bool cancelled, const std::string& context);
+  // A finished attempt's Complete, written to data_dir/spool, to be sent.
+  struct Outgoing {
+    std::filesystem::path file;
+    v1::CompleteRequest req;
+    std::string context;  // util::ShardLogContext of the attempt
+  };
+  // Ends the attempt as current and spools its result (nothing when cancelled: the coordinator
+  // no longer wants it).
+  std::optional<Outgoing> Spool(const v1::LeaseResponse& lease, v1::ShardResult result,
+                                double seconds, bool cancelled, const std::string& context);
+  // Delivers a spooled result (Deliver) and counts the shard done.
+  void Send(const Outgoing& out);
   // Sends a spooled Complete until the coordinator answers (or stop); removes the file then.
   // context: util::ShardLogContext of the attempt, for its log lines.
   void Deliver(const std::filesystem::path& spool_file, const v1::CompleteRequest& req,
