@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <map>
-#include <optional>
 #include <set>
 
 #include "agent/executor/native_tools.h"
@@ -12,8 +11,6 @@
 #include "agent/playbooks/shard_run.h"
 #include "agent/workspace/workspace.h"
 #include "common/evidence/evidence_layout.h"
-#include "common/inventory/document.h"
-#include "common/util/file.h"
 #include "common/util/strings.h"
 
 namespace triage::agent {
@@ -136,29 +133,14 @@ std::vector<absl::StatusOr<v1::ShardResult>> NativeExecutor::RunBatch(
   // picks it), so that the shard needs no session of its own for it.
   std::vector<std::string> keys;
   std::set<std::string> seen;
-  std::map<std::string, std::optional<inventory::Document>> docs;
-  auto has_entry = [&](const std::string& file, const std::string& key) {
-    auto it = docs.find(file);
-    if (it == docs.end()) {
-      auto text = util::ReadFile(ctx.workspace->root() / file, inventory::kDefaultMaxYamlBytes);
-      it = docs.emplace(file, text.ok() ? std::optional(inventory::Document::Parse(file, *text))
-                                        : std::nullopt)
-               .first;
-    }
-    return it->second && it->second->Find(key) != nullptr;
-  };
   for (const v1::ShardSpec* spec : specs) {
     for (const auto& e : spec->entries()) {
       if (seen.insert(e.key()).second) keys.push_back(e.key());
     }
   }
   for (const v1::ShardSpec* spec : specs) {
-    for (const auto& e : spec->entries()) {
-      auto variant = playbooks::InferenceVariant(e.file(), e.key());
-      if (!variant || !has_entry(variant->first, variant->second)) continue;
-      if (seen.insert(variant->second).second) keys.push_back(variant->second);
-      break;
-    }
+    const std::string key = playbooks::InferenceKeyOf(ctx.workspace->root(), *spec);
+    if (!key.empty() && seen.insert(key).second) keys.push_back(key);
   }
   NativeToolsOptions o = ToolsOptions(ctx);
   o.shard_dir = ctx.shard_dir / "batch";

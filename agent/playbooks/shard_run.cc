@@ -43,6 +43,39 @@ double MeasuredSeconds(const junit::TestCase* tc) {
   return tc->time_seconds;
 }
 
+// Where the informational inference entry of a training entry's loader variant would be: the
+// YAML file and key ("..._training_..." becomes "..._inference_...", a key's "-training" suffix
+// "-inference"); nullopt for an entry whose file is not a training one.
+std::optional<std::pair<std::string, std::string>> InferenceVariant(std::string file,
+                                                                    std::string key) {
+  const auto at = file.find("_training_");
+  if (at == std::string::npos) return std::nullopt;
+  file.replace(at, 10, "_inference_");
+  if (key.ends_with("-training")) key = key.substr(0, key.size() - 8) + "inference";
+  return std::make_pair(std::move(file), std::move(key));
+}
+
+// The workspace's YAML documents, each read once.
+class YamlFiles {
+ public:
+  explicit YamlFiles(std::filesystem::path workspace) : workspace_(std::move(workspace)) {}
+  const inventory::Document* Get(const std::string& file) {
+    auto it = docs_.find(file);
+    if (it == docs_.end()) {
+      auto text = util::ReadFile(workspace_ / file, inventory::kDefaultMaxYamlBytes);
+      it = docs_
+               .emplace(file, text.ok() ? std::optional(inventory::Document::Parse(file, *text))
+                                        : std::nullopt)
+               .first;
+    }
+    return it->second ? &*it->second : nullptr;
+  }
+
+ private:
+  std::filesystem::path workspace_;
+  std::map<std::string, std::optional<inventory::Document>> docs_;
+};
+
 bool Ran(const v1::EntryOutcome& o, std::string_view playbook) {
   return std::find(o.playbooks().begin(), o.playbooks().end(), playbook) != o.playbooks().end();
 }
@@ -129,16 +162,7 @@ absl::Status ShardRun::Init() {
     if (r.ok()) registry_ = std::move(*r);
   }
   // The entries' current YAML (the workspace holds the sweep's commit).
-  std::map<std::string, inventory::Document> docs;
-  auto doc_for = [&](const std::string& file) -> const inventory::Document* {
-    auto it = docs.find(file);
-    if (it == docs.end()) {
-      auto text = util::ReadFile(ctx_.workspace / file, inventory::kDefaultMaxYamlBytes);
-      if (!text.ok()) return nullptr;
-      it = docs.emplace(file, inventory::Document::Parse(file, *text)).first;
-    }
-    return &it->second;
-  };
+  YamlFiles yaml(ctx_.workspace);
   for (const auto& e : spec_.entries()) {
     EntryWork w;
     w.entry = &e;
@@ -149,7 +173,7 @@ absl::Status ShardRun::Init() {
     w.out->set_flavor(e.flavor());
     w.status = e.status();
     w.reason = e.reason();
-    if (const auto* doc = doc_for(e.file())) {
+    if (const auto* doc = yaml.Get(e.file())) {
       if (const auto* entry = doc->Find(e.key())) {
         w.status = std::string(entry->Status());
         w.reason = std::string(entry->StringField("reason"));
@@ -161,7 +185,7 @@ absl::Status ShardRun::Init() {
     // The informational inference entry of the same loader variant.
     if (auto variant = InferenceVariant(e.file(), e.key())) {
       const auto& [file, key] = *variant;
-      if (const auto* doc = doc_for(file)) {
+      if (const auto* doc = yaml.Get(file)) {
         if (const auto* entry = doc->Find(key)) {
           w.inference_key = key;
           w.inference_status = std::string(entry->Status());
@@ -390,13 +414,15 @@ void DecideFromVerification(EntryWork& w, const Verification& v) {
   }
 }
 
-std::optional<std::pair<std::string, std::string>> InferenceVariant(std::string file,
-                                                                    std::string key) {
-  const auto at = file.find("_training_");
-  if (at == std::string::npos) return std::nullopt;
-  file.replace(at, 10, "_inference_");
-  if (key.ends_with("-training")) key = key.substr(0, key.size() - 8) + "inference";
-  return std::make_pair(std::move(file), std::move(key));
+std::string InferenceKeyOf(const std::filesystem::path& workspace, const v1::ShardSpec& spec) {
+  YamlFiles yaml(workspace);
+  for (const auto& e : spec.entries()) {
+    auto variant = InferenceVariant(e.file(), e.key());
+    if (!variant) continue;
+    const auto* doc = yaml.Get(variant->first);
+    if (doc != nullptr && doc->Find(variant->second) != nullptr) return variant->second;
+  }
+  return "";
 }
 
 v1::EntryEdit EditFor(const junit::Decision& d, const v1::ShardEntry& entry,

@@ -103,11 +103,9 @@ class ShardRun {
 // stage, reason, review flags and, when the entry changes, its YAML edit. Disposition DONE.
 void DecideFromVerification(EntryWork& w, const Verification& verification);
 
-// Where the informational inference entry of a training entry's loader variant would be: the
-// YAML file and key ("..._training_..." becomes "..._inference_...", a key's "-training" suffix
-// "-inference"); nullopt for an entry whose file is not a training one.
-std::optional<std::pair<std::string, std::string>> InferenceVariant(std::string file,
-                                                                    std::string key);
+// The informational inference entry a verification of spec runs (ShardRun::Verify): that of its
+// first entry whose loader variant has one in the workspace's YAML; "" when none has.
+std::string InferenceKeyOf(const std::filesystem::path& workspace, const v1::ShardSpec& spec);
 
 // The YAML edit for a decision (markers merged with the entry's current ones).
 v1::EntryEdit EditFor(const junit::Decision& d, const v1::ShardEntry& entry,
