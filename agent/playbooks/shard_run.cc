@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 #include <numeric>
+#include <optional>
 
 #include "agent/playbooks/registry.h"
 #include "common/diff/unified_diff.h"
@@ -303,7 +304,21 @@ absl::Status ShardRun::Verify() {
   Progress("verify");
   std::vector<std::string> keys;
   for (EntryWork* w : todo) keys.push_back(w->entry->key());
-  auto run = ctx_.tools->Pytest(keys, "verify");
+  // The inference entry of the first variant that has one, for information only, runs last in
+  // the same session: one device session per shard, not two. Its outcome never decides an entry.
+  EntryWork* inference = nullptr;
+  for (EntryWork* w : todo) {
+    if (!w->inference_key.empty()) {
+      inference = w;
+      break;
+    }
+  }
+  std::vector<std::string> session = keys;
+  if (inference != nullptr &&
+      std::find(keys.begin(), keys.end(), inference->inference_key) == keys.end()) {
+    session.push_back(inference->inference_key);
+  }
+  auto run = ctx_.tools->Pytest(session, "verify");
   if (!run.ok()) return run.status();
   struct Answer {
     junit::TestCase tc;
@@ -311,8 +326,8 @@ absl::Status ShardRun::Verify() {
     int signal = 0;
   };
   std::map<std::string, Answer> cases;
-  for (std::size_t i = 0; i < keys.size(); ++i) {
-    cases[keys[i]] = {run->cases[i], run->log, run->signal};
+  for (std::size_t i = 0; i < session.size() && i < run->cases.size(); ++i) {
+    cases[session[i]] = {run->cases[i], run->log, run->signal};
   }
   // A process crash leaves no testcase for the rest of the run: run those alone.
   std::vector<std::string> missing;
@@ -339,26 +354,33 @@ absl::Status ShardRun::Verify() {
     // sweep's planning (.test_durations); set here so that no playbook's Decide can drop it.
     w->out->set_duration_seconds(MeasuredSeconds(v.testcase));
   }
-  // The inference entry of the first variant, for information only.
-  for (EntryWork* w : todo) {
-    if (w->inference_key.empty()) continue;
+  if (inference == nullptr) return absl::OkStatus();
+  EntryWork* w = inference;
+  // No testcase from the session (it crashed, hung, or ended before the inference test): the
+  // inference entry runs alone, so that its outcome is its own and not the session's.
+  auto found = cases.find(w->inference_key);
+  std::optional<Answer> inf;
+  if (found != cases.end() && found->second.tc.outcome != junit::Outcome::kMissing) {
+    inf = found->second;
+  } else {
+    if (Cancelled()) return absl::CancelledError("cancelled");
     Progress("inference", w->inference_key);
-    auto inf = ctx_.tools->Pytest({w->inference_key}, "inference");
-    if (!inf.ok() || inf->cases.empty()) break;
-    junit::VerifyContext vc;
-    vc.forced_skip = w->inference_status == "NOT_SUPPORTED_SKIP";
-    vc.old_reason = w->inference_reason;
-    vc.log_text = inf->log;
-    const auto& tc = inf->cases[0];
-    junit::Finding f = junit::Classify(tc.outcome == junit::Outcome::kMissing ? nullptr : &tc, vc);
-    std::string summary = util::StrCat(w->inference_key, ": ", junit::VerdictName(f.verdict),
-                                       f.reason.empty() ? "" : util::StrCat(" (", f.reason, ")"));
-    w->out->set_inference_outcome(summary);
-    if (w->inference_status == "EXPECTED_PASSING" && f.verdict != junit::Verdict::kPass &&
-        f.verdict != junit::Verdict::kNoEvidence) {
-      Review(*w, util::StrCat("inference regression: ", summary));
-    }
-    break;
+    auto alone = ctx_.tools->Pytest({w->inference_key}, "inference");
+    if (!alone.ok() || alone->cases.empty()) return absl::OkStatus();
+    inf = Answer{alone->cases[0], alone->log, alone->signal};
+  }
+  junit::VerifyContext vc;
+  vc.forced_skip = w->inference_status == "NOT_SUPPORTED_SKIP";
+  vc.old_reason = w->inference_reason;
+  vc.log_text = inf->log;
+  const junit::TestCase& tc = inf->tc;
+  junit::Finding f = junit::Classify(tc.outcome == junit::Outcome::kMissing ? nullptr : &tc, vc);
+  std::string summary = util::StrCat(w->inference_key, ": ", junit::VerdictName(f.verdict),
+                                     f.reason.empty() ? "" : util::StrCat(" (", f.reason, ")"));
+  w->out->set_inference_outcome(summary);
+  if (w->inference_status == "EXPECTED_PASSING" && f.verdict != junit::Verdict::kPass &&
+      f.verdict != junit::Verdict::kNoEvidence) {
+    Review(*w, util::StrCat("inference regression: ", summary));
   }
   return absl::OkStatus();
 }

@@ -769,6 +769,61 @@ TEST_F(PlaybookRunTest, UnpackRegistryPathVerifiesAndDecidesEveryVariant) {
   EXPECT_EQ(b.edit().set(0).value().string_value(), "KNOWN_FAILURE_XFAIL");
 }
 
+// The informational inference run shares the verification's session (docs/playbooks.md,
+// "Verification"): one device session per shard, the inference entry last.
+TEST_F(PlaybookRunTest, TheInferenceEntryRunsLastInTheVerificationSession) {
+  testing::WriteFileOrDie(
+      ws_ / "tests/runner/test_config/torch/test_config_inference_single_device.yaml",
+      "test_config:\n"
+      "  m/pytorch-A-single_device-inference:\n"
+      "    status: EXPECTED_PASSING\n");
+  const json out = Object("MiniOutput", {{"logits", Tensor({1, 4})}});
+  for (const char* k :
+       {"m/pytorch-A-single_device-training", "m/pytorch-B-single_device-training"}) {
+    tools_.probes[k] = {{Doc(k, "structure", out, false)}, {Doc(k, "structure", out, true)}};
+  }
+  tools_.cases["m/pytorch-A-single_device-inference"] =
+      Failed("RuntimeError: TT_FATAL @ op.cpp:1: boom");
+  auto r = Run("unpack_forward_output", "not_implemented");
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(tools_.pytest_calls.size(), 1u) << "the inference entry needs no session of its own";
+  EXPECT_EQ(tools_.pytest_calls[0],
+            (std::vector<std::string>{"m/pytorch-A-single_device-training",
+                                      "m/pytorch-B-single_device-training",
+                                      "m/pytorch-A-single_device-inference"}));
+  EXPECT_EQ(r->entries(0).verdict(), "pass") << "the inference failure decides nothing";
+  EXPECT_NE(r->entries(0).inference_outcome().find("m/pytorch-A-single_device-inference: failure"),
+            std::string::npos)
+      << r->entries(0).inference_outcome();
+  bool flagged = false;
+  for (const auto& f : r->entries(0).review()) flagged |= f.starts_with("inference regression");
+  EXPECT_TRUE(flagged) << "an EXPECTED_PASSING inference entry that fails is named for review";
+  EXPECT_TRUE(r->entries(1).inference_outcome().empty()) << "one inference run per shard";
+}
+
+TEST_F(PlaybookRunTest, ASessionThatCrashedBeforeTheInferenceEntryRunsItAlone) {
+  testing::WriteFileOrDie(
+      ws_ / "tests/runner/test_config/torch/test_config_inference_single_device.yaml",
+      "test_config:\n"
+      "  m/pytorch-A-single_device-inference:\n"
+      "    status: EXPECTED_PASSING\n");
+  const json out = Object("MiniOutput", {{"logits", Tensor({1, 4})}});
+  for (const char* k :
+       {"m/pytorch-A-single_device-training", "m/pytorch-B-single_device-training"}) {
+    tools_.probes[k] = {{Doc(k, "structure", out, false)}, {Doc(k, "structure", out, true)}};
+  }
+  tools_.crash = {"m/pytorch-B-single_device-training"};
+  auto r = Run("unpack_forward_output", "not_implemented");
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(tools_.pytest_calls.size(), 4u) << "the session, each entry alone, the inference alone";
+  EXPECT_EQ(tools_.pytest_calls[3],
+            (std::vector<std::string>{"m/pytorch-A-single_device-inference"}));
+  EXPECT_EQ(r->entries(0).verdict(), "pass");
+  EXPECT_EQ(r->entries(1).verdict(), "crash");
+  EXPECT_EQ(r->entries(0).inference_outcome(), "m/pytorch-A-single_device-inference: pass")
+      << "its own run's outcome, not the crashed session's";
+}
+
 TEST_F(PlaybookRunTest, UnpackOverridePathWritesTheLoaderAndIsolatesACrash) {
   const json out = {{"type", "tuple"}, {"items", {Tensor({2, 3}), Tensor({2, 5})}}};
   for (const char* k :
