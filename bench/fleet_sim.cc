@@ -74,6 +74,7 @@ struct Options {
   std::vector<std::string> policies = {"farm", "one-per-lease", "cpu-probes", "fifo", "lpt"};
   int verify_batch = 8;            // LeaseRequest.max_batch of the agents (the agent's default)
   double verify_batch_max = 3600;  // the coordinator's verify_batch_max_seconds
+  double verify_gather = 300;      // the coordinator's verify_gather_seconds
   std::string scope = "failing";
   std::uint64_t seed = 1;
   Rates rates;
@@ -378,6 +379,8 @@ class Simulation {
     copts.device_probes = policy_ != "cpu-probes";
     copts.verify_batch_max =
         std::chrono::duration_cast<Duration>(std::chrono::duration<double>(o_.verify_batch_max));
+    copts.verify_gather =
+        std::chrono::duration_cast<Duration>(std::chrono::duration<double>(o_.verify_gather));
     start_ = clock_.Now();
     coord::Coordinator coord(
         copts, store->get(), &clock_,
@@ -987,6 +990,10 @@ int Main(int argc, char** argv) {
       ->check(CLI::Range(1, 64));
   app.add_option("--verify-batch-max", o.verify_batch_max,
                  "The coordinator's verify_batch_max_seconds: longest expected batch")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--verify-gather", o.verify_gather,
+                 "The coordinator's verify_gather_seconds: how long a device agent may probe "
+                 "instead of verifying alone")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--scope", o.scope,
                  "failing: every failing entry, with full playbook coverage; matched: the file "

@@ -60,6 +60,7 @@ struct CoordinatorConfig {
   bool sqlite_synchronous_full = false;
   bool device_agents_probe = true;
   std::int64_t verify_batch_max_seconds = 3600;
+  std::int64_t verify_gather_seconds = 300;
   std::string log_level = "info";
 
   void Register(triage::config::Schema& s) {
@@ -112,6 +113,10 @@ struct CoordinatorConfig {
           "device agents take probe-phase shards when nothing of their arch is queued");
     s.Add("verify_batch_max_seconds", &verify_batch_max_seconds,
           "longest expected run of a batch of verify shards in one pytest session (0: no batches)",
+          Range{0, kMaxSeconds});
+    s.Add("verify_gather_seconds", &verify_gather_seconds,
+          "how long a device agent may probe its wave instead of running a verify shard alone, "
+          "so that verifications gather into a batch (0: never)",
           Range{0, kMaxSeconds});
     s.Add("tick_ms", &tick_ms, "how often leases and agents are checked", Range{10, 60'000});
     s.Add("sqlite_synchronous_full", &sqlite_synchronous_full,
@@ -268,6 +273,7 @@ triage::coord::CoordinatorOptions CoordinatorOptionsFrom(const CoordinatorConfig
   options.default_archs = cfg.default_archs;
   options.device_probes = cfg.device_agents_probe;
   options.verify_batch_max = std::chrono::seconds(cfg.verify_batch_max_seconds);
+  options.verify_gather = std::chrono::seconds(cfg.verify_gather_seconds);
   return options;
 }
 

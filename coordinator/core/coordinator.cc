@@ -182,7 +182,7 @@ std::int64_t Coordinator::Lease(const v1::LeaseRequest& req, LeaseCallback done)
       } else if (agent->draining) {
         resp.set_draining(true);
         after.Answer(done, resp);
-      } else if (const ShardRecord* shard = table_.FindMatch(*agent, now)) {
+      } else if (const ShardRecord* shard = table_.FindMatch(*agent, now, req.max_batch())) {
         after.Answer(done, GrantLocked(*agent, *shard, req.request_id(), req.max_batch(), after));
       } else if (req.wait_ms() <= 0) {
         after.Answer(done, resp);

@@ -45,6 +45,7 @@ struct CoordinatorOptions {
   QueueOrder queue_order = QueueOrder::kLongestFirst;
   bool device_probes = true;                             // SchedulingOptions::device_probes
   Duration verify_batch_max = std::chrono::minutes(60);  // SchedulingOptions::verify_batch_max
+  Duration verify_gather = std::chrono::minutes(5);      // SchedulingOptions::verify_gather
   std::vector<std::string> default_archs = {"n150"};
   std::string default_executor = "native";
   double min_trusted_seconds = 5;
@@ -58,7 +59,8 @@ struct CoordinatorOptions {
             .max_infra_losses = max_infra_losses,
             .queue_order = queue_order,
             .device_probes = device_probes,
-            .verify_batch_max = verify_batch_max};
+            .verify_batch_max = verify_batch_max,
+            .verify_gather = verify_gather};
   }
   // Per entry, by playbook: the catalog's estimates (agent/playbooks/catalog.h).
   std::map<std::string, double> playbook_estimates = playbooks::CatalogEstimates();

@@ -324,7 +324,8 @@ bool LeaseTable::Matches(const AgentRecord& agent, const ShardRecord& shard, Tim
 // Per requirement group the agent offers, the first shard it may take now (a group's head, past
 // shards in backoff or of held sweeps); the best of those by queue order, its own arch's first.
 // A lease costs the number of groups (playbooks x archs x executors), not the queue's length.
-const ShardRecord* LeaseTable::FindMatch(const AgentRecord& agent, TimePoint now) const {
+const ShardRecord* LeaseTable::FindMatch(const AgentRecord& agent, TimePoint now,
+                                         int max_batch) const {
   if (agent.offline || agent.draining) return nullptr;
   struct Best {
     const QueueKey* key = nullptr;
@@ -343,7 +344,62 @@ const ShardRecord* LeaseTable::FindMatch(const AgentRecord& agent, TimePoint now
       break;
     }
   }
+  if (own.shard != nullptr && probe.shard != nullptr &&
+      Gathers(agent, *own.shard, *probe.shard, max_batch, now)) {
+    return probe.shard;
+  }
   return own.shard != nullptr ? own.shard : probe.shard;
+}
+
+double LeaseTable::FairShare(const Requirement& lane, double extra) const {
+  double work = extra;
+  for (const auto& [req, seconds] : queued_seconds_) {
+    if (req.executor == lane.executor && req.archs == lane.archs && req.cpu_ok == lane.cpu_ok) {
+      work += seconds;
+    }
+  }
+  // Every agent known to serve the lane counts, offline and drained ones too: they are
+  // expected back, and a batch sized while one is away would leave it nothing on its return.
+  int serving = 0;
+  for (const auto& [id, a] : agents_) {
+    if (AgentOffers(a.dims, lane, false)) ++serving;
+  }
+  return std::min(work / std::max(1, serving), ToSeconds(options_.verify_batch_max));
+}
+
+// Gathering (docs/farm.md, "Batched verification"). A device agent whose verify phase would run
+// in a batch short of max_batch for want of queued company, while a probe of the same wave that
+// it may take would release a verification of its arch, takes the probe: the probe lane's work
+// is done either way, and a later lease finds more verifications together. Only while the batch
+// with that company would fit the agent's fair share (on a fleet with an agent free for every
+// shard it never holds a verification back) and for at most verify_gather after the verify
+// phase was queued (what it can cost the wave's end).
+bool LeaseTable::Gathers(const AgentRecord& agent, const ShardRecord& verify,
+                         const ShardRecord& probe, int max_batch, TimePoint now) const {
+  if (max_batch <= 1 || agent.dims.cpu_only() || options_.verify_gather <= Duration::zero() ||
+      options_.verify_batch_max <= Duration::zero() || verify.spec.phase() != v1::PHASE_VERIFY ||
+      probe.spec.phase() != v1::PHASE_PROBE || probe.sweep_id != verify.sweep_id ||
+      probe.spec.wave() != verify.spec.wave() ||
+      now - verify.enqueued_at >= options_.verify_gather) {
+    return false;
+  }
+  const ShardRecord* company = nullptr;
+  for (const auto& id : Dependents(probe.id)) {
+    const ShardRecord& d = shards_.at(id);
+    if (d.state == ShardState::kWaiting && d.spec.phase() == v1::PHASE_VERIFY &&
+        d.spec.arch() == verify.spec.arch() && d.spec.executor() == verify.spec.executor() &&
+        d.archs == verify.archs) {
+      company = &d;
+      break;
+    }
+  }
+  if (company == nullptr) return false;
+  const std::vector<const ShardRecord*> batch = BatchFor(agent, verify, max_batch, now);
+  if (static_cast<int>(batch.size()) + 2 > max_batch) return false;
+  const double more = std::max(0.0, company->expected_seconds);
+  double seconds = std::max(0.0, verify.expected_seconds) + more;
+  for (const ShardRecord* s : batch) seconds += std::max(0.0, s->expected_seconds);
+  return seconds <= FairShare(Requirement::Of(verify), more);
 }
 
 namespace {
@@ -391,10 +447,8 @@ std::vector<const ShardRecord*> LeaseTable::BatchFor(const AgentRecord& agent,
   // Candidates: a bounded look at each group's tail, where its shortest shards are.
   const std::size_t look = static_cast<std::size_t>(max_batch) * 8;
   std::vector<const ShardRecord*> candidates;
-  double work = 0;
   for (const auto& [req, keys] : queue_) {
     if (!same_lane(req)) continue;
-    if (auto it = queued_seconds_.find(req); it != queued_seconds_.end()) work += it->second;
     std::size_t seen = 0;
     for (auto k = keys.rbegin(); k != keys.rend() && seen < look; ++k, ++seen) {
       const ShardRecord& s = shards_.at(std::get<3>(*k));
@@ -407,13 +461,7 @@ std::vector<const ShardRecord*> LeaseTable::BatchFor(const AgentRecord& agent,
     }
   }
   if (candidates.empty()) return batch;
-  // Every agent known to serve the lane counts, offline and drained ones too: they are
-  // expected back, and a batch sized while one is away would leave it nothing on its return.
-  int serving = 0;
-  for (const auto& [id, a] : agents_) {
-    if (AgentOffers(a.dims, own, false)) ++serving;
-  }
-  const double share = std::min(work / std::max(1, serving), ToSeconds(options_.verify_batch_max));
+  const double share = FairShare(own, 0);
   double seconds = std::max(0.0, head.expected_seconds);
   std::stable_sort(
       candidates.begin(), candidates.end(), [](const ShardRecord* a, const ShardRecord* b) {
@@ -716,7 +764,7 @@ void LeaseTable::ServeWaiters(
       it = waiters_.erase(it);
       continue;
     }
-    const ShardRecord* shard = FindMatch(agent->second, now);
+    const ShardRecord* shard = FindMatch(agent->second, now, it->max_batch);
     if (shard == nullptr) {
       ++it;
       continue;

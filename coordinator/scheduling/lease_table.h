@@ -38,6 +38,9 @@ struct SchedulingOptions {
   // The longest a batch of verify phases is expected to run (BatchFor): what an agent's death
   // or a revocation can lose at once. A head longer than this runs alone.
   Duration verify_batch_max = std::chrono::minutes(60);
+  // How long a device agent may pass over a verify phase that would run alone, probing its
+  // wave instead so that the verifications gather into a batch (FindMatch). 0: never.
+  Duration verify_gather = std::chrono::minutes(5);
 };
 
 // Who is to blame for an attempt that ended without a result.
@@ -129,8 +132,10 @@ class LeaseTable {
   void Hold(const std::string& sweep_id, bool held);
   bool Held(const std::string& sweep_id) const { return held_sweeps_.count(sweep_id) > 0; }
   // The first queued shard (priority, longest first, oldest) this agent may take now; for a
-  // device agent, the first of its arch, else the first probe-phase shard (device_probes).
-  const ShardRecord* FindMatch(const AgentRecord& agent, TimePoint now) const;
+  // device agent, the first of its arch, else the first probe-phase shard (device_probes). A
+  // device agent that asks for batches of max_batch passes over a verify phase that would run
+  // alone for a probe of its wave that releases company for it (Gathers).
+  const ShardRecord* FindMatch(const AgentRecord& agent, TimePoint now, int max_batch = 1) const;
   // The granted copy of shard for agent; fills m's attempt row.
   ShardRecord Grant(const AgentRecord& agent, const ShardRecord& shard, TimePoint now,
                     Mutation& m) const;
@@ -197,6 +202,13 @@ class LeaseTable {
   static std::string ShardArch(const ShardRecord& s);
 
  private:
+  // The agent's fair share of the queued work of lane's arch and executor, plus extra seconds:
+  // that work over every agent known to serve it, at most verify_batch_max.
+  double FairShare(const Requirement& lane, double extra) const;
+  // Whether a device agent should probe instead of running verify alone (docs/farm.md,
+  // "Batched verification").
+  bool Gathers(const AgentRecord& agent, const ShardRecord& verify, const ShardRecord& probe,
+               int max_batch, TimePoint now) const;
   using QueueKey = std::tuple<int, double, std::int64_t, std::string>;
   QueueKey KeyOf(const ShardRecord& s) const;
   void Enqueue(const ShardRecord& s);

@@ -386,6 +386,64 @@ TEST_F(LeaseTableTest, ABatchNeverHoldsTwoShardsThatPreApplyTheSameFile) {
   EXPECT_THAT(BatchIds(table_->BatchFor(agent("a1"), *head, 8, Now())), ElementsAre("s-b", "s-c"));
 }
 
+TEST_F(LeaseTableTest, ADeviceAgentProbesItsWaveWhileItsVerifyBatchIsShortOfCompany) {
+  auto setup = [&](SchedulingOptions o) {
+    Reset(o);
+    PutAgent(Agent("a1"));
+    table_->Put(QueuedVerify("s-verify", 1, 100));
+    // A probe phase of the same wave, and the verification of n150 that waits for it.
+    ShardRecord probe = Queued("s-probe", 2, "", 0, 20);
+    probe.cpu_ok = true;
+    probe.archs.clear();
+    probe.spec.set_phase(v1::PHASE_PROBE);
+    probe.spec.set_wave(1);
+    table_->Put(probe);
+    ShardRecord next = QueuedVerify("s-next", 3, 100);
+    next.spec.set_playbook("unpack_forward_output");  // a batch may mix playbooks
+    next.state = ShardState::kWaiting;
+    next.depends_on = "s-probe";
+    table_->Put(next);
+  };
+  auto match = [&](int max_batch) {
+    const ShardRecord* s = table_->FindMatch(agent("a1"), Now(), max_batch);
+    return s == nullptr ? std::string() : s->id;
+  };
+  setup(DefaultOptions());
+  EXPECT_EQ(match(8), "s-probe") << "the verify would run alone: the probe releases company";
+  EXPECT_EQ(match(1), "s-verify") << "an agent that does not batch verifies";
+  clock_.Advance(DefaultOptions().verify_gather - 1s);
+  EXPECT_EQ(match(8), "s-probe");
+  clock_.Advance(1s);
+  EXPECT_EQ(match(8), "s-verify") << "no longer than verify_gather after it was queued";
+
+  // Company already queued: the batch grows while it is short of max_batch, then forms.
+  setup(DefaultOptions());
+  table_->Put(QueuedVerify("s-other", 4, 50));
+  EXPECT_EQ(match(8), "s-probe") << "a batch of 2 of 8, and more to come";
+  EXPECT_EQ(match(2), "s-verify") << "a full batch";
+  EXPECT_THAT(BatchIds(table_->BatchFor(agent("a1"), table_->shard("s-verify"), 2, Now())),
+              ElementsAre("s-other"));
+
+  // Another agent of the arch: the pair (200 s) is over a share of the work to come (100 s
+  // queued and 100 s released), so the verification starts now.
+  setup(DefaultOptions());
+  PutAgent(Agent("a2"));
+  EXPECT_EQ(match(8), "s-verify");
+
+  // A probe of another wave releases nothing for this verification's batch.
+  setup(DefaultOptions());
+  ShardRecord later = table_->shard("s-probe");
+  later.spec.set_wave(2);
+  table_->Put(later);
+  EXPECT_EQ(match(8), "s-verify");
+
+  // Turned off.
+  SchedulingOptions off = DefaultOptions();
+  off.verify_gather = 0s;
+  setup(off);
+  EXPECT_EQ(match(8), "s-verify");
+}
+
 TEST_F(LeaseTableTest, AShardInBackoffIsSkippedUntilItIsEligible) {
   PutAgent(Agent("a1"));
   ShardRecord later = Queued("s-backoff", 1, "n150", /*priority=*/5);
