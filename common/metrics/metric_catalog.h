@@ -122,6 +122,13 @@ inline constexpr MetricDef kShardAttempts{
     .labels = {"playbook"},
 };
 
+inline constexpr MetricDef kVerifyBatchShards{
+    .name = "triage_verify_batch_shards",
+    .type = MetricType::kHistogram,
+    .help = "Verify shards granted in one lease (1: alone)",
+    .labels = {"arch"},
+};
+
 inline constexpr MetricDef kLeaseExpirationsTotal{
     .name = "triage_lease_expirations_total",
     .type = MetricType::kCounter,
@@ -265,6 +272,7 @@ inline constexpr auto kCoordinatorMetrics = std::to_array<const MetricDef*>({
     &kShardQueueSeconds,
     &kShardRunSeconds,
     &kShardAttempts,
+    &kVerifyBatchShards,
     &kLeaseExpirationsTotal,
     &kRequeuesTotal,
     &kStaleResultsRejectedTotal,

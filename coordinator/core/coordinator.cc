@@ -146,8 +146,11 @@ absl::StatusOr<v1::LeaseResponse> Coordinator::GrantLocked(const AgentRecord& ag
   std::vector<std::string> ids;
   for (const auto& s : shards) ids.push_back(s.id);
   const std::string sweep_id = shards.front().sweep_id;
+  const bool verify = shards.front().spec.phase() == v1::PHASE_VERIFY;
+  const std::string arch = shards.front().spec.arch();
   std::vector<AgentRecord> agents;
   if (auto st = CommitLocked(m, shards, agents, after); !st.ok()) return st;
+  if (verify) metrics_->VerifyBatch(arch, static_cast<int>(ids.size()));
   std::vector<const ShardRecord*> granted;
   for (std::size_t i = 0; i < ids.size(); ++i) {
     const ShardRecord& g = table_.shard(ids[i]);

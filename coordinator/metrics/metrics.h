@@ -33,6 +33,9 @@ class CoordinatorMetrics {
   virtual void ShardRunTime(std::string_view /*arch*/, std::string_view /*playbook*/,
                             double /*seconds*/) {}
   virtual void ShardAttempts(std::string_view /*playbook*/, int /*attempts*/) {}
+  // A lease granted verify-phase shards: how many (1: the head alone; docs/farm.md, "Batched
+  // verification").
+  virtual void VerifyBatch(std::string_view /*arch*/, int /*shards*/) {}
   virtual void LeaseExpired(std::string_view /*arch*/, std::string_view /*reason*/) {}
   virtual void Requeued(std::string_view /*arch*/, std::string_view /*source*/) {}
   virtual void StaleResultRejected(std::string_view /*reason*/) {}

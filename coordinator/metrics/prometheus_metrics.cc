@@ -43,6 +43,7 @@ struct PrometheusMetrics::Families {
         queue_seconds(r, SecondsBuckets()),
         run_seconds(r, SecondsBuckets()),
         attempts(r, {1, 2, 3, 4, 5, 8}),
+        verify_batch(r, {1, 2, 4, 8, 16, 32, 64}),
         expirations(r),
         requeues(r),
         stale(r),
@@ -74,6 +75,7 @@ struct PrometheusMetrics::Families {
   CatalogFamily<catalog::kShardQueueSeconds> queue_seconds;
   CatalogFamily<catalog::kShardRunSeconds> run_seconds;
   CatalogFamily<catalog::kShardAttempts> attempts;
+  CatalogFamily<catalog::kVerifyBatchShards> verify_batch;
   CatalogFamily<catalog::kLeaseExpirationsTotal> expirations;
   CatalogFamily<catalog::kRequeuesTotal> requeues;
   CatalogFamily<catalog::kStaleResultsRejectedTotal> stale;
@@ -184,6 +186,10 @@ void PrometheusMetrics::ShardRunTime(std::string_view arch, std::string_view pla
 
 void PrometheusMetrics::ShardAttempts(std::string_view playbook, int attempts) {
   f_->attempts.Add(playbook).Observe(attempts);
+}
+
+void PrometheusMetrics::VerifyBatch(std::string_view arch, int shards) {
+  f_->verify_batch.Add(arch).Observe(shards);
 }
 
 void PrometheusMetrics::LeaseExpired(std::string_view arch, std::string_view reason) {

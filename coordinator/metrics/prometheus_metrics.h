@@ -31,6 +31,7 @@ class PrometheusMetrics : public CoordinatorMetrics {
   void ShardQueueWait(std::string_view arch, std::string_view playbook, double seconds) override;
   void ShardRunTime(std::string_view arch, std::string_view playbook, double seconds) override;
   void ShardAttempts(std::string_view playbook, int attempts) override;
+  void VerifyBatch(std::string_view arch, int shards) override;
   void LeaseExpired(std::string_view arch, std::string_view reason) override;
   void Requeued(std::string_view arch, std::string_view source) override;
   void StaleResultRejected(std::string_view reason) override;

@@ -432,6 +432,7 @@ TEST(MetricCatalogExportersTest, CoordinatorRegistersItsEntries) {
   metrics.ShardQueueWait("v-arch", "v-playbook", 1);
   metrics.ShardRunTime("v-arch", "v-playbook", 1);
   metrics.ShardAttempts("v-playbook", 1);
+  metrics.VerifyBatch("v-arch", 2);
   metrics.LeaseExpired("v-arch", "v-reason");
   metrics.Requeued("v-arch", "v-source");
   metrics.StaleResultRejected("v-reason");

@@ -90,6 +90,10 @@ class RecordingMetrics : public CoordinatorMetrics {
     unservable[std::string(arch) + "/" + std::string(reason)] = n;
   }
   void BlockedSweeps(int n) override { blocked = n; }
+  void VerifyBatch(std::string_view arch, int n) override {
+    verify_batches.push_back(std::string(arch) + "/" + std::to_string(n));
+  }
+  std::vector<std::string> verify_batches;  // arch/shards per verify grant, in order
   std::map<std::string, int> expired, requeued, stale, shards, agents, unservable;
   int blocked = 0;
 };
@@ -1027,6 +1031,9 @@ TEST_F(CoordinatorTest, ALeaseGrantsABatchOfVerifyShardsEachWithItsOwnLease) {
   }
   EXPECT_EQ(granted, verify_ids);
   EXPECT_EQ(leases.size(), verify_ids.size()) << "a lease per shard";
+  EXPECT_THAT(metrics_.verify_batches,
+              ::testing::ElementsAre("n150/" + std::to_string(verify_ids.size())))
+      << "triage_verify_batch_shards observes the grant once";
   for (const auto& id : verify_ids) EXPECT_EQ(ShardById(id).state(), "leased") << id;
 
   // A retried request gets the same grant back, the head first.
@@ -1063,6 +1070,7 @@ TEST_F(CoordinatorTest, ALeaseGrantsABatchOfVerifyShardsEachWithItsOwnLease) {
   auto single = LeaseNow("n");
   ASSERT_TRUE(single.granted());
   EXPECT_EQ(single.batch_size(), 0);
+  EXPECT_EQ(metrics_.verify_batches.back(), "n150/1") << "a head alone is a batch of 1";
 }
 
 TEST_F(CoordinatorTest, CancelShardCascadesAndCancelSweepRevokes) {
