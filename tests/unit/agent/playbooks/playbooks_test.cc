@@ -718,6 +718,24 @@ class PlaybookRunTest : public ::testing::Test {
     return RunPlaybook(ctx);
   }
 
+  // Both entries' probes see a MiniOutput whose only tensor is logits (the registry path).
+  void ProbesOfARegisteredOutput() {
+    const json out = Object("MiniOutput", {{"logits", Tensor({1, 4})}});
+    for (const char* k :
+         {"m/pytorch-A-single_device-training", "m/pytorch-B-single_device-training"}) {
+      tools_.probes[k] = {{Doc(k, "structure", out, false)}, {Doc(k, "structure", out, true)}};
+    }
+  }
+
+  // Variant A's inference entry, passing.
+  void WriteInferenceEntry() {
+    testing::WriteFileOrDie(
+        ws_ / "tests/runner/test_config/torch/test_config_inference_single_device.yaml",
+        "test_config:\n"
+        "  m/pytorch-A-single_device-inference:\n"
+        "    status: EXPECTED_PASSING\n");
+  }
+
   static junit::TestCase Failed(const std::string& error) {
     junit::TestCase tc;
     tc.outcome = junit::Outcome::kFailed;
@@ -735,11 +753,7 @@ class PlaybookRunTest : public ::testing::Test {
 };
 
 TEST_F(PlaybookRunTest, UnpackRegistryPathVerifiesAndDecidesEveryVariant) {
-  const json out = Object("MiniOutput", {{"logits", Tensor({1, 4})}});
-  for (const char* k :
-       {"m/pytorch-A-single_device-training", "m/pytorch-B-single_device-training"}) {
-    tools_.probes[k] = {{Doc(k, "structure", out, false)}, {Doc(k, "structure", out, true)}};
-  }
+  ProbesOfARegisteredOutput();
   tools_.cases["m/pytorch-B-single_device-training"] =
       Failed("RuntimeError: TT_FATAL @ op.cpp:1: boom");
   auto r = Run("unpack_forward_output", "not_implemented");
@@ -772,16 +786,8 @@ TEST_F(PlaybookRunTest, UnpackRegistryPathVerifiesAndDecidesEveryVariant) {
 // The informational inference run shares the verification's session (docs/playbooks.md,
 // "Verification"): one device session per shard, the inference entry last.
 TEST_F(PlaybookRunTest, TheInferenceEntryRunsLastInTheVerificationSession) {
-  testing::WriteFileOrDie(
-      ws_ / "tests/runner/test_config/torch/test_config_inference_single_device.yaml",
-      "test_config:\n"
-      "  m/pytorch-A-single_device-inference:\n"
-      "    status: EXPECTED_PASSING\n");
-  const json out = Object("MiniOutput", {{"logits", Tensor({1, 4})}});
-  for (const char* k :
-       {"m/pytorch-A-single_device-training", "m/pytorch-B-single_device-training"}) {
-    tools_.probes[k] = {{Doc(k, "structure", out, false)}, {Doc(k, "structure", out, true)}};
-  }
+  WriteInferenceEntry();
+  ProbesOfARegisteredOutput();
   tools_.cases["m/pytorch-A-single_device-inference"] =
       Failed("RuntimeError: TT_FATAL @ op.cpp:1: boom");
   auto r = Run("unpack_forward_output", "not_implemented");
@@ -802,16 +808,8 @@ TEST_F(PlaybookRunTest, TheInferenceEntryRunsLastInTheVerificationSession) {
 }
 
 TEST_F(PlaybookRunTest, ASessionThatCrashedBeforeTheInferenceEntryRunsItAlone) {
-  testing::WriteFileOrDie(
-      ws_ / "tests/runner/test_config/torch/test_config_inference_single_device.yaml",
-      "test_config:\n"
-      "  m/pytorch-A-single_device-inference:\n"
-      "    status: EXPECTED_PASSING\n");
-  const json out = Object("MiniOutput", {{"logits", Tensor({1, 4})}});
-  for (const char* k :
-       {"m/pytorch-A-single_device-training", "m/pytorch-B-single_device-training"}) {
-    tools_.probes[k] = {{Doc(k, "structure", out, false)}, {Doc(k, "structure", out, true)}};
-  }
+  WriteInferenceEntry();
+  ProbesOfARegisteredOutput();
   tools_.crash = {"m/pytorch-B-single_device-training"};
   auto r = Run("unpack_forward_output", "not_implemented");
   ASSERT_TRUE(r.ok()) << r.status();
@@ -868,11 +866,7 @@ TEST_F(PlaybookRunTest, ExistingOverrideSkipsTheProbe) {
 
 TEST_F(PlaybookRunTest, ProbePhaseFixesButDoesNotVerify) {
   spec_.set_phase(v1::PHASE_PROBE);
-  const json out = Object("MiniOutput", {{"logits", Tensor({1, 4})}});
-  for (const char* k :
-       {"m/pytorch-A-single_device-training", "m/pytorch-B-single_device-training"}) {
-    tools_.probes[k] = {{Doc(k, "structure", out, false)}, {Doc(k, "structure", out, true)}};
-  }
+  ProbesOfARegisteredOutput();
   auto r = Run("unpack_forward_output", "not_implemented");
   ASSERT_TRUE(r.ok());
   EXPECT_TRUE(tools_.pytest_calls.empty());
@@ -959,11 +953,7 @@ void ExpectDispositions(
 }
 
 TEST_F(PlaybookRunTest, DispositionUnpackFullIsDoneAfterVerification) {
-  const json out = Object("MiniOutput", {{"logits", Tensor({1, 4})}});
-  for (const char* k :
-       {"m/pytorch-A-single_device-training", "m/pytorch-B-single_device-training"}) {
-    tools_.probes[k] = {{Doc(k, "structure", out, false)}, {Doc(k, "structure", out, true)}};
-  }
+  ProbesOfARegisteredOutput();
   tools_.cases["m/pytorch-B-single_device-training"] =
       Failed("RuntimeError: TT_FATAL @ op.cpp:1: boom");
   ExpectDispositions(Run("unpack_forward_output", "not_implemented"),
@@ -1242,11 +1232,7 @@ TEST_F(PlaybookRunTest, UnknownPlaybookIsRefused) {
 // Each verified outcome carries its testcase's JUnit time (a probe phase measures nothing:
 // ProbePhaseFixesButDoesNotVerify).
 TEST_F(PlaybookRunTest, VerificationTimeIsTheOutcomesDuration) {
-  const json out = Object("MiniOutput", {{"logits", Tensor({1, 4})}});
-  for (const char* k :
-       {"m/pytorch-A-single_device-training", "m/pytorch-B-single_device-training"}) {
-    tools_.probes[k] = {{Doc(k, "structure", out, false)}, {Doc(k, "structure", out, true)}};
-  }
+  ProbesOfARegisteredOutput();
   tools_.cases["m/pytorch-A-single_device-training"].time_seconds = 12.5;
   tools_.cases["m/pytorch-B-single_device-training"] =
       Failed("RuntimeError: TT_FATAL @ op.cpp:1: boom");
