@@ -691,27 +691,34 @@ class Simulation {
   // Runs what the agent leased, from the entries' draws: a shard, or a batch of verify phases
   // (docs/farm.md, "Batched verification") in one session, which pays one workspace and process
   // start. A crash kills the session: the shards before it keep their outcomes (the agent
-  // plugin's partial JUnit file), the crashed shard and those after it run again in sessions of
-  // their own. The batch's shards are completed when it ends.
+  // plugin's partial JUnit file), the crashed shard runs again in a session of its own, and
+  // those after it resume in a new session of the batch (shard by shard once a resumed session
+  // dies in its first shard). The batch's shards are completed when it ends.
   void Start(std::size_t i) {
     Agent& a = agents_[i];
     std::vector<ShardRun> runs;
-    std::size_t crash = a.leases.size();  // the first shard that crashed, if any
-    for (std::size_t k = 0; k < a.leases.size(); ++k) {
-      runs.push_back(RunShard(a.leases[k].shard()));
-      if (runs.back().crashed && crash == a.leases.size()) crash = k;
-    }
+    for (const auto& lease : a.leases) runs.push_back(RunShard(lease.shard()));
     if (a.leases.front().shard().phase() != v1::PHASE_PROBE) ++device_sessions_;
     if (runs.size() > 1) {
+      std::size_t session_start = 0;  // the first shard of the current session
+      bool alone = false;             // two deaths in a row: the rest run shard by shard
       for (std::size_t k = 0; k < runs.size(); ++k) {
-        // Its part of the shared session: after the first, without the start.
-        const double in_session = runs[k].seconds - (k > 0 ? kVerifyStart : 0);
-        if (k < crash) {
-          runs[k].seconds = in_session;
-        } else {
-          ++device_sessions_;  // a session of its own
-          runs[k].seconds += k == crash ? in_session : 0;
+        if (alone) {
+          ++device_sessions_;  // a session of its own, at its own seconds
+          continue;
         }
+        const bool first = k == session_start;
+        if (first && k > 0) ++device_sessions_;  // a resumed session
+        // Its part of the shared session: after the session's first, without the start.
+        const double in_session = runs[k].seconds - (first ? 0 : kVerifyStart);
+        if (!runs[k].crashed) {
+          runs[k].seconds = in_session;
+          continue;
+        }
+        ++device_sessions_;  // the crashed shard's own session, after its part of this one
+        runs[k].seconds += in_session;
+        alone = first && k > 0;
+        session_start = k + 1;
       }
     }
     double total = 0;

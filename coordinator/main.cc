@@ -115,8 +115,9 @@ struct CoordinatorConfig {
           "longest expected run of a batch of verify shards in one pytest session (0: no batches)",
           Range{0, kMaxSeconds});
     s.Add("verify_gather_seconds", &verify_gather_seconds,
-          "how long a device agent may probe its wave instead of running a verify shard alone, "
-          "so that verifications gather into a batch (0: never)",
+          "how long a device agent may probe its wave, or wait for a running probe of it, "
+          "instead of running a verify shard alone, so that verifications gather into a batch "
+          "(0: never)",
           Range{0, kMaxSeconds});
     s.Add("tick_ms", &tick_ms, "how often leases and agents are checked", Range{10, 60'000});
     s.Add("sqlite_synchronous_full", &sqlite_synchronous_full,

@@ -322,6 +322,21 @@ void Agent::RunBatch(const v1::LeaseResponse& lease) {
   bool together =
       executor != executors_.end() && executor->second->CanBatch() && workspace_ != nullptr;
   for (const auto& l : leases) together = together && l.shard().executor() == head.executor();
+  // One workspace for every shard (workspace::BatchSpec); a batch whose registry lines would
+  // reach each other's models (the coordinator batches no such shards) runs one shard after
+  // another.
+  absl::StatusOr<v1::ShardSpec> merged = absl::InternalError("not merged");
+  if (together) {
+    std::vector<const v1::ShardSpec*> all_specs;
+    for (const auto& l : leases) all_specs.push_back(&l.shard());
+    merged = workspace::BatchSpec(all_specs);
+    if (!merged.ok()) {
+      spdlog::warn("{} batch of {}: {}; running its shards one after another",
+                   util::ShardLogContext(head.sweep_id(), head.shard_id(), lease.lease_id()),
+                   leases.size(), merged.status().message());
+      together = false;
+    }
+  }
   if (!together) {
     // One after another; the waiting leases are named in heartbeats until their turn.
     {
@@ -345,9 +360,6 @@ void Agent::RunBatch(const v1::LeaseResponse& lease) {
   std::vector<const v1::LeaseResponse*> all;
   std::vector<const v1::ShardSpec*> specs;
   std::vector<std::string> contexts;
-  // The workspace holds every shard's pre-applied edits: the coordinator batched only shards
-  // whose edits touch different files and whose registry lines are the same.
-  v1::ShardSpec merged = head;
   {
     std::lock_guard lock(mu_);
     for (const auto& l : leases) {
@@ -356,9 +368,6 @@ void Agent::RunBatch(const v1::LeaseResponse& lease) {
       specs.push_back(&l.shard());
       contexts.push_back(
           util::ShardLogContext(l.shard().sweep_id(), l.shard().shard_id(), l.lease_id()));
-      if (&l != &leases.front()) {
-        for (const auto& e : l.shard().pre_apply()) *merged.add_pre_apply() = e;
-      }
     }
     current_context_ = contexts.front();
   }
@@ -372,7 +381,7 @@ void Agent::RunBatch(const v1::LeaseResponse& lease) {
   std::vector<absl::StatusOr<v1::ShardResult>> results;
   Progress(all, "prepare", "", {});
   const auto t0 = std::chrono::steady_clock::now();
-  absl::StatusOr<std::filesystem::path> dir = workspace_->Prepare(merged);
+  absl::StatusOr<std::filesystem::path> dir = workspace_->Prepare(*merged);
   metrics_->WorkspaceReset(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   if (!dir.ok()) {

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
+#include <utility>
 
 #include "agent/executor/native_tools.h"
 #include "agent/executor/replay_tools.h"
@@ -24,14 +26,32 @@ namespace {
 // when that session left a testcase for every key asked, once per key; everything else (probes,
 // a run alone after a crash, a key the session has no testcase for, a second ask) run by the
 // shard's own tools.
+// One pytest session of a batch: the keys it ran, in order, and what it answered.
+struct BatchSession {
+  std::vector<std::string> keys;
+  playbooks::PytestRun run;
+};
+
+// The testcase a session left for each key it ran; nullptr where it left none.
+const junit::TestCase* CaseOf(const BatchSession& s, std::size_t i) {
+  if (i >= s.run.cases.size() || s.run.cases[i].outcome == junit::Outcome::kMissing) {
+    return nullptr;
+  }
+  return &s.run.cases[i];
+}
+
+// A shard's tools within a batch: its verification (and inference) runs are answered from the
+// batch's sessions when one session left a testcase for every key asked (its log, signal and
+// files go with them), and run for real otherwise; probes and other runs are the shard's own.
 class BatchAnswers : public playbooks::PlaybookTools {
  public:
-  BatchAnswers(playbooks::PlaybookTools& own, const playbooks::PytestRun* session,
-               const std::vector<std::string>& session_keys,
+  BatchAnswers(playbooks::PlaybookTools& own, const std::vector<BatchSession>& sessions,
                std::map<std::string, std::filesystem::path> session_evidence)
-      : own_(own), session_(session), session_evidence_(std::move(session_evidence)) {
-    for (std::size_t i = 0; session_ != nullptr && i < session_keys.size(); ++i) {
-      index_[session_keys[i]] = i;
+      : own_(own), sessions_(sessions), session_evidence_(std::move(session_evidence)) {
+    for (std::size_t s = 0; s < sessions_.size(); ++s) {
+      for (std::size_t i = 0; i < sessions_[s].keys.size(); ++i) {
+        if (CaseOf(sessions_[s], i) != nullptr) index_.try_emplace(sessions_[s].keys[i], s, i);
+      }
     }
   }
 
@@ -42,32 +62,34 @@ class BatchAnswers : public playbooks::PlaybookTools {
 
   absl::StatusOr<playbooks::PytestRun> Pytest(const std::vector<std::string>& keys,
                                               const std::string& label) override {
-    if ((label != "verify" && label != "inference") || session_ == nullptr) {
+    if ((label != "verify" && label != "inference") || keys.empty()) {
       return own_.Pytest(keys, label);
     }
     playbooks::PytestRun run;
+    std::optional<std::size_t> session;
     for (const auto& k : keys) {
       auto at = index_.find(k);
-      if (at == index_.end() || answered_.count(k) || at->second >= session_->cases.size() ||
-          session_->cases[at->second].outcome == junit::Outcome::kMissing) {
+      if (at == index_.end() || answered_.count(k) || (session && *session != at->second.first)) {
         return own_.Pytest(keys, label);
       }
-      run.cases.push_back(session_->cases[at->second]);
+      session = at->second.first;
+      run.cases.push_back(sessions_[*session].run.cases[at->second.second]);
     }
     answered_.insert(keys.begin(), keys.end());
-    run.log = session_->log;
-    run.xml = session_->xml;
-    run.exit_code = session_->exit_code;
-    run.signal = session_->signal;
-    run.evidence = session_->evidence;
-    used_ = true;
+    const playbooks::PytestRun& from = sessions_[*session].run;
+    run.log = from.log;
+    run.xml = from.xml;
+    run.exit_code = from.exit_code;
+    run.signal = from.signal;
+    run.evidence = from.evidence;
+    used_.insert(*session);
     return run;
   }
 
   std::map<std::string, std::filesystem::path> Evidence() const override {
     auto out = own_.Evidence();
-    if (used_) {
-      for (const auto& name : session_->evidence) {
+    for (std::size_t s : used_) {
+      for (const auto& name : sessions_[s].run.evidence) {
         if (auto it = session_evidence_.find(name); it != session_evidence_.end()) {
           out.emplace(name, it->second);
         }
@@ -78,11 +100,12 @@ class BatchAnswers : public playbooks::PlaybookTools {
 
  private:
   playbooks::PlaybookTools& own_;
-  const playbooks::PytestRun* session_;
-  std::map<std::string, std::size_t> index_;  // key -> its testcase in the session
+  const std::vector<BatchSession>& sessions_;
+  // key -> the session and testcase that answered it (the first session that did)
+  std::map<std::string, std::pair<std::size_t, std::size_t>> index_;
   std::map<std::string, std::filesystem::path> session_evidence_;
-  std::set<std::string> answered_;  // keys the session answered: a second ask runs for real
-  bool used_ = false;               // the session answered something: its files are evidence
+  std::set<std::string> answered_;  // keys the sessions answered: a second ask runs for real
+  std::set<std::size_t> used_;      // sessions that answered something: their files are evidence
 };
 
 }  // namespace
@@ -128,17 +151,16 @@ std::vector<absl::StatusOr<v1::ShardResult>> NativeExecutor::RunBatch(
                absl::FailedPreconditionError("a batch needs the native executor and a workspace"));
     return out;
   }
-  // The session: every entry of every shard, once, in one pytest process, and the inference
-  // entry each shard looks at for information (its first entry's that has one, as ShardRun
-  // picks it), so that the shard needs no session of its own for it.
+  // The session: each shard's entries and then the inference entry it looks at for
+  // information (its first entry's that has one, as ShardRun picks it, so that the shard needs
+  // no session of its own for it), every key once. A shard's keys are next to each other, so
+  // that a session that dies leaves each shard before it whole.
   std::vector<std::string> keys;
   std::set<std::string> seen;
   for (const v1::ShardSpec* spec : specs) {
     for (const auto& e : spec->entries()) {
       if (seen.insert(e.key()).second) keys.push_back(e.key());
     }
-  }
-  for (const v1::ShardSpec* spec : specs) {
     const std::string key = playbooks::InferenceKeyOf(ctx.workspace->root(), *spec);
     if (!key.empty() && seen.insert(key).second) keys.push_back(key);
   }
@@ -147,21 +169,41 @@ std::vector<absl::StatusOr<v1::ShardResult>> NativeExecutor::RunBatch(
   o.pytest_timeout *= static_cast<int>(specs.size());  // the shards' runs, one after another
   NativeTools batch(o);
   if (ctx.progress) ctx.progress("verify-batch", "", {});
-  absl::StatusOr<playbooks::PytestRun> session = batch.Pytest(keys, "verify-batch");
-  if (absl::IsCancelled(session.status())) {
-    out.assign(specs.size(), session.status());
-    return out;
+  // A session that dies (a crash, or a hang the run's timeout ends) leaves no testcase from the
+  // key it died in on. The keys after that one never ran: they resume in a session of their own,
+  // without it (whose shard runs its own session, as alone). Once a resumed session dies in its
+  // first key too, what is left runs shard by shard: two deaths in a row are more likely the
+  // device than the tests.
+  std::vector<BatchSession> sessions;
+  std::vector<std::string> todo = keys;
+  while (!todo.empty()) {
+    absl::StatusOr<playbooks::PytestRun> session = batch.Pytest(todo, "verify-batch");
+    if (absl::IsCancelled(session.status())) {
+      out.assign(specs.size(), session.status());
+      return out;
+    }
+    if (!session.ok()) break;  // a session that could not run leaves each shard to run its own
+    sessions.push_back({todo, std::move(*session)});
+    const BatchSession& last = sessions.back();
+    std::size_t died = 0;
+    while (died < todo.size() && CaseOf(last, died) != nullptr) ++died;
+    if (died + 1 >= todo.size() || (sessions.size() > 1 && died == 0)) break;
+    std::vector<std::string> rest;
+    for (std::size_t i = died + 1; i < todo.size(); ++i) {
+      if (CaseOf(last, i) == nullptr) rest.push_back(todo[i]);
+    }
+    todo = std::move(rest);
+    if (ctx.progress) ctx.progress("verify-batch-resume", todo.front(), {});
   }
-  // A session that could not run at all leaves each shard to run its own.
-  const playbooks::PytestRun* answers = session.ok() ? &*session : nullptr;
   for (const v1::ShardSpec* spec : specs) {
     ExecContext one = ctx;
     one.spec = spec;
     one.shard_dir = ctx.shard_dir / spec->shard_id();
     NativeToolsOptions mine = ToolsOptions(one);
-    mine.first_run = 1;  // its own runs are numbered after the session it shares
+    // Its own runs are numbered after the sessions it shares.
+    mine.first_run = static_cast<int>(std::max<std::size_t>(1, sessions.size()));
     NativeTools own(mine);
-    BatchAnswers tools(own, answers, keys, batch.Evidence());
+    BatchAnswers tools(own, sessions, batch.Evidence());
     out.push_back(RunWith(one, tools));
   }
   return out;

@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "common/registry/registry.h"
+#include "common/registry/registry_union.h"
 #include "common/util/file.h"
 #include "common/util/strings.h"
 #include "common/util/text.h"
@@ -198,6 +199,26 @@ absl::Status Workspace::ApplyEdit(const triage::v1::FileEdit& edit) const {
         util::StrCat(what, " does not apply: ", util::MessageOf(applied.status())));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<triage::v1::ShardSpec> BatchSpec(
+    const std::vector<const triage::v1::ShardSpec*>& specs) {
+  if (specs.empty()) return absl::InvalidArgumentError("an empty batch");
+  triage::v1::ShardSpec merged = *specs.front();
+  registry::RegistryUnion lines;
+  for (const triage::v1::ShardSpec* spec : specs) {
+    if (!lines.Add(*spec)) {
+      return absl::FailedPreconditionError(
+          util::StrCat("shard ", spec->shard_id(), ": its registry lines and those of shard ",
+                       specs.front()->shard_id(), "'s batch reach each other's models"));
+    }
+    if (spec != specs.front()) {
+      for (const auto& e : spec->pre_apply()) *merged.add_pre_apply() = e;
+    }
+  }
+  merged.clear_pre_registry();
+  for (auto& op : lines.Ops()) *merged.add_pre_registry() = std::move(op);
+  return merged;
 }
 
 absl::Status Workspace::ApplyRegistryOps(const triage::v1::ShardSpec& spec) const {

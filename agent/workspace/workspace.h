@@ -24,6 +24,14 @@ inline constexpr std::string_view kForgeDir =
 inline constexpr std::string_view kTtXlaRepo = "tt-xla";
 inline constexpr std::string_view kForgeRepo = "tt_forge_models";
 
+// The spec one workspace is prepared from for a batch of verify phases (docs/farm.md, "Batched
+// verification"): the head's, with every shard's pre-applied edits (the coordinator batches
+// only shards whose edits touch different files) and the union of their registry lines
+// (registry::RegistryUnion). FailedPrecondition, naming the shard, when a shard's registry lines
+// would reach another shard of the batch.
+absl::StatusOr<triage::v1::ShardSpec> BatchSpec(
+    const std::vector<const triage::v1::ShardSpec*>& specs);
+
 class Workspace {
  public:
   // root: the tt-xla checkout; shards_dir: where per-shard directories go (logs, evidence,

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <future>
+#include <map>
 
 #include "common/util/log.h"
 #include "common/util/log_context.h"
@@ -384,16 +385,20 @@ void Coordinator::CascadeLocked(const ShardRecord& ended, const v1::ShardResult*
     ShardRecord u = d;
     const TimePoint now = clock_->Now();
     if (ended.state == ShardState::kSucceeded && result != nullptr) {
-      // Only entries the earlier phase left for verification go on.
-      std::set<std::string> keep;
+      // Only entries the earlier phase left for verification go on, each with the output
+      // class the probe saw (which registry lines its verification depends on).
+      std::map<std::string, std::string> keep;  // file + key -> output class
       for (const auto& o : result->entries()) {
-        if (NeedsVerification(o)) keep.insert(o.file() + "\n" + o.key());
+        if (NeedsVerification(o)) keep[o.file() + "\n" + o.key()] = o.output_class();
       }
       if (result->entries_size() > 0) {
         auto* entries = u.spec.mutable_entries();
         for (int i = entries->size() - 1; i >= 0; --i) {
-          if (!keep.count(entries->Get(i).file() + "\n" + entries->Get(i).key())) {
+          auto k = keep.find(entries->Get(i).file() + "\n" + entries->Get(i).key());
+          if (k == keep.end()) {
             entries->DeleteSubrange(i, 1);
+          } else {
+            entries->Mutable(i)->set_output_class(k->second);
           }
         }
         if (entries->empty()) {

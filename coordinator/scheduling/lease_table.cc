@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <random>
 
+#include "common/registry/registry_union.h"
 #include "common/util/strings.h"
 
 namespace triage::coord {
@@ -348,6 +349,9 @@ const ShardRecord* LeaseTable::FindMatch(const AgentRecord& agent, TimePoint now
       Gathers(agent, *own.shard, *probe.shard, max_batch, now)) {
     return probe.shard;
   }
+  // No queued probe to gather with, but a running one releases company soon: the agent waits
+  // for it (its Lease long-polls; the probe's result serves it), or probes meanwhile.
+  if (own.shard != nullptr && Holds(agent, *own.shard, max_batch, now)) return probe.shard;
   return own.shard != nullptr ? own.shard : probe.shard;
 }
 
@@ -376,49 +380,73 @@ double LeaseTable::FairShare(const Requirement& lane, double extra) const {
 // phase was queued (what it can cost the wave's end).
 bool LeaseTable::Gathers(const AgentRecord& agent, const ShardRecord& verify,
                          const ShardRecord& probe, int max_batch, TimePoint now) const {
-  if (max_batch <= 1 || agent.dims.cpu_only() || options_.verify_gather <= Duration::zero() ||
-      options_.verify_batch_max <= Duration::zero() || verify.spec.phase() != v1::PHASE_VERIFY ||
-      probe.spec.phase() != v1::PHASE_PROBE || probe.sweep_id != verify.sweep_id ||
-      probe.spec.wave() != verify.spec.wave() ||
-      now - verify.enqueued_at >= options_.verify_gather) {
+  if (!MayGather(agent, verify, max_batch, now) || probe.spec.phase() != v1::PHASE_PROBE ||
+      probe.sweep_id != verify.sweep_id || probe.spec.wave() != verify.spec.wave()) {
     return false;
   }
-  const ShardRecord* company = nullptr;
+  const ShardRecord* company = CompanyFrom(probe, verify);
+  return company != nullptr && RoomFor(agent, verify, *company, max_batch, now);
+}
+
+// Holding: the same, for a probe of the wave that is already running (no probe is queued at the
+// wave's tail), expected to end within the verify phase's gather window. The agent gets no
+// lease meanwhile (or a probe, FindMatch): its verification waits for the company the probe
+// releases instead of starting a session of its own, and the wait ends with the window.
+bool LeaseTable::Holds(const AgentRecord& agent, const ShardRecord& verify, int max_batch,
+                       TimePoint now) const {
+  if (!MayGather(agent, verify, max_batch, now)) return false;
+  const TimePoint window_end = verify.enqueued_at + options_.verify_gather;
+  for (const auto& [lease_id, id] : lease_to_shard_) {
+    const ShardRecord& probe = shards_.at(id);
+    if (!probe.lease || probe.spec.phase() != v1::PHASE_PROBE ||
+        probe.sweep_id != verify.sweep_id || probe.spec.wave() != verify.spec.wave()) {
+      continue;
+    }
+    const TimePoint expected_end =
+        probe.lease->granted_at +
+        std::chrono::duration_cast<Duration>(
+            std::chrono::duration<double>(std::max(0.0, probe.expected_seconds)));
+    if (expected_end > window_end) continue;
+    const ShardRecord* company = CompanyFrom(probe, verify);
+    if (company != nullptr && RoomFor(agent, verify, *company, max_batch, now)) return true;
+  }
+  return false;
+}
+
+bool LeaseTable::MayGather(const AgentRecord& agent, const ShardRecord& verify, int max_batch,
+                           TimePoint now) const {
+  return max_batch > 1 && !agent.dims.cpu_only() && options_.verify_gather > Duration::zero() &&
+         options_.verify_batch_max > Duration::zero() && verify.spec.phase() == v1::PHASE_VERIFY &&
+         now - verify.enqueued_at < options_.verify_gather;
+}
+
+const ShardRecord* LeaseTable::CompanyFrom(const ShardRecord& probe,
+                                           const ShardRecord& verify) const {
   for (const auto& id : Dependents(probe.id)) {
     const ShardRecord& d = shards_.at(id);
     if (d.state == ShardState::kWaiting && d.spec.phase() == v1::PHASE_VERIFY &&
         d.spec.arch() == verify.spec.arch() && d.spec.executor() == verify.spec.executor() &&
         d.archs == verify.archs) {
-      company = &d;
-      break;
+      return &d;
     }
   }
-  if (company == nullptr) return false;
+  return nullptr;
+}
+
+bool LeaseTable::RoomFor(const AgentRecord& agent, const ShardRecord& verify,
+                         const ShardRecord& company, int max_batch, TimePoint now) const {
   const std::vector<const ShardRecord*> batch = BatchFor(agent, verify, max_batch, now);
   if (static_cast<int>(batch.size()) + 2 > max_batch) return false;
-  const double more = std::max(0.0, company->expected_seconds);
+  const double more = std::max(0.0, company.expected_seconds);
   double seconds = std::max(0.0, verify.expected_seconds) + more;
   for (const ShardRecord* s : batch) seconds += std::max(0.0, s->expected_seconds);
   return seconds <= FairShare(Requirement::Of(verify), more);
 }
 
-namespace {
-
-// The registry lines a shard's workspace gets (its wave's), as one comparable string.
-std::string RegistryState(const ShardRecord& s) {
-  std::string out;
-  for (const auto& op : s.spec.pre_registry()) {
-    out += op.SerializeAsString();
-    out += '\n';
-  }
-  return out;
-}
-
-}  // namespace
-
 // A batch (docs/farm.md, "Batched verification"): verify-phase shards of the head's sweep, wave,
-// arch and executor, whose workspaces are the same but for disjoint pre-applied files, so one
-// workspace and one pytest session serve them all. The batch takes the shortest such shards
+// arch and executor, whose workspaces are the same but for disjoint pre-applied files and for
+// registry lines none of the others depends on (registry::RegistryUnion), so one workspace and
+// one pytest session serve them all. The batch takes the shortest such shards
 // (a session's start weighs most on them) while its expected seconds stay within the agent's
 // fair share of the queued work of that arch and executor (that work over the agents that can
 // take it) and within verify_batch_max (what an agent's death can lose at once). With few
@@ -443,7 +471,8 @@ std::vector<const ShardRecord*> LeaseTable::BatchFor(const AgentRecord& agent,
     return out;
   };
   for (auto& f : touched(head)) files.insert(std::move(f));
-  const std::string registry = RegistryState(head);
+  registry::RegistryUnion lines;  // what the batch's training_utils.py gets
+  lines.Add(head.spec);
   // Candidates: a bounded look at each group's tail, where its shortest shards are.
   const std::size_t look = static_cast<std::size_t>(max_batch) * 8;
   std::vector<const ShardRecord*> candidates;
@@ -470,11 +499,11 @@ std::vector<const ShardRecord*> LeaseTable::BatchFor(const AgentRecord& agent,
   for (const ShardRecord* s : candidates) {
     if (static_cast<int>(batch.size()) + 1 >= max_batch) break;
     if (seconds + std::max(0.0, s->expected_seconds) > share) break;
-    if (RegistryState(*s) != registry) continue;
     std::vector<std::string> mine = touched(*s);
     if (std::any_of(mine.begin(), mine.end(), [&](const auto& f) { return files.count(f) > 0; })) {
       continue;
     }
+    if (!lines.Add(s->spec)) continue;
     for (auto& f : mine) files.insert(std::move(f));
     seconds += std::max(0.0, s->expected_seconds);
     batch.push_back(s);

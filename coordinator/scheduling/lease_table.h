@@ -134,7 +134,8 @@ class LeaseTable {
   // The first queued shard (priority, longest first, oldest) this agent may take now; for a
   // device agent, the first of its arch, else the first probe-phase shard (device_probes). A
   // device agent that asks for batches of max_batch passes over a verify phase that would run
-  // alone for a probe of its wave that releases company for it (Gathers).
+  // alone for a probe of its wave that releases company for it (Gathers), or waits for a running
+  // one (Holds: then the first probe-phase shard, or nullptr).
   const ShardRecord* FindMatch(const AgentRecord& agent, TimePoint now, int max_batch = 1) const;
   // The granted copy of shard for agent; fills m's attempt row.
   ShardRecord Grant(const AgentRecord& agent, const ShardRecord& shard, TimePoint now,
@@ -208,6 +209,19 @@ class LeaseTable {
   // Whether a device agent should probe instead of running verify alone (docs/farm.md,
   // "Batched verification").
   bool Gathers(const AgentRecord& agent, const ShardRecord& verify, const ShardRecord& probe,
+               int max_batch, TimePoint now) const;
+  // Whether a device agent should wait rather than run verify alone: a running probe of its
+  // wave, expected to end within verify's gather window, releases company for it.
+  bool Holds(const AgentRecord& agent, const ShardRecord& verify, int max_batch,
+             TimePoint now) const;
+  // What Gathers and Holds share: a device agent asking for batches, verify a verify phase
+  // queued less than verify_gather ago.
+  bool MayGather(const AgentRecord& agent, const ShardRecord& verify, int max_batch,
+                 TimePoint now) const;
+  // The verify phase of verify's arch and executor that probe's result releases, if any.
+  const ShardRecord* CompanyFrom(const ShardRecord& probe, const ShardRecord& verify) const;
+  // Whether verify's batch is short of max_batch and, with company added, fits the fair share.
+  bool RoomFor(const AgentRecord& agent, const ShardRecord& verify, const ShardRecord& company,
                int max_batch, TimePoint now) const;
   using QueueKey = std::tuple<int, double, std::int64_t, std::string>;
   QueueKey KeyOf(const ShardRecord& s) const;

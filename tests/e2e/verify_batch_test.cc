@@ -1,8 +1,9 @@
 // Batched verification (docs/farm.md, "Batched verification") with real pytest and torch on the
 // ttxla-mini fixture: NativeExecutor::RunBatch decides every shard of a batch as the shard
-// decides alone, answers from the one session where it can, and runs a shard's own session
-// where the batch's left it no testcase (a crash: pytest then writes no JUnit file, and only
-// the agent plugin's partial file tells what finished before it).
+// decides alone, answers from its sessions where it can, resumes the keys after a crash in a
+// second session, and runs a shard's own session where the batch's left it no testcase (a
+// crash: pytest then writes no JUnit file, and only the agent plugin's partial file tells what
+// finished before it).
 
 #include <filesystem>
 #include <string>
@@ -38,6 +39,22 @@ const Entry kCenternet{"dtype_bfloat16", "centernet_mini",
                        "centernet_mini/pytorch-Dla-single_device-training"};
 const Entry kCrash{"unpack_forward_output", "stale_mini",
                    "stale_mini/pytorch-Base-single_device-training"};
+// Two entries whose verification needs a registry line for its own output class.
+const Entry kGpt{"unpack_forward_output", "gpt_mini/causal_lm",
+                 "gpt_mini/causal_lm/pytorch-Small-single_device-training"};
+const Entry kBert{
+    "unpack_forward_output", "bert_mini/sequence_classification",
+    "bert_mini/sequence_classification/pytorch-prajjwal1/bert-tiny-single_device-training"};
+
+// The verify phase of a probe that saw cls returned and proposed `cls.logits`.
+v1::ShardSpec WithLine(v1::ShardSpec spec, const std::string& cls) {
+  spec.mutable_entries(0)->set_output_class(cls);
+  auto* op = spec.add_pre_registry();
+  op->set_kind(v1::RegistryOp::ADD);
+  op->set_cls(cls);
+  op->set_attr("logits");
+  return spec;
+}
 
 class VerifyBatchTest : public ::testing::Test {
  protected:
@@ -113,12 +130,15 @@ class VerifyBatchTest : public ::testing::Test {
     return r.ok() ? *r : v1::ShardResult{};
   }
 
+  // The batch in one workspace, prepared as the agent prepares it.
   std::vector<absl::StatusOr<v1::ShardResult>> Batch(const std::vector<v1::ShardSpec>& specs) {
-    auto dir = workspace_->Prepare(specs.front());
-    EXPECT_TRUE(dir.ok()) << dir.status();
-    agent::ExecContext ctx = Context(specs.front(), *dir);
     std::vector<const v1::ShardSpec*> ptrs;
     for (const auto& s : specs) ptrs.push_back(&s);
+    auto merged = workspace::BatchSpec(ptrs);
+    EXPECT_TRUE(merged.ok()) << merged.status();
+    auto dir = workspace_->Prepare(*merged);
+    EXPECT_TRUE(dir.ok()) << dir.status();
+    agent::ExecContext ctx = Context(specs.front(), *dir);
     return executor_.RunBatch(ctx, ptrs);
   }
 
@@ -169,7 +189,30 @@ TEST_F(VerifyBatchTest, ShardsAnsweredFromOneSessionDecideAsTheyDoAlone) {
       << "override_mini fails its PCC check";
 }
 
-TEST_F(VerifyBatchTest, ACrashInTheSessionKeepsWhatFinishedBeforeIt) {
+TEST_F(VerifyBatchTest, ShardsWithRegistryLinesForTheirOwnClassesShareOneSession) {
+  const std::vector<v1::ShardSpec> specs{
+      WithLine(Spec(kGpt, "s-gpt"), "MiniCausalLMOutput"),
+      WithLine(Spec(kBert, "s-bert"), "MiniSequenceClassifierOutput")};
+  auto batched = Batch(specs);
+  ASSERT_EQ(batched.size(), 2u);
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    SCOPED_TRACE(specs[i].shard_id());
+    ASSERT_TRUE(batched[i].ok()) << batched[i].status();
+    EXPECT_EQ(Decision(*batched[i]), Decision(Alone(specs[i])));
+    EXPECT_THAT(Evidence(*batched[i]), ::testing::Contains("junit/01-verify-batch.xml"));
+    ASSERT_EQ(batched[i]->entries_size(), 1);
+    // With its line each gets past unpack_forward_output: no "No handler" failure.
+    EXPECT_THAT(batched[i]->entries(0).reason(), ::testing::Not(::testing::HasSubstr("handler")));
+  }
+  EXPECT_EQ(batched[0]->entries(0).verdict(), "pass");
+  EXPECT_EQ(batched[1]->entries(0).verdict(), "incorrect_result") << "bert_mini fails its PCC";
+  // A shard returning the class of another's line never shares its workspace.
+  v1::ShardSpec without = Spec(kGpt, "s-gpt-bare");
+  without.mutable_entries(0)->set_output_class("MiniCausalLMOutput");
+  EXPECT_FALSE(workspace::BatchSpec({&specs[1], &specs[0], &without}).ok());
+}
+
+TEST_F(VerifyBatchTest, ACrashInTheSessionKeepsWhatFinishedBeforeItAndResumesTheRest) {
   const std::vector<v1::ShardSpec> specs{Spec(kOverride, "s-override"), Spec(kCrash, "s-crash"),
                                          Spec(kCenternet, "s-centernet")};
   auto batched = Batch(specs);
@@ -180,14 +223,16 @@ TEST_F(VerifyBatchTest, ACrashInTheSessionKeepsWhatFinishedBeforeIt) {
     EXPECT_EQ(Decision(*batched[i]), Decision(Alone(specs[i])));
   }
   // pytest died on stale_mini without writing its JUnit file; the plugin's partial file kept
-  // override_mini's outcome, so only the crashed shard and the one after it ran again alone.
+  // override_mini's outcome. The keys after the crash resumed in a second session, which
+  // answered centernet; only the crashed shard ran a session of its own (numbered after both).
   EXPECT_THAT(Evidence(*batched[0]), ::testing::Contains("junit/01-verify-batch.xml"));
-  EXPECT_THAT(Evidence(*batched[0]), ::testing::Not(::testing::Contains("logs/02-verify.log")));
-  for (std::size_t i : {1u, 2u}) {
-    SCOPED_TRACE(specs[i].shard_id());
-    EXPECT_THAT(Evidence(*batched[i]),
-                ::testing::Not(::testing::Contains("junit/01-verify-batch.xml")));
-    EXPECT_THAT(Evidence(*batched[i]), ::testing::Contains("logs/02-verify.log"));
+  EXPECT_THAT(Evidence(*batched[0]), ::testing::Not(::testing::Contains("logs/03-verify.log")));
+  EXPECT_THAT(Evidence(*batched[1]),
+              ::testing::Not(::testing::Contains("junit/01-verify-batch.xml")));
+  EXPECT_THAT(Evidence(*batched[1]), ::testing::Contains("logs/03-verify.log"));
+  EXPECT_THAT(Evidence(*batched[2]), ::testing::Contains("junit/02-verify-batch.xml"));
+  for (const auto& name : Evidence(*batched[2])) {
+    EXPECT_FALSE(std::string_view(name).starts_with("logs/03-")) << name;
   }
   EXPECT_EQ(batched[1]->entries(0).verdict(), "crash");
   EXPECT_THAT(batched[1]->entries(0).reason(), ::testing::HasSubstr("signal 6"));

@@ -307,6 +307,7 @@ TEST_F(LeaseTableTest, ABatchTakesTheShortestVerifyShardsWithinTheAgentsFairShar
   other_wave.spec.set_wave(2);
   ShardRecord other_registry = Queued("x-registry", 9, "n150", 0, 1);
   other_registry.spec.add_pre_registry()->set_cls("SomeOutput");
+  other_registry.spec.add_entries()->set_key("m");  // its output class unknown: any line counts
   ShardRecord p150 = Queued("x-p150", 10, "p150", 0, 1);
   for (ShardRecord* s : {&other_sweep, &other_wave, &other_registry, &p150}) {
     s->spec.set_phase(v1::PHASE_VERIFY);
@@ -386,6 +387,34 @@ TEST_F(LeaseTableTest, ABatchNeverHoldsTwoShardsThatPreApplyTheSameFile) {
   EXPECT_THAT(BatchIds(table_->BatchFor(agent("a1"), *head, 8, Now())), ElementsAre("s-b", "s-c"));
 }
 
+TEST_F(LeaseTableTest, VerifyShardsWhoseRegistryLinesNameOnlyTheirOwnClassesShareABatch) {
+  PutAgent(Agent("a1"));
+  // What each verification's probe saw its entry return, and the line it proposed for it.
+  auto verify = [&](const std::string& id, int seq, const std::string& cls, bool line) {
+    ShardRecord s = QueuedVerify(id, seq, 100);
+    auto* e = s.spec.add_entries();
+    e->set_key(id);
+    e->set_output_class(cls);
+    if (line) {
+      auto* op = s.spec.add_pre_registry();
+      op->set_kind(v1::RegistryOp::ADD);
+      op->set_cls(cls);
+      op->set_attr("logits");
+    }
+    return s;
+  };
+  table_->Put(verify("s-gpt", 1, "GptOutput", true));
+  table_->Put(verify("s-bert", 2, "BertOutput", true));
+  table_->Put(verify("s-tensor", 3, "Tensor", false));
+  table_->Put(verify("s-gpt-too", 4, "GptOutput", false));  // would see s-gpt's line
+  table_->Put(verify("s-unknown", 5, "", false));           // might return either class
+  const ShardRecord* head = table_->FindMatch(agent("a1"), Now());
+  ASSERT_NE(head, nullptr);
+  EXPECT_EQ(head->id, "s-gpt");
+  EXPECT_THAT(BatchIds(table_->BatchFor(agent("a1"), *head, 8, Now())),
+              ElementsAre("s-bert", "s-tensor"));
+}
+
 TEST_F(LeaseTableTest, ADeviceAgentProbesItsWaveWhileItsVerifyBatchIsShortOfCompany) {
   auto setup = [&](SchedulingOptions o) {
     Reset(o);
@@ -435,6 +464,85 @@ TEST_F(LeaseTableTest, ADeviceAgentProbesItsWaveWhileItsVerifyBatchIsShortOfComp
   ShardRecord later = table_->shard("s-probe");
   later.spec.set_wave(2);
   table_->Put(later);
+  EXPECT_EQ(match(8), "s-verify");
+
+  // Turned off.
+  SchedulingOptions off = DefaultOptions();
+  off.verify_gather = 0s;
+  setup(off);
+  EXPECT_EQ(match(8), "s-verify");
+}
+
+TEST_F(LeaseTableTest, ADeviceAgentWaitsForCompanyThatARunningProbeOfItsWaveReleases) {
+  auto setup = [&](SchedulingOptions o, double probe_seconds = 20) {
+    Reset(o);
+    PutAgent(Agent("a1"));
+    AgentRecord cpu = Agent("c1", "");
+    cpu.dims.set_cpu_only(true);
+    PutAgent(cpu);
+    table_->Put(QueuedVerify("s-verify", 1, 100));
+    // A probe of the same wave already running on the cpu agent, and the verification of n150
+    // that waits for it: no queued probe to gather with.
+    ShardRecord probe = Queued("s-probe", 2, "", 0, probe_seconds);
+    probe.cpu_ok = true;
+    probe.archs.clear();
+    probe.spec.set_phase(v1::PHASE_PROBE);
+    probe.spec.set_wave(1);
+    table_->Put(probe);
+    GrantAndPut("c1", "s-probe");
+    ShardRecord next = QueuedVerify("s-next", 3, 100);
+    next.state = ShardState::kWaiting;
+    next.depends_on = "s-probe";
+    table_->Put(next);
+  };
+  auto match = [&](int max_batch) {
+    const ShardRecord* s = table_->FindMatch(agent("a1"), Now(), max_batch);
+    return s == nullptr ? std::string() : s->id;
+  };
+  setup(DefaultOptions());
+  EXPECT_EQ(match(8), "") << "the verify would run alone: it waits for the running probe";
+  EXPECT_EQ(match(1), "s-verify") << "an agent that does not batch verifies";
+  // The probe's result releases the company: the next lease is the pair.
+  ShardRecord released = table_->shard("s-next");
+  released.state = ShardState::kQueued;
+  released.enqueued_at = Now();
+  table_->Put(released);
+  EXPECT_EQ(match(8), "s-verify");
+  EXPECT_THAT(BatchIds(table_->BatchFor(agent("a1"), table_->shard("s-verify"), 8, Now())),
+              ElementsAre("s-next"));
+
+  // The wait ends with the verification's gather window.
+  setup(DefaultOptions());
+  clock_.Advance(DefaultOptions().verify_gather - 1s);
+  EXPECT_EQ(match(8), "");
+  clock_.Advance(1s);
+  EXPECT_EQ(match(8), "s-verify") << "no longer than verify_gather after it was queued";
+
+  // A probe expected to end after the window is not waited for.
+  setup(DefaultOptions(), ToSeconds(DefaultOptions().verify_gather) + 1);
+  EXPECT_EQ(match(8), "s-verify");
+
+  // While it waits, the agent probes if a probe is queued, of any wave.
+  setup(DefaultOptions());
+  ShardRecord other = Queued("s-other-probe", 4, "", 0, 20);
+  other.cpu_ok = true;
+  other.archs.clear();
+  other.spec.set_phase(v1::PHASE_PROBE);
+  other.spec.set_wave(2);
+  table_->Put(other);
+  EXPECT_EQ(match(8), "s-other-probe");
+
+  // Another agent of the arch: the pair is over a share, so the verification starts now.
+  setup(DefaultOptions());
+  PutAgent(Agent("a2"));
+  EXPECT_EQ(match(8), "s-verify");
+
+  // Company of another arch is none.
+  setup(DefaultOptions());
+  ShardRecord p150 = table_->shard("s-next");
+  p150.spec.set_arch("p150");
+  p150.archs = {"p150"};
+  table_->Put(p150);
   EXPECT_EQ(match(8), "s-verify");
 
   // Turned off.
