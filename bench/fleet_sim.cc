@@ -75,6 +75,7 @@ struct Options {
   int verify_batch = 8;            // LeaseRequest.max_batch of the agents (the agent's default)
   double verify_batch_max = 3600;  // the coordinator's verify_batch_max_seconds
   double verify_gather = 300;      // the coordinator's verify_gather_seconds
+  int learn_estimates_after = 0;   // the coordinator's learn_estimates_after
   std::string scope = "failing";
   std::uint64_t seed = 1;
   Rates rates;
@@ -381,6 +382,7 @@ class Simulation {
         std::chrono::duration_cast<Duration>(std::chrono::duration<double>(o_.verify_batch_max));
     copts.verify_gather =
         std::chrono::duration_cast<Duration>(std::chrono::duration<double>(o_.verify_gather));
+    copts.learn_estimates_after = o_.learn_estimates_after;
     start_ = clock_.Now();
     coord::Coordinator coord(
         copts, store->get(), &clock_,
@@ -781,8 +783,10 @@ class Simulation {
       // On the device.
       const double u = Draw(o_.seed, "verify" + e.key() + tag);
       out->set_disposition(v1::EntryOutcome::DONE);
+      // The testcase's time, as the agent reports it (none after a crash).
       if (u < o_.rates.pass) {
         seconds += t.device_seconds;
+        out->set_duration_seconds(t.device_seconds);
         out->set_verdict("pass");
         out->set_changed(true);
         auto* edit = out->mutable_edit();
@@ -797,9 +801,11 @@ class Simulation {
         crashed = true;
       } else if (u < o_.rates.pass + o_.rates.crash + o_.rates.timeout) {
         seconds += std::max(60.0, 3 * t.device_seconds);
+        out->set_duration_seconds(std::max(60.0, 3 * t.device_seconds));
         out->set_verdict("timeout");
       } else {
         seconds += t.device_seconds;
+        out->set_duration_seconds(t.device_seconds);
         out->set_verdict("fail");
       }
     }
@@ -997,6 +1003,10 @@ int Main(int argc, char** argv) {
       ->check(CLI::Range(1, 64));
   app.add_option("--verify-batch-max", o.verify_batch_max,
                  "The coordinator's verify_batch_max_seconds: longest expected batch")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--learn-estimates-after", o.learn_estimates_after,
+                 "The coordinator's learn_estimates_after: measured verifications of estimated "
+                 "entries before their mean stands in for the estimate in the batch cap (0: never)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--verify-gather", o.verify_gather,
                  "The coordinator's verify_gather_seconds: how long a device agent may probe "

@@ -61,6 +61,7 @@ struct CoordinatorConfig {
   bool device_agents_probe = true;
   std::int64_t verify_batch_max_seconds = 3600;
   std::int64_t verify_gather_seconds = 300;
+  std::int64_t learn_estimates_after = 0;
   std::string log_level = "info";
 
   void Register(triage::config::Schema& s) {
@@ -119,6 +120,10 @@ struct CoordinatorConfig {
           "instead of running a verify shard alone, so that verifications gather into a batch "
           "(0: never)",
           Range{0, kMaxSeconds});
+    s.Add("learn_estimates_after", &learn_estimates_after,
+          "after a sweep measured this many verifications of entries planned at an estimate, their "
+          "mean stands in for such estimates in verify_batch_max_seconds (0: never)",
+          Range{0, 1'000'000});
     s.Add("tick_ms", &tick_ms, "how often leases and agents are checked", Range{10, 60'000});
     s.Add("sqlite_synchronous_full", &sqlite_synchronous_full,
           "fsync every commit (survives power loss; slower)");
@@ -275,6 +280,7 @@ triage::coord::CoordinatorOptions CoordinatorOptionsFrom(const CoordinatorConfig
   options.device_probes = cfg.device_agents_probe;
   options.verify_batch_max = std::chrono::seconds(cfg.verify_batch_max_seconds);
   options.verify_gather = std::chrono::seconds(cfg.verify_gather_seconds);
+  options.learn_estimates_after = static_cast<int>(cfg.learn_estimates_after);
   return options;
 }
 

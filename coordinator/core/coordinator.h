@@ -46,6 +46,10 @@ struct CoordinatorOptions {
   bool device_probes = true;                             // SchedulingOptions::device_probes
   Duration verify_batch_max = std::chrono::minutes(60);  // SchedulingOptions::verify_batch_max
   Duration verify_gather = std::chrono::minutes(5);      // SchedulingOptions::verify_gather
+  // Once a sweep has measured this many verifications of entries planned at an estimate, their
+  // mean stands in for such estimates in verify_batch_max (0: never, the default: on realistic
+  // durations bigger batches lose more to an agent's death than their starts save).
+  int learn_estimates_after = 0;
   std::vector<std::string> default_archs = {"n150"};
   std::string default_executor = "native";
   double min_trusted_seconds = 5;
@@ -192,6 +196,10 @@ class Coordinator {
     // by_state), and whether the sweep is past its budget (its shards are then held).
     std::set<std::string> device_down;
     bool over_budget = false;
+    // Verifications measured of entries planned at an estimate, and their seconds
+    // (LeaseTable::SetLearnedSeconds).
+    int measured_estimated = 0;
+    double seconds_estimated = 0;
   };
 
   // The skeleton every operation shares: under the state lock, op decides and stages its
@@ -224,6 +232,7 @@ class Coordinator {
                             std::vector<AgentRecord>& agents, Effects& after);
   void OnShardChanged(const ShardRecord* old, const ShardRecord& updated);
   void ApplyResultLocked(const ResultRecord& r);
+  void LearnFromLocked(SweepRt& sw, const ShardRecord& shard, const ResultRecord& r);
   // After a failed commit: the store's state is the truth; rebuild memory from it.
   void Rebuild(const absl::Status& why);
   void ResetLocked();

@@ -182,6 +182,7 @@ void Coordinator::ApplyResultLocked(const ResultRecord& r) {
     if (lane.results == 0 || started < lane.first_start) lane.first_start = started;
     ++lane.results;
   }
+  if (shard != nullptr && !carried) LearnFromLocked(sw->second, *shard, r);
   if (!carried && DeviceTookEveryTestDown(r.result)) {
     sw->second.device_down.insert(r.shard_id);
   } else {
@@ -189,6 +190,28 @@ void Coordinator::ApplyResultLocked(const ResultRecord& r) {
   }
   CheckBudgetLocked(sw->second);
   sw->second.results.push_back(r);
+}
+
+// The entries a verification measured (a testcase's time) that planning had only an estimate
+// for: once learn_estimates_after of them were measured, on any arch, their mean stands in for
+// such entries' estimates when batches are held to verify_batch_max, as a trusted duration
+// does for its entry (docs/farm.md, "Batched verification"). Derived from the results, so a
+// restarted coordinator learns it again.
+void Coordinator::LearnFromLocked(SweepRt& sw, const ShardRecord& shard, const ResultRecord& r) {
+  if (options_.learn_estimates_after <= 0) return;
+  for (const auto& o : r.result.entries()) {
+    if (o.duration_seconds() <= 0) continue;
+    const auto& planned = shard.spec.entries();
+    const auto e = std::find_if(planned.begin(), planned.end(), [&o](const v1::ShardEntry& x) {
+      return x.key() == o.key() && x.file() == o.file();
+    });
+    if (e == planned.end() || !e->estimated()) continue;
+    ++sw.measured_estimated;
+    sw.seconds_estimated += o.duration_seconds();
+    if (sw.measured_estimated >= options_.learn_estimates_after) {
+      table_.SetLearnedSeconds(sw.rec.id, sw.seconds_estimated / sw.measured_estimated);
+    }
+  }
 }
 
 namespace {

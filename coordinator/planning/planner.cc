@@ -92,17 +92,17 @@ std::vector<Selected> SelectEntries(const inventory::Inventory& inventory,
 }
 
 // Seconds an entry is expected to take: its pytest duration when trusted, else its playbook's
-// estimate, else the default.
-double ExpectedSeconds(const PlanOptions& options, const Selected& s) {
+// estimate, else the default; and whether it is an estimate.
+std::pair<double, bool> ExpectedSeconds(const PlanOptions& options, const Selected& s) {
   if (auto d = options.durations.find(NodeId(*s.document, *s.entry));
       d != options.durations.end() && d->second >= options.min_trusted_seconds) {
-    return d->second;
+    return {d->second, false};
   }
   if (auto est = options.playbook_estimates.find(s.playbook);
       est != options.playbook_estimates.end()) {
-    return est->second;
+    return {est->second, true};
   }
-  return options.default_estimate;
+  return {options.default_estimate, true};
 }
 
 // The entry's input hash, for the archs its shards verify on.
@@ -139,9 +139,12 @@ std::vector<Group> GroupPerLoader(const std::vector<Selected>& selected, const P
       g.tensor_parallel = tp;
     }
     Group& g = groups[it->second];
-    g.expected += ExpectedSeconds(options, s);
+    const auto [seconds, estimated] = ExpectedSeconds(options, s);
+    g.expected += seconds;
     g.files.insert(s.document->path());
     g.entries.push_back(s.shard_entry);
+    g.entries.back().set_expected_seconds(seconds);
+    g.entries.back().set_estimated(estimated);
     if (options.inputs != nullptr) {
       g.entries.back().set_input_hash(InputHash(options, s, tp ? tp_archs : archs));
     }

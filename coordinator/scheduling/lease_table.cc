@@ -368,7 +368,23 @@ double LeaseTable::FairShare(const Requirement& lane, double extra) const {
   for (const auto& [id, a] : agents_) {
     if (AgentOffers(a.dims, lane, false)) ++serving;
   }
-  return std::min(work / std::max(1, serving), ToSeconds(options_.verify_batch_max));
+  return work / std::max(1, serving);
+}
+
+void LeaseTable::SetLearnedSeconds(const std::string& sweep_id, double seconds) {
+  learned_[sweep_id] = seconds;
+}
+
+double LeaseTable::CappedSeconds(const ShardRecord& s) const {
+  const double planned = std::max(0.0, s.expected_seconds);
+  auto learned = learned_.find(s.sweep_id);
+  if (learned == learned_.end()) return planned;
+  double seconds = 0;
+  for (const auto& e : s.spec.entries()) {
+    if (!e.estimated() && e.expected_seconds() <= 0) return planned;  // planned before per-entry
+    seconds += e.estimated() ? learned->second : e.expected_seconds();
+  }
+  return seconds;
 }
 
 // Gathering (docs/farm.md, "Batched verification"). A device agent whose verify phase would run
@@ -439,8 +455,13 @@ bool LeaseTable::RoomFor(const AgentRecord& agent, const ShardRecord& verify,
   if (static_cast<int>(batch.size()) + 2 > max_batch) return false;
   const double more = std::max(0.0, company.expected_seconds);
   double seconds = std::max(0.0, verify.expected_seconds) + more;
-  for (const ShardRecord* s : batch) seconds += std::max(0.0, s->expected_seconds);
-  return seconds <= FairShare(Requirement::Of(verify), more);
+  double capped = CappedSeconds(verify) + CappedSeconds(company);
+  for (const ShardRecord* s : batch) {
+    seconds += std::max(0.0, s->expected_seconds);
+    capped += CappedSeconds(*s);
+  }
+  return seconds <= FairShare(Requirement::Of(verify), more) &&
+         capped <= ToSeconds(options_.verify_batch_max);
 }
 
 // A batch (docs/farm.md, "Batched verification"): verify-phase shards of the head's sweep, wave,
@@ -490,8 +511,13 @@ std::vector<const ShardRecord*> LeaseTable::BatchFor(const AgentRecord& agent,
     }
   }
   if (candidates.empty()) return batch;
+  // Two bounds: the agent's fair share of the queued work, in planned seconds as the queue
+  // counts it, and verify_batch_max, in the best estimate of what the batch will run (what an
+  // agent's death can lose: CappedSeconds).
   const double share = FairShare(own, 0);
+  const double cap = ToSeconds(options_.verify_batch_max);
   double seconds = std::max(0.0, head.expected_seconds);
+  double capped = CappedSeconds(head);
   std::stable_sort(
       candidates.begin(), candidates.end(), [](const ShardRecord* a, const ShardRecord* b) {
         return std::tie(a->expected_seconds, a->seq) < std::tie(b->expected_seconds, b->seq);
@@ -499,6 +525,7 @@ std::vector<const ShardRecord*> LeaseTable::BatchFor(const AgentRecord& agent,
   for (const ShardRecord* s : candidates) {
     if (static_cast<int>(batch.size()) + 1 >= max_batch) break;
     if (seconds + std::max(0.0, s->expected_seconds) > share) break;
+    if (capped + CappedSeconds(*s) > cap) continue;
     std::vector<std::string> mine = touched(*s);
     if (std::any_of(mine.begin(), mine.end(), [&](const auto& f) { return files.count(f) > 0; })) {
       continue;
@@ -506,6 +533,7 @@ std::vector<const ShardRecord*> LeaseTable::BatchFor(const AgentRecord& agent,
     if (!lines.Add(s->spec)) continue;
     for (auto& f : mine) files.insert(std::move(f));
     seconds += std::max(0.0, s->expected_seconds);
+    capped += CappedSeconds(*s);
     batch.push_back(s);
   }
   return batch;

@@ -122,6 +122,11 @@ class LeaseTable {
   // Every agent's silence and every lease's life count from now (a restart's grace).
   void StartGrace(TimePoint now);
 
+  // What the sweep's verifications of entries without a trusted duration took, on average
+  // (docs/farm.md, "Batched verification"): it stands in for such entries' estimates when a
+  // batch is held to verify_batch_max. Not stored: the owner derives it from the results.
+  void SetLearnedSeconds(const std::string& sweep_id, double seconds);
+
   // --- leases ----------------------------------------------------------------------------
   // The leases an agent already holds for this Lease request id (a retried call), the head
   // first; empty if none.
@@ -204,8 +209,12 @@ class LeaseTable {
 
  private:
   // The agent's fair share of the queued work of lane's arch and executor, plus extra seconds:
-  // that work over every agent known to serve it, at most verify_batch_max.
+  // that work over every agent known to serve it.
   double FairShare(const Requirement& lane, double extra) const;
+  // What a verify phase is expected to run, for verify_batch_max: its planned seconds, with the
+  // sweep's learned seconds (SetLearnedSeconds) standing in for each entry planned at an
+  // estimate.
+  double CappedSeconds(const ShardRecord& s) const;
   // Whether a device agent should probe instead of running verify alone (docs/farm.md,
   // "Batched verification").
   bool Gathers(const AgentRecord& agent, const ShardRecord& verify, const ShardRecord& probe,
@@ -242,6 +251,7 @@ class LeaseTable {
   std::map<std::string, std::pair<std::string, int>> lease_request_;
   std::set<std::string> accepted_leases_;
   std::set<std::string> held_sweeps_;
+  std::map<std::string, double> learned_;  // sweep -> SetLearnedSeconds
   // Queued shards per requirement, each group in queue order (FindMatch looks at the heads).
   std::map<Requirement, std::set<QueueKey>> queue_;
   std::map<Requirement, double> queued_seconds_;  // per group, the expected seconds queued

@@ -828,6 +828,12 @@ TEST_F(CoordinatorTest, PriorityThenLongestExpectedFirst) {
     auto lease = LeaseNow("a1");
     ASSERT_TRUE(lease.granted());
     order.push_back(lease.shard().loader());
+    // Each entry says what was planned for it: a trusted duration, or (a) the estimate.
+    const bool a = lease.shard().loader().find("/a/") != std::string::npos;
+    for (const auto& e : lease.shard().entries()) {
+      EXPECT_EQ(e.estimated(), a) << e.key();
+      EXPECT_EQ(e.expected_seconds(), a ? 100 : e.key()[0] == 'b' ? 5000 : 2500) << e.key();
+    }
     CompleteLease("a1", lease, Succeeded(lease.shard()));
   }
   EXPECT_EQ(order, (std::vector<std::string>{"third_party/tt_forge_models/b/pytorch/loader.py",
@@ -986,6 +992,48 @@ TEST_F(CoordinatorTest, IdleDeviceAgentsTakeProbesAndVerifyEstimatesFollowTheEnt
   ASSERT_TRUE(verify.granted());
   EXPECT_EQ(verify.shard().phase(), v1::PHASE_VERIFY) << "its own arch's work comes first";
   EXPECT_EQ(verify.shard().entries_size(), 1);
+}
+
+TEST_F(CoordinatorTest, ASweepsOwnMeasurementsStandInForEstimatesInTheBatchCap) {
+  // Planned at 100 s an entry, a's verification (two entries) is over the 150 s cap alone.
+  options_.playbook_estimates = {{"unpack_forward_output", 100}};
+  options_.verify_batch_max = 150s;
+  options_.learn_estimates_after = 2;
+  Make();
+  RegisterAgent("cpu", "", true);
+  RegisterAgent("n", "n150");
+  RegisterAgent("p", "p150");
+  Start({"n150", "p150"}, 0, "", {"unpack_forward_output"});
+  for (;;) {
+    auto probe = LeaseNow("cpu");
+    if (!probe.granted()) break;
+    ASSERT_TRUE(CompleteLease("cpu", probe, Succeeded(probe.shard())).accepted());
+  }
+  // p150 verifies a: its two entries, planned at the estimate, took 3 s and 7 s.
+  auto a = LeaseNow("p");
+  ASSERT_TRUE(a.granted());
+  ASSERT_EQ(a.shard().entries_size(), 2);
+  for (const auto& e : a.shard().entries()) {
+    EXPECT_TRUE(e.estimated()) << e.key();
+    EXPECT_EQ(e.expected_seconds(), 100) << e.key();
+  }
+  v1::ShardResult measured = Succeeded(a.shard());
+  measured.mutable_entries(0)->set_duration_seconds(3);
+  measured.mutable_entries(1)->set_duration_seconds(7);
+  ASSERT_TRUE(CompleteLease("p", a, measured).accepted());
+  // On n150 the two verifications now count 5 s an entry (the mean): one batch.
+  v1::LeaseRequest req;
+  req.set_agent_id("n");
+  req.set_session_id(sessions_["n"]);
+  req.set_max_batch(8);
+  v1::LeaseResponse got;
+  coord_->Lease(req, [&](absl::StatusOr<v1::LeaseResponse> r) {
+    ASSERT_TRUE(r.ok()) << r.status();
+    got = *r;
+  });
+  ASSERT_TRUE(got.granted());
+  EXPECT_EQ(got.shard().entries_size(), 2) << "a, the longest, heads the batch";
+  EXPECT_EQ(got.batch_size(), 1) << "b joins it";
 }
 
 TEST_F(CoordinatorTest, ALeaseGrantsABatchOfVerifyShardsEachWithItsOwnLease) {

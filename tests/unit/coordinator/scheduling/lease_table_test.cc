@@ -368,6 +368,41 @@ TEST_F(LeaseTableTest, ABatchStaysWithinTheLongestABatchMayRun) {
   }
 }
 
+TEST_F(LeaseTableTest, ABatchIsHeldToItsCapInWhatTheSweepMeasuredForEstimatedEntries) {
+  for (auto [cap, want] : {std::pair{150s, std::vector<std::string>{"s-a", "s-b", "s-trusted"}},
+                           std::pair{120s, std::vector<std::string>{"s-a", "s-b"}}}) {
+    SCOPED_TRACE(cap.count());
+    SchedulingOptions o = DefaultOptions();
+    o.verify_batch_max = cap;
+    Reset(o);
+    PutAgent(Agent("a1"));
+    // Each planned at 100 s: an estimate, a trusted duration, or (s-old) before entries said.
+    for (auto [id, seq, estimated] : {std::tuple{"s-head", 1, true},
+                                      {"s-a", 2, true},
+                                      {"s-b", 3, true},
+                                      {"s-trusted", 4, false},
+                                      {"s-old", 5, false}}) {
+      ShardRecord s = QueuedVerify(id, seq, 100);
+      auto* e = s.spec.add_entries();
+      e->set_key(id);
+      if (std::string(id) != "s-old") e->set_expected_seconds(100);
+      e->set_estimated(estimated);
+      table_->Put(s);
+    }
+    const ShardRecord* head = table_->FindMatch(agent("a1"), Now());
+    ASSERT_NE(head, nullptr);
+    EXPECT_EQ(head->id, "s-head");
+    EXPECT_TRUE(table_->BatchFor(agent("a1"), *head, 8, Now()).empty())
+        << "planned at 100 s each, two are over the cap";
+    // The sweep measured its estimated entries at 10 s at most: they count 10 s each, the
+    // others what was planned for them (100 s: at 150 s one of them fits, at 120 s none).
+    table_->SetLearnedSeconds("sw-0001", 10);
+    EXPECT_EQ(BatchIds(table_->BatchFor(agent("a1"), *head, 8, Now())), want);
+    table_->SetLearnedSeconds("sw-0002", 1);  // another sweep's measurements change nothing
+    EXPECT_EQ(BatchIds(table_->BatchFor(agent("a1"), *head, 8, Now())), want);
+  }
+}
+
 TEST_F(LeaseTableTest, ABatchNeverHoldsTwoShardsThatPreApplyTheSameFile) {
   PutAgent(Agent("a1"));
   auto verify = [&](const std::string& id, int seq, const std::string& file) {
