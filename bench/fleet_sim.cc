@@ -37,6 +37,7 @@
 #include "common/classify/classify.h"
 #include "common/clock/clock.h"
 #include "common/inventory/inventory.h"
+#include "common/registry/registry_union.h"
 #include "common/util/file.h"
 #include "common/util/log.h"
 #include "common/util/strings.h"
@@ -809,12 +810,7 @@ class Simulation {
         out->set_verdict("fail");
       }
     }
-    for (const auto& cls : proposed) {
-      auto* op = result.add_registry_ops();
-      op->set_kind(v1::RegistryOp::ADD);
-      op->set_cls(cls);
-      op->set_attr("logits");
-    }
+    for (const auto& cls : proposed) *result.add_registry_ops() = registry::AddOp(cls, "logits");
     // A flaky infrastructure failure partway through; never on a last attempt.
     if (attempt < 3 &&
         Draw(o_.seed, util::StrCat("fail", spec.shard_id()), attempt) < o_.rates.shard_fail) {

@@ -14,6 +14,21 @@ std::string Serialize(const std::vector<v1::RegistryOp>& ops) {
 
 }  // namespace
 
+v1::RegistryOp AddOp(const std::string& cls, const std::string& attr) {
+  v1::RegistryOp op;
+  op.set_kind(v1::RegistryOp::ADD);
+  op.set_cls(cls);
+  op.set_attr(attr);
+  return op;
+}
+
+v1::RegistryOp RemoveOp(const std::string& cls) {
+  v1::RegistryOp op;
+  op.set_kind(v1::RegistryOp::REMOVE);
+  op.set_cls(cls);
+  return op;
+}
+
 bool RegistryUnion::Add(const v1::ShardSpec& spec) {
   std::map<std::string, std::vector<v1::RegistryOp>> mine;
   std::vector<std::string> mine_order;

@@ -16,6 +16,11 @@ namespace triage::registry {
 // own lines name), exactly the lines its own spec gives it. A shard with an entry whose output
 // class is unknown may depend on any line: it shares only with shards whose lines are all the
 // same as its own.
+// A registry line to add (`_register_attr("cls", "attr")`) or one to remove, as results and
+// specs carry them.
+v1::RegistryOp AddOp(const std::string& cls, const std::string& attr);
+v1::RegistryOp RemoveOp(const std::string& cls);
+
 class RegistryUnion {
  public:
   // Adds spec's pre_registry lines when the union stays true to every shard in it, spec

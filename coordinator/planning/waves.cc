@@ -6,6 +6,7 @@
 #include <set>
 
 #include "common/inventory/key.h"
+#include "common/registry/registry_union.h"
 #include "common/util/strings.h"
 #include "coordinator/planning/phases.h"
 
@@ -46,12 +47,7 @@ WavePlan MergeRegistry(const std::vector<ResultRecord>& results) {
       if (op.kind() == v1::RegistryOp::REMOVE) removes.insert(op.cls());
     }
   }
-  for (const auto& cls : removes) {
-    v1::RegistryOp op;
-    op.set_kind(v1::RegistryOp::REMOVE);
-    op.set_cls(cls);
-    plan.merged.push_back(op);
-  }
+  for (const auto& cls : removes) plan.merged.push_back(registry::RemoveOp(cls));
   for (const auto& [cls, attrs] : adds) {
     if (attrs.size() > 1) {
       plan.conflicts.push_back(util::StrCat("registry: class ", cls, ": attributes ",
@@ -59,11 +55,7 @@ WavePlan MergeRegistry(const std::vector<ResultRecord>& results) {
                                             " proposed; no line written"));
       continue;
     }
-    v1::RegistryOp op;
-    op.set_kind(v1::RegistryOp::ADD);
-    op.set_cls(cls);
-    op.set_attr(*attrs.begin());
-    plan.merged.push_back(op);
+    plan.merged.push_back(registry::AddOp(cls, *attrs.begin()));
   }
   return plan;
 }

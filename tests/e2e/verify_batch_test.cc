@@ -11,6 +11,7 @@
 
 #include "agent/executor/native_executor.h"
 #include "agent/workspace/workspace.h"
+#include "common/registry/registry_union.h"
 #include "common/util/strings.h"
 #include "common/util/text.h"
 #include "gmock/gmock.h"
@@ -49,10 +50,7 @@ const Entry kBert{
 // The verify phase of a probe that saw cls returned and proposed `cls.logits`.
 v1::ShardSpec WithLine(v1::ShardSpec spec, const std::string& cls) {
   spec.mutable_entries(0)->set_output_class(cls);
-  auto* op = spec.add_pre_registry();
-  op->set_kind(v1::RegistryOp::ADD);
-  op->set_cls(cls);
-  op->set_attr("logits");
+  *spec.add_pre_registry() = registry::AddOp(cls, "logits");
   return spec;
 }
 

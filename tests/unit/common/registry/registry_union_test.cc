@@ -8,21 +8,6 @@
 namespace triage::registry {
 namespace {
 
-v1::RegistryOp Add(const std::string& cls, const std::string& attr) {
-  v1::RegistryOp op;
-  op.set_kind(v1::RegistryOp::ADD);
-  op.set_cls(cls);
-  op.set_attr(attr);
-  return op;
-}
-
-v1::RegistryOp Remove(const std::string& cls) {
-  v1::RegistryOp op;
-  op.set_kind(v1::RegistryOp::REMOVE);
-  op.set_cls(cls);
-  return op;
-}
-
 // A verify phase whose entries return these classes ("" unknown), with these lines.
 v1::ShardSpec Spec(const std::vector<std::string>& classes,
                    const std::vector<v1::RegistryOp>& ops) {
@@ -47,11 +32,11 @@ std::vector<std::string> Lines(const RegistryUnion& u) {
 
 TEST(RegistryUnionTest, ShardsWhoseLinesNameOtherClassesThanTheirCompanyReturnShareOneFile) {
   RegistryUnion u;
-  EXPECT_TRUE(u.Add(Spec({"GptOutput"}, {Add("GptOutput", "logits")})));
-  EXPECT_TRUE(u.Add(Spec({"BertOutput"}, {Add("BertOutput", "logits")})));
+  EXPECT_TRUE(u.Add(Spec({"GptOutput"}, {AddOp("GptOutput", "logits")})));
+  EXPECT_TRUE(u.Add(Spec({"BertOutput"}, {AddOp("BertOutput", "logits")})));
   EXPECT_TRUE(u.Add(Spec({"Tensor", "tuple"}, {}))) << "no line for what it returns";
-  EXPECT_TRUE(u.Add(Spec({"MgpOutput"}, {Remove("MgpOutput"), Add("MgpOutput", "logits")})));
-  EXPECT_TRUE(u.Add(Spec({"GptOutput"}, {Add("GptOutput", "logits")}))) << "the same line";
+  EXPECT_TRUE(u.Add(Spec({"MgpOutput"}, {RemoveOp("MgpOutput"), AddOp("MgpOutput", "logits")})));
+  EXPECT_TRUE(u.Add(Spec({"GptOutput"}, {AddOp("GptOutput", "logits")}))) << "the same line";
   EXPECT_EQ(Lines(u), (std::vector<std::string>{"+GptOutput.logits", "+BertOutput.logits",
                                                 "-MgpOutput", "+MgpOutput.logits"}));
 }
@@ -59,29 +44,29 @@ TEST(RegistryUnionTest, ShardsWhoseLinesNameOtherClassesThanTheirCompanyReturnSh
 TEST(RegistryUnionTest, AShardNeverSeesALineItsOwnSpecDoesNotGiveIt) {
   {
     RegistryUnion u;
-    ASSERT_TRUE(u.Add(Spec({"GptOutput"}, {Add("GptOutput", "logits")})));
+    ASSERT_TRUE(u.Add(Spec({"GptOutput"}, {AddOp("GptOutput", "logits")})));
     EXPECT_FALSE(u.Add(Spec({"GptOutput"}, {}))) << "it returns the class the line names";
-    EXPECT_FALSE(u.Add(Spec({"GptOutput"}, {Add("GptOutput", "hidden")}))) << "another attribute";
+    EXPECT_FALSE(u.Add(Spec({"GptOutput"}, {AddOp("GptOutput", "hidden")}))) << "another attribute";
     EXPECT_EQ(Lines(u), (std::vector<std::string>{"+GptOutput.logits"})) << "nothing changed";
   }
   {
     RegistryUnion u;
     ASSERT_TRUE(u.Add(Spec({"GptOutput"}, {})));
-    EXPECT_FALSE(u.Add(Spec({"BertOutput"}, {Add("GptOutput", "logits")})))
+    EXPECT_FALSE(u.Add(Spec({"BertOutput"}, {AddOp("GptOutput", "logits")})))
         << "its line would reach a shard returning the class";
-    EXPECT_TRUE(u.Add(Spec({"BertOutput"}, {Add("BertOutput", "logits")})));
+    EXPECT_TRUE(u.Add(Spec({"BertOutput"}, {AddOp("BertOutput", "logits")})));
   }
 }
 
 TEST(RegistryUnionTest, AShardWithAnEntryOfUnknownClassSharesOnlyTheSameLines) {
   RegistryUnion u;
-  ASSERT_TRUE(u.Add(Spec({""}, {Add("Wave", "logits")})));
-  EXPECT_FALSE(u.Add(Spec({"BertOutput"}, {Add("Wave", "logits"), Add("BertOutput", "x")})));
-  EXPECT_TRUE(u.Add(Spec({"BertOutput"}, {Add("Wave", "logits")})));
+  ASSERT_TRUE(u.Add(Spec({""}, {AddOp("Wave", "logits")})));
+  EXPECT_FALSE(u.Add(Spec({"BertOutput"}, {AddOp("Wave", "logits"), AddOp("BertOutput", "x")})));
+  EXPECT_TRUE(u.Add(Spec({"BertOutput"}, {AddOp("Wave", "logits")})));
   RegistryUnion v;
-  ASSERT_TRUE(v.Add(Spec({"BertOutput"}, {Add("BertOutput", "x")})));
+  ASSERT_TRUE(v.Add(Spec({"BertOutput"}, {AddOp("BertOutput", "x")})));
   EXPECT_FALSE(v.Add(Spec({"", "Tensor"}, {}))) << "it might return BertOutput";
-  EXPECT_TRUE(v.Add(Spec({""}, {Add("BertOutput", "x")})));
+  EXPECT_TRUE(v.Add(Spec({""}, {AddOp("BertOutput", "x")})));
 }
 
 }  // namespace

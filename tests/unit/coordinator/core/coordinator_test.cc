@@ -171,17 +171,19 @@ class CoordinatorTest : public ::testing::Test {
   }
 
   // A Lease with no wait, answered before Lease returns (no committer thread here).
-  absl::StatusOr<v1::LeaseResponse> TryLease(const std::string& agent) {
+  // A Lease without waiting; max_batch > 1 asks for a batch of verify phases.
+  absl::StatusOr<v1::LeaseResponse> TryLease(const std::string& agent, int max_batch = 0) {
     v1::LeaseRequest req;
     req.set_agent_id(agent);
     req.set_session_id(sessions_[agent]);
+    req.set_max_batch(max_batch);
     absl::StatusOr<v1::LeaseResponse> got = absl::UnknownError("not called");
     coord_->Lease(req, [&](absl::StatusOr<v1::LeaseResponse> r) { got = std::move(r); });
     return got;
   }
 
-  v1::LeaseResponse LeaseNow(const std::string& agent) {
-    auto got = TryLease(agent);
+  v1::LeaseResponse LeaseNow(const std::string& agent, int max_batch = 0) {
+    auto got = TryLease(agent, max_batch);
     EXPECT_TRUE(got.ok()) << got.status();
     return got.ok() ? *got : v1::LeaseResponse{};
   }
@@ -191,6 +193,16 @@ class CoordinatorTest : public ::testing::Test {
     r.set_status(v1::ShardResult::FAILED);
     r.set_error(error);
     return r;
+  }
+
+  // The agent probes every loader, each probe phase succeeding with every entry ready.
+  void ProbeEverything(const std::string& agent) {
+    for (;;) {
+      auto probe = LeaseNow(agent);
+      if (!probe.granted()) break;
+      ASSERT_EQ(probe.shard().phase(), v1::PHASE_PROBE);
+      ASSERT_TRUE(CompleteLease(agent, probe, Succeeded(probe.shard())).accepted());
+    }
   }
 
   v1::ShardResult Succeeded(const v1::ShardSpec& spec) {
@@ -1004,11 +1016,7 @@ TEST_F(CoordinatorTest, ASweepsOwnMeasurementsStandInForEstimatesInTheBatchCap) 
   RegisterAgent("n", "n150");
   RegisterAgent("p", "p150");
   Start({"n150", "p150"}, 0, "", {"unpack_forward_output"});
-  for (;;) {
-    auto probe = LeaseNow("cpu");
-    if (!probe.granted()) break;
-    ASSERT_TRUE(CompleteLease("cpu", probe, Succeeded(probe.shard())).accepted());
-  }
+  ProbeEverything("cpu");
   // p150 verifies a: its two entries, planned at the estimate, took 3 s and 7 s.
   auto a = LeaseNow("p");
   ASSERT_TRUE(a.granted());
@@ -1022,15 +1030,7 @@ TEST_F(CoordinatorTest, ASweepsOwnMeasurementsStandInForEstimatesInTheBatchCap) 
   measured.mutable_entries(1)->set_duration_seconds(7);
   ASSERT_TRUE(CompleteLease("p", a, measured).accepted());
   // On n150 the two verifications now count 5 s an entry (the mean): one batch.
-  v1::LeaseRequest req;
-  req.set_agent_id("n");
-  req.set_session_id(sessions_["n"]);
-  req.set_max_batch(8);
-  v1::LeaseResponse got;
-  coord_->Lease(req, [&](absl::StatusOr<v1::LeaseResponse> r) {
-    ASSERT_TRUE(r.ok()) << r.status();
-    got = *r;
-  });
+  auto got = LeaseNow("n", 8);
   ASSERT_TRUE(got.granted());
   EXPECT_EQ(got.shard().entries_size(), 2) << "a, the longest, heads the batch";
   EXPECT_EQ(got.batch_size(), 1) << "b joins it";
@@ -1044,12 +1044,7 @@ TEST_F(CoordinatorTest, ALeaseGrantsABatchOfVerifyShardsEachWithItsOwnLease) {
   Start({"n150"}, 0, "", {"unpack_forward_output"});
   // The CPU agent probes every loader; their verifications queue for the one n150 agent.
   std::set<std::string> verify_ids;
-  for (;;) {
-    auto probe = LeaseNow("cpu");
-    if (!probe.granted()) break;
-    ASSERT_EQ(probe.shard().phase(), v1::PHASE_PROBE);
-    ASSERT_TRUE(CompleteLease("cpu", probe, Succeeded(probe.shard())).accepted());
-  }
+  ProbeEverything("cpu");
   auto listed = coord_->ListShards({});
   ASSERT_TRUE(listed.ok()) << listed.status();
   for (const auto& s : *listed) {
@@ -1110,11 +1105,7 @@ TEST_F(CoordinatorTest, ALeaseGrantsABatchOfVerifyShardsEachWithItsOwnLease) {
 
   // Without max_batch, one shard per lease, as before.
   Start({"n150"}, 0, "", {"unpack_forward_output"});
-  for (;;) {
-    auto probe = LeaseNow("cpu");
-    if (!probe.granted()) break;
-    ASSERT_TRUE(CompleteLease("cpu", probe, Succeeded(probe.shard())).accepted());
-  }
+  ProbeEverything("cpu");
   auto single = LeaseNow("n");
   ASSERT_TRUE(single.granted());
   EXPECT_EQ(single.batch_size(), 0);

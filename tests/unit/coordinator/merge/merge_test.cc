@@ -17,6 +17,7 @@
 #include "common/inventory/document.h"
 #include "common/inventory/editor.h"
 #include "common/lift/lift.h"
+#include "common/registry/registry_union.h"
 #include "common/util/strings.h"
 #include "coordinator/core/coordinator.h"
 #include "coordinator/core/sweep_outputs.h"
@@ -160,14 +161,6 @@ v1::EntryOutcome Outcome(const std::string& key, const std::string& arch,
     *o.mutable_edit() = *edit;
   }
   return o;
-}
-
-v1::RegistryOp AddOp(const std::string& cls, const std::string& attr) {
-  v1::RegistryOp op;
-  op.set_kind(v1::RegistryOp::ADD);
-  op.set_cls(cls);
-  op.set_attr(attr);
-  return op;
 }
 
 v1::FileEdit LoaderEdit(const std::string& path, const std::string& before,
@@ -523,7 +516,7 @@ TEST(Merge, IdenticalRegistryAddsCollapseIntoOneLine) {
   for (const std::string arch : {"n150", "p150"}) {
     auto id = s.AddShard("b", 1, arch);
     v1::ShardResult r = WithOutcomes({Outcome(kB, arch, PassEdit(kB))});
-    *r.add_registry_ops() = AddOp("MiniCausalLMOutput", "logits");
+    *r.add_registry_ops() = registry::AddOp("MiniCausalLMOutput", "logits");
     s.AddResult(id, r);
   }
   auto out = Merge(s.Input());
@@ -552,11 +545,11 @@ TEST(Merge, TwoAttrsForOneClassAreARegistryConflict) {
   auto x = s.AddShard("b", 1, "n150");
   auto y = s.AddShard("a", 1, "n150");
   v1::ShardResult rx = WithOutcomes({Outcome(kB, "n150", PassEdit(kB))});
-  *rx.add_registry_ops() = AddOp("MiniCausalLMOutput", "logits");
-  *rx.add_registry_ops() = AddOp("MiniVitOutput", "logits");
+  *rx.add_registry_ops() = registry::AddOp("MiniCausalLMOutput", "logits");
+  *rx.add_registry_ops() = registry::AddOp("MiniVitOutput", "logits");
   v1::ShardResult ry = WithOutcomes({Outcome(kV1, "n150", PassEdit(kV1))});
-  *ry.add_registry_ops() = AddOp("MiniCausalLMOutput", "last_hidden_state");
-  *ry.add_registry_ops() = AddOp("MiniVitOutput", "logits");
+  *ry.add_registry_ops() = registry::AddOp("MiniCausalLMOutput", "last_hidden_state");
+  *ry.add_registry_ops() = registry::AddOp("MiniVitOutput", "logits");
   s.AddResult(x, rx);
   s.AddResult(y, ry);
   auto out = Merge(s.Input());
@@ -578,7 +571,7 @@ TEST(Merge, RegistryAddForAnAlreadyRegisteredClassIsAConflict) {
   Sweep s;
   auto x = s.AddShard("b", 1, "n150");
   v1::ShardResult rx = WithOutcomes({Outcome(kB, "n150", PassEdit(kB))});
-  *rx.add_registry_ops() = AddOp("MiniSeq2SeqOutput", "last_hidden_state");
+  *rx.add_registry_ops() = registry::AddOp("MiniSeq2SeqOutput", "last_hidden_state");
   s.AddResult(x, rx);
   auto out = Merge(s.Input());
   ASSERT_TRUE(out.ok()) << out.status();
@@ -747,7 +740,7 @@ TEST(Merge, CommandDiffsMergeLikeTheNativeResult) {
         if (lifted != nullptr) lifted->push_back(out);
       } else {
         *r.add_entries() = Outcome(kB, arch, PassEdit(kB));
-        *r.add_registry_ops() = AddOp("MiniCausalLMOutput", "logits");
+        *r.add_registry_ops() = registry::AddOp("MiniCausalLMOutput", "logits");
         *r.add_file_edits() = LoaderEdit(kLoaderB, loader, loader_after, /*against_pinned=*/true);
       }
       s.AddResult(id, r);
@@ -888,7 +881,7 @@ Realistic BuildRealistic() {
     v1::ShardResult r1 =
         WithOutcomes({Outcome(kV1, arch, XfailEdit(kV1, "TT_FATAL: first try"), "failure"),
                       Outcome(kV2, arch, PassEdit(kV2))});
-    *r1.add_registry_ops() = AddOp("MiniCausalLMOutput", "logits");
+    *r1.add_registry_ops() = registry::AddOp("MiniCausalLMOutput", "logits");
     *r1.add_file_edits() = LoaderEdit(kLoaderA, a0, a1);
     s.AddResult(id, r1);  // both archs propose the same loader edit: it lands once
     id = s.AddShard("a", 1, arch, v1::PHASE_VERIFY);
@@ -904,7 +897,7 @@ Realistic BuildRealistic() {
     v1::ShardResult rb = WithOutcomes(
         {arch == "n150" ? Outcome(kB, arch, PassEdit(kB))
                         : Outcome(kB, arch, XfailEdit(kB, "TT_FATAL: p150 b"), "failure")});
-    *rb.add_registry_ops() = AddOp("MiniVitOutput", "logits");
+    *rb.add_registry_ops() = registry::AddOp("MiniVitOutput", "logits");
     if (arch == "n150") *rb.add_file_edits() = LoaderEdit(kLoaderB, b0, b1);
     s.AddResult(id, rb);
     // loader c: a probe phase then verification; one wave-1 conflict on n150.
@@ -924,7 +917,8 @@ Realistic BuildRealistic() {
     // A registry conflict between the archs.
     id = s.AddShard("b", 2, arch);
     v1::ShardResult rc = WithOutcomes({Outcome(kB, arch, std::nullopt, "no_fix")});
-    *rc.add_registry_ops() = AddOp("MiniSpeechOutput", arch == "n150" ? "logits" : "loss");
+    *rc.add_registry_ops() =
+        registry::AddOp("MiniSpeechOutput", arch == "n150" ? "logits" : "loss");
     s.AddResult(id, rc);
   }
   for (const auto& rec : s.results) r.final_ids.push_back(rec.shard_id);
@@ -953,7 +947,7 @@ TEST(Merge, ResultOrderDuplicatesAndRetriesChangeNoByte) {
     x.lease_id = util::StrCat("stale-", token);
     x.result.clear_file_edits();
     x.result.clear_registry_ops();
-    *x.result.add_registry_ops() = AddOp("StaleOutput", "nope");
+    *x.result.add_registry_ops() = registry::AddOp("StaleOutput", "nope");
     for (auto& o : *x.result.mutable_entries()) {
       o.set_changed(true);
       *o.mutable_edit() = XfailEdit(o.key(), "TT_FATAL: stale attempt");
@@ -1041,11 +1035,11 @@ TEST(Report, EachEntryShowsItsLoaderAndRegistryHunks) {
   // b and c: registry lines at both ends of the registry.
   v1::ShardResult rb =
       WithOutcomes({with_fix(Outcome(kB, "n150", PassEdit(kB)), "registry", "AlphaOutput")});
-  *rb.add_registry_ops() = AddOp("AlphaOutput", "logits");
+  *rb.add_registry_ops() = registry::AddOp("AlphaOutput", "logits");
   s.AddResult(s.AddShard("b", 1, "n150"), rb);
   v1::ShardResult rc =
       WithOutcomes({with_fix(Outcome(kC, "n150", PassEdit(kC)), "registry", "ZetaOutput")});
-  *rc.add_registry_ops() = AddOp("ZetaOutput", "last_hidden_state");
+  *rc.add_registry_ops() = registry::AddOp("ZetaOutput", "last_hidden_state");
   s.AddResult(s.AddShard("c", 1, "n150"), rc);
   auto merged = Merge(s.Input());
   ASSERT_TRUE(merged.ok()) << merged.status();
@@ -1200,7 +1194,7 @@ TEST(Report, AChainedEntryShowsEveryPlaybookAndEachFix) {
   ob.add_playbooks("unpack_forward_output");
   v1::ShardResult rb = WithOutcomes({ob});
   *rb.add_file_edits() = LoaderEdit(kLoaderB, Loader("b"), b_after);
-  *rb.add_registry_ops() = AddOp("ZetaOutput", "logits");
+  *rb.add_registry_ops() = registry::AddOp("ZetaOutput", "logits");
   const std::string b_shard = s.AddShard("b", 1, "n150");
   s.shards.back().spec.set_playbook("dtype_bfloat16");
   s.AddResult(b_shard, rb);

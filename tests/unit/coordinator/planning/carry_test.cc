@@ -5,6 +5,7 @@
 
 #include <set>
 
+#include "common/registry/registry_union.h"
 #include "coordinator/planning/input_hash.h"
 #include "coordinator/planning/waves.h"
 #include "gtest/gtest.h"
@@ -314,13 +315,6 @@ TEST(Carry, ACarryOfACarryNamesTheSweepThatRanItAndKeepsWaveOrder) {
 }
 
 // Registry-global scope over carried entries (docs/farm.md, "Incremental sweeps").
-v1::RegistryOp Add(const std::string& cls, const std::string& attr) {
-  v1::RegistryOp op;
-  op.set_kind(v1::RegistryOp::ADD);
-  op.set_cls(cls);
-  op.set_attr(attr);
-  return op;
-}
 
 struct WaveCase {
   std::vector<ShardRecord> shards;
@@ -360,7 +354,7 @@ WaveCase CarriedAndOwn(std::optional<v1::RegistryOp> line, std::optional<v1::Reg
 }
 
 TEST(CarryWaves, ACarriedEntryIsReverifiedWhenThisSweepMergesANewLineForItsClass) {
-  WaveCase w = CarriedAndOwn(std::nullopt, Add("Out", "logits"));
+  WaveCase w = CarriedAndOwn(std::nullopt, registry::AddOp("Out", "logits"));
   const WavePlan plan = w.Next();
   ASSERT_EQ(plan.shards.size(), 1u);
   const v1::ShardSpec& next = plan.shards[0].spec;
@@ -371,11 +365,11 @@ TEST(CarryWaves, ACarriedEntryIsReverifiedWhenThisSweepMergesANewLineForItsClass
 }
 
 TEST(CarryWaves, ACarriedEntryVerifiedWithTheSameLineStands) {
-  WaveCase w = CarriedAndOwn(Add("Out", "logits"), Add("Out", "logits"));
+  WaveCase w = CarriedAndOwn(registry::AddOp("Out", "logits"), registry::AddOp("Out", "logits"));
   EXPECT_TRUE(w.Next().shards.empty());
   // The carried result proposes the line itself: only this sweep's vit (not verified with it)
   // goes to the next wave.
-  WaveCase alone = CarriedAndOwn(Add("Out", "logits"), std::nullopt);
+  WaveCase alone = CarriedAndOwn(registry::AddOp("Out", "logits"), std::nullopt);
   const WavePlan plan = alone.Next();
   ASSERT_EQ(plan.shards.size(), 1u);
   EXPECT_EQ(plan.shards[0].spec.loader(), "third_party/tt_forge_models/vit/pytorch/loader.py");
@@ -384,19 +378,20 @@ TEST(CarryWaves, ACarriedEntryVerifiedWithTheSameLineStands) {
 TEST(CarryWaves, ACarriedEntryVerifiedWithALineThisSweepDoesNotWriteIsReverified) {
   // Verified with Out->logits, which another (re-run) loader proposed in the base sweep and no
   // longer proposes: the carried verdict depended on a line the patch will not have.
-  WaveCase w = CarriedAndOwn(Add("Out", "logits"), std::nullopt);
+  WaveCase w = CarriedAndOwn(registry::AddOp("Out", "logits"), std::nullopt);
   w.results[0].result.clear_registry_ops();
   const WavePlan plan = w.Next();
   ASSERT_EQ(plan.shards.size(), 1u);
   EXPECT_EQ(plan.shards[0].spec.pre_registry_size(), 0);
   // The same with another attribute now merged for the class.
-  WaveCase other = CarriedAndOwn(Add("Out", "logits"), Add("Out", "pooled"));
+  WaveCase other =
+      CarriedAndOwn(registry::AddOp("Out", "logits"), registry::AddOp("Out", "pooled"));
   other.results[0].result.clear_registry_ops();
   ASSERT_EQ(other.Next().shards.size(), 1u);
 }
 
 TEST(CarryWaves, AnOwnReverificationIsNewerThanTheCarriedResult) {
-  WaveCase w = CarriedAndOwn(std::nullopt, Add("Out", "logits"));
+  WaveCase w = CarriedAndOwn(std::nullopt, registry::AddOp("Out", "logits"));
   ShardRecord again = w.Next().shards.at(0);
   again.state = ShardState::kSucceeded;
   ResultRecord r = w.results[0];

@@ -13,6 +13,7 @@
 #include <tuple>
 #include <vector>
 
+#include "common/registry/registry_union.h"
 #include "common/util/strings.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -95,6 +96,32 @@ class LeaseTableTest : public ::testing::Test {
     s.spec.set_phase(v1::PHASE_VERIFY);
     s.spec.set_wave(1);
     return s;
+  }
+
+  // A queued probe phase of wave (any agent may take it).
+  ShardRecord QueuedProbe(const std::string& id, std::int64_t seq, double expected_seconds,
+                          int wave = 1) const {
+    ShardRecord s = Queued(id, seq, "", 0, expected_seconds);
+    s.cpu_ok = true;
+    s.archs.clear();
+    s.spec.set_phase(v1::PHASE_PROBE);
+    s.spec.set_wave(wave);
+    return s;
+  }
+
+  // A wave-1 verify phase on n150 waiting for probe's result.
+  ShardRecord WaitingVerify(const std::string& id, std::int64_t seq,
+                            const std::string& probe) const {
+    ShardRecord s = QueuedVerify(id, seq, 100);
+    s.state = ShardState::kWaiting;
+    s.depends_on = probe;
+    return s;
+  }
+
+  // What FindMatch gives the agent asking for batches of max_batch: the shard id, or "".
+  std::string MatchBatch(const std::string& agent_id, int max_batch) {
+    const ShardRecord* s = table_->FindMatch(agent(agent_id), Now(), max_batch);
+    return s == nullptr ? "" : s->id;
   }
 
   void PutAgent(AgentRecord a) { table_->Put(std::move(a)); }
@@ -430,12 +457,7 @@ TEST_F(LeaseTableTest, VerifyShardsWhoseRegistryLinesNameOnlyTheirOwnClassesShar
     auto* e = s.spec.add_entries();
     e->set_key(id);
     e->set_output_class(cls);
-    if (line) {
-      auto* op = s.spec.add_pre_registry();
-      op->set_kind(v1::RegistryOp::ADD);
-      op->set_cls(cls);
-      op->set_attr("logits");
-    }
+    if (line) *s.spec.add_pre_registry() = registry::AddOp(cls, "logits");
     return s;
   };
   table_->Put(verify("s-gpt", 1, "GptOutput", true));
@@ -456,22 +478,12 @@ TEST_F(LeaseTableTest, ADeviceAgentProbesItsWaveWhileItsVerifyBatchIsShortOfComp
     PutAgent(Agent("a1"));
     table_->Put(QueuedVerify("s-verify", 1, 100));
     // A probe phase of the same wave, and the verification of n150 that waits for it.
-    ShardRecord probe = Queued("s-probe", 2, "", 0, 20);
-    probe.cpu_ok = true;
-    probe.archs.clear();
-    probe.spec.set_phase(v1::PHASE_PROBE);
-    probe.spec.set_wave(1);
-    table_->Put(probe);
-    ShardRecord next = QueuedVerify("s-next", 3, 100);
+    table_->Put(QueuedProbe("s-probe", 2, 20));
+    ShardRecord next = WaitingVerify("s-next", 3, "s-probe");
     next.spec.set_playbook("unpack_forward_output");  // a batch may mix playbooks
-    next.state = ShardState::kWaiting;
-    next.depends_on = "s-probe";
     table_->Put(next);
   };
-  auto match = [&](int max_batch) {
-    const ShardRecord* s = table_->FindMatch(agent("a1"), Now(), max_batch);
-    return s == nullptr ? std::string() : s->id;
-  };
+  auto match = [&](int max_batch) { return MatchBatch("a1", max_batch); };
   setup(DefaultOptions());
   EXPECT_EQ(match(8), "s-probe") << "the verify would run alone: the probe releases company";
   EXPECT_EQ(match(1), "s-verify") << "an agent that does not batch verifies";
@@ -518,22 +530,11 @@ TEST_F(LeaseTableTest, ADeviceAgentWaitsForCompanyThatARunningProbeOfItsWaveRele
     table_->Put(QueuedVerify("s-verify", 1, 100));
     // A probe of the same wave already running on the cpu agent, and the verification of n150
     // that waits for it: no queued probe to gather with.
-    ShardRecord probe = Queued("s-probe", 2, "", 0, probe_seconds);
-    probe.cpu_ok = true;
-    probe.archs.clear();
-    probe.spec.set_phase(v1::PHASE_PROBE);
-    probe.spec.set_wave(1);
-    table_->Put(probe);
+    table_->Put(QueuedProbe("s-probe", 2, probe_seconds));
     GrantAndPut("c1", "s-probe");
-    ShardRecord next = QueuedVerify("s-next", 3, 100);
-    next.state = ShardState::kWaiting;
-    next.depends_on = "s-probe";
-    table_->Put(next);
+    table_->Put(WaitingVerify("s-next", 3, "s-probe"));
   };
-  auto match = [&](int max_batch) {
-    const ShardRecord* s = table_->FindMatch(agent("a1"), Now(), max_batch);
-    return s == nullptr ? std::string() : s->id;
-  };
+  auto match = [&](int max_batch) { return MatchBatch("a1", max_batch); };
   setup(DefaultOptions());
   EXPECT_EQ(match(8), "") << "the verify would run alone: it waits for the running probe";
   EXPECT_EQ(match(1), "s-verify") << "an agent that does not batch verifies";
@@ -559,12 +560,7 @@ TEST_F(LeaseTableTest, ADeviceAgentWaitsForCompanyThatARunningProbeOfItsWaveRele
 
   // While it waits, the agent probes if a probe is queued, of any wave.
   setup(DefaultOptions());
-  ShardRecord other = Queued("s-other-probe", 4, "", 0, 20);
-  other.cpu_ok = true;
-  other.archs.clear();
-  other.spec.set_phase(v1::PHASE_PROBE);
-  other.spec.set_wave(2);
-  table_->Put(other);
+  table_->Put(QueuedProbe("s-other-probe", 4, 20, /*wave=*/2));
   EXPECT_EQ(match(8), "s-other-probe");
 
   // Another agent of the arch: the pair is over a share, so the verification starts now.
