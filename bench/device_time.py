@@ -93,34 +93,46 @@ def farm(build, out):
         sys.exit(f"device_time: the demo failed:\n{r.stdout[-3000:]}{r.stderr[-3000:]}")
     wall = time.monotonic() - start
     report = json.load(open(os.path.join(out, "report.json")))
-    probes = pytests = no_junit = 0
-    device_s = 0.0
-    sessions = []  # (arch, keys) of each device session, for the re-timing
+    probes = 0
     # A batch's pytest session (docs/farm.md, "Batched verification") is recorded in the
-    # evidence of each shard it verified: counted once, by its content.
-    seen = set()
+    # evidence of each shard it verified; a shard decided while the session ran on holds the
+    # session's JUnit file as it was then. Every copy names the session's start (the testsuite's
+    # timestamp and hostname), so a session is counted once, with its longest copy's time and
+    # keys. A run that left no JUnit file is counted by its log's content.
+    by_session = {}  # id -> [arch or None, seconds, keys]
 
-    def first_time(path):
-        with open(path, "rb") as f:
-            digest = hashlib.sha256(f.read()).hexdigest()
-        if digest in seen:
-            return False
-        seen.add(digest)
-        return True
+    def session_id(xml):
+        root = ET.parse(xml).getroot()
+        suite = root if root.tag == "testsuite" else root.find("testsuite")
+        return ("junit", suite.get("timestamp"), suite.get("hostname"))
 
     for shard in sorted(glob.glob(os.path.join(out, "evidence", "*"))):
         name = os.path.basename(shard)
         probes += len(glob.glob(os.path.join(shard, "logs", "*.probe-*.log")))
-        runs = [f for f in glob.glob(os.path.join(shard, "logs", "*.log"))
-                if re.match(r"^\d+-", os.path.basename(f)) and first_time(f)]
-        pytests += len(runs)
-        if "-probe-" not in name:  # verify and full phases hold a device
-            xmls = [x for x in glob.glob(os.path.join(shard, "junit", "*.xml")) if first_time(x)]
-            no_junit += len(runs) - len(xmls)
-            arch = name.split("-")[2]  # <wave>-<phase>-<arch>-<playbook>-<loader>
-            for x in sorted(xmls):
-                device_s += suite_seconds(x)
-                sessions.append((arch, suite_keys(x)))
+        device = "-probe-" not in name  # verify and full phases hold a device
+        arch = name.split("-")[2] if device else None  # <wave>-<phase>-<arch>-<playbook>-<loader>
+        for log in glob.glob(os.path.join(shard, "logs", "*.log")):
+            stem = os.path.basename(log)[:-len(".log")]
+            if not re.match(r"^\d+-", stem):
+                continue
+            xml = os.path.join(shard, "junit", stem + ".xml")
+            if os.path.exists(xml):
+                sid = session_id(xml)
+                seconds, keys = suite_seconds(xml), suite_keys(xml)
+            else:
+                with open(log, "rb") as f:
+                    sid = ("log", hashlib.sha256(f.read()).hexdigest())
+                seconds, keys = 0.0, []
+            got = by_session.setdefault(sid, [None, 0.0, []])
+            if device and sid[0] == "junit":
+                got[0] = arch
+            got[1] = max(got[1], seconds)
+            if len(keys) > len(got[2]):
+                got[2] = keys
+    pytests = len(by_session)
+    no_junit = sum(1 for sid in by_session if sid[0] == "log")
+    device_s = sum(v[1] for v in by_session.values() if v[0] is not None)
+    sessions = [(v[0], v[2]) for _, v in sorted(by_session.items()) if v[0] is not None]
     return report, {"wall": wall, "probes": probes, "pytests": pytests, "device_s": device_s,
                     "no_junit": no_junit}, sessions
 

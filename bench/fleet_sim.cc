@@ -75,8 +75,9 @@ struct Options {
   std::vector<std::string> policies = {"farm", "one-per-lease", "cpu-probes", "fifo", "lpt"};
   int verify_batch = 8;            // LeaseRequest.max_batch of the agents (the agent's default)
   double verify_batch_max = 3600;  // the coordinator's verify_batch_max_seconds
+  bool report_at_end = false;      // a batch's shards are reported when it ends, not as passed
   double verify_gather = 300;      // the coordinator's verify_gather_seconds
-  int learn_estimates_after = 0;   // the coordinator's learn_estimates_after
+  int learn_estimates_after = 5;   // the coordinator's learn_estimates_after
   std::string scope = "failing";
   std::uint64_t seed = 1;
   Rates rates;
@@ -615,7 +616,11 @@ class Simulation {
           lost_work_[e.lane] += e.seconds;
         }
         a.leases.erase(held);
-        if (!a.leases.empty()) return;  // a batch completes its shards one by one
+        if (!a.leases.empty()) {
+          // A batch reports its shards one by one: a death from now on loses what is after.
+          a.started = Now();
+          return;
+        }
         a.busy = false;
         if (a.draining) a.away.push_back({Now(), 1e18});  // it stops once its shard is done
         return;
@@ -696,42 +701,54 @@ class Simulation {
   // start. A crash kills the session: the shards before it keep their outcomes (the agent
   // plugin's partial JUnit file), the crashed shard runs again in a session of its own, and
   // those after it resume in a new session of the batch (shard by shard once a resumed session
-  // dies in its first shard). The batch's shards are completed when it ends.
+  // dies in its first shard). The agent reports each shard as the session passes it; the
+  // crashed shard and those run shard by shard are decided after the sessions, in order
+  // (`--report-at-end`: every shard when the batch ends, as agents did before).
   void Start(std::size_t i) {
     Agent& a = agents_[i];
     std::vector<ShardRun> runs;
     for (const auto& lease : a.leases) runs.push_back(RunShard(lease.shard()));
     if (a.leases.front().shard().phase() != v1::PHASE_PROBE) ++device_sessions_;
+    std::vector<double> done_at(runs.size(), runs.front().seconds);  // seconds after the start
     if (runs.size() > 1) {
       std::size_t session_start = 0;  // the first shard of the current session
       bool alone = false;             // two deaths in a row: the rest run shard by shard
+      double t = 0;
+      std::vector<std::size_t> later;            // decided after the sessions: a session of its own
+      std::vector<double> part(runs.size(), 0);  // a crashed shard's part of the session
       for (std::size_t k = 0; k < runs.size(); ++k) {
         if (alone) {
           ++device_sessions_;  // a session of its own, at its own seconds
+          later.push_back(k);
           continue;
         }
         const bool first = k == session_start;
         if (first && k > 0) ++device_sessions_;  // a resumed session
         // Its part of the shared session: after the session's first, without the start.
         const double in_session = runs[k].seconds - (first ? 0 : kVerifyStart);
+        t += in_session;
         if (!runs[k].crashed) {
           runs[k].seconds = in_session;
+          done_at[k] = t;
           continue;
         }
-        ++device_sessions_;  // the crashed shard's own session, after its part of this one
-        runs[k].seconds += in_session;
+        ++device_sessions_;  // the crashed shard's own session, after the batch's sessions
+        part[k] = in_session;
+        later.push_back(k);
         alone = first && k > 0;
         session_start = k + 1;
       }
-    }
-    double total = 0;
-    for (auto& r : runs) {
-      r.result.set_duration_seconds(r.seconds);
-      total += r.seconds;
+      for (std::size_t k : later) {
+        t += runs[k].seconds;
+        runs[k].seconds += part[k];  // a crashed shard: its part of the session and its own
+        done_at[k] = t;
+      }
+      if (o_.report_at_end) std::fill(done_at.begin(), done_at.end(), t);
     }
     for (std::size_t k = 0; k < a.leases.size(); ++k) {
       const v1::ShardSpec& spec = a.leases[k].shard();
-      Push(Now() + total, Kind::kFinish, i, a.leases[k].lease_id(), std::move(runs[k].result),
+      runs[k].result.set_duration_seconds(runs[k].seconds);
+      Push(Now() + done_at[k], Kind::kFinish, i, a.leases[k].lease_id(), std::move(runs[k].result),
            runs[k].seconds, spec.phase() == v1::PHASE_PROBE ? "cpu" : spec.arch());
     }
   }
@@ -1000,6 +1017,9 @@ int Main(int argc, char** argv) {
   app.add_option("--verify-batch-max", o.verify_batch_max,
                  "The coordinator's verify_batch_max_seconds: longest expected batch")
       ->check(CLI::NonNegativeNumber);
+  app.add_flag("--report-at-end", o.report_at_end,
+               "Agents report a batch's shards when the batch ends, not each as its session "
+               "passes it (the agent before streaming)");
   app.add_option("--learn-estimates-after", o.learn_estimates_after,
                  "The coordinator's learn_estimates_after: measured verifications of estimated "
                  "entries before their mean stands in for the estimate in the batch cap (0: never)")

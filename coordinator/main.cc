@@ -61,7 +61,7 @@ struct CoordinatorConfig {
   bool device_agents_probe = true;
   std::int64_t verify_batch_max_seconds = 3600;
   std::int64_t verify_gather_seconds = 300;
-  std::int64_t learn_estimates_after = 0;
+  std::int64_t learn_estimates_after = 5;
   std::string log_level = "info";
 
   void Register(triage::config::Schema& s) {

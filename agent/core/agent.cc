@@ -1,7 +1,11 @@
 #include "agent/core/agent.h"
 
 #include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
 #include <random>
+#include <thread>
 
 #include "agent/workspace/workspace.h"
 #include "common/util/file.h"
@@ -142,6 +146,11 @@ void Agent::Progress(const std::vector<const v1::LeaseResponse*>& leases, const 
   last_entry_ = entry;
   last_progress_ = now;
   for (const v1::LeaseResponse* lease : leases) {
+    {
+      // A batch's shard already decided is no longer current: its lease takes no progress.
+      std::lock_guard lock(mu_);
+      if (!current_leases_.count(lease->lease_id())) continue;
+    }
     v1::ProgressRequest req;
     req.set_agent_id(options_.dimensions.agent_id());
     req.set_session_id(session());
@@ -386,20 +395,61 @@ void Agent::RunBatch(const v1::LeaseResponse& lease) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   if (!dir.ok()) {
     results.assign(leases.size(), dir.status());
-  } else {
+  }
+  // A shard decided while the session runs on (docs/farm.md, "How an agent runs a batch") is
+  // spooled at once and delivered by a thread of its own, so that the session is never held up
+  // by the coordinator; its lease leaves the heartbeat's current leases. Each shard is charged
+  // the time since the previous one was decided; those decided at the end share what is left.
+  std::mutex send_mu;
+  std::condition_variable send_cv;
+  std::deque<Outgoing> to_send;
+  bool all_queued = false;
+  std::thread sender([&] {
+    std::unique_lock lock(send_mu);
+    for (;;) {
+      send_cv.wait(lock, [&] { return all_queued || !to_send.empty(); });
+      if (to_send.empty()) return;
+      Outgoing out = std::move(to_send.front());
+      to_send.pop_front();
+      lock.unlock();
+      Send(out);
+      lock.lock();
+    }
+  });
+  auto queue = [&](std::vector<Outgoing> outs, bool last) {
+    {
+      std::lock_guard lock(send_mu);
+      for (auto& o : outs) to_send.push_back(std::move(o));
+      all_queued = last;
+    }
+    send_cv.notify_one();
+  };
+  std::vector<bool> sent(leases.size(), false);
+  auto mark = start;
+  if (dir.ok()) {
     ExecContext ctx = Context(head, *dir, all);
+    ctx.early_result = [&](std::size_t i, const v1::ShardResult& result) {
+      if (i >= leases.size() || sent[i] || cancel_current_.load()) return;
+      const auto now = std::chrono::steady_clock::now();
+      const double seconds = std::chrono::duration<double>(now - mark).count();
+      mark = now;
+      sent[i] = true;
+      spdlog::info("{} decided while its batch runs on", contexts[i]);
+      if (auto out = Spool(leases[i], result, seconds, false, contexts[i])) queue({*out}, false);
+    };
     results = executor->second->RunBatch(ctx, specs);
     results.resize(leases.size(), absl::InternalError("the batch left no result"));
   }
-  // Each shard is charged an equal part of the batch's time.
+  const std::size_t left = static_cast<std::size_t>(std::count(sent.begin(), sent.end(), false));
   const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
-      static_cast<double>(leases.size());
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - mark).count() /
+      static_cast<double>(std::max<std::size_t>(1, left));
   const bool cancelled = cancel_current_.load();
-  // Every result is on disk before the first is sent: an outage or a crash during one delivery
-  // loses none of the others.
+  // Every result is on disk before the first of these is sent: an outage or a crash during one
+  // delivery loses none of the others.
   std::vector<Outgoing> outgoing;
   for (std::size_t i = 0; i < leases.size(); ++i) {
+    if (sent[i]) continue;
     v1::ShardResult result;
     if (results[i].ok()) {
       result = std::move(*results[i]);
@@ -411,7 +461,8 @@ void Agent::RunBatch(const v1::LeaseResponse& lease) {
       outgoing.push_back(std::move(*out));
     }
   }
-  for (const auto& out : outgoing) Send(out);
+  queue(std::move(outgoing), true);
+  sender.join();
 }
 
 std::optional<Agent::Outgoing> Agent::Spool(const v1::LeaseResponse& lease, v1::ShardResult result,

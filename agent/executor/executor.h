@@ -39,6 +39,10 @@ struct ExecContext {
       progress;
   // True once the lease was revoked or the agent is stopping: stop as soon as possible.
   std::function<bool()> cancelled;
+  // RunBatch only: a shard's result as soon as it is known, while the batch runs on (the
+  // index is the shard's in `specs`). Called at most once per shard, on RunBatch's thread;
+  // RunBatch still returns every result, these included.
+  std::function<void(std::size_t index, const v1::ShardResult& result)> early_result;
 };
 
 // Runs a shard. An error status means the attempt could not run (infrastructure): the

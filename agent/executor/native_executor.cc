@@ -13,6 +13,7 @@
 #include "agent/playbooks/shard_run.h"
 #include "agent/workspace/workspace.h"
 #include "common/evidence/evidence_layout.h"
+#include "common/util/file.h"
 #include "common/util/strings.h"
 
 namespace triage::agent {
@@ -108,6 +109,28 @@ class BatchAnswers : public playbooks::PlaybookTools {
   std::set<std::size_t> used_;      // sessions that answered something: their files are evidence
 };
 
+// The tools of a shard decided while its batch's session runs on: everything it asks must be
+// answered by the session, so a run of its own (the device is busy) is refused and noted, and
+// the shard is decided again when the batch ends.
+class SessionOnly : public playbooks::PlaybookTools {
+ public:
+  absl::StatusOr<std::vector<playbooks::ProbeDoc>> Probe(const std::string& /*key*/,
+                                                         const std::string& /*mode*/) override {
+    asked_ = true;
+    return absl::FailedPreconditionError("no probe while the batch's session runs");
+  }
+  absl::StatusOr<playbooks::PytestRun> Pytest(const std::vector<std::string>& /*keys*/,
+                                              const std::string& /*label*/) override {
+    asked_ = true;
+    return absl::FailedPreconditionError("no run of its own while the batch's session runs");
+  }
+  std::map<std::string, std::filesystem::path> Evidence() const override { return {}; }
+  bool asked() const { return asked_; }
+
+ private:
+  bool asked_ = false;
+};
+
 }  // namespace
 
 NativeToolsOptions NativeExecutor::ToolsOptions(const ExecContext& ctx) const {
@@ -156,17 +179,83 @@ std::vector<absl::StatusOr<v1::ShardResult>> NativeExecutor::RunBatch(
   // no session of its own for it), every key once. A shard's keys are next to each other, so
   // that a session that dies leaves each shard before it whole.
   std::vector<std::string> keys;
+  std::vector<std::set<std::string>> keys_of(specs.size());  // every key a shard may ask about
   std::set<std::string> seen;
-  for (const v1::ShardSpec* spec : specs) {
-    for (const auto& e : spec->entries()) {
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    for (const auto& e : specs[i]->entries()) {
+      keys_of[i].insert(e.key());
       if (seen.insert(e.key()).second) keys.push_back(e.key());
     }
-    const std::string key = playbooks::InferenceKeyOf(ctx.workspace->root(), *spec);
+    const std::string key = playbooks::InferenceKeyOf(ctx.workspace->root(), *specs[i]);
+    if (!key.empty()) keys_of[i].insert(key);
     if (!key.empty() && seen.insert(key).second) keys.push_back(key);
   }
+  auto shard_ctx = [&ctx](const v1::ShardSpec* spec) {
+    ExecContext one = ctx;
+    one.spec = spec;
+    one.shard_dir = ctx.shard_dir / spec->shard_id();
+    return one;
+  };
+  std::vector<BatchSession> sessions;
+  std::vector<std::string> todo = keys;
   NativeToolsOptions o = ToolsOptions(ctx);
   o.shard_dir = ctx.shard_dir / "batch";
   o.pytest_timeout *= static_cast<int>(specs.size());  // the shards' runs, one after another
+  // Streaming: a shard whose every key has its testcase in the running session's partial JUnit
+  // file is decided then, and reported through ctx.early_result, so that a death of the agent
+  // or the device later in the batch loses only the shards not yet passed. Its evidence is the
+  // session's JUnit file and log as they were when it was decided (copied into its own
+  // directory under the names the finished session's files have). A testcase in the partial
+  // file is the one the final file holds; the log is read only when a testcase gives no reason.
+  std::vector<std::optional<v1::ShardResult>> early(specs.size());
+  std::map<std::string, std::filesystem::path> earlier_files;  // the finished sessions' files
+  if (ctx.early_result) {
+    o.on_progress = [&](const PytestProgress& p) {
+      if (ctx.cancelled && ctx.cancelled()) return;
+      std::set<std::string> finished;
+      for (std::size_t k = 0; k < todo.size() && k < p.cases.size(); ++k) {
+        if (p.cases[k].outcome != junit::Outcome::kMissing) finished.insert(todo[k]);
+      }
+      std::optional<std::vector<BatchSession>> now;  // the sessions so far and this one
+      std::map<std::string, std::filesystem::path> files;
+      for (std::size_t i = 0; i < specs.size(); ++i) {
+        if (early[i] || keys_of[i].empty() ||
+            !std::includes(finished.begin(), finished.end(), keys_of[i].begin(),
+                           keys_of[i].end())) {
+          continue;
+        }
+        ExecContext one = shard_ctx(specs[i]);
+        std::error_code ec;
+        std::filesystem::create_directories(one.shard_dir / "junit", ec);
+        std::filesystem::create_directories(one.shard_dir / "logs", ec);
+        const auto xml_copy = one.shard_dir / p.junit_name;
+        const auto log_copy = one.shard_dir / p.log_name;
+        std::filesystem::copy_file(p.partial_xml, xml_copy,
+                                   std::filesystem::copy_options::overwrite_existing, ec);
+        if (ec) continue;  // replaced meanwhile: the next change decides it
+        auto log_text = util::ReadFile(p.log, 64 << 20);
+        if (!log_text.ok() || !util::WriteFileAtomic(log_copy, *log_text).ok()) continue;
+        if (!now) {
+          now = sessions;
+          playbooks::PytestRun run;
+          run.cases = p.cases;
+          run.xml = true;
+          run.evidence = {p.log_name, p.junit_name};
+          now->push_back({todo, std::move(run)});
+        }
+        now->back().run.log = *log_text;
+        files = earlier_files;
+        files[p.junit_name] = xml_copy;
+        files[p.log_name] = log_copy;
+        SessionOnly none;
+        BatchAnswers tools(none, *now, files);
+        absl::StatusOr<v1::ShardResult> result = RunWith(one, tools);
+        if (none.asked() || !result.ok()) continue;  // decided when the batch ends
+        early[i] = *result;
+        ctx.early_result(i, *early[i]);
+      }
+    };
+  }
   NativeTools batch(o);
   if (ctx.progress) ctx.progress("verify-batch", "", {});
   // A session that dies (a crash, or a hang the run's timeout ends) leaves no testcase from the
@@ -174,8 +263,6 @@ std::vector<absl::StatusOr<v1::ShardResult>> NativeExecutor::RunBatch(
   // without it (whose shard runs its own session, as alone). Once a resumed session dies in its
   // first key too, what is left runs shard by shard: two deaths in a row are more likely the
   // device than the tests.
-  std::vector<BatchSession> sessions;
-  std::vector<std::string> todo = keys;
   while (!todo.empty()) {
     absl::StatusOr<playbooks::PytestRun> session = batch.Pytest(todo, "verify-batch");
     if (absl::IsCancelled(session.status())) {
@@ -184,6 +271,7 @@ std::vector<absl::StatusOr<v1::ShardResult>> NativeExecutor::RunBatch(
     }
     if (!session.ok()) break;  // a session that could not run leaves each shard to run its own
     sessions.push_back({todo, std::move(*session)});
+    earlier_files = batch.Evidence();
     const BatchSession& last = sessions.back();
     std::size_t died = 0;
     while (died < todo.size() && CaseOf(last, died) != nullptr) ++died;
@@ -195,10 +283,12 @@ std::vector<absl::StatusOr<v1::ShardResult>> NativeExecutor::RunBatch(
     todo = std::move(rest);
     if (ctx.progress) ctx.progress("verify-batch-resume", todo.front(), {});
   }
-  for (const v1::ShardSpec* spec : specs) {
-    ExecContext one = ctx;
-    one.spec = spec;
-    one.shard_dir = ctx.shard_dir / spec->shard_id();
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    if (early[i]) {
+      out.push_back(*early[i]);
+      continue;
+    }
+    ExecContext one = shard_ctx(specs[i]);
     NativeToolsOptions mine = ToolsOptions(one);
     // Its own runs are numbered after the sessions it shares.
     mine.first_run = static_cast<int>(std::max<std::size_t>(1, sessions.size()));

@@ -1,5 +1,8 @@
 #include "agent/executor/native_tools.h"
 
+#include <optional>
+#include <utility>
+
 #include "agent/playbooks/probe.h"
 #include "common/process/process.h"
 #include "common/util/file.h"
@@ -95,6 +98,31 @@ absl::StatusOr<playbooks::PytestRun> NativeTools::Pytest(const std::vector<std::
              {"PYTHONPATH", options_.scripts_dir.string()},
              {"PYTHONDONTWRITEBYTECODE", "1"},
              {"TRIAGE_JUNIT_PARTIAL", partial.string()}};
+  if (options_.on_progress) {
+    // Between its checks for cancellation, the run looks at the partial file: when it has
+    // changed (replaced whole by the plugin), what it holds is reported.
+    PytestProgress progress;
+    progress.junit_name = util::StrCat("junit/", xml.filename().string());
+    progress.log_name = util::StrCat("logs/", log.filename().string());
+    progress.partial_xml = partial;
+    progress.log = log;
+    std::optional<std::pair<std::filesystem::file_time_type, std::uintmax_t>> seen;
+    run.cancelled = [this, &keys, progress = std::move(progress), seen]() mutable {
+      std::error_code ec;
+      const auto when = std::filesystem::last_write_time(progress.partial_xml, ec);
+      const auto size = ec ? 0 : std::filesystem::file_size(progress.partial_xml, ec);
+      if (!ec && (!seen || seen->first != when || seen->second != size)) {
+        seen.emplace(when, size);
+        if (auto report = junit::ParseJUnitFile(progress.partial_xml); report.ok()) {
+          if (auto cases = junit::ForKeys(*report, keys); cases.ok()) {
+            progress.cases = std::move(*cases);
+            options_.on_progress(progress);
+          }
+        }
+      }
+      return options_.cancelled && options_.cancelled();
+    };
+  }
   auto res = process::Run(run);
   {
     std::error_code ec;

@@ -8,6 +8,17 @@
 
 namespace triage::agent {
 
+// What a pytest run has finished so far, while it runs: from the agent plugin's partial JUnit
+// file (agent/scripts/triage_pytest_plugin.py), which holds the finished tests' testcases as the
+// final file will.
+struct PytestProgress {
+  std::vector<junit::TestCase> cases;  // per key asked; kMissing where no test has finished yet
+  std::string junit_name;              // the finished run's evidence names ("junit/NN-label.xml",
+  std::string log_name;                // "logs/NN-label.log")
+  std::filesystem::path partial_xml;   // the partial JUnit file as it is now
+  std::filesystem::path log;           // the run's log so far
+};
+
 struct NativeToolsOptions {
   std::filesystem::path workspace;    // the tt-xla checkout
   std::filesystem::path shard_dir;    // evidence goes to probes/, junit/, logs/ here
@@ -18,6 +29,9 @@ struct NativeToolsOptions {
   std::chrono::seconds pytest_timeout{3600};
   std::function<bool()> cancelled;
   std::function<void(const std::string& step)> on_timeout;  // metrics
+  // Called while a pytest run is going, each time its partial JUnit file has changed (a test
+  // finished); never after the run has ended.
+  std::function<void(const PytestProgress&)> on_progress;
   // Runs numbered before this tools' first (its first pytest run is first_run + 1): a batched
   // shard's own runs come after the batch session it records too.
   int first_run = 0;

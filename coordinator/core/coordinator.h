@@ -47,9 +47,8 @@ struct CoordinatorOptions {
   Duration verify_batch_max = std::chrono::minutes(60);  // SchedulingOptions::verify_batch_max
   Duration verify_gather = std::chrono::minutes(5);      // SchedulingOptions::verify_gather
   // Once a sweep has measured this many verifications of entries planned at an estimate, their
-  // mean stands in for such estimates in verify_batch_max (0: never, the default: on realistic
-  // durations bigger batches lose more to an agent's death than their starts save).
-  int learn_estimates_after = 0;
+  // mean stands in for such estimates in verify_batch_max (0: never).
+  int learn_estimates_after = 5;
   std::vector<std::string> default_archs = {"n150"};
   std::string default_executor = "native";
   double min_trusted_seconds = 5;

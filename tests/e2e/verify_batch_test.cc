@@ -6,6 +6,8 @@
 // finished before it).
 
 #include <filesystem>
+#include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -40,12 +42,15 @@ const Entry kCenternet{"dtype_bfloat16", "centernet_mini",
                        "centernet_mini/pytorch-Dla-single_device-training"};
 const Entry kCrash{"unpack_forward_output", "stale_mini",
                    "stale_mini/pytorch-Base-single_device-training"};
-// Two entries whose verification needs a registry line for its own output class.
+// Two entries whose verification needs a registry line for its own output class, and one that
+// with its line hangs on the device until the runner's per-test timeout.
 const Entry kGpt{"unpack_forward_output", "gpt_mini/causal_lm",
                  "gpt_mini/causal_lm/pytorch-Small-single_device-training"};
 const Entry kBert{
     "unpack_forward_output", "bert_mini/sequence_classification",
     "bert_mini/sequence_classification/pytorch-prajjwal1/bert-tiny-single_device-training"};
+const Entry kSlow{"unpack_forward_output", "slow_mini",
+                  "slow_mini/pytorch-Base-single_device-training"};
 
 // The verify phase of a probe that saw cls returned and proposed `cls.logits`.
 v1::ShardSpec WithLine(v1::ShardSpec spec, const std::string& cls) {
@@ -129,14 +134,20 @@ class VerifyBatchTest : public ::testing::Test {
   }
 
   // The batch in one workspace, prepared as the agent prepares it.
-  std::vector<absl::StatusOr<v1::ShardResult>> Batch(const std::vector<v1::ShardSpec>& specs) {
+  // With `early`, shards decided while the session runs are reported through it as the agent
+  // has them reported.
+  std::vector<absl::StatusOr<v1::ShardResult>> Batch(
+      const std::vector<v1::ShardSpec>& specs,
+      std::function<void(std::size_t, const v1::ShardResult&)> early = nullptr) {
     std::vector<const v1::ShardSpec*> ptrs;
     for (const auto& s : specs) ptrs.push_back(&s);
     auto merged = workspace::BatchSpec(ptrs);
     EXPECT_TRUE(merged.ok()) << merged.status();
     auto dir = workspace_->Prepare(*merged);
     EXPECT_TRUE(dir.ok()) << dir.status();
+    batch_dir_ = *dir;
     agent::ExecContext ctx = Context(specs.front(), *dir);
+    ctx.early_result = std::move(early);
     return executor_.RunBatch(ctx, ptrs);
   }
 
@@ -159,6 +170,7 @@ class VerifyBatchTest : public ::testing::Test {
 
   testing::TempDir tmp_;
   std::filesystem::path root_;
+  std::filesystem::path batch_dir_;  // the last batch's directory
   std::string ttxla_commit_, forge_commit_;
   std::unique_ptr<workspace::Workspace> workspace_;
   agent::NativeExecutor executor_{kSrc + "/agent/scripts"};
@@ -234,6 +246,45 @@ TEST_F(VerifyBatchTest, ACrashInTheSessionKeepsWhatFinishedBeforeItAndResumesThe
   }
   EXPECT_EQ(batched[1]->entries(0).verdict(), "crash");
   EXPECT_THAT(batched[1]->entries(0).reason(), ::testing::HasSubstr("signal 6"));
+}
+
+TEST_F(VerifyBatchTest, EachShardIsReportedAsTheSessionPassesIt) {
+  // slow_mini hangs until the runner's per-test timeout (10 s) at the session's end; pytest
+  // writes its JUnit file only then, so whatever was reported before was read from the
+  // plugin's partial file while the session ran on.
+  std::vector<v1::ShardSpec> specs{Spec(kOverride, "s-override"), Spec(kCenternet, "s-centernet"),
+                                   WithLine(Spec(kSlow, "s-slow"), "MiniSlowOutput")};
+  // Their probes saw a tuple and a tensor: slow_mini's line reaches neither (RegistryUnion).
+  specs[0].mutable_entries(0)->set_output_class("tuple");
+  specs[1].mutable_entries(0)->set_output_class("Tensor");
+  std::map<std::size_t, v1::ShardResult> early;
+  std::map<std::size_t, bool> session_over;  // the session's own JUnit file existed then
+  auto batched = Batch(specs, [&](std::size_t i, const v1::ShardResult& r) {
+    EXPECT_FALSE(early.count(i)) << "reported twice: " << i;
+    early[i] = r;
+    session_over[i] = std::filesystem::exists(batch_dir_ / "batch/junit/01-verify-batch.xml");
+  });
+  ASSERT_EQ(batched.size(), 3u);
+  // slow_mini's tests end with the session: it is reported at the end or in the moment
+  // between pytest's writing its file and its exit.
+  for (std::size_t i : {0u, 1u}) {
+    SCOPED_TRACE(specs[i].shard_id());
+    ASSERT_TRUE(early.count(i)) << "not reported during the session";
+    EXPECT_FALSE(session_over[i]) << "reported once its tests had finished, not later";
+    ASSERT_TRUE(batched[i].ok()) << batched[i].status();
+    EXPECT_EQ(early[i].SerializeAsString(), batched[i]->SerializeAsString());
+    // The same decision as alone, from the session's files as they were then.
+    EXPECT_EQ(Decision(early[i]), Decision(Alone(specs[i])));
+    bool has_testcase = false;
+    for (const auto& ev : early[i].evidence()) {
+      if (ev.name() == "junit/01-verify-batch.xml") {
+        has_testcase = ev.content().find(specs[i].entries(0).key()) != std::string::npos;
+      }
+    }
+    EXPECT_TRUE(has_testcase) << "its evidence holds the session's JUnit file with its testcase";
+  }
+  ASSERT_TRUE(batched[2].ok()) << batched[2].status();
+  EXPECT_EQ(batched[2]->entries(0).verdict(), "timeout");
 }
 
 }  // namespace
