@@ -216,35 +216,33 @@ std::vector<absl::StatusOr<v1::ShardResult>> NativeExecutor::RunBatch(
       for (std::size_t k = 0; k < todo.size() && k < p.cases.size(); ++k) {
         if (p.cases[k].outcome != junit::Outcome::kMissing) finished.insert(todo[k]);
       }
-      std::optional<std::vector<BatchSession>> now;  // the sessions so far and this one
-      std::map<std::string, std::filesystem::path> files;
+      std::optional<std::vector<BatchSession>> now;  // the sessions so far and this one, as read
       for (std::size_t i = 0; i < specs.size(); ++i) {
-        if (early[i] || keys_of[i].empty() ||
-            !std::includes(finished.begin(), finished.end(), keys_of[i].begin(),
-                           keys_of[i].end())) {
+        if (early[i] || !std::includes(finished.begin(), finished.end(), keys_of[i].begin(),
+                                       keys_of[i].end())) {
           continue;
         }
-        ExecContext one = shard_ctx(specs[i]);
-        std::error_code ec;
-        std::filesystem::create_directories(one.shard_dir / "junit", ec);
-        std::filesystem::create_directories(one.shard_dir / "logs", ec);
-        const auto xml_copy = one.shard_dir / p.junit_name;
-        const auto log_copy = one.shard_dir / p.log_name;
-        std::filesystem::copy_file(p.partial_xml, xml_copy,
-                                   std::filesystem::copy_options::overwrite_existing, ec);
-        if (ec) continue;  // replaced meanwhile: the next change decides it
-        auto log_text = util::ReadFile(p.log, 64 << 20);
-        if (!log_text.ok() || !util::WriteFileAtomic(log_copy, *log_text).ok()) continue;
         if (!now) {
-          now = sessions;
+          auto log_text = util::ReadFile(p.log, 64 << 20);
+          if (!log_text.ok()) return;  // the next change decides them
           playbooks::PytestRun run;
           run.cases = p.cases;
+          run.log = std::move(*log_text);
           run.xml = true;
           run.evidence = {p.log_name, p.junit_name};
+          now = sessions;
           now->push_back({todo, std::move(run)});
         }
-        now->back().run.log = *log_text;
-        files = earlier_files;
+        ExecContext one = shard_ctx(specs[i]);
+        const auto xml_copy = one.shard_dir / p.junit_name;
+        const auto log_copy = one.shard_dir / p.log_name;
+        std::error_code ec;
+        std::filesystem::create_directories(xml_copy.parent_path(), ec);
+        std::filesystem::create_directories(log_copy.parent_path(), ec);
+        std::filesystem::copy_file(p.partial_xml, xml_copy,
+                                   std::filesystem::copy_options::overwrite_existing, ec);
+        if (ec || !util::WriteFileAtomic(log_copy, now->back().run.log).ok()) continue;
+        std::map<std::string, std::filesystem::path> files = earlier_files;
         files[p.junit_name] = xml_copy;
         files[p.log_name] = log_copy;
         SessionOnly none;

@@ -99,15 +99,15 @@ absl::StatusOr<playbooks::PytestRun> NativeTools::Pytest(const std::vector<std::
              {"PYTHONDONTWRITEBYTECODE", "1"},
              {"TRIAGE_JUNIT_PARTIAL", partial.string()}};
   if (options_.on_progress) {
-    // Between its checks for cancellation, the run looks at the partial file: when it has
-    // changed (replaced whole by the plugin), what it holds is reported.
+    // While the run goes, the partial file is looked at: when it has changed (the plugin
+    // replaces it whole), what it holds is reported.
     PytestProgress progress;
     progress.junit_name = util::StrCat("junit/", xml.filename().string());
     progress.log_name = util::StrCat("logs/", log.filename().string());
     progress.partial_xml = partial;
     progress.log = log;
     std::optional<std::pair<std::filesystem::file_time_type, std::uintmax_t>> seen;
-    run.cancelled = [this, &keys, progress = std::move(progress), seen]() mutable {
+    run.on_poll = [this, &keys, progress = std::move(progress), seen]() mutable {
       std::error_code ec;
       const auto when = std::filesystem::last_write_time(progress.partial_xml, ec);
       const auto size = ec ? 0 : std::filesystem::file_size(progress.partial_xml, ec);
@@ -120,7 +120,6 @@ absl::StatusOr<playbooks::PytestRun> NativeTools::Pytest(const std::vector<std::
           }
         }
       }
-      return options_.cancelled && options_.cancelled();
     };
   }
   auto res = process::Run(run);

@@ -452,9 +452,10 @@ absl::StatusOr<RunResult> Run(const RunOptions& options) {
         result.timed_out = true;
         result.timeout = options.timeout;
         stop = true;
-      } else if (options.cancelled && now >= next_cancel_check) {
+      } else if ((options.cancelled || options.on_poll) && now >= next_cancel_check) {
         next_cancel_check = now + kPollInterval;
-        if (options.cancelled()) {
+        if (options.on_poll) options.on_poll();
+        if (options.cancelled && options.cancelled()) {
           result.cancelled = true;
           stop = true;
         }

@@ -42,6 +42,8 @@ struct RunOptions {
   std::string stdin_data;
   // Polled about every 50 ms while the child runs; true = kill the group.
   std::function<bool()> cancelled;
+  // Called about every 50 ms while the child runs (before `cancelled`): to watch what it writes.
+  std::function<void()> on_poll;
 };
 
 struct RunResult {

@@ -234,6 +234,23 @@ TEST(ProcessTest, Cancellation) {
   EXPECT_LT(r.duration, milliseconds(1000));
 }
 
+TEST(ProcessTest, OnPollSeesWhatTheChildWritesWhileItRuns) {
+  testing::TempDir dir;
+  const std::filesystem::path mark = dir.path() / "mark";
+  RunOptions options = Sh("touch '" + mark.string() + "'; sleep 0.5");
+  bool seen = false;
+  int polls = 0;
+  options.on_poll = [&] {
+    ++polls;
+    seen = seen || std::filesystem::exists(mark);
+  };
+  RunResult r = RunOk(options);
+  EXPECT_TRUE(r.ok()) << r.Describe();
+  EXPECT_TRUE(seen) << "the file the child wrote was seen before it exited";
+  EXPECT_GE(polls, 3);  // about every 50 ms over half a second
+  EXPECT_FALSE(r.cancelled) << "on_poll alone never cancels";
+}
+
 TEST(ProcessTest, LogPathAppendsAndCreatesParents) {
   testing::TempDir dir;
   const std::filesystem::path log = dir.path() / "a" / "b" / "run.log";
