@@ -89,6 +89,7 @@ struct Options {
   std::vector<int> scale;    // entry counts for the scale section
   std::string scale_fleet = "64n150+64p150+8cpu";
   bool plan_only = false;  // scale: plan the sweep, do not run it
+  int seeds = 1;           // > 1: also the seeds section, seeds seed .. seed + seeds - 1
   bool verbose = false;
 };
 
@@ -995,6 +996,78 @@ void PrintFleet(const Fleet& f, const std::vector<RunResult>& runs) {
   }
 }
 
+// The same fleets and policies at o.seeds seeds from o.seed on: one draw of outcomes and
+// durations says little about a policy, the spread over many does (docs/bench-farm.md, "Other
+// seeds"). Per fleet and policy: mean and median makespan, mean and worst makespan/bound, and
+// at how many seeds it was faster than the farm.
+int SeedsSection(Options o) {
+  const std::uint64_t first = o.seed;
+  struct Figures {
+    std::vector<double> makespan, ratio;
+    int faster_than_farm = 0;
+  };
+  std::map<std::string, std::map<std::string, Figures>> by_fleet;  // fleet -> policy -> figures
+  for (int k = 0; k < o.seeds; ++k) {
+    o.seed = first + static_cast<std::uint64_t>(k);
+    auto work = BuildWorkload(o, o.entries);
+    if (!work.ok()) {
+      std::cerr << "fleet_sim: " << work.status().message() << "\n";
+      return 2;
+    }
+    for (const auto& spec : o.fleets) {
+      auto fleet = ParseFleet(spec);
+      if (!fleet.ok()) {
+        std::cerr << "fleet_sim: " << fleet.status().message() << "\n";
+        return 2;
+      }
+      std::map<std::string, double> makespan;
+      for (const auto& policy : o.policies) {
+        auto r = Simulation(o, *work, *fleet, policy).Run();
+        if (!r.ok()) {
+          std::cerr << "fleet_sim: seed " << o.seed << " " << spec << " " << policy << ": "
+                    << r.status().message() << "\n";
+          return 1;
+        }
+        Figures& f = by_fleet[spec][policy];
+        f.makespan.push_back(r->makespan);
+        f.ratio.push_back(r->makespan / std::max(1.0, r->bound));
+        makespan[policy] = r->makespan;
+      }
+      if (auto farm = makespan.find("farm"); farm != makespan.end()) {
+        for (const auto& [policy, m] : makespan) {
+          if (m < farm->second) ++by_fleet[spec][policy].faster_than_farm;
+        }
+      }
+    }
+  }
+  for (const auto& spec : o.fleets) {
+    std::cout << "\n## seeds " << first << "-" << first + static_cast<std::uint64_t>(o.seeds) - 1
+              << ": fleet " << spec << "\n";
+    std::cout << "| policy | mean makespan | median makespan | mean makespan/bound | worst "
+                 "makespan/bound | seeds above "
+              << kBoundTarget << " | seeds faster than farm |\n";
+    std::cout << "|---|---|---|---|---|---|---|\n";
+    for (const auto& policy : o.policies) {
+      const Figures& f = by_fleet[spec][policy];
+      auto mean = [](const std::vector<double>& v) {
+        double t = 0;
+        for (double x : v) t += x;
+        return v.empty() ? 0.0 : t / static_cast<double>(v.size());
+      };
+      const double worst = *std::max_element(f.ratio.begin(), f.ratio.end());
+      const auto above =
+          std::count_if(f.ratio.begin(), f.ratio.end(), [](double x) { return x > kBoundTarget; });
+      std::cout << "| " << policy << " | " << Hours(mean(f.makespan)) << " | "
+                << Hours(Percentile(f.makespan, 0.5)) << " | " << Fixed(mean(f.ratio), 3) << " | "
+                << Fixed(worst, 3) << " | " << above << " of " << o.seeds << " | "
+                << (policy == "farm" ? std::string("-")
+                                     : util::StrCat(f.faster_than_farm, " of ", o.seeds))
+                << " |\n";
+    }
+  }
+  return 0;
+}
+
 int Main(int argc, char** argv) {
   Options o;
   const std::filesystem::path shared(TRIAGE_SHARED_DIR);
@@ -1033,6 +1106,11 @@ int Main(int argc, char** argv) {
                  "as the built-in rules see it")
       ->check(CLI::IsMember({"failing", "matched"}));
   app.add_option("--seed", o.seed, "Seed of every draw");
+  app.add_option("--seeds", o.seeds,
+                 "Also run the fleets at this many seeds from --seed on and print each "
+                 "policy's mean and median makespan, its worst makespan/bound and how often it "
+                 "was faster than the farm")
+      ->check(CLI::Range(1, 1000));
   app.add_option("--entries", o.entries,
                  "Entries of the fleets' sweep (default: those in scope; more are repeated "
                  "under renamed loaders)")
@@ -1116,6 +1194,10 @@ int Main(int argc, char** argv) {
       if (r.policy == "fifo") fifo = r.makespan;
     }
     if (farm > 0 && fifo > 0 && farm > fifo) fifo_beaten = true;
+  }
+
+  if (run_fleets && o.seeds > 1) {
+    if (int rc = SeedsSection(o); rc != 0) return rc;
   }
 
   if (!o.scale.empty()) {

@@ -4,7 +4,8 @@
 # pairs in one run and their medians (1,000 agents, 10 s each, next to a bare gRPC echo; about
 # 90 s and 3.5 GB; docs/bench-farm.md). prepare_bench: Workspace::Prepare per shard on synthetic
 # tt-xla-shaped repositories of three sizes (about 2 minutes). fleet_sim: a sweep's makespan on
-# three simulated fleets against its lower bound (seconds), then one coordinator's scale: full
+# three simulated fleets against its lower bound (seconds), the same over seeds 1-10 (about
+# 10 s), then one coordinator's scale: full
 # sweeps of 500 and 5,000 entries (SCALE overrides the list; a full 50,000 takes about 17
 # minutes and 3 GB) and the planning of 50,000. Then bench/device_time.py: device
 # time per entry on the fixture, the farm against one at a time (about 3 minutes).
@@ -25,6 +26,8 @@ for b in "$build"/bench/*_bench; do
 done
 echo "== fleet_sim"
 "$build"/bench/fleet_sim
+echo "== fleet_sim over seeds 1-10 (the same fleets; means, medians and the worst ratio)"
+"$build"/bench/fleet_sim --seeds 10 | sed -n '/^## seeds/,/^$/p'
 echo "== fleet_sim scale"
 "$build"/bench/fleet_sim --scale "${SCALE:-500,5000}"
 "$build"/bench/fleet_sim --scale 50000 --plan-only
