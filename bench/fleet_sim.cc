@@ -996,11 +996,33 @@ void PrintFleet(const Fleet& f, const std::vector<RunResult>& runs) {
   }
 }
 
+// Every policy of o on one fleet and workload, in o.policies' order.
+absl::StatusOr<std::vector<RunResult>> RunPolicies(const Options& o, const Workload& w,
+                                                   const Fleet& fleet) {
+  std::vector<RunResult> runs;
+  for (const auto& policy : o.policies) {
+    auto r = Simulation(o, w, fleet, policy).Run();
+    if (!r.ok()) {
+      return absl::Status(r.status().code(), util::StrCat("seed ", o.seed, " ", fleet.name, " ",
+                                                          policy, ": ", r.status().message()));
+    }
+    runs.push_back(*std::move(r));
+  }
+  return runs;
+}
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 // The same fleets and policies at o.seeds seeds from o.seed on: one draw of outcomes and
 // durations says little about a policy, the spread over many does (docs/bench-farm.md, "Other
 // seeds"). Per fleet and policy: mean and median makespan, mean and worst makespan/bound, and
 // at how many seeds it was faster than the farm.
-int SeedsSection(Options o) {
+int SeedsSection(Options o, bool* all_finished) {
   const std::uint64_t first = o.seed;
   struct Figures {
     std::vector<double> makespan, ratio;
@@ -1020,18 +1042,18 @@ int SeedsSection(Options o) {
         std::cerr << "fleet_sim: " << fleet.status().message() << "\n";
         return 2;
       }
+      auto runs = RunPolicies(o, *work, *fleet);
+      if (!runs.ok()) {
+        std::cerr << "fleet_sim: " << runs.status().message() << "\n";
+        return 1;
+      }
       std::map<std::string, double> makespan;
-      for (const auto& policy : o.policies) {
-        auto r = Simulation(o, *work, *fleet, policy).Run();
-        if (!r.ok()) {
-          std::cerr << "fleet_sim: seed " << o.seed << " " << spec << " " << policy << ": "
-                    << r.status().message() << "\n";
-          return 1;
-        }
-        Figures& f = by_fleet[spec][policy];
-        f.makespan.push_back(r->makespan);
-        f.ratio.push_back(r->makespan / std::max(1.0, r->bound));
-        makespan[policy] = r->makespan;
+      for (const auto& r : *runs) {
+        *all_finished = *all_finished && r.finished;
+        Figures& f = by_fleet[spec][r.policy];
+        f.makespan.push_back(r.makespan);
+        f.ratio.push_back(r.makespan / std::max(1.0, r.bound));
+        makespan[r.policy] = r.makespan;
       }
       if (auto farm = makespan.find("farm"); farm != makespan.end()) {
         for (const auto& [policy, m] : makespan) {
@@ -1058,7 +1080,7 @@ int SeedsSection(Options o) {
       const auto above =
           std::count_if(f.ratio.begin(), f.ratio.end(), [](double x) { return x > kBoundTarget; });
       std::cout << "| " << policy << " | " << Hours(mean(f.makespan)) << " | "
-                << Hours(Percentile(f.makespan, 0.5)) << " | " << Fixed(mean(f.ratio), 3) << " | "
+                << Hours(Median(f.makespan)) << " | " << Fixed(mean(f.ratio), 3) << " | "
                 << Fixed(worst, 3) << " | " << above << " of " << o.seeds << " | "
                 << (policy == "farm" ? std::string("-")
                                      : util::StrCat(f.faster_than_farm, " of ", o.seeds))
@@ -1174,19 +1196,15 @@ int Main(int argc, char** argv) {
       std::cerr << "fleet_sim: " << fleet.status().message() << "\n";
       return 2;
     }
-    std::vector<RunResult> runs;
-    for (const auto& policy : o.policies) {
-      auto r = Simulation(o, *work, *fleet, policy).Run();
-      if (!r.ok()) {
-        std::cerr << "fleet_sim: " << spec << " " << policy << ": " << r.status().message() << "\n";
-        return 1;
-      }
-      all_finished = all_finished && r->finished;
-      runs.push_back(*r);
+    auto runs = RunPolicies(o, *work, *fleet);
+    if (!runs.ok()) {
+      std::cerr << "fleet_sim: " << runs.status().message() << "\n";
+      return 1;
     }
-    PrintFleet(*fleet, runs);
+    PrintFleet(*fleet, *runs);
     double farm = 0, fifo = 0;
-    for (const auto& r : runs) {
+    for (const auto& r : *runs) {
+      all_finished = all_finished && r.finished;
       if (r.policy == "farm") {
         farm = r.makespan;
         worst = std::max(worst, r.makespan / std::max(1.0, r.bound));
@@ -1197,7 +1215,7 @@ int Main(int argc, char** argv) {
   }
 
   if (run_fleets && o.seeds > 1) {
-    if (int rc = SeedsSection(o); rc != 0) return rc;
+    if (int rc = SeedsSection(o, &all_finished); rc != 0) return rc;
   }
 
   if (!o.scale.empty()) {
