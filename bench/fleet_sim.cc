@@ -1022,7 +1022,7 @@ double Median(std::vector<double> v) {
 // durations says little about a policy, the spread over many does (docs/bench-farm.md, "Other
 // seeds"). Per fleet and policy: mean and median makespan, mean and worst makespan/bound, and
 // at how many seeds it was faster than the farm.
-int SeedsSection(Options o, bool* all_finished) {
+int SeedsSection(Options o, const std::vector<Fleet>& fleets, bool* all_finished) {
   const std::uint64_t first = o.seed;
   struct Figures {
     std::vector<double> makespan, ratio;
@@ -1036,13 +1036,9 @@ int SeedsSection(Options o, bool* all_finished) {
       std::cerr << "fleet_sim: " << work.status().message() << "\n";
       return 2;
     }
-    for (const auto& spec : o.fleets) {
-      auto fleet = ParseFleet(spec);
-      if (!fleet.ok()) {
-        std::cerr << "fleet_sim: " << fleet.status().message() << "\n";
-        return 2;
-      }
-      auto runs = RunPolicies(o, *work, *fleet);
+    for (const auto& fleet : fleets) {
+      const std::string& spec = fleet.name;
+      auto runs = RunPolicies(o, *work, fleet);
       if (!runs.ok()) {
         std::cerr << "fleet_sim: " << runs.status().message() << "\n";
         return 1;
@@ -1062,7 +1058,8 @@ int SeedsSection(Options o, bool* all_finished) {
       }
     }
   }
-  for (const auto& spec : o.fleets) {
+  for (const auto& fleet : fleets) {
+    const std::string& spec = fleet.name;
     std::cout << "\n## seeds " << first << "-" << first + static_cast<std::uint64_t>(o.seeds) - 1
               << ": fleet " << spec << "\n";
     std::cout << "| policy | mean makespan | median makespan | mean makespan/bound | worst "
@@ -1190,18 +1187,22 @@ int Main(int argc, char** argv) {
   double worst = 0;
   bool all_finished = true;
   bool fifo_beaten = false;
+  std::vector<Fleet> fleets;
   for (const auto& spec : o.fleets) {
     auto fleet = ParseFleet(spec);
     if (!fleet.ok()) {
       std::cerr << "fleet_sim: " << fleet.status().message() << "\n";
       return 2;
     }
-    auto runs = RunPolicies(o, *work, *fleet);
+    fleets.push_back(*std::move(fleet));
+  }
+  for (const auto& fleet : fleets) {
+    auto runs = RunPolicies(o, *work, fleet);
     if (!runs.ok()) {
       std::cerr << "fleet_sim: " << runs.status().message() << "\n";
       return 1;
     }
-    PrintFleet(*fleet, *runs);
+    PrintFleet(fleet, *runs);
     double farm = 0, fifo = 0;
     for (const auto& r : *runs) {
       all_finished = all_finished && r.finished;
@@ -1215,7 +1216,7 @@ int Main(int argc, char** argv) {
   }
 
   if (run_fleets && o.seeds > 1) {
-    if (int rc = SeedsSection(o, &all_finished); rc != 0) return rc;
+    if (int rc = SeedsSection(o, fleets, &all_finished); rc != 0) return rc;
   }
 
   if (!o.scale.empty()) {
