@@ -75,9 +75,10 @@ struct Options {
   std::vector<std::string> policies = {"farm", "one-per-lease", "cpu-probes", "fifo", "lpt"};
   int verify_batch = 8;            // LeaseRequest.max_batch of the agents (the agent's default)
   double verify_batch_max = 3600;  // the coordinator's verify_batch_max_seconds
-  bool report_at_end = false;      // a batch's shards are reported when it ends, not as passed
-  double verify_gather = 300;      // the coordinator's verify_gather_seconds
-  int learn_estimates_after = 5;   // the coordinator's learn_estimates_after
+  double verify_batch_shard_max = 600;  // the coordinator's verify_batch_shard_max_seconds
+  bool report_at_end = false;           // a batch's shards are reported when it ends, not as passed
+  double verify_gather = 300;           // the coordinator's verify_gather_seconds
+  int learn_estimates_after = 5;        // the coordinator's learn_estimates_after
   std::string scope = "failing";
   std::uint64_t seed = 1;
   Rates rates;
@@ -383,6 +384,8 @@ class Simulation {
     copts.device_probes = policy_ != "cpu-probes";
     copts.verify_batch_max =
         std::chrono::duration_cast<Duration>(std::chrono::duration<double>(o_.verify_batch_max));
+    copts.verify_batch_shard_max = std::chrono::duration_cast<Duration>(
+        std::chrono::duration<double>(o_.verify_batch_shard_max));
     copts.verify_gather =
         std::chrono::duration_cast<Duration>(std::chrono::duration<double>(o_.verify_gather));
     copts.learn_estimates_after = o_.learn_estimates_after;
@@ -754,7 +757,8 @@ class Simulation {
     }
   }
 
-  static constexpr double kVerifyStart = 30;  // a device phase's workspace and process start
+  static constexpr double kVerifyStart = 30;      // a device phase's workspace and process start
+  static constexpr double kPytestTimeout = 3600;  // the agent's pytest_timeout_seconds default
 
   // One shard's attempt: its result, its seconds, whether an entry crashed the process.
   struct ShardRun {
@@ -819,8 +823,10 @@ class Simulation {
         out->set_verdict("crash");
         crashed = true;
       } else if (u < o_.rates.pass + o_.rates.crash + o_.rates.timeout) {
-        seconds += std::max(60.0, 3 * t.device_seconds);
-        out->set_duration_seconds(std::max(60.0, 3 * t.device_seconds));
+        // Until the agent kills the run (pytest_timeout_seconds, 3600 by default).
+        const double hang = std::min(kPytestTimeout, std::max(60.0, 3 * t.device_seconds));
+        seconds += hang;
+        out->set_duration_seconds(hang);
         out->set_verdict("timeout");
       } else {
         seconds += t.device_seconds;
@@ -1108,6 +1114,10 @@ int Main(int argc, char** argv) {
       ->check(CLI::Range(1, 64));
   app.add_option("--verify-batch-max", o.verify_batch_max,
                  "The coordinator's verify_batch_max_seconds: longest expected batch")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--verify-batch-shard-max", o.verify_batch_shard_max,
+                 "The coordinator's verify_batch_shard_max_seconds: a verify shard known to run "
+                 "longer runs alone (0: no limit)")
       ->check(CLI::NonNegativeNumber);
   app.add_flag("--report-at-end", o.report_at_end,
                "Agents report a batch's shards when the batch ends, not each as its session "

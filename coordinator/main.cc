@@ -60,6 +60,7 @@ struct CoordinatorConfig {
   bool sqlite_synchronous_full = false;
   bool device_agents_probe = true;
   std::int64_t verify_batch_max_seconds = 3600;
+  std::int64_t verify_batch_shard_max_seconds = 600;
   std::int64_t verify_gather_seconds = 300;
   std::int64_t learn_estimates_after = 5;
   std::string log_level = "info";
@@ -114,6 +115,10 @@ struct CoordinatorConfig {
           "device agents take probe-phase shards when nothing of their arch is queued");
     s.Add("verify_batch_max_seconds", &verify_batch_max_seconds,
           "longest expected run of a batch of verify shards in one pytest session (0: no batches)",
+          Range{0, kMaxSeconds});
+    s.Add("verify_batch_shard_max_seconds", &verify_batch_shard_max_seconds,
+          "a verify shard known to run longer than this (recorded durations, or the sweep's "
+          "learned seconds) runs in a session of its own, not in a batch (0: no limit)",
           Range{0, kMaxSeconds});
     s.Add("verify_gather_seconds", &verify_gather_seconds,
           "how long a device agent may probe its wave, or wait for a running probe of it, "
@@ -279,6 +284,7 @@ triage::coord::CoordinatorOptions CoordinatorOptionsFrom(const CoordinatorConfig
   options.default_archs = cfg.default_archs;
   options.device_probes = cfg.device_agents_probe;
   options.verify_batch_max = std::chrono::seconds(cfg.verify_batch_max_seconds);
+  options.verify_batch_shard_max = std::chrono::seconds(cfg.verify_batch_shard_max_seconds);
   options.verify_gather = std::chrono::seconds(cfg.verify_gather_seconds);
   options.learn_estimates_after = static_cast<int>(cfg.learn_estimates_after);
   return options;

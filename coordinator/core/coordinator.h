@@ -45,7 +45,8 @@ struct CoordinatorOptions {
   QueueOrder queue_order = QueueOrder::kLongestFirst;
   bool device_probes = true;                             // SchedulingOptions::device_probes
   Duration verify_batch_max = std::chrono::minutes(60);  // SchedulingOptions::verify_batch_max
-  Duration verify_gather = std::chrono::minutes(5);      // SchedulingOptions::verify_gather
+  Duration verify_batch_shard_max = std::chrono::minutes(10);  // SchedulingOptions::...
+  Duration verify_gather = std::chrono::minutes(5);            // SchedulingOptions::verify_gather
   // Once a sweep has measured this many verifications of entries planned at an estimate, their
   // mean stands in for such estimates in verify_batch_max (0: never).
   int learn_estimates_after = 5;
@@ -63,6 +64,7 @@ struct CoordinatorOptions {
             .queue_order = queue_order,
             .device_probes = device_probes,
             .verify_batch_max = verify_batch_max,
+            .verify_batch_shard_max = verify_batch_shard_max,
             .verify_gather = verify_gather};
   }
   // Per entry, by playbook: the catalog's estimates (agent/playbooks/catalog.h).

@@ -387,6 +387,16 @@ double LeaseTable::CappedSeconds(const ShardRecord& s) const {
   return seconds;
 }
 
+bool LeaseTable::RunsAlone(const ShardRecord& s) const {
+  if (options_.verify_batch_shard_max <= Duration::zero()) return false;
+  if (!learned_.count(s.sweep_id)) {
+    for (const auto& e : s.spec.entries()) {
+      if (e.estimated() || e.expected_seconds() <= 0) return false;  // not known yet
+    }
+  }
+  return CappedSeconds(s) > ToSeconds(options_.verify_batch_shard_max);
+}
+
 // Gathering (docs/farm.md, "Batched verification"). A device agent whose verify phase would run
 // in a batch short of max_batch for want of queued company, while a probe of the same wave that
 // it may take would release a verification of its arch, takes the probe: the probe lane's work
@@ -433,7 +443,7 @@ bool LeaseTable::MayGather(const AgentRecord& agent, const ShardRecord& verify, 
                            TimePoint now) const {
   return max_batch > 1 && !agent.dims.cpu_only() && options_.verify_gather > Duration::zero() &&
          options_.verify_batch_max > Duration::zero() && verify.spec.phase() == v1::PHASE_VERIFY &&
-         now - verify.enqueued_at < options_.verify_gather;
+         now - verify.enqueued_at < options_.verify_gather && !RunsAlone(verify);
 }
 
 const ShardRecord* LeaseTable::CompanyFrom(const ShardRecord& probe,
@@ -451,6 +461,7 @@ const ShardRecord* LeaseTable::CompanyFrom(const ShardRecord& probe,
 
 bool LeaseTable::RoomFor(const AgentRecord& agent, const ShardRecord& verify,
                          const ShardRecord& company, int max_batch, TimePoint now) const {
+  if (RunsAlone(company)) return false;
   const std::vector<const ShardRecord*> batch = BatchFor(agent, verify, max_batch, now);
   if (static_cast<int>(batch.size()) + 2 > max_batch) return false;
   const double more = std::max(0.0, company.expected_seconds);
@@ -478,7 +489,7 @@ std::vector<const ShardRecord*> LeaseTable::BatchFor(const AgentRecord& agent,
                                                      TimePoint now) const {
   std::vector<const ShardRecord*> batch;
   if (max_batch <= 1 || agent.dims.cpu_only() || head.spec.phase() != v1::PHASE_VERIFY ||
-      options_.verify_batch_max <= Duration::zero()) {
+      options_.verify_batch_max <= Duration::zero() || RunsAlone(head)) {
     return batch;
   }
   const Requirement own = Requirement::Of(head);
@@ -525,7 +536,7 @@ std::vector<const ShardRecord*> LeaseTable::BatchFor(const AgentRecord& agent,
   for (const ShardRecord* s : candidates) {
     if (static_cast<int>(batch.size()) + 1 >= max_batch) break;
     if (seconds + std::max(0.0, s->expected_seconds) > share) break;
-    if (capped + CappedSeconds(*s) > cap) continue;
+    if (capped + CappedSeconds(*s) > cap || RunsAlone(*s)) continue;
     std::vector<std::string> mine = touched(*s);
     if (std::any_of(mine.begin(), mine.end(), [&](const auto& f) { return files.count(f) > 0; })) {
       continue;

@@ -38,6 +38,11 @@ struct SchedulingOptions {
   // The longest a batch of verify phases is expected to run (BatchFor): what an agent's death
   // or a revocation can lose at once. A head longer than this runs alone.
   Duration verify_batch_max = std::chrono::minutes(60);
+  // A verify phase known to run longer than this (recorded durations, or the sweep's learned
+  // seconds for estimated entries) runs alone, in a session of its own (BatchFor): a session's
+  // start is a small share of it, so a batch saves little on it, while a crash in it costs its
+  // re-run alone and its length is committed to one agent. 0: any shard may join a batch.
+  Duration verify_batch_shard_max = std::chrono::minutes(10);
   // How long a device agent may pass over a verify phase that would run alone, probing its
   // wave instead so that the verifications gather into a batch (FindMatch). 0: never.
   Duration verify_gather = std::chrono::minutes(5);
@@ -215,6 +220,10 @@ class LeaseTable {
   // sweep's learned seconds (SetLearnedSeconds) standing in for each entry planned at an
   // estimate.
   double CappedSeconds(const ShardRecord& s) const;
+  // Whether a verify phase runs alone for its length (verify_batch_shard_max): only when its
+  // seconds are known, a recorded duration for every entry or the sweep's learned seconds for
+  // the estimated ones; an estimate alone says too little to keep a shard out of a batch.
+  bool RunsAlone(const ShardRecord& s) const;
   // Whether a device agent should probe instead of running verify alone (docs/farm.md,
   // "Batched verification").
   bool Gathers(const AgentRecord& agent, const ShardRecord& verify, const ShardRecord& probe,

@@ -430,6 +430,65 @@ TEST_F(LeaseTableTest, ABatchIsHeldToItsCapInWhatTheSweepMeasuredForEstimatedEnt
   }
 }
 
+// A verify phase known to run longer than verify_batch_shard_max runs alone: as a batch's head
+// and as company. An estimate alone does not keep a shard out; once the sweep has learned what
+// its estimated entries take, that counts.
+TEST_F(LeaseTableTest, AVerifyShardKnownToRunLongRunsAloneAndAnEstimatedOneOnceMeasuredSo) {
+  auto setup = [&](Duration shard_max) {
+    SchedulingOptions o = DefaultOptions();
+    o.verify_batch_max = 10h;
+    o.verify_batch_shard_max = shard_max;
+    Reset(o);
+    PutAgent(Agent("a1"));
+    // One entry each: a recorded duration, or (s-est) an estimate.
+    for (auto [id, seq, seconds, estimated] : {std::tuple{"s-long-head", 1, 1000.0, false},
+                                               {"s-est", 2, 900.0, true},
+                                               {"s-long", 3, 700.0, false},
+                                               {"s-short", 4, 50.0, false},
+                                               {"s-short2", 5, 60.0, false}}) {
+      ShardRecord s = QueuedVerify(id, seq, seconds);
+      auto* e = s.spec.add_entries();
+      e->set_key(id);
+      e->set_expected_seconds(seconds);
+      e->set_estimated(estimated);
+      table_->Put(s);
+    }
+  };
+  auto batch = [&](const std::string& head) {
+    return BatchIds(table_->BatchFor(agent("a1"), table_->shard(head), 8, Now()));
+  };
+  setup(600s);
+  EXPECT_EQ(MatchBatch("a1", 8), "s-long-head") << "the longest first, as ever";
+  EXPECT_TRUE(batch("s-long-head").empty()) << "recorded at 1000 s: it runs alone";
+  EXPECT_THAT(batch("s-est"), ElementsAre("s-short", "s-short2"))
+      << "planned at an estimate it may batch, with the short ones (s-long is known long)";
+  table_->SetLearnedSeconds("sw-0001", 800);
+  EXPECT_TRUE(batch("s-est").empty()) << "the sweep measured such entries at 800 s";
+  EXPECT_THAT(batch("s-short"), ElementsAre("s-short2"));
+  table_->SetLearnedSeconds("sw-0001", 100);
+  EXPECT_THAT(batch("s-short"), ElementsAre("s-short2", "s-est"));
+
+  setup(0s);
+  EXPECT_THAT(batch("s-short"), ::testing::Contains("s-long")) << "0: no limit";
+}
+
+// Nor does a device agent gather company for a verify phase that will run alone.
+TEST_F(LeaseTableTest, ADeviceAgentDoesNotProbeForCompanyOfAVerifyShardThatRunsAlone) {
+  for (auto [seconds, want] : {std::pair{100.0, "s-probe"}, std::pair{1000.0, "s-verify"}}) {
+    SCOPED_TRACE(seconds);
+    Reset(DefaultOptions());
+    PutAgent(Agent("a1"));
+    ShardRecord verify = QueuedVerify("s-verify", 1, seconds);
+    auto* e = verify.spec.add_entries();
+    e->set_key("s-verify");
+    e->set_expected_seconds(seconds);
+    table_->Put(verify);
+    table_->Put(QueuedProbe("s-probe", 2, 20));
+    table_->Put(WaitingVerify("s-next", 3, "s-probe"));
+    EXPECT_EQ(MatchBatch("a1", 8), want);
+  }
+}
+
 TEST_F(LeaseTableTest, ABatchNeverHoldsTwoShardsThatPreApplyTheSameFile) {
   PutAgent(Agent("a1"));
   auto verify = [&](const std::string& id, int seq, const std::string& file) {
