@@ -54,6 +54,9 @@ using namespace std::chrono_literals;
 constexpr char kTrainingFile[] =
     "tests/runner/test_config/torch/test_config_training_single_device.yaml";
 constexpr double kBoundTarget = 1.05;
+// The arch whose measured durations plan the second week where it measured the entry
+// (`triagectl sweep durations`' default: the sweep's first arch).
+constexpr std::string_view kMeasuredArch = "n150";
 
 // ---------------------------------------------------------------------------------------------
 // Options
@@ -79,6 +82,7 @@ struct Options {
   bool report_at_end = false;           // a batch's shards are reported when it ends, not as passed
   double verify_gather = 300;           // the coordinator's verify_gather_seconds
   int learn_estimates_after = 5;        // the coordinator's learn_estimates_after
+  bool second_week = false;  // each fleet again, planned with what the farm's sweep measured
   std::string scope = "failing";
   std::uint64_t seed = 1;
   Rates rates;
@@ -332,6 +336,10 @@ struct RunResult {
   double plan_seconds = 0;
   long rss_kib = 0;
   std::uintmax_t db_bytes = 0;
+  // --second-week: node id -> seconds the accepted results measured, on kMeasuredArch where it
+  // measured the entry and on another arch where only that one did (what `triagectl sweep
+  // durations --arch p150`, then `--arch n150 --merge` over it, write for the next sweep).
+  std::map<std::string, double> measured;
 };
 
 class QueueWaits : public coord::CoordinatorMetrics {
@@ -474,6 +482,20 @@ class Simulation {
     }
     r.state = state;
     r.finished = state == "succeeded";
+    if (o_.second_week) {
+      auto results = coord.Results(sweep_id_);
+      if (!results.ok()) return results.status();
+      std::map<std::string, double> elsewhere;
+      for (const auto& accepted : *results) {
+        for (const auto& e : accepted.result.entries()) {
+          if (e.duration_seconds() <= 0) continue;  // not measured (a crash, a probe)
+          // The latest on each side.
+          (e.arch() == kMeasuredArch ? r.measured : elsewhere)[coord::NodeId(e.file(), e.key())] =
+              e.duration_seconds();
+        }
+      }
+      r.measured.merge(elsewhere);  // keeps kMeasuredArch's where both measured
+    }
     r.makespan = Now();
     auto shards = coord.Shards(sweep_id_);
     if (!shards.ok()) return shards.status();
@@ -1017,6 +1039,35 @@ absl::StatusOr<std::vector<RunResult>> RunPolicies(const Options& o, const Workl
   return runs;
 }
 
+// The next week's sweep of the same work (--second-week): planned with the durations file the
+// farm's sweep (one of first_week) measured, laid over the one it was planned with, as
+// `triagectl sweep durations --merge` writes it. The truth and the draws are the same.
+// added: how many of the measured entries the first week's file did not have.
+absl::StatusOr<std::vector<RunResult>> RunSecondWeek(const Options& o, const Workload& w,
+                                                     const Fleet& fleet,
+                                                     const std::vector<RunResult>& first_week,
+                                                     int* measured, int* added) {
+  auto farm = std::find_if(first_week.begin(), first_week.end(),
+                           [](const RunResult& r) { return r.policy == "farm"; });
+  if (farm == first_week.end()) return absl::InvalidArgumentError("--second-week needs farm");
+  Workload next = w;
+  nlohmann::json durations = nlohmann::json::parse(w.durations_json);
+  *measured = static_cast<int>(farm->measured.size());
+  *added = 0;
+  for (const auto& [node, seconds] : farm->measured) {
+    if (!durations.contains(node)) ++*added;
+    durations[node] = seconds;
+  }
+  next.durations_json = durations.dump();
+  return RunPolicies(o, next, fleet);
+}
+
+// A fleet's second-week heading and key in the seeds section.
+Fleet SecondWeekOf(Fleet f) {
+  f.name += " (second week)";
+  return f;
+}
+
 double Median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -1049,23 +1100,39 @@ int SeedsSection(Options o, const std::vector<Fleet>& fleets, bool* all_finished
         std::cerr << "fleet_sim: " << runs.status().message() << "\n";
         return 1;
       }
-      std::map<std::string, double> makespan;
-      for (const auto& r : *runs) {
-        *all_finished = *all_finished && r.finished;
-        Figures& f = by_fleet[spec][r.policy];
-        f.makespan.push_back(r.makespan);
-        f.ratio.push_back(r.makespan / std::max(1.0, r.bound));
-        makespan[r.policy] = r.makespan;
-      }
-      if (auto farm = makespan.find("farm"); farm != makespan.end()) {
-        for (const auto& [policy, m] : makespan) {
-          if (m < farm->second) ++by_fleet[spec][policy].faster_than_farm;
+      auto add = [&](const std::string& key, const std::vector<RunResult>& week) {
+        std::map<std::string, double> makespan;
+        for (const auto& r : week) {
+          *all_finished = *all_finished && r.finished;
+          Figures& f = by_fleet[key][r.policy];
+          f.makespan.push_back(r.makespan);
+          f.ratio.push_back(r.makespan / std::max(1.0, r.bound));
+          makespan[r.policy] = r.makespan;
         }
+        if (auto farm = makespan.find("farm"); farm != makespan.end()) {
+          for (const auto& [policy, m] : makespan) {
+            if (m < farm->second) ++by_fleet[key][policy].faster_than_farm;
+          }
+        }
+      };
+      add(spec, *runs);
+      if (o.second_week) {
+        int measured = 0, added = 0;
+        auto next = RunSecondWeek(o, *work, fleet, *runs, &measured, &added);
+        if (!next.ok()) {
+          std::cerr << "fleet_sim: " << next.status().message() << "\n";
+          return 1;
+        }
+        add(SecondWeekOf(fleet).name, *next);
       }
     }
   }
+  std::vector<std::string> keys;
   for (const auto& fleet : fleets) {
-    const std::string& spec = fleet.name;
+    keys.push_back(fleet.name);
+    if (o.second_week) keys.push_back(SecondWeekOf(fleet).name);
+  }
+  for (const auto& spec : keys) {
     std::cout << "\n## seeds " << first << "-" << first + static_cast<std::uint64_t>(o.seeds) - 1
               << ": fleet " << spec << "\n";
     std::cout << "| policy | mean makespan | median makespan | mean makespan/bound | worst "
@@ -1140,6 +1207,11 @@ int Main(int argc, char** argv) {
                  "policy's mean and median makespan, its worst makespan/bound and how often it "
                  "was faster than the farm")
       ->check(CLI::Range(1, 1000));
+  app.add_flag(
+      "--second-week", o.second_week,
+      "Run each fleet again, planned with the durations the farm's sweep measured (n150's, "
+      "else p150's), as `triagectl sweep durations` writes them for the next sweep; "
+      "its figures are printed apart and leave the worst makespan/bound as it is");
   app.add_option("--entries", o.entries,
                  "Entries of the fleets' sweep (default: those in scope; more are repeated "
                  "under renamed loaders)")
@@ -1179,6 +1251,11 @@ int Main(int argc, char** argv) {
     std::cerr << "fleet_sim: --p-pass + --p-crash + --p-timeout is more than 1\n";
     return 2;
   }
+  if (o.second_week &&
+      std::find(o.policies.begin(), o.policies.end(), "farm") == o.policies.end()) {
+    std::cerr << "fleet_sim: --second-week plans with what the farm measured: add --policy farm\n";
+    return 2;
+  }
   spdlog::set_level(o.verbose ? spdlog::level::info : spdlog::level::err);
   // With --scale alone only the scale section runs; otherwise the fleets (by default three).
   const bool run_fleets = o.scale.empty() || !o.fleets.empty();
@@ -1213,6 +1290,19 @@ int Main(int argc, char** argv) {
       return 1;
     }
     PrintFleet(fleet, *runs);
+    if (o.second_week) {
+      int measured = 0, added = 0;
+      auto next = RunSecondWeek(o, *work, fleet, *runs, &measured, &added);
+      if (!next.ok()) {
+        std::cerr << "fleet_sim: " << next.status().message() << "\n";
+        return 1;
+      }
+      for (const auto& r : *next) all_finished = all_finished && r.finished;
+      PrintFleet(SecondWeekOf(fleet), *next);
+      std::cout << "second week: planned with " << measured
+                << " durations the farm's sweep measured, " << added
+                << " of them for entries the first week planned at an estimate\n";
+    }
     double farm = 0, fifo = 0;
     for (const auto& r : *runs) {
       all_finished = all_finished && r.finished;

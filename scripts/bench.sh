@@ -4,8 +4,9 @@
 # pairs in one run and their medians (1,000 agents, 10 s each, next to a bare gRPC echo; about
 # 90 s and 3.5 GB; docs/bench-farm.md). prepare_bench: Workspace::Prepare per shard on synthetic
 # tt-xla-shaped repositories of three sizes (about 2 minutes). fleet_sim: a sweep's makespan on
-# three simulated fleets against its lower bound (seconds), the same over seeds 1-10 (about
-# 10 s), then one coordinator's scale: full
+# three simulated fleets against its lower bound (seconds), the same over seeds 1-10, each also
+# as the next week's sweep planned with what the farm measured (about 20 s), then one
+# coordinator's scale: full
 # sweeps of 500 and 5,000 entries (SCALE overrides the list; a full 50,000 takes about 17
 # minutes and 3 GB) and the planning of 50,000. Then bench/device_time.py: device
 # time per entry on the fixture, the farm against one at a time (about 3 minutes).
@@ -25,7 +26,7 @@ for b in "$build"/bench/*_bench; do
   fi
 done
 echo "== fleet_sim"
-"$build"/bench/fleet_sim --seeds 10  # seed 1's tables, then seeds 1-10
+"$build"/bench/fleet_sim --seeds 10 --second-week  # seed 1's tables, seeds 1-10; each week 2 too
 echo "== fleet_sim scale"
 "$build"/bench/fleet_sim --scale "${SCALE:-500,5000}"
 "$build"/bench/fleet_sim --scale 50000 --plan-only
