@@ -4,11 +4,15 @@
 // tests/integration/farm_test.cc runs the same agent against a real coordinator over gRPC.
 
 #include <atomic>
+#include <condition_variable>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <thread>
 
+#include "absl/strings/ascii.h"
 #include "agent/core/agent.h"
+#include "agent/workspace/workspace.h"
 #include "common/clock/clock.h"
 #include "common/util/file.h"
 #include "gmock/gmock.h"
@@ -342,6 +346,117 @@ TEST_F(AgentTest, ABatchTheExecutorCannotRunTogetherRunsShardByShardEachComplete
   ASSERT_FALSE(client_.leases().empty());
   EXPECT_EQ(client_.leases()[0].max_batch(), 3);
   EXPECT_EQ(r->agent->shards_done(), 3);
+}
+
+// An executor that runs batches: it decides the batch's first shard at once (early_result),
+// then holds the session until released, and returns every shard's result.
+class EarlyBatchExecutor : public agent::Executor {
+ public:
+  std::string name() const override { return "native"; }
+  bool CanBatch() const override { return true; }
+  absl::StatusOr<v1::ShardResult> Run(agent::ExecContext& ctx) override {
+    return FakeExecutor::Passing(*ctx.spec);
+  }
+  std::vector<absl::StatusOr<v1::ShardResult>> RunBatch(
+      agent::ExecContext& ctx, const std::vector<const v1::ShardSpec*>& specs) override {
+    ctx.early_result(0, FakeExecutor::Passing(*specs[0]));
+    {
+      std::unique_lock lock(mu_);
+      held_ = true;
+      cv_.wait(lock, [&] { return released_; });
+    }
+    std::vector<absl::StatusOr<v1::ShardResult>> out;
+    for (const auto* spec : specs) {
+      v1::ShardResult r = FakeExecutor::Passing(*spec);
+      // What the session says of the first shard once it ends; it was already delivered.
+      if (spec == specs[0]) r.set_error("a second result of the first shard");
+      out.push_back(std::move(r));
+    }
+    return out;
+  }
+  bool held() {
+    std::lock_guard lock(mu_);
+    return held_;
+  }
+  void Release() {
+    std::lock_guard lock(mu_);
+    released_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool held_ = false;
+  bool released_ = false;
+};
+
+TEST_F(AgentTest, ABatchsShardDecidedEarlyIsCompletedWhileTheBatchRunsOnAndOnlyOnce) {
+  v1::LeaseResponse lease;
+  lease.set_granted(true);
+  lease.set_lease_id("w1-s001-l1");
+  lease.set_fencing_token(1);
+  *lease.mutable_shard() = Spec("w1-s001");
+  lease.mutable_shard()->set_phase(v1::PHASE_VERIFY);
+  for (int i : {2, 3}) {
+    v1::BatchGrant* g = lease.add_batch();
+    const std::string id = "w1-s00" + std::to_string(i);
+    g->set_lease_id(id + "-l" + std::to_string(i));
+    g->set_fencing_token(i);
+    *g->mutable_shard() = Spec(id);
+    g->mutable_shard()->set_phase(v1::PHASE_VERIFY);
+  }
+  // A batch shares one prepared workspace: a real clone of a tt-xla-shaped repository.
+  testing::SetGitTestEnv();
+  const auto repo = testing::MakeUnpackRepo(tmp_.path() / "src", 1);
+  const auto ws = testing::CloneWorkspace(repo, tmp_.path() / "ws");
+  std::string ttxla, forge;
+  ASSERT_EQ(testing::RunCommand({"git", "-C", ws.string(), "rev-parse", "HEAD"}, ws, &ttxla), 0);
+  const auto forge_dir = ws / "third_party/tt_forge_models";
+  ASSERT_EQ(testing::RunCommand({"git", "-C", forge_dir.string(), "rev-parse", "HEAD"}, ws, &forge),
+            0);
+  auto pin = [&](v1::ShardSpec* spec) {
+    spec->set_ttxla_commit(std::string(absl::StripAsciiWhitespace(ttxla)));
+    spec->set_forge_commit(std::string(absl::StripAsciiWhitespace(forge)));
+  };
+  pin(lease.mutable_shard());
+  for (auto& g : *lease.mutable_batch()) pin(g.mutable_shard());
+  workspace::Workspace workspace(ws, tmp_.path() / "shards");
+  client_.PushLease(lease);
+  EarlyBatchExecutor batching;
+  auto options = Options();
+  options.max_shards = 3;
+  auto r = std::make_unique<Running>();
+  r->agent = std::make_unique<agent::Agent>(
+      std::move(options), &client_, &workspace,
+      std::map<std::string, agent::Executor*>{{"native", &batching}});
+  Running* raw = r.get();
+  r->thread = std::thread([raw] {
+    raw->exit = raw->agent->Run();
+    raw->done.store(true);
+  });
+  running_.push_back(std::move(r));
+  // The first shard is completed on its own lease while the session still holds the others.
+  ASSERT_TRUE(Client::WaitUntil([&] { return batching.held() && !client_.completes().empty(); }));
+  {
+    const auto completes = client_.completes();
+    ASSERT_EQ(completes.size(), 1u);
+    EXPECT_EQ(completes[0].lease_id(), "w1-s001-l1");
+    EXPECT_EQ(completes[0].fencing_token(), 1);
+    EXPECT_EQ(completes[0].result().error(), "");
+    EXPECT_FALSE(raw->done.load());
+  }
+  batching.Release();
+  ASSERT_TRUE(Client::WaitUntil([&] { return raw->done.load(); }));
+  const auto completes = client_.completes();
+  ASSERT_EQ(completes.size(), 3u) << "the first shard is not completed a second time";
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(completes[i].lease_id(),
+              "w1-s00" + std::to_string(i + 1) + "-l" + std::to_string(i + 1));
+    EXPECT_EQ(completes[i].result().status(), v1::ShardResult::SUCCEEDED);
+    EXPECT_EQ(completes[i].result().error(), "");
+  }
+  EXPECT_EQ(raw->agent->shards_done(), 3);
 }
 
 TEST_F(AgentTest, ARevokedProgressReportStopsTheShard) {
