@@ -1042,24 +1042,35 @@ absl::StatusOr<std::vector<RunResult>> RunPolicies(const Options& o, const Workl
 // The next week's sweep of the same work (--second-week): planned with the durations file the
 // farm's sweep (one of first_week) measured, laid over the one it was planned with, as
 // `triagectl sweep durations --merge` writes it. The truth and the draws are the same.
-// added: how many of the measured entries the first week's file did not have.
-absl::StatusOr<std::vector<RunResult>> RunSecondWeek(const Options& o, const Workload& w,
-                                                     const Fleet& fleet,
-                                                     const std::vector<RunResult>& first_week,
-                                                     int* measured, int* added) {
+struct SecondWeek {
+  std::vector<RunResult> runs;
+  int measured = 0;  // durations the farm's first sweep measured
+  int added = 0;     // of them, for entries the first week's file did not have
+};
+absl::StatusOr<SecondWeek> RunSecondWeek(const Options& o, const Workload& w, const Fleet& fleet,
+                                         const std::vector<RunResult>& first_week) {
   auto farm = std::find_if(first_week.begin(), first_week.end(),
                            [](const RunResult& r) { return r.policy == "farm"; });
   if (farm == first_week.end()) return absl::InvalidArgumentError("--second-week needs farm");
+  SecondWeek week;
   Workload next = w;
   nlohmann::json durations = nlohmann::json::parse(w.durations_json);
-  *measured = static_cast<int>(farm->measured.size());
-  *added = 0;
+  week.measured = static_cast<int>(farm->measured.size());
   for (const auto& [node, seconds] : farm->measured) {
-    if (!durations.contains(node)) ++*added;
+    if (!durations.contains(node)) ++week.added;
     durations[node] = seconds;
   }
   next.durations_json = durations.dump();
-  return RunPolicies(o, next, fleet);
+  auto runs = RunPolicies(o, next, fleet);
+  if (!runs.ok()) return runs.status();
+  week.runs = *std::move(runs);
+  return week;
+}
+
+// Says a run's error; true when there was one.
+bool Failed(const absl::Status& status) {
+  if (!status.ok()) std::cerr << "fleet_sim: " << status.message() << "\n";
+  return !status.ok();
 }
 
 // A fleet's second-week heading and key in the seeds section.
@@ -1117,13 +1128,9 @@ int SeedsSection(Options o, const std::vector<Fleet>& fleets, bool* all_finished
       };
       add(spec, *runs);
       if (o.second_week) {
-        int measured = 0, added = 0;
-        auto next = RunSecondWeek(o, *work, fleet, *runs, &measured, &added);
-        if (!next.ok()) {
-          std::cerr << "fleet_sim: " << next.status().message() << "\n";
-          return 1;
-        }
-        add(SecondWeekOf(fleet).name, *next);
+        auto next = RunSecondWeek(o, *work, fleet, *runs);
+        if (Failed(next.status())) return 1;
+        add(SecondWeekOf(fleet).name, next->runs);
       }
     }
   }
@@ -1291,16 +1298,12 @@ int Main(int argc, char** argv) {
     }
     PrintFleet(fleet, *runs);
     if (o.second_week) {
-      int measured = 0, added = 0;
-      auto next = RunSecondWeek(o, *work, fleet, *runs, &measured, &added);
-      if (!next.ok()) {
-        std::cerr << "fleet_sim: " << next.status().message() << "\n";
-        return 1;
-      }
-      for (const auto& r : *next) all_finished = all_finished && r.finished;
-      PrintFleet(SecondWeekOf(fleet), *next);
-      std::cout << "second week: planned with " << measured
-                << " durations the farm's sweep measured, " << added
+      auto next = RunSecondWeek(o, *work, fleet, *runs);
+      if (Failed(next.status())) return 1;
+      for (const auto& r : next->runs) all_finished = all_finished && r.finished;
+      PrintFleet(SecondWeekOf(fleet), next->runs);
+      std::cout << "second week: planned with " << next->measured
+                << " durations the farm's sweep measured, " << next->added
                 << " of them for entries the first week planned at an estimate\n";
     }
     double farm = 0, fifo = 0;
