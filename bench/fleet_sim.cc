@@ -77,7 +77,7 @@ struct Options {
   std::vector<std::string> fleets;
   std::vector<std::string> policies = {"farm", "one-per-lease", "cpu-probes", "fifo", "lpt"};
   int verify_batch = 8;            // LeaseRequest.max_batch of the agents (the agent's default)
-  double verify_batch_max = 3600;  // the coordinator's verify_batch_max_seconds
+  double verify_batch_max = 7200;  // the coordinator's verify_batch_max_seconds
   double verify_batch_shard_max = 600;  // the coordinator's verify_batch_shard_max_seconds
   bool report_at_end = false;           // a batch's shards are reported when it ends, not as passed
   double verify_gather = 300;           // the coordinator's verify_gather_seconds

@@ -59,7 +59,7 @@ struct CoordinatorConfig {
   std::int64_t tick_ms = 500;
   bool sqlite_synchronous_full = false;
   bool device_agents_probe = true;
-  std::int64_t verify_batch_max_seconds = 3600;
+  std::int64_t verify_batch_max_seconds = 7200;
   std::int64_t verify_batch_shard_max_seconds = 600;
   std::int64_t verify_gather_seconds = 300;
   std::int64_t learn_estimates_after = 5;

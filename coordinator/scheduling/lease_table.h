@@ -37,7 +37,7 @@ struct SchedulingOptions {
   bool device_probes = true;
   // The longest a batch of verify phases is expected to run (BatchFor): what an agent's death
   // or a revocation can lose at once. A head longer than this runs alone.
-  Duration verify_batch_max = std::chrono::minutes(60);
+  Duration verify_batch_max = std::chrono::hours(2);
   // A verify phase known to run longer than this (recorded durations, or the sweep's learned
   // seconds for estimated entries) runs alone, in a session of its own (BatchFor): a session's
   // start is a small share of it, so a batch saves little on it, while a crash in it costs its
