@@ -43,10 +43,11 @@ struct CoordinatorOptions {
   // not count toward max_attempts, but a shard that keeps taking agents down stops somewhere.
   int max_infra_losses = 10;
   QueueOrder queue_order = QueueOrder::kLongestFirst;
-  bool device_probes = true;                             // SchedulingOptions::device_probes
+  bool device_probes = true;                          // SchedulingOptions::device_probes
   Duration verify_batch_max = std::chrono::hours(2);  // SchedulingOptions::verify_batch_max
-  Duration verify_batch_shard_max = std::chrono::minutes(10);  // SchedulingOptions::...
-  Duration verify_gather = std::chrono::minutes(5);            // SchedulingOptions::verify_gather
+  // SchedulingOptions::verify_batch_shard_max
+  Duration verify_batch_shard_max = std::chrono::minutes(10);
+  Duration verify_gather = std::chrono::minutes(5);  // SchedulingOptions::verify_gather
   // Once a sweep has measured this many verifications of entries planned at an estimate, their
   // mean stands in for such estimates in verify_batch_max (0: never).
   int learn_estimates_after = 5;

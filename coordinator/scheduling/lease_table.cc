@@ -389,10 +389,10 @@ double LeaseTable::CappedSeconds(const ShardRecord& s) const {
 
 bool LeaseTable::RunsAlone(const ShardRecord& s) const {
   if (options_.verify_batch_shard_max <= Duration::zero()) return false;
-  if (!learned_.count(s.sweep_id)) {
-    for (const auto& e : s.spec.entries()) {
-      if (e.estimated() || e.expected_seconds() <= 0) return false;  // not known yet
-    }
+  const bool learned = learned_.count(s.sweep_id) > 0;
+  for (const auto& e : s.spec.entries()) {
+    // An estimate the sweep has not measured yet, or a plan that did not say per entry.
+    if (e.estimated() ? !learned : e.expected_seconds() <= 0) return false;
   }
   return CappedSeconds(s) > ToSeconds(options_.verify_batch_shard_max);
 }

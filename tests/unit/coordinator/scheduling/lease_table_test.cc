@@ -470,6 +470,15 @@ TEST_F(LeaseTableTest, AVerifyShardKnownToRunLongRunsAloneAndAnEstimatedOneOnceM
 
   setup(0s);
   EXPECT_THAT(batch("s-short"), ::testing::Contains("s-long")) << "0: no limit";
+
+  // A plan that did not say per entry (planned at 1000 s): its length is not known, learned
+  // seconds or not.
+  setup(600s);
+  ShardRecord old = QueuedVerify("s-old", 6, 1000);
+  old.spec.add_entries()->set_key("s-old");
+  table_->Put(old);
+  table_->SetLearnedSeconds("sw-0001", 100);
+  EXPECT_THAT(batch("s-short"), ::testing::Contains("s-old"));
 }
 
 // Nor does a device agent gather company for a verify phase that will run alone.
