@@ -1067,7 +1067,7 @@ absl::StatusOr<SecondWeek> RunSecondWeek(const Options& o, const Workload& w, co
   return week;
 }
 
-// Says a run's error; true when there was one.
+// Says an error on stderr; true when there was one.
 bool Failed(const absl::Status& status) {
   if (!status.ok()) std::cerr << "fleet_sim: " << status.message() << "\n";
   return !status.ok();
@@ -1100,17 +1100,11 @@ int SeedsSection(Options o, const std::vector<Fleet>& fleets, bool* all_finished
   for (int k = 0; k < o.seeds; ++k) {
     o.seed = first + static_cast<std::uint64_t>(k);
     auto work = BuildWorkload(o, o.entries);
-    if (!work.ok()) {
-      std::cerr << "fleet_sim: " << work.status().message() << "\n";
-      return 2;
-    }
+    if (Failed(work.status())) return 2;
     for (const auto& fleet : fleets) {
       const std::string& spec = fleet.name;
       auto runs = RunPolicies(o, *work, fleet);
-      if (!runs.ok()) {
-        std::cerr << "fleet_sim: " << runs.status().message() << "\n";
-        return 1;
-      }
+      if (Failed(runs.status())) return 1;
       auto add = [&](const std::string& key, const std::vector<RunResult>& week) {
         std::map<std::string, double> makespan;
         for (const auto& r : week) {
@@ -1271,10 +1265,7 @@ int Main(int argc, char** argv) {
   }
 
   auto work = BuildWorkload(o, o.entries);
-  if (!work.ok()) {
-    std::cerr << "fleet_sim: " << work.status().message() << "\n";
-    return 2;
-  }
+  if (Failed(work.status())) return 2;
   std::cout << "# fleet_sim: " << o.yaml.filename().string() << ", scope " << o.scope << ": "
             << work->description << "; seed " << o.seed << "; " << o.deaths << " death(s) and "
             << o.drains << " drain(s) per fleet\n";
@@ -1284,18 +1275,12 @@ int Main(int argc, char** argv) {
   std::vector<Fleet> fleets;
   for (const auto& spec : o.fleets) {
     auto fleet = ParseFleet(spec);
-    if (!fleet.ok()) {
-      std::cerr << "fleet_sim: " << fleet.status().message() << "\n";
-      return 2;
-    }
+    if (Failed(fleet.status())) return 2;
     fleets.push_back(*std::move(fleet));
   }
   for (const auto& fleet : fleets) {
     auto runs = RunPolicies(o, *work, fleet);
-    if (!runs.ok()) {
-      std::cerr << "fleet_sim: " << runs.status().message() << "\n";
-      return 1;
-    }
+    if (Failed(runs.status())) return 1;
     PrintFleet(fleet, *runs);
     if (o.second_week) {
       auto next = RunSecondWeek(o, *work, fleet, *runs);
@@ -1324,10 +1309,7 @@ int Main(int argc, char** argv) {
 
   if (!o.scale.empty()) {
     auto fleet = ParseFleet(o.scale_fleet);
-    if (!fleet.ok()) {
-      std::cerr << "fleet_sim: " << fleet.status().message() << "\n";
-      return 2;
-    }
+    if (Failed(fleet.status())) return 2;
     std::cout << "\n## scale: one coordinator, fleet " << fleet->name << ", SQLite file store\n";
     std::cout << "| entries | shards | planning (StartSweep) | RSS growth at start | peak RSS | "
                  "database at the end | makespan/bound | simulation wall |\n";
@@ -1337,10 +1319,7 @@ int Main(int argc, char** argv) {
     std::filesystem::create_directories(dir);
     for (int n : o.scale) {
       auto w = BuildWorkload(o, n);
-      if (!w.ok()) {
-        std::cerr << "fleet_sim: " << w.status().message() << "\n";
-        return 2;
-      }
+      if (Failed(w.status())) return 2;
       const auto db = dir / util::StrCat("scale-", n, ".db");
       for (const char* suffix : {"", "-wal", "-shm"}) {
         std::filesystem::remove(db.string() + suffix);

@@ -93,8 +93,13 @@ class AgentTest : public ::testing::Test {
 
   // Runs an agent on its own thread; the fixture stops it at the end.
   Running* Start(agent::AgentOptions options, Client* client) {
+    return Launch(Make(std::move(options), client));
+  }
+
+  // Runs an agent built elsewhere (its own workspace or executors), the same way.
+  Running* Launch(std::unique_ptr<agent::Agent> agent) {
     auto r = std::make_unique<Running>();
-    r->agent = Make(std::move(options), client);
+    r->agent = std::move(agent);
     Running* raw = r.get();
     r->thread = std::thread([raw] {
       raw->exit = raw->agent->Run();
@@ -426,16 +431,9 @@ TEST_F(AgentTest, ABatchsShardDecidedEarlyIsCompletedWhileTheBatchRunsOnAndOnlyO
   EarlyBatchExecutor batching;
   auto options = Options();
   options.max_shards = 3;
-  auto r = std::make_unique<Running>();
-  r->agent = std::make_unique<agent::Agent>(
+  Running* raw = Launch(std::make_unique<agent::Agent>(
       std::move(options), &client_, &workspace,
-      std::map<std::string, agent::Executor*>{{"native", &batching}});
-  Running* raw = r.get();
-  r->thread = std::thread([raw] {
-    raw->exit = raw->agent->Run();
-    raw->done.store(true);
-  });
-  running_.push_back(std::move(r));
+      std::map<std::string, agent::Executor*>{{"native", &batching}}));
   // The first shard is completed on its own lease while the session still holds the others.
   ASSERT_TRUE(Client::WaitUntil([&] { return batching.held() && !client_.completes().empty(); }));
   {
