@@ -82,6 +82,7 @@ struct Options {
   bool report_at_end = false;           // a batch's shards are reported when it ends, not as passed
   double verify_gather = 300;           // the coordinator's verify_gather_seconds
   int learn_estimates_after = 5;        // the coordinator's learn_estimates_after
+  bool wave_barrier = false;            // a registry wave waits for every shard of the one before
   bool second_week = false;  // each fleet again, planned with what the farm's sweep measured
   std::string scope = "failing";
   std::uint64_t seed = 1;
@@ -397,6 +398,7 @@ class Simulation {
     copts.verify_gather =
         std::chrono::duration_cast<Duration>(std::chrono::duration<double>(o_.verify_gather));
     copts.learn_estimates_after = o_.learn_estimates_after;
+    copts.early_waves = !o_.wave_barrier;
     start_ = clock_.Now();
     coord::Coordinator coord(
         copts, store->get(), &clock_,
@@ -773,6 +775,10 @@ class Simulation {
     }
     for (std::size_t k = 0; k < a.leases.size(); ++k) {
       const v1::ShardSpec& spec = a.leases[k].shard();
+      if (getenv("TRACE") && policy_ == getenv("TRACE"))
+        fprintf(stderr, "TRACE %.0f %s k=%zu %s ph=%d n=%d wave=%d dur=%.0f end=%.0f\n", Now(),
+                a.id.c_str(), k, spec.shard_id().c_str(), (int)spec.phase(), spec.entries_size(),
+                (int)spec.wave(), runs[k].seconds, Now() + done_at[k]);
       runs[k].result.set_duration_seconds(runs[k].seconds);
       Push(Now() + done_at[k], Kind::kFinish, i, a.leases[k].lease_id(), std::move(runs[k].result),
            runs[k].seconds, spec.phase() == v1::PHASE_PROBE ? "cpu" : spec.arch());
@@ -927,7 +933,10 @@ class Simulation {
         r.bound_by = "all agents";
       }
     }
-    std::map<int, double> chain;  // wave -> longest chain
+    // Per wave: its longest first phase (the next wave is planned when the last one ends, or,
+    // behind the barrier, when the wave's last shard ends) and its longest first phase with
+    // its longest dependent.
+    std::map<int, std::pair<double, double>> waves;  // wave -> (longest first, longest chain)
     std::map<std::string, double> longest_dependent;
     for (const auto& s : shards) {
       if (s.depends_on.empty()) continue;
@@ -941,9 +950,15 @@ class Simulation {
       if (!s.depends_on.empty()) continue;
       auto it = ran_.find(s.id);
       if (it == ran_.end()) continue;
-      chain[s.spec.wave()] = std::max(chain[s.spec.wave()], it->second + longest_dependent[s.id]);
+      auto& [first, chain] = waves[s.spec.wave()];
+      first = std::max(first, it->second);
+      chain = std::max(chain, it->second + longest_dependent[s.id]);
     }
-    for (const auto& [wave, c] : chain) r.chain += c;
+    double before = 0;  // when the wave can start at the earliest
+    for (const auto& [wave, w] : waves) {
+      r.chain = std::max(r.chain, before + w.second);
+      before += o_.wave_barrier ? w.second : w.first;
+    }
     if (r.chain > r.bound) {
       r.bound = r.chain;
       r.bound_by = "chain";
@@ -1194,6 +1209,9 @@ int Main(int argc, char** argv) {
                  "The coordinator's learn_estimates_after: measured verifications of estimated "
                  "entries before their mean stands in for the estimate in the batch cap (0: never)")
       ->check(CLI::NonNegativeNumber);
+  app.add_flag("--wave-barrier", o.wave_barrier,
+               "The coordinator plans a registry wave when every shard of the wave before has "
+               "ended, not its first phases (as it did before)");
   app.add_option("--verify-gather", o.verify_gather,
                  "The coordinator's verify_gather_seconds: how long a device agent may probe "
                  "instead of verifying alone")

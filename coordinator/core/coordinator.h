@@ -51,6 +51,10 @@ struct CoordinatorOptions {
   // Once a sweep has measured this many verifications of entries planned at an estimate, their
   // mean stands in for such estimates in verify_batch_max (0: never).
   int learn_estimates_after = 5;
+  // A registry wave is planned once the previous wave's first phases have ended, not all of its
+  // shards (docs/farm.md, "Registry waves start early"). Off only to measure the barrier
+  // (bench/fleet_sim --wave-barrier).
+  bool early_waves = true;
   std::vector<std::string> default_archs = {"n150"};
   std::string default_executor = "native";
   double min_trusted_seconds = 5;
@@ -181,12 +185,20 @@ class Coordinator {
     int terminal = 0;
     int active = 0;
     std::map<std::string, std::string> decided;  // arch -> OutcomeLabel of its latest result
+    std::map<std::string, int> decided_wave;     // arch -> the wave of that result
     bool review = false;                         // a result flagged it for human review
   };
   struct SweepRt {
     SweepRecord rec;
     std::vector<std::string> shard_ids;
-    int unfinished = 0;                      // shards not yet terminal (the sweep ends at 0)
+    int unfinished = 0;  // shards not yet terminal (the sweep ends at 0)
+    // Registry waves (docs/farm.md, "Registry waves start early"): first phases (probe, full)
+    // not yet terminal, the sweep's latest own wave, the latest wave whose next wave is planned
+    // (or found empty), and whether its executor's verify phases may propose registry lines.
+    int open_first = 0;
+    int wave = 0;
+    int next_wave_planned_after = 0;
+    bool verify_may_change = false;
     std::map<std::string, EntryRt> entries;  // file + '\n' + key
     std::vector<ResultRecord> results;
     std::array<int, 8> by_state{};              // shards per ShardState
@@ -272,8 +284,12 @@ class Coordinator {
   // holds or releases its shards in the lease table when that changed.
   static int FailedShards(const SweepRt& s);
   void CheckBudgetLocked(SweepRt& s);
-  // Plans the next registry wave of a sweep whose shards all ended; true when it made shards.
+  // Plans the next registry wave of a sweep whose latest wave's first phases all ended (and, for
+  // a command executor, its verify phases too); true when it made shards.
   bool PlanWaveLocked(const std::string& sweep_id, Effects& after);
+  // The next wave as soon as it can be known: the latest wave's first phases all ended, while
+  // its verify phases may still run (docs/farm.md, "Registry waves start early").
+  void MaybePlanWaveEarlyLocked(SweepRt& sweep, Effects& after);
   void FinishSweep(const std::string& sweep_id);
   // A scheduled FinishSweep that will not run (its trigger was lost): Tick schedules it again.
   void Unfinish(const std::string& sweep_id);

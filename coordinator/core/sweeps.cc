@@ -11,6 +11,7 @@
 #include "coordinator/planning/planner.h"
 #include "coordinator/planning/start_request.h"
 #include "coordinator/planning/waves.h"
+#include "coordinator/scheduling/result_check.h"
 
 namespace triage::coord {
 
@@ -62,10 +63,18 @@ void Coordinator::OnShardChanged(const ShardRecord* old, const ShardRecord& upda
       if (before != after) metrics_->EntryStateChanged(rt.playbook, before, after);
     }
   }
-  if (old == nullptr) sw.shard_ids.push_back(updated.id);
+  if (old == nullptr) {
+    sw.shard_ids.push_back(updated.id);
+    // Carried shards keep waves at or below 0 (CarryForward): only this sweep's own count.
+    sw.wave = std::max(sw.wave, updated.spec.wave());
+    sw.verify_may_change |= !VerifyChangesOnlyYaml(updated.spec.executor());
+  }
   const bool was_open = old != nullptr && !IsTerminal(old_state);
   const bool is_open = !IsTerminal(updated.state);
   sw.unfinished += (is_open ? 1 : 0) - (was_open ? 1 : 0);
+  if (updated.spec.phase() != v1::PHASE_VERIFY) {
+    sw.open_first += (is_open ? 1 : 0) - (was_open ? 1 : 0);
+  }
   sw.lanes[LeaseTable::ShardArch(updated)].open += (is_open ? 1 : 0) - (was_open ? 1 : 0);
   if (old != nullptr) sw.by_state[static_cast<int>(old_state)] -= 1;
   sw.by_state[static_cast<int>(updated.state)] += 1;
@@ -164,14 +173,19 @@ void Coordinator::ApplyResultLocked(const ResultRecord& r) {
   table_.PutResult(r);
   auto sw = sweeps_.find(r.sweep_id);
   if (sw == sweeps_.end()) return;
+  const ShardRecord* shard = table_.FindShard(r.shard_id);
+  // Waves overlap (docs/farm.md, "Registry waves start early"): a later wave's outcome stands
+  // whichever arrives first.
+  const int wave = shard != nullptr ? shard->spec.wave() : 0;
   for (const auto& o : r.result.entries()) {
     auto e = sw->second.entries.find(o.file() + "\n" + o.key());
-    if (e != sw->second.entries.end()) {
-      e->second.decided[o.arch()] = OutcomeLabel(o);
-      e->second.review |= o.review_size() > 0;
-    }
+    if (e == sw->second.entries.end()) continue;
+    e->second.review |= o.review_size() > 0;
+    auto [at, first] = e->second.decided_wave.try_emplace(o.arch(), wave);
+    if (!first && at->second > wave) continue;
+    at->second = wave;
+    e->second.decided[o.arch()] = OutcomeLabel(o);
   }
-  const ShardRecord* shard = table_.FindShard(r.shard_id);
   // A carried result ran in another sweep: neither this sweep's pace nor its fleet's health.
   const bool carried = shard != nullptr && shard->spec.has_carried_from();
   if (shard != nullptr && !carried) {
@@ -372,18 +386,20 @@ absl::StatusOr<v1::Sweep> Coordinator::StartSweep(const v1::StartSweepRequest& r
 bool Coordinator::PlanWaveLocked(const std::string& sweep_id, Effects& after) {
   constexpr int kMaxWaves = 3;
   SweepRt& sweep = sweeps_.at(sweep_id);
-  std::vector<const ShardRecord*> shards;
-  int wave = 0;
-  for (const auto& id : sweep.shard_ids) {
-    shards.push_back(&table_.shard(id));
-    // Carried shards keep waves at or below 0 (CarryForward): only this sweep's own count.
-    wave = std::max(wave, shards.back()->spec.wave());
+  const int wave = sweep.wave;
+  if (wave >= kMaxWaves) {
+    sweep.next_wave_planned_after = wave;
+    return false;
   }
-  if (wave >= kMaxWaves) return false;
+  std::vector<const ShardRecord*> shards;
+  for (const auto& id : sweep.shard_ids) shards.push_back(&table_.shard(id));
   WavePlan plan =
       PlanNextWave(sweep_id, shards, sweep.results, sweep.rec.archs, table_.AnyCpuAgentServing(),
                    static_cast<int>(sweep.shard_ids.size()) + 1);
-  if (plan.shards.empty()) return false;
+  if (plan.shards.empty()) {
+    sweep.next_wave_planned_after = wave;
+    return false;
+  }
   const TimePoint now = clock_->Now();
   Mutation m;
   m.name = "PlanWave";
@@ -394,12 +410,28 @@ bool Coordinator::PlanWaveLocked(const std::string& sweep_id, Effects& after) {
     m.shard_specs.push_back(&s);
   }
   if (!journal_.Stage(m, after).ok()) return false;  // retried on the next completion or Tick
+  sweep.next_wave_planned_after = wave;
   for (auto& s : plan.shards) table_.Put(std::move(s));
   EmitLocked(sweep_id,
              util::StrCat("wave ", wave + 1, ": ", plan.shards.size(),
                           " shard(s) re-verify entries touched by registry lines"),
              after);
   return true;
+}
+
+// Which entries the next wave verifies again, with which registry lines and loader edits, is
+// read from first phases only (PlanNextWave): a native or replayed verify phase changes no file
+// and proposes no registry line (CheckResultOwnership refuses one that does). So once the
+// latest wave's first phases have all ended, the next wave is what it will be when the verify
+// phases have ended too, and it starts now instead of behind the wave's longest verification.
+// A command executor's verify phase runs an arbitrary command that may change the registry:
+// its sweeps keep the barrier.
+void Coordinator::MaybePlanWaveEarlyLocked(SweepRt& sweep, Effects& after) {
+  if (!options_.early_waves || sweep.verify_may_change || sweep.open_first > 0 ||
+      sweep.next_wave_planned_after >= sweep.wave) {
+    return;
+  }
+  if (PlanWaveLocked(sweep.rec.id, after)) ServeWaitersLocked(after);
 }
 
 void Coordinator::ScheduleFinishLocked(const std::string& sweep_id, Effects& after) {
@@ -412,7 +444,10 @@ void Coordinator::ScheduleFinishLocked(const std::string& sweep_id, Effects& aft
 void Coordinator::MaybeFinishSweepLocked(const std::string& sweep_id, Effects& after) {
   auto it = sweeps_.find(sweep_id);
   if (it == sweeps_.end() || it->second.rec.state != SweepState::kRunning) return;
-  if (it->second.unfinished > 0) return;
+  if (it->second.unfinished > 0) {
+    MaybePlanWaveEarlyLocked(it->second, after);
+    return;
+  }
   // Registry lines proposed in this wave may touch entries verified without them.
   if (PlanWaveLocked(sweep_id, after)) {
     ServeWaitersLocked(after);

@@ -56,12 +56,22 @@ std::vector<std::string> DiffPaths(const std::string& diff) {
   return {out.begin(), out.end()};
 }
 
+bool VerifyChangesOnlyYaml(std::string_view executor) { return executor != "command"; }
+
 absl::Status CheckResultOwnership(const v1::ShardSpec& spec, const v1::ShardResult& result) {
   // One result format: the command executor's agent lifts its diffs into the structured edits
   // below before sending (common/lift/lift.h, docs/farm.md "Executors").
   if (!result.ttxla_diff().empty() || !result.forge_diff().empty()) {
     return absl::InvalidArgumentError(
         "result carries unlifted raw diffs: the agent lifts them into edits");
+  }
+  if (spec.phase() == v1::PHASE_VERIFY && VerifyChangesOnlyYaml(spec.executor()) &&
+      (result.file_edits_size() > 0 || result.registry_ops_size() > 0)) {
+    return absl::PermissionDeniedError(
+        util::StrCat("a ", spec.executor().empty() ? "native" : spec.executor(),
+                     " verify phase changes only YAML entries, but this result carries ",
+                     result.file_edits_size(), " file edit(s) and ", result.registry_ops_size(),
+                     " registry line(s): the probe's edits reach it pre-applied"));
   }
   std::set<std::pair<std::string, std::string>> entries;
   for (const auto& e : spec.entries()) entries.insert({e.file(), e.key()});

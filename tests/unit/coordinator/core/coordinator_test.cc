@@ -1355,6 +1355,159 @@ TEST_F(CoordinatorTest, RegistryLinesStartAWaveForEntriesVerifiedWithoutThem) {
   EXPECT_EQ(coord_->GetSweep("sw-0001")->state(), "succeeded");
 }
 
+// A probe result of loader `cls_of` entries: every entry of the class cls; with attr, the probe
+// proposes its registry line.
+v1::ShardResult ProbedWithClass(v1::ShardResult r, const std::string& cls,
+                                const std::string& attr = "") {
+  for (auto& o : *r.mutable_entries()) o.set_output_class(cls);
+  if (!attr.empty()) {
+    auto* op = r.add_registry_ops();
+    op->set_kind(v1::RegistryOp::ADD);
+    op->set_cls(cls);
+    op->set_attr(attr);
+  }
+  return r;
+}
+
+// Which entries a registry wave verifies again, and with what, is read from the first phases
+// (a native verify phase proposes no line and edits no loader): the next wave is planned when
+// the probes of the wave before have ended, beside its verifications, and a later wave's
+// outcome stands whichever result arrives first.
+TEST_F(CoordinatorTest, ARegistryWaveStartsWhenTheProbesOfTheWaveBeforeHaveEnded) {
+  options_.device_probes = false;
+  Make();
+  RegisterAgent("cpu", "", true);
+  RegisterAgent("n", "n150");
+  Start({"n150"}, 0, "", {"unpack_forward_output", "dtype_bfloat16"});
+  const std::string a = "third_party/tt_forge_models/a/pytorch/loader.py";
+  const std::string c = "third_party/tt_forge_models/c/pytorch/loader.py";
+  std::map<std::string, v1::LeaseResponse> probes;
+  for (int i = 0; i < 3; ++i) {
+    auto l = LeaseNow("cpu");
+    ASSERT_TRUE(l.granted());
+    ASSERT_EQ(l.shard().phase(), v1::PHASE_PROBE);
+    probes[l.shard().loader()] = l;
+  }
+  auto waves = [&] {
+    std::map<int, int> open;  // wave -> shards not yet ended
+    for (const auto& s : *coord_->Shards("sw-0001")) {
+      if (!IsTerminal(s.state)) ++open[s.spec.wave()];
+    }
+    return open;
+  };
+  // a proposes a line for the class c's model returns too; c's probe has not ended yet.
+  ASSERT_TRUE(CompleteLease("cpu", probes[a],
+                            ProbedWithClass(Succeeded(probes[a].shard()), "SharedOutput", "logits"))
+                  .accepted());
+  for (const auto& [loader, l] : probes) {
+    if (loader != a && loader != c)
+      ASSERT_TRUE(CompleteLease("cpu", l, Succeeded(l.shard())).accepted());
+  }
+  auto held = LeaseNow("n");
+  ASSERT_TRUE(held.granted());
+  EXPECT_EQ(held.shard().wave(), 1);
+  EXPECT_EQ(waves().count(2), 0u) << "a probe of wave 1 may still propose a line";
+  ASSERT_TRUE(
+      CompleteLease("cpu", probes[c], ProbedWithClass(Succeeded(probes[c].shard()), "SharedOutput"))
+          .accepted());
+  EXPECT_EQ(waves()[1], 3) << "wave 1's three verifications still to run";
+  EXPECT_EQ(waves()[2], 2) << "c again, with a's line: a probe and its verification";
+  auto probe2 = LeaseNow("cpu");
+  ASSERT_TRUE(probe2.granted());
+  EXPECT_EQ(probe2.shard().wave(), 2);
+  EXPECT_EQ(probe2.shard().loader(), c);
+  ASSERT_EQ(probe2.shard().pre_registry_size(), 1);
+  EXPECT_EQ(probe2.shard().pre_registry(0).cls(), "SharedOutput");
+  ASSERT_TRUE(CompleteLease("cpu", probe2, Succeeded(probe2.shard())).accepted());
+
+  // c's second verification ends first; its first one, verified without the line and
+  // unchanged, ends after it and does not replace it.
+  std::vector<v1::LeaseResponse> wave1{held};
+  for (;;) {
+    auto l = LeaseNow("n");
+    ASSERT_TRUE(l.granted());
+    if (l.shard().wave() == 2) {
+      ASSERT_TRUE(CompleteLease("n", l, Succeeded(l.shard())).accepted());
+      break;
+    }
+    wave1.push_back(l);
+  }
+  std::sort(wave1.begin(), wave1.end(), [&](const auto& x, const auto& y) {
+    return (x.shard().loader() == c) > (y.shard().loader() == c);
+  });
+  for (auto& l : wave1) {
+    v1::ShardResult r = Succeeded(l.shard());
+    if (l.shard().loader() == c) {
+      for (auto& o : *r.mutable_entries()) {
+        o.set_verdict("xfail");
+        o.set_changed(false);
+        o.clear_edit();
+      }
+    }
+    ASSERT_TRUE(CompleteLease("n", l, r).accepted());
+    if (l.shard().loader() == c) {
+      EXPECT_EQ(coord_->GetSweep("sw-0001")->entries().by_outcome().count("unchanged"), 0u)
+          << "wave 2 decided c";
+    }
+  }
+  Drain("n");
+  EXPECT_EQ(coord_->GetSweep("sw-0001")->state(), "succeeded");
+}
+
+// A command executor's verify phase runs an operator's command, which may change the registry:
+// its sweeps plan a wave when every shard of the wave before has ended.
+TEST_F(CoordinatorTest, ACommandSweepsRegistryWaveWaitsForEveryShardOfTheWaveBefore) {
+  options_.device_probes = false;
+  Make();
+  RegisterAgent("cpu", "", true, {"command"});
+  RegisterAgent("n", "n150", false, {"command"});
+  v1::StartSweepRequest req;
+  req.set_repo_path("/fake/tt-xla");
+  req.add_archs("n150");
+  req.add_playbooks("unpack_forward_output");
+  req.add_playbooks("dtype_bfloat16");
+  req.set_executor("command");
+  (*req.mutable_params())["command"] = R"(["fix", "{key}"])";
+  ASSERT_TRUE(coord_->StartSweep(req, operator_).ok());
+  const std::string a = "third_party/tt_forge_models/a/pytorch/loader.py";
+  for (;;) {
+    auto l = LeaseNow("cpu");
+    if (!l.granted()) break;
+    ASSERT_TRUE(CompleteLease("cpu", l,
+                              ProbedWithClass(Succeeded(l.shard()), "SharedOutput",
+                                              l.shard().loader() == a ? "logits" : ""))
+                    .accepted());
+  }
+  auto verify = LeaseNow("n");
+  ASSERT_TRUE(verify.granted());
+  EXPECT_EQ(verify.shard().wave(), 1);
+  for (const auto& s : *coord_->Shards("sw-0001")) EXPECT_EQ(s.spec.wave(), 1) << s.id;
+  Drain("n");
+  ASSERT_TRUE(CompleteLease("n", verify, Succeeded(verify.shard())).accepted());
+  auto probe2 = LeaseNow("cpu");
+  ASSERT_TRUE(probe2.granted()) << "wave 2 once wave 1 has ended";
+  EXPECT_EQ(probe2.shard().wave(), 2);
+}
+
+// Registry waves rely on it: a native verify phase that edits a loader or proposes a registry
+// line is refused, naming what it carried.
+TEST_F(CoordinatorTest, ANativeVerifyPhaseThatProposesARegistryLineIsRefused) {
+  options_.device_probes = false;
+  Make();
+  RegisterAgent("cpu", "", true);
+  RegisterAgent("n", "n150");
+  Start({"n150"}, 0, "", {"dtype_bfloat16"});
+  auto probe = LeaseNow("cpu");
+  ASSERT_TRUE(CompleteLease("cpu", probe, Succeeded(probe.shard())).accepted());
+  auto verify = LeaseNow("n");
+  ASSERT_EQ(verify.shard().phase(), v1::PHASE_VERIFY);
+  ASSERT_FALSE(CompleteLease("n", verify, ProbedWithClass(Succeeded(verify.shard()), "X", "logits"))
+                   .accepted());
+  EXPECT_THAT(ShardById(verify.shard().shard_id()).last_error(),
+              HasSubstr("verify phase changes only YAML entries, but this result carries 0 file "
+                        "edit(s) and 1 registry line(s)"));
+}
+
 TEST_F(CoordinatorTest, DifferentAttributesForOneClassAreAConflictWithoutAWave) {
   std::vector<ResultRecord> results(2);
   for (int i = 0; i < 2; ++i) {
