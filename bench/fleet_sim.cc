@@ -775,10 +775,6 @@ class Simulation {
     }
     for (std::size_t k = 0; k < a.leases.size(); ++k) {
       const v1::ShardSpec& spec = a.leases[k].shard();
-      if (getenv("TRACE") && policy_ == getenv("TRACE"))
-        fprintf(stderr, "TRACE %.0f %s k=%zu %s ph=%d n=%d wave=%d dur=%.0f end=%.0f\n", Now(),
-                a.id.c_str(), k, spec.shard_id().c_str(), (int)spec.phase(), spec.entries_size(),
-                (int)spec.wave(), runs[k].seconds, Now() + done_at[k]);
       runs[k].result.set_duration_seconds(runs[k].seconds);
       Push(Now() + done_at[k], Kind::kFinish, i, a.leases[k].lease_id(), std::move(runs[k].result),
            runs[k].seconds, spec.phase() == v1::PHASE_PROBE ? "cpu" : spec.arch());
