@@ -195,6 +195,14 @@ class CoordinatorTest : public ::testing::Test {
     return r;
   }
 
+  // A CPU agent "cpu" and an n150 agent "n", probes on CPU agents only (device_probes off).
+  void CpuAndDeviceAgent() {
+    options_.device_probes = false;
+    Make();
+    RegisterAgent("cpu", "", true);
+    RegisterAgent("n", "n150");
+  }
+
   // The agent probes every loader, each probe phase succeeding with every entry ready.
   void ProbeEverything(const std::string& agent) {
     for (;;) {
@@ -950,10 +958,7 @@ TEST_F(CoordinatorTest, SecondArchVerifiesWithTheFirstArchsEditsPreApplied) {
 }
 
 TEST_F(CoordinatorTest, CpuOnlyAgentsTakeProbePhases) {
-  options_.device_probes = false;
-  Make();
-  RegisterAgent("cpu", "", true);
-  RegisterAgent("n", "n150");
+  CpuAndDeviceAgent();
   Start({"n150"}, 0, "", {"dtype_bfloat16"});
   EXPECT_FALSE(LeaseNow("n").granted()) << "verification waits for the probe";
   auto probe = LeaseNow("cpu");
@@ -1374,10 +1379,7 @@ v1::ShardResult ProbedWithClass(v1::ShardResult r, const std::string& cls,
 // the probes of the wave before have ended, beside its verifications, and a later wave's
 // outcome stands whichever result arrives first.
 TEST_F(CoordinatorTest, ARegistryWaveStartsWhenTheProbesOfTheWaveBeforeHaveEnded) {
-  options_.device_probes = false;
-  Make();
-  RegisterAgent("cpu", "", true);
-  RegisterAgent("n", "n150");
+  CpuAndDeviceAgent();
   Start({"n150"}, 0, "", {"unpack_forward_output", "dtype_bfloat16"});
   const std::string a = "third_party/tt_forge_models/a/pytorch/loader.py";
   const std::string c = "third_party/tt_forge_models/c/pytorch/loader.py";
@@ -1492,10 +1494,7 @@ TEST_F(CoordinatorTest, ACommandSweepsRegistryWaveWaitsForEveryShardOfTheWaveBef
 // Registry waves rely on it: a native verify phase that edits a loader or proposes a registry
 // line is refused, naming what it carried.
 TEST_F(CoordinatorTest, ANativeVerifyPhaseThatProposesARegistryLineIsRefused) {
-  options_.device_probes = false;
-  Make();
-  RegisterAgent("cpu", "", true);
-  RegisterAgent("n", "n150");
+  CpuAndDeviceAgent();
   Start({"n150"}, 0, "", {"dtype_bfloat16"});
   auto probe = LeaseNow("cpu");
   ASSERT_TRUE(CompleteLease("cpu", probe, Succeeded(probe.shard())).accepted());
