@@ -290,6 +290,10 @@ class Coordinator {
   // The next wave as soon as it can be known: the latest wave's first phases all ended, while
   // its verify phases may still run (docs/farm.md, "Registry waves start early").
   void MaybePlanWaveEarlyLocked(SweepRt& sweep, Effects& after);
+  // The queued verify phases of `wave` with the entries `next` (the wave after it) verifies
+  // again taken out, as updated copies: those left with none are succeeded (superseded).
+  std::vector<ShardRecord> SupersededLocked(const SweepRt& sweep, int wave,
+                                            const std::vector<ShardRecord>& next);
   void FinishSweep(const std::string& sweep_id);
   // A scheduled FinishSweep that will not run (its trigger was lost): Tick schedules it again.
   void Unfinish(const std::string& sweep_id);

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <set>
 
 #include "common/util/log.h"
 #include "common/util/strings.h"
@@ -409,14 +410,54 @@ bool Coordinator::PlanWaveLocked(const std::string& sweep_id, Effects& after) {
     s.eligible_at = now;
     m.shard_specs.push_back(&s);
   }
+  std::vector<ShardRecord> superseded = SupersededLocked(sweep, wave, plan.shards);
+  for (const auto& s : superseded) m.shard_specs.push_back(&s);
   if (!journal_.Stage(m, after).ok()) return false;  // retried on the next completion or Tick
   sweep.next_wave_planned_after = wave;
+  for (auto& s : superseded) table_.Put(std::move(s));
   for (auto& s : plan.shards) table_.Put(std::move(s));
   EmitLocked(sweep_id,
              util::StrCat("wave ", wave + 1, ": ", plan.shards.size(),
                           " shard(s) re-verify entries touched by registry lines"),
              after);
   return true;
+}
+
+// A wave's verifications that have not started yet, for entries the next wave verifies again:
+// the later wave's outcome is the one that counts (docs/report.md), and theirs would be of the
+// loader without the merged registry lines, which the patch holds. Those entries are taken out
+// of them (a shard left with none is done, as "superseded"), so that no device runs a
+// verification whose outcome is replaced (docs/farm.md, "Registry waves start early").
+std::vector<ShardRecord> Coordinator::SupersededLocked(const SweepRt& sweep, int wave,
+                                                       const std::vector<ShardRecord>& next) {
+  std::set<std::string> again;
+  for (const auto& s : next) {
+    for (const auto& e : s.spec.entries()) again.insert(EntryKey(e));
+  }
+  std::vector<ShardRecord> out;
+  for (const auto& id : sweep.shard_ids) {
+    const ShardRecord& s = table_.shard(id);
+    if (s.state != ShardState::kQueued || s.spec.phase() != v1::PHASE_VERIFY ||
+        s.spec.wave() != wave) {
+      continue;
+    }
+    ShardRecord u = s;
+    auto* entries = u.spec.mutable_entries();
+    for (int i = entries->size() - 1; i >= 0; --i) {
+      if (again.count(EntryKey(entries->Get(i)))) entries->DeleteSubrange(i, 1);
+    }
+    const int planned = s.spec.entries_size();
+    if (entries->size() == planned) continue;
+    if (entries->empty()) {
+      u.state = ShardState::kSucceeded;
+      u.last_error = util::StrCat("superseded: wave ", wave + 1,
+                                  " verifies its entries again with the merged registry lines");
+    } else {
+      u.expected_seconds = s.expected_seconds * entries->size() / planned;
+    }
+    out.push_back(std::move(u));
+  }
+  return out;
 }
 
 // Which entries the next wave verifies again, with which registry lines and loader edits, is

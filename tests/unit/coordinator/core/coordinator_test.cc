@@ -1376,11 +1376,13 @@ v1::ShardResult ProbedWithClass(v1::ShardResult r, const std::string& cls,
 
 // Which entries a registry wave verifies again, and with what, is read from the first phases
 // (a native verify phase proposes no line and edits no loader): the next wave is planned when
-// the probes of the wave before have ended, beside its verifications, and a later wave's
-// outcome stands whichever result arrives first.
+// the probes of the wave before have ended, beside its verifications. A verification of the
+// wave before that has not started, for an entry the next wave verifies again, is not run
+// (superseded); one that runs on is outdone by the later wave whichever result arrives first.
 TEST_F(CoordinatorTest, ARegistryWaveStartsWhenTheProbesOfTheWaveBeforeHaveEnded) {
   CpuAndDeviceAgent();
-  Start({"n150"}, 0, "", {"unpack_forward_output", "dtype_bfloat16"});
+  RegisterAgent("p", "p150");
+  Start({"n150", "p150"}, 0, "", {"unpack_forward_output", "dtype_bfloat16"});
   const std::string a = "third_party/tt_forge_models/a/pytorch/loader.py";
   const std::string c = "third_party/tt_forge_models/c/pytorch/loader.py";
   std::map<std::string, v1::LeaseResponse> probes;
@@ -1390,30 +1392,49 @@ TEST_F(CoordinatorTest, ARegistryWaveStartsWhenTheProbesOfTheWaveBeforeHaveEnded
     ASSERT_EQ(l.shard().phase(), v1::PHASE_PROBE);
     probes[l.shard().loader()] = l;
   }
-  auto waves = [&] {
-    std::map<int, int> open;  // wave -> shards not yet ended
-    for (const auto& s : *coord_->Shards("sw-0001")) {
-      if (!IsTerminal(s.state)) ++open[s.spec.wave()];
+  auto shards = [&] {
+    auto all = coord_->Shards("sw-0001");
+    EXPECT_TRUE(all.ok()) << all.status();
+    return all.ok() ? *all : std::vector<ShardRecord>{};
+  };
+  auto open_in_wave = [&](int wave) {
+    int open = 0;
+    for (const auto& s : shards()) {
+      open += s.spec.wave() == wave && !IsTerminal(s.state);
     }
     return open;
   };
-  // a proposes a line for the class c's model returns too; c's probe has not ended yet.
-  ASSERT_TRUE(CompleteLease("cpu", probes[a],
-                            ProbedWithClass(Succeeded(probes[a].shard()), "SharedOutput", "logits"))
-                  .accepted());
-  for (const auto& [loader, l] : probes) {
-    if (loader != a && loader != c)
-      ASSERT_TRUE(CompleteLease("cpu", l, Succeeded(l.shard())).accepted());
-  }
-  auto held = LeaseNow("n");
-  ASSERT_TRUE(held.granted());
-  EXPECT_EQ(held.shard().wave(), 1);
-  EXPECT_EQ(waves().count(2), 0u) << "a probe of wave 1 may still propose a line";
+  // c's model returns the class a's probe will propose a line for; c's n150 verification
+  // starts before a's probe ends.
   ASSERT_TRUE(
       CompleteLease("cpu", probes[c], ProbedWithClass(Succeeded(probes[c].shard()), "SharedOutput"))
           .accepted());
-  EXPECT_EQ(waves()[1], 3) << "wave 1's three verifications still to run";
-  EXPECT_EQ(waves()[2], 2) << "c again, with a's line: a probe and its verification";
+  v1::LeaseResponse held;
+  std::vector<v1::LeaseResponse> wave1;  // other verifications the agent took
+  do {
+    held = LeaseNow("n");
+    ASSERT_TRUE(held.granted());
+    if (held.shard().loader() != c) wave1.push_back(held);
+  } while (held.shard().loader() != c);
+  std::string c_on_p150;  // c's p150 verification, still queued
+  for (const auto& s : shards()) {
+    if (s.spec.loader() == c && s.spec.arch() == "p150") c_on_p150 = s.id;
+  }
+  ASSERT_FALSE(c_on_p150.empty());
+  for (const auto& [loader, l] : probes) {
+    if (loader != a && loader != c) {
+      ASSERT_TRUE(CompleteLease("cpu", l, Succeeded(l.shard())).accepted());
+    }
+  }
+  EXPECT_EQ(open_in_wave(2), 0) << "a probe of wave 1 may still propose a line";
+  ASSERT_TRUE(CompleteLease("cpu", probes[a],
+                            ProbedWithClass(Succeeded(probes[a].shard()), "SharedOutput", "logits"))
+                  .accepted());
+  EXPECT_EQ(open_in_wave(2), 3) << "c again, with a's line: a probe and two verifications";
+  const v1::Shard superseded = ShardById(c_on_p150);
+  EXPECT_EQ(superseded.state(), "succeeded");
+  EXPECT_THAT(superseded.last_error(), HasSubstr("superseded: wave 2 verifies its entries again"));
+  EXPECT_EQ(ShardById(held.shard().shard_id()).state(), "leased") << "a started one runs on";
   auto probe2 = LeaseNow("cpu");
   ASSERT_TRUE(probe2.granted());
   EXPECT_EQ(probe2.shard().wave(), 2);
@@ -1422,9 +1443,15 @@ TEST_F(CoordinatorTest, ARegistryWaveStartsWhenTheProbesOfTheWaveBeforeHaveEnded
   EXPECT_EQ(probe2.shard().pre_registry(0).cls(), "SharedOutput");
   ASSERT_TRUE(CompleteLease("cpu", probe2, Succeeded(probe2.shard())).accepted());
 
-  // c's second verification ends first; its first one, verified without the line and
-  // unchanged, ends after it and does not replace it.
-  std::vector<v1::LeaseResponse> wave1{held};
+  // On p150 only wave 1's a and b and wave 2's c are left.
+  for (;;) {
+    auto l = LeaseNow("p");
+    if (!l.granted()) break;
+    EXPECT_TRUE(l.shard().loader() != c || l.shard().wave() == 2) << l.shard().shard_id();
+    ASSERT_TRUE(CompleteLease("p", l, Succeeded(l.shard())).accepted());
+  }
+  // c's n150 verification of wave 2 ends first; the one of wave 1, verified without the line
+  // and unchanged, ends after it and does not replace it.
   for (;;) {
     auto l = LeaseNow("n");
     ASSERT_TRUE(l.granted());
@@ -1434,24 +1461,16 @@ TEST_F(CoordinatorTest, ARegistryWaveStartsWhenTheProbesOfTheWaveBeforeHaveEnded
     }
     wave1.push_back(l);
   }
-  std::sort(wave1.begin(), wave1.end(), [&](const auto& x, const auto& y) {
-    return (x.shard().loader() == c) > (y.shard().loader() == c);
-  });
-  for (auto& l : wave1) {
-    v1::ShardResult r = Succeeded(l.shard());
-    if (l.shard().loader() == c) {
-      for (auto& o : *r.mutable_entries()) {
-        o.set_verdict("xfail");
-        o.set_changed(false);
-        o.clear_edit();
-      }
-    }
-    ASSERT_TRUE(CompleteLease("n", l, r).accepted());
-    if (l.shard().loader() == c) {
-      EXPECT_EQ(coord_->GetSweep("sw-0001")->entries().by_outcome().count("unchanged"), 0u)
-          << "wave 2 decided c";
-    }
+  v1::ShardResult unchanged = Succeeded(held.shard());
+  for (auto& o : *unchanged.mutable_entries()) {
+    o.set_verdict("xfail");
+    o.set_changed(false);
+    o.clear_edit();
   }
+  ASSERT_TRUE(CompleteLease("n", held, unchanged).accepted());
+  EXPECT_EQ(coord_->GetSweep("sw-0001")->entries().by_outcome().count("unchanged"), 0u)
+      << "wave 2 decided c";
+  for (auto& l : wave1) ASSERT_TRUE(CompleteLease("n", l, Succeeded(l.shard())).accepted());
   Drain("n");
   EXPECT_EQ(coord_->GetSweep("sw-0001")->state(), "succeeded");
 }
@@ -1483,7 +1502,9 @@ TEST_F(CoordinatorTest, ACommandSweepsRegistryWaveWaitsForEveryShardOfTheWaveBef
   auto verify = LeaseNow("n");
   ASSERT_TRUE(verify.granted());
   EXPECT_EQ(verify.shard().wave(), 1);
-  for (const auto& s : *coord_->Shards("sw-0001")) EXPECT_EQ(s.spec.wave(), 1) << s.id;
+  auto shards = coord_->Shards("sw-0001");
+  ASSERT_TRUE(shards.ok()) << shards.status();
+  for (const auto& s : *shards) EXPECT_EQ(s.spec.wave(), 1) << s.id;
   Drain("n");
   ASSERT_TRUE(CompleteLease("n", verify, Succeeded(verify.shard())).accepted());
   auto probe2 = LeaseNow("cpu");
