@@ -197,6 +197,7 @@ class Coordinator {
     // (or found empty), and whether its executor's verify phases may propose registry lines.
     int open_first = 0;
     int wave = 0;
+    std::set<std::pair<int, std::string>> proposed;  // (wave, class): a registry line proposed
     int next_wave_planned_after = 0;
     bool verify_may_change = false;
     std::map<std::string, EntryRt> entries;  // file + '\n' + key
@@ -294,6 +295,10 @@ class Coordinator {
   // again taken out, as updated copies: those left with none are succeeded (superseded).
   std::vector<ShardRecord> SupersededLocked(const SweepRt& sweep, int wave,
                                             const std::vector<ShardRecord>& next);
+  // A verify phase the next wave will most likely verify again: every entry's output class got
+  // a registry line elsewhere in its wave, one it does not pre-apply.
+  bool LikelySupersededLocked(const SweepRt& sweep, const ShardRecord& s) const;
+  static constexpr int kMaxWaves = 3;
   void FinishSweep(const std::string& sweep_id);
   // A scheduled FinishSweep that will not run (its trigger was lost): Tick schedules it again.
   void Unfinish(const std::string& sweep_id);

@@ -198,6 +198,28 @@ void Coordinator::ApplyResultLocked(const ResultRecord& r) {
     ++lane.results;
   }
   if (shard != nullptr && !carried) LearnFromLocked(sw->second, *shard, r);
+  if (shard != nullptr && !carried) {
+    // A line for a class: the wave's queued verifications of that class's entries wait behind
+    // the others, for the next wave that supersedes them.
+    bool new_class = false;
+    for (const auto& op : r.result.registry_ops()) {
+      if (op.kind() == v1::RegistryOp::ADD) {
+        new_class |= sw->second.proposed.insert({shard->spec.wave(), op.cls()}).second;
+      }
+    }
+    if (new_class) {
+      for (const auto& id : sw->second.shard_ids) {
+        const ShardRecord& s = table_.shard(id);
+        if (s.state != ShardState::kQueued || s.likely_superseded ||
+            !LikelySupersededLocked(sw->second, s)) {
+          continue;
+        }
+        ShardRecord u = s;
+        u.likely_superseded = true;
+        table_.Put(std::move(u));
+      }
+    }
+  }
   if (!carried && DeviceTookEveryTestDown(r.result)) {
     sw->second.device_down.insert(r.shard_id);
   } else {
@@ -385,7 +407,6 @@ absl::StatusOr<v1::Sweep> Coordinator::StartSweep(const v1::StartSweepRequest& r
 }
 
 bool Coordinator::PlanWaveLocked(const std::string& sweep_id, Effects& after) {
-  constexpr int kMaxWaves = 3;
   SweepRt& sweep = sweeps_.at(sweep_id);
   const int wave = sweep.wave;
   if (wave >= kMaxWaves) {
@@ -458,6 +479,22 @@ std::vector<ShardRecord> Coordinator::SupersededLocked(const SweepRt& sweep, int
     out.push_back(std::move(u));
   }
   return out;
+}
+
+bool Coordinator::LikelySupersededLocked(const SweepRt& sweep, const ShardRecord& s) const {
+  if (!options_.early_waves || sweep.verify_may_change || s.spec.phase() != v1::PHASE_VERIFY ||
+      s.spec.has_carried_from() || s.spec.wave() >= kMaxWaves || s.spec.entries().empty()) {
+    return false;
+  }
+  std::set<std::string> applied;
+  for (const auto& op : s.spec.pre_registry()) applied.insert(op.cls());
+  for (const auto& e : s.spec.entries()) {
+    const std::string& cls = e.output_class();
+    if (cls.empty() || applied.count(cls) || !sweep.proposed.count({s.spec.wave(), cls})) {
+      return false;
+    }
+  }
+  return true;
 }
 
 // Which entries the next wave verifies again, with which registry lines and loader edits, is

@@ -25,7 +25,7 @@ LeaseTable::LeaseTable(SchedulingOptions options, CoordinatorMetrics* metrics,
 
 LeaseTable::QueueKey LeaseTable::KeyOf(const ShardRecord& s) const {
   const double longest = options_.queue_order == QueueOrder::kLongestFirst ? s.expected_seconds : 0;
-  return {-s.priority, -longest, s.seq, s.id};
+  return {-s.priority, s.likely_superseded, -longest, s.seq, s.id};
 }
 
 std::string LeaseTable::ShardArch(const ShardRecord& s) { return ShardLane(s); }
@@ -339,7 +339,7 @@ const ShardRecord* LeaseTable::FindMatch(const AgentRecord& agent, TimePoint now
     Best& best = mine ? own : probe;
     for (const auto& key : keys) {
       if (best.key != nullptr && !(key < *best.key)) break;  // cannot beat what was found
-      const ShardRecord& s = shards_.at(std::get<3>(key));
+      const ShardRecord& s = shards_.at(std::get<4>(key));
       if (!Matches(agent, s, now)) continue;
       best = {&key, &s};
       break;
@@ -512,10 +512,10 @@ std::vector<const ShardRecord*> LeaseTable::BatchFor(const AgentRecord& agent,
     if (!same_lane(req)) continue;
     std::size_t seen = 0;
     for (auto k = keys.rbegin(); k != keys.rend() && seen < look; ++k, ++seen) {
-      const ShardRecord& s = shards_.at(std::get<3>(*k));
+      const ShardRecord& s = shards_.at(std::get<4>(*k));
       if (s.id == head.id || s.sweep_id != head.sweep_id || s.spec.wave() != head.spec.wave() ||
-          s.spec.phase() != v1::PHASE_VERIFY || s.spec.arch() != head.spec.arch() ||
-          !Matches(agent, s, now)) {
+          (s.likely_superseded && !head.likely_superseded) || s.spec.phase() != v1::PHASE_VERIFY ||
+          s.spec.arch() != head.spec.arch() || !Matches(agent, s, now)) {
         continue;
       }
       candidates.push_back(&s);

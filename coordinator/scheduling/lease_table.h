@@ -241,7 +241,7 @@ class LeaseTable {
   // Whether verify's batch is short of max_batch and, with company added, fits the fair share.
   bool RoomFor(const AgentRecord& agent, const ShardRecord& verify, const ShardRecord& company,
                int max_batch, TimePoint now) const;
-  using QueueKey = std::tuple<int, double, std::int64_t, std::string>;
+  using QueueKey = std::tuple<int, bool, double, std::int64_t, std::string>;
   QueueKey KeyOf(const ShardRecord& s) const;
   void Enqueue(const ShardRecord& s);
   void Dequeue(const ShardRecord& s);

@@ -19,7 +19,10 @@ namespace triage::coord {
 namespace {
 
 using namespace std::chrono_literals;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Pair;
+using ::testing::UnorderedElementsAre;
 
 constexpr char kTrainingFile[] =
     "tests/runner/test_config/torch/test_config_training_single_device.yaml";
@@ -1473,6 +1476,40 @@ TEST_F(CoordinatorTest, ARegistryWaveStartsWhenTheProbesOfTheWaveBeforeHaveEnded
   for (auto& l : wave1) ASSERT_TRUE(CompleteLease("n", l, Succeeded(l.shard())).accepted());
   Drain("n");
   EXPECT_EQ(coord_->GetSweep("sw-0001")->state(), "succeeded");
+}
+
+// A verification queued before a probe elsewhere in its wave proposes a line for its entries'
+// class, or released after one did, waits behind the others: the next wave will verify those
+// entries again with the line.
+TEST_F(CoordinatorTest, AVerificationOfAClassThatGotALineElsewhereWaitsForTheNextWave) {
+  CpuAndDeviceAgent();
+  Start({"n150"}, 0, "", {"unpack_forward_output", "dtype_bfloat16"});
+  const std::string a = "third_party/tt_forge_models/a/pytorch/loader.py";
+  const std::string c = "third_party/tt_forge_models/c/pytorch/loader.py";
+  std::map<std::string, v1::LeaseResponse> probes;
+  for (int i = 0; i < 3; ++i) {
+    auto l = LeaseNow("cpu");
+    ASSERT_TRUE(l.granted());
+    probes[l.shard().loader()] = l;
+  }
+  auto likely = [&] {
+    std::map<std::string, bool> out;  // loader of a queued verification -> likely superseded
+    auto all = coord_->Shards("sw-0001");
+    EXPECT_TRUE(all.ok()) << all.status();
+    for (const auto& s : *all) {
+      if (s.state == ShardState::kQueued) out[s.spec.loader()] = s.likely_superseded;
+    }
+    return out;
+  };
+  ASSERT_TRUE(
+      CompleteLease("cpu", probes[c], ProbedWithClass(Succeeded(probes[c].shard()), "SharedOutput"))
+          .accepted());
+  EXPECT_THAT(likely(), ElementsAre(Pair(c, false))) << "no line for its class yet";
+  ASSERT_TRUE(CompleteLease("cpu", probes[a],
+                            ProbedWithClass(Succeeded(probes[a].shard()), "SharedOutput", "logits"))
+                  .accepted());
+  EXPECT_THAT(likely(), UnorderedElementsAre(Pair(a, false), Pair(c, true)))
+      << "a pre-applies its own line; c was verified without it";
 }
 
 // A command executor's verify phase runs an operator's command, which may change the registry:
