@@ -69,8 +69,8 @@ struct ShardRecord {
   std::string last_entry;
   std::vector<std::string> log_tail;
   // A verify phase whose every entry's output class got a registry line elsewhere in its wave:
-  // the next wave verifies them again, so it is queued after the others and taken out when that
-  // wave is planned (in memory only; docs/farm.md, "Registry waves start early").
+  // the next wave verifies them again, so it is queued after the others, to be taken out when
+  // that wave is planned (in memory only; docs/farm.md, "Registry waves start early").
   bool likely_superseded = false;
 
   // Requirements.

@@ -514,8 +514,8 @@ std::vector<const ShardRecord*> LeaseTable::BatchFor(const AgentRecord& agent,
     for (auto k = keys.rbegin(); k != keys.rend() && seen < look; ++k, ++seen) {
       const ShardRecord& s = shards_.at(std::get<4>(*k));
       if (s.id == head.id || s.sweep_id != head.sweep_id || s.spec.wave() != head.spec.wave() ||
-          (s.likely_superseded && !head.likely_superseded) || s.spec.phase() != v1::PHASE_VERIFY ||
-          s.spec.arch() != head.spec.arch() || !Matches(agent, s, now)) {
+          s.spec.phase() != v1::PHASE_VERIFY || s.spec.arch() != head.spec.arch() ||
+          !Matches(agent, s, now)) {
         continue;
       }
       candidates.push_back(&s);
