@@ -206,6 +206,16 @@ class CoordinatorTest : public ::testing::Test {
     RegisterAgent("n", "n150");
   }
 
+  // Every probe phase the agent can take now, held, by loader.
+  std::map<std::string, v1::LeaseResponse> LeaseEveryProbe(const std::string& agent) {
+    std::map<std::string, v1::LeaseResponse> probes;
+    for (auto l = LeaseNow(agent); l.granted(); l = LeaseNow(agent)) {
+      EXPECT_EQ(l.shard().phase(), v1::PHASE_PROBE);
+      probes[l.shard().loader()] = l;
+    }
+    return probes;
+  }
+
   // The agent probes every loader, each probe phase succeeding with every entry ready.
   void ProbeEverything(const std::string& agent) {
     for (;;) {
@@ -1363,8 +1373,11 @@ TEST_F(CoordinatorTest, RegistryLinesStartAWaveForEntriesVerifiedWithoutThem) {
   EXPECT_EQ(coord_->GetSweep("sw-0001")->state(), "succeeded");
 }
 
-// A probe result of loader `cls_of` entries: every entry of the class cls; with attr, the probe
-// proposes its registry line.
+constexpr char kLoaderA[] = "third_party/tt_forge_models/a/pytorch/loader.py";
+constexpr char kLoaderC[] = "third_party/tt_forge_models/c/pytorch/loader.py";
+
+// A probe's result r with every entry of class cls; with attr, the probe also proposes the
+// class's registry line.
 v1::ShardResult ProbedWithClass(v1::ShardResult r, const std::string& cls,
                                 const std::string& attr = "") {
   for (auto& o : *r.mutable_entries()) o.set_output_class(cls);
@@ -1386,15 +1399,9 @@ TEST_F(CoordinatorTest, ARegistryWaveStartsWhenTheProbesOfTheWaveBeforeHaveEnded
   CpuAndDeviceAgent();
   RegisterAgent("p", "p150");
   Start({"n150", "p150"}, 0, "", {"unpack_forward_output", "dtype_bfloat16"});
-  const std::string a = "third_party/tt_forge_models/a/pytorch/loader.py";
-  const std::string c = "third_party/tt_forge_models/c/pytorch/loader.py";
-  std::map<std::string, v1::LeaseResponse> probes;
-  for (int i = 0; i < 3; ++i) {
-    auto l = LeaseNow("cpu");
-    ASSERT_TRUE(l.granted());
-    ASSERT_EQ(l.shard().phase(), v1::PHASE_PROBE);
-    probes[l.shard().loader()] = l;
-  }
+  const std::string a = kLoaderA, c = kLoaderC;
+  std::map<std::string, v1::LeaseResponse> probes = LeaseEveryProbe("cpu");
+  ASSERT_EQ(probes.size(), 3u);
   auto shards = [&] {
     auto all = coord_->Shards("sw-0001");
     EXPECT_TRUE(all.ok()) << all.status();
@@ -1484,14 +1491,9 @@ TEST_F(CoordinatorTest, ARegistryWaveStartsWhenTheProbesOfTheWaveBeforeHaveEnded
 TEST_F(CoordinatorTest, AVerificationOfAClassThatGotALineElsewhereWaitsForTheNextWave) {
   CpuAndDeviceAgent();
   Start({"n150"}, 0, "", {"unpack_forward_output", "dtype_bfloat16"});
-  const std::string a = "third_party/tt_forge_models/a/pytorch/loader.py";
-  const std::string c = "third_party/tt_forge_models/c/pytorch/loader.py";
-  std::map<std::string, v1::LeaseResponse> probes;
-  for (int i = 0; i < 3; ++i) {
-    auto l = LeaseNow("cpu");
-    ASSERT_TRUE(l.granted());
-    probes[l.shard().loader()] = l;
-  }
+  const std::string a = kLoaderA, c = kLoaderC;
+  std::map<std::string, v1::LeaseResponse> probes = LeaseEveryProbe("cpu");
+  ASSERT_EQ(probes.size(), 3u);
   auto likely = [&] {
     std::map<std::string, bool> out;  // loader of a queued verification -> likely superseded
     auto all = coord_->Shards("sw-0001");
