@@ -61,6 +61,7 @@ int Coordinator::MaxAttempts(const ShardRecord& s) const {
 
 absl::Status Coordinator::CommitLocked(Mutation& m, std::vector<ShardRecord>& shards,
                                        std::vector<AgentRecord>& agents, Effects& after) {
+  SupersedeRequeuedLocked(shards);
   m.shards.clear();
   for (const auto& s : shards) m.shards.push_back(&s);
   m.agents.clear();

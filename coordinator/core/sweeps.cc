@@ -463,22 +463,49 @@ std::vector<ShardRecord> Coordinator::SupersededLocked(const SweepRt& sweep, int
       continue;
     }
     ShardRecord u = s;
-    auto* entries = u.spec.mutable_entries();
-    for (int i = entries->size() - 1; i >= 0; --i) {
-      if (again.count(EntryKey(entries->Get(i)))) entries->DeleteSubrange(i, 1);
-    }
-    const int planned = s.spec.entries_size();
-    if (entries->size() == planned) continue;
-    if (entries->empty()) {
-      u.state = ShardState::kSucceeded;
-      u.last_error = util::StrCat("superseded: wave ", wave + 1,
-                                  " verifies its entries again with the merged registry lines");
-    } else {
-      u.expected_seconds = s.expected_seconds * entries->size() / planned;
-    }
-    out.push_back(std::move(u));
+    if (DropEntriesVerifiedAgain(u, again)) out.push_back(std::move(u));
   }
   return out;
+}
+
+bool Coordinator::DropEntriesVerifiedAgain(ShardRecord& u, const std::set<std::string>& again) {
+  auto* entries = u.spec.mutable_entries();
+  const int planned = entries->size();
+  for (int i = entries->size() - 1; i >= 0; --i) {
+    if (again.count(EntryKey(entries->Get(i)))) entries->DeleteSubrange(i, 1);
+  }
+  if (entries->size() == planned) return false;
+  if (entries->empty()) {
+    u.state = ShardState::kSucceeded;
+    u.last_error = util::StrCat("superseded: wave ", u.spec.wave() + 1,
+                                " verifies its entries again with the merged registry lines");
+  } else {
+    u.expected_seconds = u.expected_seconds * entries->size() / planned;
+  }
+  return true;
+}
+
+// The same rule for a verification queued again (a failed attempt, an expired lease, an
+// on-call requeue) after the next wave was planned while it ran: its retry leaves out the
+// entries the next wave verifies again.
+void Coordinator::SupersedeRequeuedLocked(std::vector<ShardRecord>& shards) {
+  std::map<std::pair<std::string, int>, std::set<std::string>> again;  // (sweep, wave) -> entries
+  for (auto& u : shards) {
+    if (u.state != ShardState::kQueued || u.spec.phase() != v1::PHASE_VERIFY) continue;
+    auto sweep = sweeps_.find(u.sweep_id);
+    if (sweep == sweeps_.end() || sweep->second.wave <= u.spec.wave()) continue;
+    const ShardRecord* before = table_.FindShard(u.id);
+    if (before == nullptr || before->state == ShardState::kQueued) continue;  // not queued again
+    auto [it, fresh] = again.try_emplace({u.sweep_id, u.spec.wave() + 1});
+    if (fresh) {
+      for (const auto& id : sweep->second.shard_ids) {
+        const ShardRecord& s = table_.shard(id);
+        if (s.spec.wave() != u.spec.wave() + 1) continue;
+        for (const auto& e : s.spec.entries()) it->second.insert(EntryKey(e));
+      }
+    }
+    DropEntriesVerifiedAgain(u, it->second);
+  }
 }
 
 bool Coordinator::LikelySupersededLocked(const SweepRt& sweep, const ShardRecord& s) const {

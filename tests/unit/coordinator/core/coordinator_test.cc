@@ -1485,6 +1485,48 @@ TEST_F(CoordinatorTest, ARegistryWaveStartsWhenTheProbesOfTheWaveBeforeHaveEnded
   EXPECT_EQ(coord_->GetSweep("sw-0001")->state(), "succeeded");
 }
 
+// A verification that was running when the next wave was planned, and is queued again (here a
+// failed attempt), leaves out the entries that wave verifies again: its retry would verify them
+// without the line, and its outcome would be replaced.
+TEST_F(CoordinatorTest, AVerificationQueuedAgainAfterTheNextWaveWasPlannedIsSuperseded) {
+  CpuAndDeviceAgent();
+  Start({"n150"}, 0, "", {"unpack_forward_output", "dtype_bfloat16"});
+  const std::string a = kLoaderA, c = kLoaderC;
+  std::map<std::string, v1::LeaseResponse> probes = LeaseEveryProbe("cpu");
+  ASSERT_EQ(probes.size(), 3u);
+  ASSERT_TRUE(
+      CompleteLease("cpu", probes[c], ProbedWithClass(Succeeded(probes[c].shard()), "SharedOutput"))
+          .accepted());
+  v1::LeaseResponse held;
+  do {
+    held = LeaseNow("n");
+    ASSERT_TRUE(held.granted());
+  } while (held.shard().loader() != c);
+  for (const auto& [loader, l] : probes) {
+    if (loader != a && loader != c) {
+      ASSERT_TRUE(CompleteLease("cpu", l, Succeeded(l.shard())).accepted());
+    }
+  }
+  ASSERT_TRUE(CompleteLease("cpu", probes[a],
+                            ProbedWithClass(Succeeded(probes[a].shard()), "SharedOutput", "logits"))
+                  .accepted());
+  ASSERT_EQ(ShardById(held.shard().shard_id()).state(), "leased") << "a started one runs on";
+
+  ASSERT_TRUE(CompleteLease("n", held, Failed("pytest crashed")).accepted());
+  const v1::Shard retried = ShardById(held.shard().shard_id());
+  EXPECT_EQ(retried.state(), "succeeded") << "not queued again for entries wave 2 verifies";
+  EXPECT_THAT(retried.last_error(), HasSubstr("superseded: wave 2 verifies its entries again"));
+  // A failed verification of wave 1 whose entries wave 2 does not touch is retried as before.
+  v1::LeaseResponse other;
+  do {
+    other = LeaseNow("n");
+    ASSERT_TRUE(other.granted());
+  } while (other.shard().wave() != 1 || other.shard().phase() != v1::PHASE_VERIFY);
+  ASSERT_NE(other.shard().loader(), c);
+  ASSERT_TRUE(CompleteLease("n", other, Failed("pytest crashed")).accepted());
+  EXPECT_EQ(ShardById(other.shard().shard_id()).state(), "queued");
+}
+
 // A verification queued before a probe elsewhere in its wave proposes a line for its entries'
 // class, or released after one did, waits behind the others: the next wave will verify those
 // entries again with the line.
