@@ -354,10 +354,50 @@ absl::StatusOr<v1::CompleteResponse> Coordinator::RecordResultLocked(ShardRecord
   const std::string arch = LeaseTable::ShardArch(s);
   const std::string playbook = s.spec.playbook();
   const int attempts = s.attempts;
+  const int wave = s.spec.wave();
+  const bool first_phase = s.spec.phase() != v1::PHASE_VERIFY && !s.spec.has_carried_from();
   std::vector<ShardRecord> shards{std::move(s)};
   for (auto& d : dependents) shards.push_back(std::move(d));
+  // Registry lines this result proposes that its wave did not have yet: the wave's queued
+  // verifications of their classes' entries are split (SplitAtRiskLocked).
+  SweepRt& sweep = sweeps_.at(sweep_id);
+  std::set<std::string> fresh;
+  for (const auto& op : result.registry_ops()) {
+    if (first_phase && op.kind() == v1::RegistryOp::ADD &&
+        !sweep.proposed.count({wave, op.cls()})) {
+      fresh.insert(op.cls());
+    }
+  }
+  const std::size_t released = shards.size();
+  if (!fresh.empty()) {
+    std::set<std::string> listed;
+    for (const auto& d : shards) listed.insert(d.id);
+    for (const auto& sid : sweep.shard_ids) {
+      const ShardRecord& q = table_.shard(sid);
+      if (q.state == ShardState::kQueued && q.spec.phase() == v1::PHASE_VERIFY &&
+          q.spec.wave() == wave && !listed.count(sid)) {
+        shards.push_back(q);
+      }
+    }
+  }
+  const std::size_t listed_end = shards.size();
+  SplitAtRiskLocked(sweep, fresh, shards);
+  {
+    // Of the queued ones listed, only those split are written.
+    std::vector<ShardRecord> kept;
+    for (std::size_t k = 0; k < shards.size(); ++k) {
+      if (k >= released && k < listed_end &&
+          shards[k].spec.entries_size() == table_.shard(shards[k].id).spec.entries_size()) {
+        continue;
+      }
+      kept.push_back(std::move(shards[k]));
+    }
+    shards = std::move(kept);
+  }
   for (const auto& d : shards) {
-    if (d.id != id && d.spec.SerializeAsString() != table_.shard(d.id).spec.SerializeAsString()) {
+    const ShardRecord* old = table_.FindShard(d.id);
+    if (d.id != id &&
+        (old == nullptr || d.spec.SerializeAsString() != old->spec.SerializeAsString())) {
       m.shard_specs.push_back(&d);
     }
   }

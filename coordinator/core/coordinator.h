@@ -301,9 +301,18 @@ class Coordinator {
   // Among shards about to be committed: a verify phase queued again (from leased, running or
   // waiting) after its wave's next wave was planned drops the entries that wave verifies again.
   void SupersedeRequeuedLocked(std::vector<ShardRecord>& shards);
-  // A verify phase the next wave will most likely verify again: every entry's output class got
-  // a registry line elsewhere in its wave, one it does not pre-apply.
+  // Per entry of verify phase s: its output class got a registry line elsewhere in its wave
+  // (in the sweep's proposed lines, or among fresh classes, proposed by a result not yet
+  // applied), one s does not pre-apply. The next wave will most likely verify it again.
+  std::vector<bool> AtRiskLocked(const SweepRt& sweep, const ShardRecord& s,
+                                 const std::set<std::string>& fresh) const;
+  // A verify phase the next wave will most likely verify again: every entry is at risk.
   bool LikelySupersededLocked(const SweepRt& sweep, const ShardRecord& s) const;
+  // Among shards about to be committed, queued verify phases of sweep: one whose every entry is
+  // at risk is flagged likely_superseded; one with only some moves those to a new shard (added
+  // to shards), flagged so.
+  void SplitAtRiskLocked(const SweepRt& sweep, const std::set<std::string>& fresh,
+                         std::vector<ShardRecord>& shards);
   static constexpr int kMaxWaves = 3;
   void FinishSweep(const std::string& sweep_id);
   // A scheduled FinishSweep that will not run (its trigger was lost): Tick schedules it again.

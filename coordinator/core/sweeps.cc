@@ -9,6 +9,7 @@
 #include "common/util/strings.h"
 #include "coordinator/core/coordinator.h"
 #include "coordinator/planning/carry.h"
+#include "coordinator/planning/phases.h"
 #include "coordinator/planning/planner.h"
 #include "coordinator/planning/start_request.h"
 #include "coordinator/planning/waves.h"
@@ -508,20 +509,70 @@ void Coordinator::SupersedeRequeuedLocked(std::vector<ShardRecord>& shards) {
   }
 }
 
-bool Coordinator::LikelySupersededLocked(const SweepRt& sweep, const ShardRecord& s) const {
+std::vector<bool> Coordinator::AtRiskLocked(const SweepRt& sweep, const ShardRecord& s,
+                                            const std::set<std::string>& fresh) const {
+  std::vector<bool> out(s.spec.entries_size(), false);
   if (!options_.early_waves || sweep.verify_may_change || s.spec.phase() != v1::PHASE_VERIFY ||
-      s.spec.has_carried_from() || s.spec.wave() >= kMaxWaves || s.spec.entries().empty()) {
-    return false;
+      s.spec.has_carried_from() || s.spec.wave() >= kMaxWaves) {
+    return out;
   }
   std::set<std::string> applied;
   for (const auto& op : s.spec.pre_registry()) applied.insert(op.cls());
-  for (const auto& e : s.spec.entries()) {
-    const std::string& cls = e.output_class();
-    if (cls.empty() || applied.count(cls) || !sweep.proposed.count({s.spec.wave(), cls})) {
-      return false;
-    }
+  for (int i = 0; i < s.spec.entries_size(); ++i) {
+    const std::string& cls = s.spec.entries(i).output_class();
+    out[i] = !cls.empty() && !applied.count(cls) &&
+             (fresh.count(cls) || sweep.proposed.count({s.spec.wave(), cls}));
   }
-  return true;
+  return out;
+}
+
+bool Coordinator::LikelySupersededLocked(const SweepRt& sweep, const ShardRecord& s) const {
+  const std::vector<bool> risk = AtRiskLocked(sweep, s, {});
+  return !risk.empty() && std::all_of(risk.begin(), risk.end(), [](bool r) { return r; });
+}
+
+// A queued verification with some entries whose output class got a registry line elsewhere in
+// its wave (one it does not pre-apply), and some without: the next wave will most likely verify
+// the first kind again, with the line, and replace their outcome. They move to a shard of their
+// own, queued behind the others (likely superseded), so that the rest is not held back with
+// them and they are not run with it (docs/farm.md, "Registry waves start early"). The shard
+// keeps its place; the new one is numbered after the sweep's last.
+void Coordinator::SplitAtRiskLocked(const SweepRt& sweep, const std::set<std::string>& fresh,
+                                    std::vector<ShardRecord>& shards) {
+  const std::size_t before = shards.size();
+  int number = static_cast<int>(sweep.shard_ids.size());
+  for (const auto& s : shards) number += table_.FindShard(s.id) == nullptr;  // new ones too
+  for (std::size_t k = 0; k < before; ++k) {
+    ShardRecord& u = shards[k];
+    if (u.state != ShardState::kQueued || u.sweep_id != sweep.rec.id) continue;
+    const std::vector<bool> risk = AtRiskLocked(sweep, u, fresh);
+    const auto at_risk = std::count(risk.begin(), risk.end(), true);
+    if (at_risk == 0) continue;
+    if (at_risk == static_cast<long>(risk.size())) {
+      u.likely_superseded = true;
+      continue;
+    }
+    ShardRecord n = u;
+    n.id = planning::ShardId(sweep.rec.id, ++number);
+    n.spec.set_shard_id(n.id);
+    n.spec.clear_entries();
+    n.seq = next_seq_++;
+    n.attempts = 0;
+    n.infra_losses = 0;
+    n.last_error.clear();
+    n.likely_superseded = true;
+    auto* kept = u.spec.mutable_entries();
+    for (int i = kept->size() - 1; i >= 0; --i) {
+      if (!risk[i]) continue;
+      *n.spec.add_entries() = kept->Get(i);
+      kept->DeleteSubrange(i, 1);
+    }
+    std::reverse(n.spec.mutable_entries()->begin(), n.spec.mutable_entries()->end());
+    const double planned = static_cast<double>(risk.size());
+    n.expected_seconds = u.expected_seconds * n.spec.entries_size() / planned;
+    u.expected_seconds = u.expected_seconds * kept->size() / planned;
+    shards.push_back(std::move(n));
+  }
 }
 
 // Which entries the next wave verifies again, with which registry lines and loader edits, is

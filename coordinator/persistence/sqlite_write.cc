@@ -34,7 +34,8 @@ absl::Status SqliteStore::Prepare() {
        "depends_on, enqueued_ms, eligible_ms, last_error, archs, cpu_ok, spec, lease_id, "
        "lease_agent, lease_session, lease_token, lease_granted_ms, infra_losses) "
        "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20,?21) "
-       "ON CONFLICT(id) DO UPDATE SET state=?4, attempts=?7, token=?8, enqueued_ms=?10, "
+       "ON CONFLICT(id) DO UPDATE SET state=?4, expected_s=?6, attempts=?7, token=?8, "
+       "enqueued_ms=?10, "
        "eligible_ms=?11, last_error=?12, spec=?15, lease_id=?16, lease_agent=?17, "
        "lease_session=?18, lease_token=?19, lease_granted_ms=?20, infra_losses=?21"},
       {&s.update_shard,

@@ -1527,6 +1527,70 @@ TEST_F(CoordinatorTest, AVerificationQueuedAgainAfterTheNextWaveWasPlannedIsSupe
   EXPECT_EQ(ShardById(other.shard().shard_id()).state(), "queued");
 }
 
+// A queued verification with some entries whose class got a line elsewhere in the wave, and
+// some without, is split when the line arrives: the first kind move to a shard of their own,
+// queued behind the others, which the next wave supersedes; the rest run without waiting.
+TEST_F(CoordinatorTest, AVerificationWithSomeEntriesOfALinedClassIsSplit) {
+  CpuAndDeviceAgent();
+  Start({"n150"}, 0, "", {"unpack_forward_output", "dtype_bfloat16"});
+  const std::string a = kLoaderA, c = kLoaderC;
+  std::map<std::string, v1::LeaseResponse> probes = LeaseEveryProbe("cpu");
+  ASSERT_EQ(probes.size(), 3u);
+  // a's V1 returns the class c's probe will propose a line for; V2 another.
+  v1::ShardResult probed_a = Succeeded(probes[a].shard());
+  for (auto& o : *probed_a.mutable_entries()) {
+    o.set_output_class(o.key().find("V1") != std::string::npos ? "Lined" : "Other");
+  }
+  ASSERT_TRUE(CompleteLease("cpu", probes[a], probed_a).accepted());
+  auto verifications_of_a = [&] {
+    std::vector<ShardRecord> out;
+    auto all = coord_->Shards("sw-0001");
+    EXPECT_TRUE(all.ok()) << all.status();
+    for (const auto& s : *all) {
+      if (s.spec.loader() == a && s.spec.phase() == v1::PHASE_VERIFY) out.push_back(s);
+    }
+    return out;
+  };
+  ASSERT_EQ(verifications_of_a().size(), 1u);
+  ASSERT_EQ(verifications_of_a()[0].spec.entries_size(), 2);
+
+  ASSERT_TRUE(CompleteLease("cpu", probes[c],
+                            ProbedWithClass(Succeeded(probes[c].shard()), "Lined", "logits"))
+                  .accepted());
+  std::vector<ShardRecord> split = verifications_of_a();
+  ASSERT_EQ(split.size(), 2u) << "a's verification is split";
+  std::string kept_id, moved_id;
+  for (const auto& s : split) {
+    ASSERT_EQ(s.state, ShardState::kQueued);
+    ASSERT_EQ(s.spec.entries_size(), 1);
+    EXPECT_EQ(s.spec.wave(), 1);
+    const bool moved = s.spec.entries(0).key().find("V1") != std::string::npos;
+    EXPECT_EQ(s.likely_superseded, moved) << s.id;
+    (moved ? moved_id : kept_id) = s.id;
+  }
+  EXPECT_EQ(kept_id, split[0].id) << "the shard keeps its place, the new one comes after";
+
+  // When the wave's last probe ends, the next wave verifies V1 again with the line: the moved
+  // part is superseded before any device ran it; the kept part is still to run.
+  for (const auto& [loader, l] : probes) {
+    if (loader != a && loader != c) {
+      ASSERT_TRUE(CompleteLease("cpu", l, Succeeded(l.shard())).accepted());
+    }
+  }
+  EXPECT_EQ(ShardById(moved_id).state(), "succeeded");
+  EXPECT_THAT(ShardById(moved_id).last_error(),
+              HasSubstr("superseded: wave 2 verifies its entries again"));
+  EXPECT_EQ(ShardById(kept_id).state(), "queued");
+  bool v1_in_wave2 = false;
+  auto all = coord_->Shards("sw-0001");
+  ASSERT_TRUE(all.ok());
+  for (const auto& s : *all) {
+    if (s.spec.wave() != 2) continue;
+    for (const auto& e : s.spec.entries()) v1_in_wave2 |= e.key().find("a/pytorch-V1") == 0;
+  }
+  EXPECT_TRUE(v1_in_wave2);
+}
+
 // A verification queued before a probe elsewhere in its wave proposes a line for its entries'
 // class, or released after one did, waits behind the others: the next wave will verify those
 // entries again with the line.
