@@ -381,7 +381,7 @@ absl::StatusOr<v1::CompleteResponse> Coordinator::RecordResultLocked(ShardRecord
     }
   }
   const std::size_t listed_end = shards.size();
-  SplitAtRiskLocked(sweep, fresh, shards);
+  const std::vector<std::string> splits = SplitAtRiskLocked(sweep, fresh, shards);
   {
     // Of the queued ones listed, only those split are written.
     std::vector<ShardRecord> kept;
@@ -411,6 +411,7 @@ absl::StatusOr<v1::CompleteResponse> Coordinator::RecordResultLocked(ShardRecord
     if (e != entries.end()) metrics_->EntryDecided(e->second.playbook, OutcomeLabel(o), o.stage());
   }
   EmitLocked(sweep_id, util::StrCat("shard ", id, " completed by ", lease.agent_id), after);
+  for (const auto& line : splits) EmitLocked(sweep_id, line, after);
   after.push_back(AttemptLog(spdlog::level::info, sweep_id, id, lease.lease_id,
                              util::StrCat("completed by ", lease.agent_id)));
   v1::CompleteResponse resp;

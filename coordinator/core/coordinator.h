@@ -310,9 +310,10 @@ class Coordinator {
   bool LikelySupersededLocked(const SweepRt& sweep, const ShardRecord& s) const;
   // Among shards about to be committed, queued verify phases of sweep: one whose every entry is
   // at risk is flagged likely_superseded; one with only some moves those to a new shard (added
-  // to shards), flagged so.
-  void SplitAtRiskLocked(const SweepRt& sweep, const std::set<std::string>& fresh,
-                         std::vector<ShardRecord>& shards);
+  // to shards), flagged so. Returns a line per split for the sweep's events.
+  std::vector<std::string> SplitAtRiskLocked(const SweepRt& sweep,
+                                             const std::set<std::string>& fresh,
+                                             std::vector<ShardRecord>& shards);
   static constexpr int kMaxWaves = 3;
   void FinishSweep(const std::string& sweep_id);
   // A scheduled FinishSweep that will not run (its trigger was lost): Tick schedules it again.

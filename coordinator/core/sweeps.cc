@@ -537,8 +537,10 @@ bool Coordinator::LikelySupersededLocked(const SweepRt& sweep, const ShardRecord
 // own, queued behind the others (likely superseded), so that the rest is not held back with
 // them and they are not run with it (docs/farm.md, "Registry waves start early"). The shard
 // keeps its place; the new one is numbered after the sweep's last.
-void Coordinator::SplitAtRiskLocked(const SweepRt& sweep, const std::set<std::string>& fresh,
-                                    std::vector<ShardRecord>& shards) {
+std::vector<std::string> Coordinator::SplitAtRiskLocked(const SweepRt& sweep,
+                                                        const std::set<std::string>& fresh,
+                                                        std::vector<ShardRecord>& shards) {
+  std::vector<std::string> events;
   const std::size_t before = shards.size();
   int number = static_cast<int>(sweep.shard_ids.size());
   for (const auto& s : shards) number += table_.FindShard(s.id) == nullptr;  // new ones too
@@ -571,8 +573,14 @@ void Coordinator::SplitAtRiskLocked(const SweepRt& sweep, const std::set<std::st
     const double planned = static_cast<double>(risk.size());
     n.expected_seconds = u.expected_seconds * n.spec.entries_size() / planned;
     u.expected_seconds = u.expected_seconds * kept->size() / planned;
+    const int moved = n.spec.entries_size();
+    events.push_back(util::StrCat("shard ", u.id, ": ", moved, moved == 1 ? " entry" : " entries",
+                                  " split off to ", n.id, ", queued last: wave ", u.spec.wave(),
+                                  " proposed a registry line for ", moved == 1 ? "its" : "their",
+                                  " output class"));
     shards.push_back(std::move(n));
   }
+  return events;
 }
 
 // Which entries the next wave verifies again, with which registry lines and loader edits, is

@@ -19,6 +19,7 @@ namespace triage::coord {
 namespace {
 
 using namespace std::chrono_literals;
+using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Pair;
@@ -1554,9 +1555,14 @@ TEST_F(CoordinatorTest, AVerificationWithSomeEntriesOfALinedClassIsSplit) {
   ASSERT_EQ(verifications_of_a().size(), 1u);
   ASSERT_EQ(verifications_of_a()[0].spec.entries_size(), 2);
 
+  std::vector<std::string> events;
+  auto watch =
+      coord_->Watch("sw-0001", [&](const v1::SweepEvent& e) { events.push_back(e.message()); });
+  ASSERT_TRUE(watch.ok());
   ASSERT_TRUE(CompleteLease("cpu", probes[c],
                             ProbedWithClass(Succeeded(probes[c].shard()), "Lined", "logits"))
                   .accepted());
+  coord_->Unwatch(*watch);
   std::vector<ShardRecord> split = verifications_of_a();
   ASSERT_EQ(split.size(), 2u) << "a's verification is split";
   std::string kept_id, moved_id;
@@ -1569,6 +1575,8 @@ TEST_F(CoordinatorTest, AVerificationWithSomeEntriesOfALinedClassIsSplit) {
     (moved ? moved_id : kept_id) = s.id;
   }
   EXPECT_EQ(kept_id, split[0].id) << "the shard keeps its place, the new one comes after";
+  EXPECT_THAT(events, Contains(HasSubstr("shard " + kept_id + ": 1 entry split off to " + moved_id +
+                                         ", queued last")));
 
   // When the wave's last probe ends, the next wave verifies V1 again with the line: the moved
   // part is superseded before any device ran it; the kept part is still to run.
