@@ -217,6 +217,14 @@ class CoordinatorTest : public ::testing::Test {
     return probes;
   }
 
+  // A sweep of TrainingYaml's unpack and bf16 loaders (a, b, c) on n150 with CpuAndDeviceAgent,
+  // the CPU agent holding every probe phase, by loader.
+  std::map<std::string, v1::LeaseResponse> StartHoldingEveryProbe() {
+    CpuAndDeviceAgent();
+    Start({"n150"}, 0, "", {"unpack_forward_output", "dtype_bfloat16"});
+    return LeaseEveryProbe("cpu");
+  }
+
   // The agent probes every loader, each probe phase succeeding with every entry ready.
   void ProbeEverything(const std::string& agent) {
     for (;;) {
@@ -1490,11 +1498,9 @@ TEST_F(CoordinatorTest, ARegistryWaveStartsWhenTheProbesOfTheWaveBeforeHaveEnded
 // failed attempt), leaves out the entries that wave verifies again: its retry would verify them
 // without the line, and its outcome would be replaced.
 TEST_F(CoordinatorTest, AVerificationQueuedAgainAfterTheNextWaveWasPlannedIsSuperseded) {
-  CpuAndDeviceAgent();
-  Start({"n150"}, 0, "", {"unpack_forward_output", "dtype_bfloat16"});
-  const std::string a = kLoaderA, c = kLoaderC;
-  std::map<std::string, v1::LeaseResponse> probes = LeaseEveryProbe("cpu");
+  std::map<std::string, v1::LeaseResponse> probes = StartHoldingEveryProbe();
   ASSERT_EQ(probes.size(), 3u);
+  const std::string a = kLoaderA, c = kLoaderC;
   ASSERT_TRUE(
       CompleteLease("cpu", probes[c], ProbedWithClass(Succeeded(probes[c].shard()), "SharedOutput"))
           .accepted());
@@ -1532,11 +1538,9 @@ TEST_F(CoordinatorTest, AVerificationQueuedAgainAfterTheNextWaveWasPlannedIsSupe
 // some without, is split when the line arrives: the first kind move to a shard of their own,
 // queued behind the others, which the next wave supersedes; the rest run without waiting.
 TEST_F(CoordinatorTest, AVerificationWithSomeEntriesOfALinedClassIsSplit) {
-  CpuAndDeviceAgent();
-  Start({"n150"}, 0, "", {"unpack_forward_output", "dtype_bfloat16"});
-  const std::string a = kLoaderA, c = kLoaderC;
-  std::map<std::string, v1::LeaseResponse> probes = LeaseEveryProbe("cpu");
+  std::map<std::string, v1::LeaseResponse> probes = StartHoldingEveryProbe();
   ASSERT_EQ(probes.size(), 3u);
+  const std::string a = kLoaderA, c = kLoaderC;
   // a's V1 returns the class c's probe will propose a line for; V2 another.
   v1::ShardResult probed_a = Succeeded(probes[a].shard());
   for (auto& o : *probed_a.mutable_entries()) {
@@ -1603,11 +1607,9 @@ TEST_F(CoordinatorTest, AVerificationWithSomeEntriesOfALinedClassIsSplit) {
 // class, or released after one did, waits behind the others: the next wave will verify those
 // entries again with the line.
 TEST_F(CoordinatorTest, AVerificationOfAClassThatGotALineElsewhereWaitsForTheNextWave) {
-  CpuAndDeviceAgent();
-  Start({"n150"}, 0, "", {"unpack_forward_output", "dtype_bfloat16"});
-  const std::string a = kLoaderA, c = kLoaderC;
-  std::map<std::string, v1::LeaseResponse> probes = LeaseEveryProbe("cpu");
+  std::map<std::string, v1::LeaseResponse> probes = StartHoldingEveryProbe();
   ASSERT_EQ(probes.size(), 3u);
+  const std::string a = kLoaderA, c = kLoaderC;
   auto likely = [&] {
     std::map<std::string, bool> out;  // loader of a queued verification -> likely superseded
     auto all = coord_->Shards("sw-0001");
