@@ -472,10 +472,12 @@ TEST_P(StoreContractTest, ShardsRoundTripWithSpecStateLeaseAndCounters) {
   shards = ById(LoadOrDie().shards, [](const ShardRecord& s) { return s.id; });
   ExpectSameShard(shards.at(probe.id), probe);
 
-  // A new spec (the verify phase gets the probe's edits to pre-apply).
+  // A new spec (the verify phase gets the probe's edits to pre-apply), and with it an estimate
+  // for the entries left.
   auto* edit = verify.spec.add_pre_apply();
   edit->set_path("third_party/tt_forge_models/bert/loader.py");
   verify.state = ShardState::kQueued;
+  verify.expected_seconds /= 2;
   Mutation respec;
   respec.name = "ProbeDone";
   respec.shard_specs.push_back(&verify);
