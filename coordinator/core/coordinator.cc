@@ -458,8 +458,7 @@ void Coordinator::CascadeLocked(const ShardRecord& ended, const v1::ShardResult*
       }
       for (const auto& fe : result->file_edits()) *u.spec.add_pre_apply() = fe;
       for (const auto& op : result->registry_ops()) *u.spec.add_pre_registry() = op;
-      u.state = ShardState::kQueued;
-      u.likely_superseded = LikelySupersededLocked(sweeps_.at(u.sweep_id), u);
+      u.state = ShardState::kQueued;  // whether likely superseded: SplitAtRiskLocked, after
       u.enqueued_at = now;
       u.eligible_at = now;
     } else if (ended.state == ShardState::kCancelled) {
