@@ -356,6 +356,8 @@ absl::StatusOr<v1::CompleteResponse> Coordinator::RecordResultLocked(ShardRecord
   const int attempts = s.attempts;
   const int wave = s.spec.wave();
   const bool first_phase = s.spec.phase() != v1::PHASE_VERIFY && !s.spec.has_carried_from();
+  const bool ahead = s.spec.ahead();
+  const std::string loader = s.spec.loader();
   std::vector<ShardRecord> shards{std::move(s)};
   for (auto& d : dependents) shards.push_back(std::move(d));
   // Registry lines this result proposes that its wave did not have yet: the wave's queued
@@ -382,12 +384,14 @@ absl::StatusOr<v1::CompleteResponse> Coordinator::RecordResultLocked(ShardRecord
   }
   const std::size_t listed_end = shards.size();
   const std::vector<std::string> splits = SplitAtRiskLocked(sweep, fresh, shards);
+  GateAheadLocked(sweep, shards);
   {
-    // Of the queued ones listed, only those split are written.
+    // Of the queued ones listed, only those split or ranked again are written.
     std::vector<ShardRecord> kept;
     for (std::size_t k = 0; k < shards.size(); ++k) {
       if (k >= released && k < listed_end &&
-          shards[k].spec.entries_size() == table_.shard(shards[k].id).spec.entries_size()) {
+          shards[k].spec.entries_size() == table_.shard(shards[k].id).spec.entries_size() &&
+          shards[k].gates_seconds == table_.shard(shards[k].id).gates_seconds) {
         continue;
       }
       kept.push_back(std::move(shards[k]));
@@ -412,6 +416,20 @@ absl::StatusOr<v1::CompleteResponse> Coordinator::RecordResultLocked(ShardRecord
   }
   EmitLocked(sweep_id, util::StrCat("shard ", id, " completed by ", lease.agent_id), after);
   for (const auto& line : splits) EmitLocked(sweep_id, line, after);
+  if (first_phase && !ahead && wave == sweep.wave) {
+    // The next wave's shards whose inputs this result may have completed: its loader's, once
+    // the loader's first phases have all ended; with a new line, every such loader's.
+    std::set<std::string> loaders;
+    if (!fresh.empty()) {
+      for (const auto& [l, open] : sweep.open_first_by_loader) {
+        if (open == 0) loaders.insert(l);
+      }
+    } else if (auto it = sweep.open_first_by_loader.find(loader);
+               it != sweep.open_first_by_loader.end() && it->second == 0) {
+      loaders.insert(loader);
+    }
+    PlanAheadLocked(sweep, loaders, after);
+  }
   after.push_back(AttemptLog(spdlog::level::info, sweep_id, id, lease.lease_id,
                              util::StrCat("completed by ", lease.agent_id)));
   v1::CompleteResponse resp;

@@ -196,6 +196,7 @@ class Coordinator {
     // not yet terminal, the sweep's latest own wave, the latest wave whose next wave is planned
     // (or found empty), and whether its executor's verify phases may propose registry lines.
     int open_first = 0;
+    std::map<std::string, int> open_first_by_loader;  // the same, per loader
     int wave = 0;
     std::set<std::pair<int, std::string>> proposed;  // (wave, class): a registry line proposed
     int next_wave_planned_after = 0;
@@ -291,6 +292,16 @@ class Coordinator {
   // The next wave as soon as it can be known: the latest wave's first phases all ended, while
   // its verify phases may still run (docs/farm.md, "Registry waves start early").
   void MaybePlanWaveEarlyLocked(SweepRt& sweep, Effects& after);
+  // Before that: the next wave's shards of `loaders`, whose first phases of the latest wave have
+  // all ended, from the registry lines merged so far (docs/farm.md, "Next-wave shards planned
+  // ahead"). PlanWaveLocked adopts or discards them.
+  void PlanAheadLocked(SweepRt& sweep, const std::set<std::string>& loaders, Effects& after);
+  // Verifications in `shards` likely superseded (the next wave verifies their entries again):
+  // the queued first phases of their loader in the latest wave gate that next-wave shard, and
+  // are ranked by it (ShardRecord::gates_seconds); those re-ranked are added to `shards`.
+  void GateAheadLocked(const SweepRt& sweep, std::vector<ShardRecord>& shards) const;
+  // A result's outcomes into its sweep's per-entry status (the latest wave's stands).
+  void NoteDecidedLocked(SweepRt& sweep, const ResultRecord& r, int wave);
   // The queued verify phases of `wave` with the entries `next` (the wave after it) verifies
   // again taken out, as updated copies: those left with none are succeeded (superseded).
   std::vector<ShardRecord> SupersededLocked(const SweepRt& sweep, int wave,

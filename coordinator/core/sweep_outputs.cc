@@ -70,7 +70,7 @@ absl::StatusOr<std::map<std::string, std::vector<EvidenceLink>>> WriteEvidence(
   std::error_code ec;
   for (const auto& [id, r] : latest) {
     auto s = by_id.find(id);
-    if (s == by_id.end()) continue;
+    if (s == by_id.end() || s->second->spec.ahead()) continue;  // discarded: never counts
     const std::string shard_dir = evidence::ShardDirName(s->second->spec);
     for (const auto& ev : r->result.evidence()) {
       if (!SafeName(ev.name())) continue;

@@ -67,15 +67,19 @@ void Coordinator::OnShardChanged(const ShardRecord* old, const ShardRecord& upda
   }
   if (old == nullptr) {
     sw.shard_ids.push_back(updated.id);
-    // Carried shards keep waves at or below 0 (CarryForward): only this sweep's own count.
-    sw.wave = std::max(sw.wave, updated.spec.wave());
     sw.verify_may_change |= !VerifyChangesOnlyYaml(updated.spec.executor());
   }
+  // Carried shards keep waves at or below 0 (CarryForward): only this sweep's own count; a
+  // shard planned ahead counts once its wave adopts it.
+  if (!updated.spec.ahead()) sw.wave = std::max(sw.wave, updated.spec.wave());
   const bool was_open = old != nullptr && !IsTerminal(old_state);
   const bool is_open = !IsTerminal(updated.state);
   sw.unfinished += (is_open ? 1 : 0) - (was_open ? 1 : 0);
   if (updated.spec.phase() != v1::PHASE_VERIFY) {
-    sw.open_first += (is_open ? 1 : 0) - (was_open ? 1 : 0);
+    const int d =
+        (is_open && !updated.spec.ahead() ? 1 : 0) - (was_open && !old->spec.ahead() ? 1 : 0);
+    sw.open_first += d;
+    if (d != 0) sw.open_first_by_loader[updated.spec.loader()] += d;
   }
   sw.lanes[LeaseTable::ShardArch(updated)].open += (is_open ? 1 : 0) - (was_open ? 1 : 0);
   if (old != nullptr) sw.by_state[static_cast<int>(old_state)] -= 1;
@@ -178,15 +182,9 @@ void Coordinator::ApplyResultLocked(const ResultRecord& r) {
   const ShardRecord* shard = table_.FindShard(r.shard_id);
   // Waves overlap (docs/farm.md, "Registry waves start early"): a later wave's outcome stands
   // whichever arrives first.
-  const int wave = shard != nullptr ? shard->spec.wave() : 0;
-  for (const auto& o : r.result.entries()) {
-    auto e = sw->second.entries.find(o.file() + "\n" + o.key());
-    if (e == sw->second.entries.end()) continue;
-    e->second.review |= o.review_size() > 0;
-    auto [at, first] = e->second.decided_wave.try_emplace(o.arch(), wave);
-    if (!first && at->second > wave) continue;
-    at->second = wave;
-    e->second.decided[o.arch()] = OutcomeLabel(o);
+  // A shard planned ahead decides nothing until its wave adopts it (PlanWaveLocked).
+  if (shard == nullptr || !shard->spec.ahead()) {
+    NoteDecidedLocked(sw->second, r, shard != nullptr ? shard->spec.wave() : 0);
   }
   // A carried result ran in another sweep: neither this sweep's pace nor its fleet's health.
   const bool carried = shard != nullptr && shard->spec.has_carried_from();
@@ -228,6 +226,18 @@ void Coordinator::ApplyResultLocked(const ResultRecord& r) {
   }
   CheckBudgetLocked(sw->second);
   sw->second.results.push_back(r);
+}
+
+void Coordinator::NoteDecidedLocked(SweepRt& sweep, const ResultRecord& r, int wave) {
+  for (const auto& o : r.result.entries()) {
+    auto e = sweep.entries.find(o.file() + "\n" + o.key());
+    if (e == sweep.entries.end()) continue;
+    e->second.review |= o.review_size() > 0;
+    auto [at, first] = e->second.decided_wave.try_emplace(o.arch(), wave);
+    if (!first && at->second > wave) continue;
+    at->second = wave;
+    e->second.decided[o.arch()] = OutcomeLabel(o);
+  }
 }
 
 // The entries a verification measured (a testcase's time) that planning had only an estimate
@@ -410,16 +420,14 @@ absl::StatusOr<v1::Sweep> Coordinator::StartSweep(const v1::StartSweepRequest& r
 bool Coordinator::PlanWaveLocked(const std::string& sweep_id, Effects& after) {
   SweepRt& sweep = sweeps_.at(sweep_id);
   const int wave = sweep.wave;
-  if (wave >= kMaxWaves) {
-    sweep.next_wave_planned_after = wave;
-    return false;
-  }
   std::vector<const ShardRecord*> shards;
   for (const auto& id : sweep.shard_ids) shards.push_back(&table_.shard(id));
-  WavePlan plan =
-      PlanNextWave(sweep_id, shards, sweep.results, sweep.rec.archs, table_.AnyCpuAgentServing(),
-                   static_cast<int>(sweep.shard_ids.size()) + 1);
-  if (plan.shards.empty()) {
+  WavePlan plan;
+  if (wave < kMaxWaves) {
+    plan = PlanNextWave(sweep_id, shards, sweep.results, sweep.rec.archs,
+                        table_.AnyCpuAgentServing(), static_cast<int>(sweep.shard_ids.size()) + 1);
+  }
+  if (plan.shards.empty() && plan.adopted.empty() && plan.discarded.empty()) {
     sweep.next_wave_planned_after = wave;
     return false;
   }
@@ -432,17 +440,121 @@ bool Coordinator::PlanWaveLocked(const std::string& sweep_id, Effects& after) {
     s.eligible_at = now;
     m.shard_specs.push_back(&s);
   }
-  std::vector<ShardRecord> superseded = SupersededLocked(sweep, wave, plan.shards);
+  // Shards planned ahead: those that stand join the wave; the others stop, and their results
+  // never count (the flag stays).
+  std::vector<ShardRecord> ahead;
+  for (const auto& id : plan.adopted) {
+    ShardRecord u = table_.shard(id);
+    u.spec.set_ahead(false);
+    ahead.push_back(std::move(u));
+  }
+  for (const auto& id : plan.discarded) {
+    ShardRecord u = table_.shard(id);
+    if (IsTerminal(u.state)) continue;
+    const std::string why =
+        util::StrCat("discarded: wave ", wave + 1,
+                     " was planned with other registry lines or loader edits for its entries");
+    table_.Revoke(u, now, why, m);
+    u.state = ShardState::kCancelled;
+    u.last_error = why;
+    ahead.push_back(std::move(u));
+  }
+  for (const auto& s : ahead) m.shard_specs.push_back(&s);
+  std::vector<ShardRecord> next = plan.shards;
+  for (const auto& id : plan.adopted) next.push_back(table_.shard(id));
+  std::vector<ShardRecord> superseded = SupersededLocked(sweep, wave, next);
   for (const auto& s : superseded) m.shard_specs.push_back(&s);
   if (!journal_.Stage(m, after).ok()) return false;  // retried on the next completion or Tick
   sweep.next_wave_planned_after = wave;
   for (auto& s : superseded) table_.Put(std::move(s));
+  for (auto& s : ahead) table_.Put(std::move(s));
+  const std::set<std::string> adopted(plan.adopted.begin(), plan.adopted.end());
+  for (const auto& r : sweep.results) {
+    if (adopted.count(r.shard_id)) NoteDecidedLocked(sweep, r, wave + 1);
+  }
+  const std::size_t made = plan.shards.size();
   for (auto& s : plan.shards) table_.Put(std::move(s));
+  if (made + plan.adopted.size() == 0) {
+    EmitLocked(sweep_id,
+               util::StrCat("wave ", wave + 1, ": ", plan.discarded.size(),
+                            " shard(s) planned ahead discarded, nothing to verify again"),
+               after);
+    return false;
+  }
   EmitLocked(sweep_id,
-             util::StrCat("wave ", wave + 1, ": ", plan.shards.size(),
-                          " shard(s) re-verify entries touched by registry lines"),
+             util::StrCat("wave ", wave + 1, ": ", made,
+                          " shard(s) re-verify entries touched by registry lines",
+                          plan.adopted.empty() && plan.discarded.empty()
+                              ? ""
+                              : util::StrCat(", ", plan.adopted.size(), " planned ahead kept, ",
+                                             plan.discarded.size(), " discarded")),
              after);
   return true;
+}
+
+void Coordinator::GateAheadLocked(const SweepRt& sweep, std::vector<ShardRecord>& shards) const {
+  if (!options_.early_waves || sweep.verify_may_change) return;
+  std::map<std::string, double> gates;  // loader -> the longest verification to come again
+  for (const auto& s : shards) {
+    if (s.state != ShardState::kQueued || !s.likely_superseded || s.sweep_id != sweep.rec.id) {
+      continue;
+    }
+    double& g = gates[s.spec.loader()];
+    g = std::max(g, s.expected_seconds);
+  }
+  if (gates.empty()) return;
+  std::map<std::string, std::size_t> listed;
+  for (std::size_t k = 0; k < shards.size(); ++k) listed[shards[k].id] = k;
+  for (const auto& id : sweep.shard_ids) {
+    const ShardRecord& q = table_.shard(id);
+    if (q.state != ShardState::kQueued || q.spec.phase() == v1::PHASE_VERIFY || q.spec.ahead() ||
+        q.spec.wave() != sweep.wave) {
+      continue;
+    }
+    auto g = gates.find(q.spec.loader());
+    if (g == gates.end() || q.gates_seconds >= g->second) continue;
+    if (auto at = listed.find(id); at != listed.end()) {
+      shards[at->second].gates_seconds = g->second;
+    } else {
+      ShardRecord u = q;
+      u.gates_seconds = g->second;
+      shards.push_back(std::move(u));
+    }
+  }
+}
+
+void Coordinator::PlanAheadLocked(SweepRt& sweep, const std::set<std::string>& loaders,
+                                  Effects& after) {
+  if (!options_.early_waves || sweep.verify_may_change || sweep.open_first == 0 ||
+      sweep.wave >= kMaxWaves || sweep.next_wave_planned_after >= sweep.wave || loaders.empty()) {
+    return;
+  }
+  std::vector<const ShardRecord*> shards;
+  for (const auto& id : sweep.shard_ids) shards.push_back(&table_.shard(id));
+  WavePlan plan = PlanNextWave(sweep.rec.id, shards, sweep.results, sweep.rec.archs,
+                               table_.AnyCpuAgentServing(),
+                               static_cast<int>(sweep.shard_ids.size()) + 1, &loaders);
+  if (plan.shards.empty()) return;
+  const TimePoint now = clock_->Now();
+  Mutation m;
+  m.name = "PlanAhead";
+  std::set<std::string> planned;
+  for (auto& s : plan.shards) {
+    s.seq = next_seq_++;
+    s.enqueued_at = now;
+    s.eligible_at = now;
+    m.shard_specs.push_back(&s);
+    planned.insert(s.spec.loader());
+  }
+  if (!journal_.Stage(m, after).ok()) return;  // the wave plans them
+  const std::size_t made = plan.shards.size();
+  for (auto& s : plan.shards) table_.Put(std::move(s));
+  EmitLocked(sweep.rec.id,
+             util::StrCat("wave ", sweep.wave + 1, ": ", made, " shard(s) planned ahead for ",
+                          util::StrJoin(planned, ", "),
+                          ": their loaders' probes have ended and their classes have lines"),
+             after);
+  ServeWaitersLocked(after);
 }
 
 // A wave's verifications that have not started yet, for entries the next wave verifies again:
@@ -501,7 +613,7 @@ void Coordinator::SupersedeRequeuedLocked(std::vector<ShardRecord>& shards) {
     if (fresh) {
       for (const auto& id : sweep->second.shard_ids) {
         const ShardRecord& s = table_.shard(id);
-        if (s.spec.wave() != u.spec.wave() + 1) continue;
+        if (s.spec.wave() != u.spec.wave() + 1 || s.spec.ahead()) continue;
         for (const auto& e : s.spec.entries()) it->second.insert(EntryKey(e));
       }
     }

@@ -115,13 +115,15 @@ void AddConflict(MergeOutput& out, const std::string& kind, std::string message)
 }
 
 // One result per shard (the latest attempt: highest token, then lease id), in a canonical order:
-// wave, phase, arch, shard. Results of shards the sweep does not have are dropped.
+// wave, phase, arch, shard. Results of shards the sweep does not have, or that were planned
+// ahead and discarded, are dropped.
 std::vector<ShardResult> LatestResultsInOrder(const MergeInput& input) {
   std::map<std::string, const coord::ShardRecord*> shards;
   for (const auto& s : input.shards) shards[s.id] = &s;
   std::vector<ShardResult> results;
   for (const auto& [id, r] : LatestResults(input.results)) {
-    if (shards.count(id)) results.push_back({shards.at(id), r});
+    // A shard still flagged as planned ahead was discarded when its wave was planned.
+    if (shards.count(id) && !shards.at(id)->spec.ahead()) results.push_back({shards.at(id), r});
   }
   std::sort(results.begin(), results.end(), [](const ShardResult& a, const ShardResult& b) {
     auto key = [](const ShardResult& i) {

@@ -72,6 +72,11 @@ struct ShardRecord {
   // the next wave verifies them again, so it is queued after the others, to be taken out when
   // that wave is planned (in memory only; docs/farm.md, "Registry waves start early").
   bool likely_superseded = false;
+  // A first phase whose loader has an entry the next wave will verify again: the longest such
+  // verification's estimate. The shard is queued as if its own verification took that long,
+  // since the next wave's shard of the loader waits for it (in memory only; docs/farm.md,
+  // "Next-wave shards planned ahead").
+  double gates_seconds = 0;
 
   // Requirements.
   std::vector<std::string> archs;  // device agents must have one of these arches

@@ -38,10 +38,16 @@ bool AwaitsVerification(const v1::EntryOutcome& o) {
 }
 
 WavePlan MergeRegistry(const std::vector<ResultRecord>& results) {
+  return MergeRegistry(results, {});
+}
+
+WavePlan MergeRegistry(const std::vector<ResultRecord>& results,
+                       const std::set<std::string>& skip_shards) {
   WavePlan plan;
   std::map<std::string, std::set<std::string>> adds;
   std::set<std::string> removes;
   for (const auto& r : results) {
+    if (skip_shards.count(r.shard_id)) continue;
     for (const auto& op : r.result.registry_ops()) {
       if (op.kind() == v1::RegistryOp::ADD) adds[op.cls()].insert(op.attr());
       if (op.kind() == v1::RegistryOp::REMOVE) removes.insert(op.cls());
@@ -119,6 +125,7 @@ struct Candidate {
   const ShardRecord* shard;
   v1::ShardEntry entry;
   int wave;
+  std::string cls;  // the output class its probe saw
 };
 
 // The latest verdict per entry comes from the latest wave (a carried result is older than any
@@ -149,7 +156,7 @@ std::map<std::string, Candidate> EntriesMissingAMergedLine(
       if (!missing && !(Carried(*s) && VerifiedWithAnotherLine(*s, r, cls, merged))) continue;
       for (const auto& e : s->spec.entries()) {
         if (e.key() == o.key() && e.file() == o.file()) {
-          latest[id] = Candidate{s, e, s->spec.wave()};
+          latest[id] = Candidate{s, e, s->spec.wave(), cls};
         }
       }
     }
@@ -203,8 +210,8 @@ struct Group {
 class ShardMaker {
  public:
   ShardMaker(const std::string& sweep_id, int wave, const std::vector<v1::RegistryOp>& merged,
-             int first_number)
-      : sweep_id_(sweep_id), wave_(wave), merged_(merged), n_(first_number) {}
+             int first_number, bool ahead)
+      : sweep_id_(sweep_id), wave_(wave), merged_(merged), n_(first_number), ahead_(ahead) {}
 
   // The origin's spec with the group's entries, the loader's edits and every merged registry
   // line pre-applied.
@@ -234,6 +241,7 @@ class ShardMaker {
     for (const auto& fe : g.loader_edits) *s.spec.add_pre_apply() = fe;
     s.spec.clear_pre_registry();
     for (const auto& op : merged_) *s.spec.add_pre_registry() = op;
+    s.spec.set_ahead(ahead_);
     if (phase == v1::PHASE_PROBE) {
       s.cpu_ok = true;
     } else {
@@ -247,30 +255,114 @@ class ShardMaker {
   const int wave_;
   const std::vector<v1::RegistryOp>& merged_;
   int n_;
+  const bool ahead_;
 };
+
+std::string EntryId(const v1::ShardEntry& e) { return e.file() + "\n" + e.key(); }
+
+// A shard planned ahead stands when the wave is planned if what it verifies is what the wave
+// would verify: each entry is still a candidate, the merged line of its output class is the one
+// it pre-applied, and its loader's edits are those it started from (a verify phase adds its
+// probe's after them). A line for another class does not change an entry's verification:
+// unpack_forward_output looks its handler up by the output's exact class name
+// (docs/playbooks.md, "Registry lines").
+bool Stands(const ShardRecord& a, const std::map<std::string, Candidate>& latest,
+            const std::vector<v1::RegistryOp>& merged, const std::vector<v1::FileEdit>& edits) {
+  if (a.spec.pre_apply_size() < static_cast<int>(edits.size())) return false;
+  for (std::size_t i = 0; i < edits.size(); ++i) {
+    if (a.spec.pre_apply(static_cast<int>(i)).SerializeAsString() != edits[i].SerializeAsString()) {
+      return false;
+    }
+  }
+  for (const auto& e : a.spec.entries()) {
+    auto c = latest.find(EntryId(e));
+    if (c == latest.end()) return false;
+    auto final_op = std::find_if(merged.begin(), merged.end(),
+                                 [&](const auto& op) { return op.cls() == c->second.cls; });
+    auto used = std::find_if(a.spec.pre_registry().begin(), a.spec.pre_registry().end(),
+                             [&](const auto& op) { return op.cls() == c->second.cls; });
+    if (final_op == merged.end() || used == a.spec.pre_registry().end() ||
+        !SameOp(*final_op, *used)) {
+      return false;
+    }
+  }
+  return true;
+}
 
 }  // namespace
 
 WavePlan PlanNextWave(const std::string& sweep_id, const std::vector<const ShardRecord*>& shards,
                       const std::vector<ResultRecord>& results,
                       const std::vector<std::string>& archs, bool split_probe,
-                      int first_shard_number) {
-  WavePlan plan = MergeRegistry(results);
-  const bool any_carried_line = std::any_of(shards.begin(), shards.end(), [](const auto* s) {
+                      int first_shard_number, const std::set<std::string>* ahead_loaders) {
+  // Shards planned ahead count once adopted: until then neither their results nor their wave.
+  std::vector<const ShardRecord*> counted;
+  std::vector<const ShardRecord*> ahead;
+  std::set<std::string> ahead_ids;
+  for (const auto* s : shards) {
+    if (s->spec.ahead()) {
+      ahead.push_back(s);
+      ahead_ids.insert(s->id);
+    } else {
+      counted.push_back(s);
+    }
+  }
+  WavePlan plan = MergeRegistry(results, ahead_ids);
+  const bool any_carried_line = std::any_of(counted.begin(), counted.end(), [](const auto* s) {
     return Carried(*s) && s->spec.pre_registry_size() > 0;
   });
-  if (plan.merged.empty() && !any_carried_line) return plan;
+  const SweepShards sweep = IndexShards(counted);
+  // The next wave's shards planned ahead so far (an earlier wave's still flagged were discarded).
+  std::erase_if(ahead, [&](const auto* s) { return s->spec.wave() != sweep.wave + 1; });
+  if (plan.merged.empty() && !any_carried_line) {
+    if (ahead_loaders == nullptr) {
+      for (const auto* a : ahead) plan.discarded.push_back(a->id);
+    }
+    return plan;
+  }
 
-  const SweepShards sweep = IndexShards(shards);
   const std::map<std::string, std::vector<v1::FileEdit>> edits = EditsPerLoader(results, sweep);
-  ShardMaker maker(sweep_id, sweep.wave + 1, plan.merged, first_shard_number);
-  for (auto& [key, candidates] :
-       GroupPerLoader(EntriesMissingAMergedLine(results, sweep, plan.merged), sweep.wave)) {
+  auto loader_edits = [&](const std::string& loader) {
+    auto it = edits.find(loader);
+    return it == edits.end() ? std::vector<v1::FileEdit>{} : it->second;
+  };
+  std::map<std::string, Candidate> latest = EntriesMissingAMergedLine(results, sweep, plan.merged);
+  if (ahead_loaders != nullptr) {
+    // Ahead: only the loaders asked for, and only entries no shard planned ahead holds yet.
+    for (const auto* a : ahead) {
+      for (const auto& e : a->spec.entries()) latest.erase(EntryId(e));
+    }
+    std::erase_if(latest, [&](const auto& kv) {
+      return !ahead_loaders->count(kv.second.shard->spec.loader());
+    });
+  } else {
+    // The wave: the shards planned ahead that stand join it, with their entries; the others are
+    // discarded and their entries planned again.
+    std::set<std::string> gone;  // a verify phase whose probe is discarded goes with it
+    for (const auto* a : ahead) {
+      if (!Stands(*a, latest, plan.merged, loader_edits(a->spec.loader()))) gone.insert(a->id);
+    }
+    for (const auto* a : ahead) {
+      if (!a->depends_on.empty() && gone.count(a->depends_on)) gone.insert(a->id);
+    }
+    std::vector<const ShardRecord*> standing;
+    for (const auto* a : ahead) {
+      if (gone.count(a->id)) {
+        plan.discarded.push_back(a->id);
+      } else {
+        plan.adopted.push_back(a->id);
+        standing.push_back(a);
+      }
+    }
+    for (const auto* a : standing) {
+      for (const auto& e : a->spec.entries()) latest.erase(EntryId(e));
+    }
+  }
+  ShardMaker maker(sweep_id, sweep.wave + 1, plan.merged, first_shard_number,
+                   ahead_loaders != nullptr);
+  for (auto& [key, candidates] : GroupPerLoader(latest, sweep.wave)) {
     const ShardRecord& origin = *candidates.front().shard;
-    auto loader_edits = edits.find(origin.spec.loader());
-    const Group group{
-        &origin, std::move(candidates),
-        loader_edits == edits.end() ? std::vector<v1::FileEdit>{} : loader_edits->second};
+    const Group group{&origin, std::move(candidates), loader_edits(origin.spec.loader())};
     planning::AddPhases(
         TargetArchs(origin, archs), split_probe,
         [&](v1::ShardPhase phase, const std::string& arch) {

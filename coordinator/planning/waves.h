@@ -1,5 +1,6 @@
 #pragma once
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,10 @@ struct WavePlan {
   std::vector<ShardRecord> shards;     // the next wave (states waiting/queued, ids assigned)
   std::vector<v1::RegistryOp> merged;  // the registry lines every next-wave shard pre-applies
   std::vector<std::string> conflicts;  // "registry: class X: attributes a, b" (no line written)
+  // At the wave (ahead_loaders null): the shards planned ahead that join it, and those whose
+  // inputs changed (docs/farm.md, "Next-wave shards planned ahead").
+  std::vector<std::string> adopted;
+  std::vector<std::string> discarded;
 };
 
 // Registry-global scope (docs/farm.md, "A sweep", step 4). A registry line changes every model
@@ -32,12 +37,21 @@ struct WavePlan {
 //
 // shards: every shard of the sweep; results: accepted results in acceptance order.
 // first_shard_number: the next free number for shard ids (<sweep>-sNNN).
+//
+// Shards flagged `ahead` count neither their results nor their wave. With ahead_loaders, the
+// next wave's shards of those loaders are planned ahead (flagged; entries a shard planned ahead
+// already holds are left out) from the lines merged so far. Without, the wave is planned: a
+// shard planned ahead whose entries, own classes' lines and loader edits are what the wave
+// would give them is adopted (its entries are not planned again), the others are discarded.
 WavePlan PlanNextWave(const std::string& sweep_id, const std::vector<const ShardRecord*>& shards,
                       const std::vector<ResultRecord>& results,
                       const std::vector<std::string>& archs, bool split_probe,
-                      int first_shard_number);
+                      int first_shard_number, const std::set<std::string>* ahead_loaders = nullptr);
 
-// Merges the registry proposals of results (identical proposals collapse).
+// Merges the registry proposals of results (identical proposals collapse), leaving out the
+// results of skip_shards.
 WavePlan MergeRegistry(const std::vector<ResultRecord>& results);
+WavePlan MergeRegistry(const std::vector<ResultRecord>& results,
+                       const std::set<std::string>& skip_shards);
 
 }  // namespace triage::coord

@@ -1,10 +1,13 @@
 #include "coordinator/scheduling/lease_table.h"
 
+#include "coordinator/planning/phases.h"
+
 #include <algorithm>
 #include <random>
 
 #include "common/registry/registry_union.h"
 #include "common/util/strings.h"
+#include "coordinator/planning/phases.h"
 
 namespace triage::coord {
 namespace {
@@ -24,7 +27,10 @@ LeaseTable::LeaseTable(SchedulingOptions options, CoordinatorMetrics* metrics,
 // Records
 
 LeaseTable::QueueKey LeaseTable::KeyOf(const ShardRecord& s) const {
-  const double longest = options_.queue_order == QueueOrder::kLongestFirst ? s.expected_seconds : 0;
+  // A probe gating a longer next-wave verification ranks as that verification's probe would.
+  const double longest = options_.queue_order == QueueOrder::kLongestFirst
+                             ? std::max(s.expected_seconds, planning::kProbeShare * s.gates_seconds)
+                             : 0;
   return {-s.priority, s.likely_superseded, -longest, s.seq, s.id};
 }
 

@@ -1552,7 +1552,9 @@ TEST_F(CoordinatorTest, AVerificationWithSomeEntriesOfALinedClassIsSplit) {
     auto all = coord_->Shards("sw-0001");
     EXPECT_TRUE(all.ok()) << all.status();
     for (const auto& s : *all) {
-      if (s.spec.loader() == a && s.spec.phase() == v1::PHASE_VERIFY) out.push_back(s);
+      if (s.spec.loader() == a && s.spec.phase() == v1::PHASE_VERIFY && s.spec.wave() == 1) {
+        out.push_back(s);
+      }
     }
     return out;
   };
@@ -1615,7 +1617,9 @@ TEST_F(CoordinatorTest, AVerificationOfAClassThatGotALineElsewhereWaitsForTheNex
     auto all = coord_->Shards("sw-0001");
     EXPECT_TRUE(all.ok()) << all.status();
     for (const auto& s : *all) {
-      if (s.state == ShardState::kQueued) out[s.spec.loader()] = s.likely_superseded;
+      if (s.state == ShardState::kQueued && s.spec.wave() == 1) {
+        out[s.spec.loader()] = s.likely_superseded;
+      }
     }
     return out;
   };
@@ -1628,6 +1632,129 @@ TEST_F(CoordinatorTest, AVerificationOfAClassThatGotALineElsewhereWaitsForTheNex
                   .accepted());
   EXPECT_THAT(likely(), UnorderedElementsAre(Pair(a, false), Pair(c, true)))
       << "a pre-applies its own line; c was verified without it";
+}
+
+// The next wave's shards of a loader are planned ahead once the loader's probes have ended and
+// its entries' classes have lines, while other probes of the wave still run; the wave, when it
+// is planned, keeps them (their inputs are what it would give them) instead of planning their
+// entries again.
+TEST_F(CoordinatorTest, ANextWaveShardIsPlannedAheadOnceItsLoadersProbesEndedAndKeptByTheWave) {
+  std::map<std::string, v1::LeaseResponse> probes = StartHoldingEveryProbe();
+  ASSERT_EQ(probes.size(), 3u);
+  const std::string a = kLoaderA, c = kLoaderC;
+  std::string b;
+  for (const auto& [loader, l] : probes) {
+    if (loader != a && loader != c) b = loader;
+  }
+  auto wave2 = [&] {
+    std::vector<ShardRecord> out;
+    auto all = coord_->Shards("sw-0001");
+    EXPECT_TRUE(all.ok()) << all.status();
+    for (const auto& s : *all) {
+      if (s.spec.wave() == 2) out.push_back(s);
+    }
+    return out;
+  };
+  std::vector<std::string> events;
+  auto watch =
+      coord_->Watch("sw-0001", [&](const v1::SweepEvent& e) { events.push_back(e.message()); });
+  ASSERT_TRUE(watch.ok());
+  ASSERT_TRUE(
+      CompleteLease("cpu", probes[c], ProbedWithClass(Succeeded(probes[c].shard()), "SharedOutput"))
+          .accepted());
+  EXPECT_TRUE(wave2().empty()) << "no line for c's class yet";
+  ASSERT_TRUE(CompleteLease("cpu", probes[a],
+                            ProbedWithClass(Succeeded(probes[a].shard()), "SharedOutput", "logits"))
+                  .accepted());
+  std::vector<ShardRecord> ahead = wave2();
+  ASSERT_FALSE(ahead.empty()) << "c's probe has ended and its class has a line: b's still runs";
+  std::set<std::string> ahead_ids;
+  for (const auto& s : ahead) {
+    EXPECT_EQ(s.spec.loader(), c);
+    EXPECT_TRUE(s.spec.ahead()) << s.id;
+    ASSERT_EQ(s.spec.pre_registry_size(), 1);
+    EXPECT_EQ(s.spec.pre_registry(0).attr(), "logits");
+    ahead_ids.insert(s.id);
+  }
+  EXPECT_THAT(events, Contains(HasSubstr("planned ahead for " + c)));
+
+  // The shard planned ahead runs before the wave is planned; the status does not count it yet.
+  v1::LeaseResponse ahead_probe;
+  do {
+    ahead_probe = LeaseNow("cpu");
+    ASSERT_TRUE(ahead_probe.granted());
+  } while (ahead_probe.shard().wave() != 2);
+  EXPECT_TRUE(ahead_probe.shard().ahead());
+  ASSERT_TRUE(CompleteLease("cpu", ahead_probe,
+                            ProbedWithClass(Succeeded(ahead_probe.shard()), "SharedOutput"))
+                  .accepted());
+
+  ASSERT_TRUE(CompleteLease("cpu", probes[b], Succeeded(probes[b].shard())).accepted());
+  coord_->Unwatch(*watch);
+  std::map<std::string, int> probed;  // entry key -> wave-2 first phases holding it
+  for (const auto& s : wave2()) {
+    EXPECT_TRUE(ahead_ids.count(s.id)) << s.id << ": c's entries are not planned again";
+    EXPECT_FALSE(s.spec.ahead()) << s.id << " joined its wave";
+    EXPECT_NE(s.state, ShardState::kCancelled) << s.id;
+    if (s.spec.phase() != v1::PHASE_VERIFY) {
+      for (const auto& e : s.spec.entries()) probed[e.key()]++;
+    }
+  }
+  EXPECT_FALSE(probed.empty());
+  for (const auto& [key, n] : probed) EXPECT_EQ(n, 1) << key;
+  EXPECT_THAT(events, Contains(HasSubstr("wave 2: 0 shard(s) re-verify entries touched by "
+                                         "registry lines, " +
+                                         std::to_string(ahead_ids.size()) +
+                                         " planned ahead kept, 0 discarded")));
+}
+
+// A shard planned ahead whose class line does not survive the wave (a later probe proposes
+// another attribute for the class: no line is written) is discarded when the wave is planned:
+// one still to run is cancelled, one that ran keeps its flag, so its result never counts, and
+// the entries are not verified again (their class has no line).
+TEST_F(CoordinatorTest, AShardPlannedAheadIsDiscardedWhenItsClassLineDoesNotSurvive) {
+  std::map<std::string, v1::LeaseResponse> probes = StartHoldingEveryProbe();
+  ASSERT_EQ(probes.size(), 3u);
+  const std::string a = kLoaderA, c = kLoaderC;
+  std::string b;
+  for (const auto& [loader, l] : probes) {
+    if (loader != a && loader != c) b = loader;
+  }
+  ASSERT_TRUE(
+      CompleteLease("cpu", probes[c], ProbedWithClass(Succeeded(probes[c].shard()), "SharedOutput"))
+          .accepted());
+  ASSERT_TRUE(CompleteLease("cpu", probes[a],
+                            ProbedWithClass(Succeeded(probes[a].shard()), "SharedOutput", "logits"))
+                  .accepted());
+  v1::LeaseResponse ahead_probe;
+  do {
+    ahead_probe = LeaseNow("cpu");
+    ASSERT_TRUE(ahead_probe.granted());
+  } while (ahead_probe.shard().wave() != 2);
+  ASSERT_TRUE(ahead_probe.shard().ahead());
+  ASSERT_TRUE(CompleteLease("cpu", ahead_probe,
+                            ProbedWithClass(Succeeded(ahead_probe.shard()), "SharedOutput"))
+                  .accepted());
+  // b's model returns the class too, and its probe proposes another attribute: a conflict.
+  ASSERT_TRUE(CompleteLease("cpu", probes[b],
+                            ProbedWithClass(Succeeded(probes[b].shard()), "SharedOutput",
+                                            "last_hidden_state"))
+                  .accepted());
+  auto all = coord_->Shards("sw-0001");
+  ASSERT_TRUE(all.ok());
+  int wave2 = 0;
+  for (const auto& s : *all) {
+    if (s.spec.wave() != 2) continue;
+    ++wave2;
+    EXPECT_TRUE(s.spec.ahead()) << s.id << ": nothing of wave 2 was planned or kept";
+    if (s.id == ahead_probe.shard().shard_id()) {
+      EXPECT_EQ(s.state, ShardState::kSucceeded) << "it ran; its result never counts";
+    } else {
+      EXPECT_EQ(s.state, ShardState::kCancelled) << s.id;
+      EXPECT_THAT(s.last_error, HasSubstr("discarded: wave 2 was planned with other registry"));
+    }
+  }
+  EXPECT_GE(wave2, 2) << "the probe planned ahead and its verification";
 }
 
 // A command executor's verify phase runs an operator's command, which may change the registry:
