@@ -75,7 +75,7 @@ struct ShardRecord {
   // A first phase whose loader has an entry the next wave will verify again: the longest such
   // verification's estimate. The shard is queued as if its own verification took that long,
   // since the next wave's shard of the loader waits for it (in memory only; docs/farm.md,
-  // "Next-wave shards planned ahead").
+  // "Registry waves start early").
   double gates_seconds = 0;
 
   // Requirements.

@@ -265,7 +265,7 @@ std::string EntryId(const v1::ShardEntry& e) { return e.file() + "\n" + e.key();
 // it pre-applied, and its loader's edits are those it started from (a verify phase adds its
 // probe's after them). A line for another class does not change an entry's verification:
 // unpack_forward_output looks its handler up by the output's exact class name
-// (docs/playbooks.md, "Registry lines").
+// (docs/farm.md, "Registry waves start early": next-wave shards planned ahead).
 bool Stands(const ShardRecord& a, const std::map<std::string, Candidate>& latest,
             const std::vector<v1::RegistryOp>& merged, const std::vector<v1::FileEdit>& edits) {
   if (a.spec.pre_apply_size() < static_cast<int>(edits.size())) return false;

@@ -23,7 +23,7 @@ struct WavePlan {
   std::vector<v1::RegistryOp> merged;  // the registry lines every next-wave shard pre-applies
   std::vector<std::string> conflicts;  // "registry: class X: attributes a, b" (no line written)
   // At the wave (ahead_loaders null): the shards planned ahead that join it, and those whose
-  // inputs changed (docs/farm.md, "Next-wave shards planned ahead").
+  // inputs changed (docs/farm.md, "Registry waves start early").
   std::vector<std::string> adopted;
   std::vector<std::string> discarded;
 };
