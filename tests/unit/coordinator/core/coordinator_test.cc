@@ -102,6 +102,20 @@ class RecordingMetrics : public CoordinatorMetrics {
   int blocked = 0;
 };
 
+// A probe's result r with every entry of class cls; with attr, the probe also proposes the
+// class's registry line.
+v1::ShardResult ProbedWithClass(v1::ShardResult r, const std::string& cls,
+                                const std::string& attr = "") {
+  for (auto& o : *r.mutable_entries()) o.set_output_class(cls);
+  if (!attr.empty()) {
+    auto* op = r.add_registry_ops();
+    op->set_kind(v1::RegistryOp::ADD);
+    op->set_cls(cls);
+    op->set_attr(attr);
+  }
+  return r;
+}
+
 class CoordinatorTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -223,6 +237,38 @@ class CoordinatorTest : public ::testing::Test {
     CpuAndDeviceAgent();
     Start({"n150"}, 0, "", {"unpack_forward_output", "dtype_bfloat16"});
     return LeaseEveryProbe("cpu");
+  }
+
+  // With StartHoldingEveryProbe's probes: c's model returns SharedOutput, then a's probe
+  // proposes the line SharedOutput -> logits (c's entries are then verified again). Returns
+  // the third loader, whose probe is still held.
+  std::string ProbeCThenLineFromA(std::map<std::string, v1::LeaseResponse>& probes,
+                                  const std::string& a, const std::string& c) {
+    EXPECT_TRUE(CompleteLease("cpu", probes[c],
+                              ProbedWithClass(Succeeded(probes[c].shard()), "SharedOutput"))
+                    .accepted());
+    EXPECT_TRUE(
+        CompleteLease("cpu", probes[a],
+                      ProbedWithClass(Succeeded(probes[a].shard()), "SharedOutput", "logits"))
+            .accepted());
+    for (const auto& [loader, l] : probes) {
+      if (loader != a && loader != c) return loader;
+    }
+    return "";
+  }
+
+  // The CPU agent leases until it gets a shard of wave 2 (one planned ahead) and completes it,
+  // every entry returning SharedOutput.
+  v1::LeaseResponse CompleteFirstShardOfWave2() {
+    v1::LeaseResponse l;
+    do {
+      l = LeaseNow("cpu");
+      EXPECT_TRUE(l.granted());
+    } while (l.granted() && l.shard().wave() != 2);
+    if (!l.granted()) return l;
+    EXPECT_TRUE(
+        CompleteLease("cpu", l, ProbedWithClass(Succeeded(l.shard()), "SharedOutput")).accepted());
+    return l;
   }
 
   // The agent probes every loader, each probe phase succeeding with every entry ready.
@@ -1385,20 +1431,6 @@ TEST_F(CoordinatorTest, RegistryLinesStartAWaveForEntriesVerifiedWithoutThem) {
 constexpr char kLoaderA[] = "third_party/tt_forge_models/a/pytorch/loader.py";
 constexpr char kLoaderC[] = "third_party/tt_forge_models/c/pytorch/loader.py";
 
-// A probe's result r with every entry of class cls; with attr, the probe also proposes the
-// class's registry line.
-v1::ShardResult ProbedWithClass(v1::ShardResult r, const std::string& cls,
-                                const std::string& attr = "") {
-  for (auto& o : *r.mutable_entries()) o.set_output_class(cls);
-  if (!attr.empty()) {
-    auto* op = r.add_registry_ops();
-    op->set_kind(v1::RegistryOp::ADD);
-    op->set_cls(cls);
-    op->set_attr(attr);
-  }
-  return r;
-}
-
 // Which entries a registry wave verifies again, and with what, is read from the first phases
 // (a native verify phase proposes no line and edits no loader): the next wave is planned when
 // the probes of the wave before have ended, beside its verifications. A verification of the
@@ -1642,10 +1674,6 @@ TEST_F(CoordinatorTest, ANextWaveShardIsPlannedAheadOnceItsLoadersProbesEndedAnd
   std::map<std::string, v1::LeaseResponse> probes = StartHoldingEveryProbe();
   ASSERT_EQ(probes.size(), 3u);
   const std::string a = kLoaderA, c = kLoaderC;
-  std::string b;
-  for (const auto& [loader, l] : probes) {
-    if (loader != a && loader != c) b = loader;
-  }
   auto wave2 = [&] {
     std::vector<ShardRecord> out;
     auto all = coord_->Shards("sw-0001");
@@ -1659,13 +1687,7 @@ TEST_F(CoordinatorTest, ANextWaveShardIsPlannedAheadOnceItsLoadersProbesEndedAnd
   auto watch =
       coord_->Watch("sw-0001", [&](const v1::SweepEvent& e) { events.push_back(e.message()); });
   ASSERT_TRUE(watch.ok());
-  ASSERT_TRUE(
-      CompleteLease("cpu", probes[c], ProbedWithClass(Succeeded(probes[c].shard()), "SharedOutput"))
-          .accepted());
-  EXPECT_TRUE(wave2().empty()) << "no line for c's class yet";
-  ASSERT_TRUE(CompleteLease("cpu", probes[a],
-                            ProbedWithClass(Succeeded(probes[a].shard()), "SharedOutput", "logits"))
-                  .accepted());
+  const std::string b = ProbeCThenLineFromA(probes, a, c);
   std::vector<ShardRecord> ahead = wave2();
   ASSERT_FALSE(ahead.empty()) << "c's probe has ended and its class has a line: b's still runs";
   std::set<std::string> ahead_ids;
@@ -1678,16 +1700,10 @@ TEST_F(CoordinatorTest, ANextWaveShardIsPlannedAheadOnceItsLoadersProbesEndedAnd
   }
   EXPECT_THAT(events, Contains(HasSubstr("planned ahead for " + c)));
 
-  // The shard planned ahead runs before the wave is planned; the status does not count it yet.
-  v1::LeaseResponse ahead_probe;
-  do {
-    ahead_probe = LeaseNow("cpu");
-    ASSERT_TRUE(ahead_probe.granted());
-  } while (ahead_probe.shard().wave() != 2);
+  // The shard planned ahead runs before the wave is planned.
+  const v1::LeaseResponse ahead_probe = CompleteFirstShardOfWave2();
+  ASSERT_TRUE(ahead_probe.granted());
   EXPECT_TRUE(ahead_probe.shard().ahead());
-  ASSERT_TRUE(CompleteLease("cpu", ahead_probe,
-                            ProbedWithClass(Succeeded(ahead_probe.shard()), "SharedOutput"))
-                  .accepted());
 
   ASSERT_TRUE(CompleteLease("cpu", probes[b], Succeeded(probes[b].shard())).accepted());
   coord_->Unwatch(*watch);
@@ -1716,25 +1732,10 @@ TEST_F(CoordinatorTest, AShardPlannedAheadIsDiscardedWhenItsClassLineDoesNotSurv
   std::map<std::string, v1::LeaseResponse> probes = StartHoldingEveryProbe();
   ASSERT_EQ(probes.size(), 3u);
   const std::string a = kLoaderA, c = kLoaderC;
-  std::string b;
-  for (const auto& [loader, l] : probes) {
-    if (loader != a && loader != c) b = loader;
-  }
-  ASSERT_TRUE(
-      CompleteLease("cpu", probes[c], ProbedWithClass(Succeeded(probes[c].shard()), "SharedOutput"))
-          .accepted());
-  ASSERT_TRUE(CompleteLease("cpu", probes[a],
-                            ProbedWithClass(Succeeded(probes[a].shard()), "SharedOutput", "logits"))
-                  .accepted());
-  v1::LeaseResponse ahead_probe;
-  do {
-    ahead_probe = LeaseNow("cpu");
-    ASSERT_TRUE(ahead_probe.granted());
-  } while (ahead_probe.shard().wave() != 2);
+  const std::string b = ProbeCThenLineFromA(probes, a, c);
+  const v1::LeaseResponse ahead_probe = CompleteFirstShardOfWave2();
+  ASSERT_TRUE(ahead_probe.granted());
   ASSERT_TRUE(ahead_probe.shard().ahead());
-  ASSERT_TRUE(CompleteLease("cpu", ahead_probe,
-                            ProbedWithClass(Succeeded(ahead_probe.shard()), "SharedOutput"))
-                  .accepted());
   // b's model returns the class too, and its probe proposes another attribute: a conflict.
   ASSERT_TRUE(CompleteLease("cpu", probes[b],
                             ProbedWithClass(Succeeded(probes[b].shard()), "SharedOutput",
