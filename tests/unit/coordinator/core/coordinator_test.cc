@@ -1736,11 +1736,15 @@ TEST_F(CoordinatorTest, AShardPlannedAheadIsDiscardedWhenItsClassLineDoesNotSurv
   const v1::LeaseResponse ahead_probe = CompleteFirstShardOfWave2();
   ASSERT_TRUE(ahead_probe.granted());
   ASSERT_TRUE(ahead_probe.shard().ahead());
-  // b's model returns the class too, and its probe proposes another attribute: a conflict.
-  ASSERT_TRUE(CompleteLease("cpu", probes[b],
-                            ProbedWithClass(Succeeded(probes[b].shard()), "SharedOutput",
-                                            "last_hidden_state"))
-                  .accepted());
+  // b's model returns the class too, and its probe proposes another attribute: a conflict. It
+  // also proposes a line for an unrelated class, which is written.
+  v1::ShardResult probed_b =
+      ProbedWithClass(Succeeded(probes[b].shard()), "SharedOutput", "last_hidden_state");
+  auto* unrelated = probed_b.add_registry_ops();
+  unrelated->set_kind(v1::RegistryOp::ADD);
+  unrelated->set_cls("UnrelatedOutput");
+  unrelated->set_attr("logits");
+  ASSERT_TRUE(CompleteLease("cpu", probes[b], probed_b).accepted());
   auto all = coord_->Shards("sw-0001");
   ASSERT_TRUE(all.ok());
   int wave2 = 0;
