@@ -449,6 +449,27 @@ TEST(Merge, LaterWaveDecides) {
   EXPECT_EQ(out->ttxla_patch.find("wave one"), std::string::npos);
 }
 
+// A shard still flagged as planned ahead was discarded when its wave was planned (docs/farm.md,
+// "Registry waves start early"): its result decides nothing, though it is of a later wave.
+TEST(Merge, AResultOfAShardPlannedAheadAndDiscardedDecidesNothing) {
+  Sweep s;
+  for (const std::string arch : {"n150", "p150"}) {
+    auto w1 = s.AddShard("a", 1, arch);
+    s.AddResult(
+        w1, WithOutcomes({Outcome(kV1, arch, XfailEdit(kV1, "TT_FATAL: wave one"), "failure")}));
+    auto w2 = s.AddShard("a", 2, arch, v1::PHASE_VERIFY);
+    s.shards.back().spec.set_ahead(true);
+    s.AddResult(w2, WithOutcomes({Outcome(kV1, arch, PassEdit(kV1))}));
+  }
+  auto out = Merge(s.Input());
+  ASSERT_TRUE(out.ok()) << out.status();
+  const EntryMerge* e = FindEntry(*out, kV1);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->wave, 1);
+  EXPECT_NE(out->ttxla_patch.find("wave one"), std::string::npos);
+  EXPECT_EQ(out->ttxla_patch.find("+    status: EXPECTED_PASSING"), std::string::npos);
+}
+
 // ---- c. two accepted results of one wave wanting different edits of one entry
 
 TEST(Merge, ConflictingEditsOfOneEntryAreListedAndLeftUnchanged) {
