@@ -197,6 +197,13 @@ class Coordinator {
     // (or found empty), and whether its executor's verify phases may propose registry lines.
     int open_first = 0;
     std::map<std::string, int> open_first_by_loader;  // the same, per loader
+    // From first phases (not carried, not planned ahead): the output classes each loader's
+    // entries returned, and the classes some result proposed a line for. A loader with none of
+    // the second among the first has nothing to plan ahead (PlanAheadLocked).
+    std::map<std::string, std::set<std::string>> classes_by_loader;
+    std::set<std::string> lined;
+    std::map<std::string, std::vector<std::string>> shards_by_loader;  // ids, in creation order
+    std::set<std::string> planned_ahead;  // shards still flagged `ahead`
     int wave = 0;
     std::set<std::pair<int, std::string>> proposed;  // (wave, class): a registry line proposed
     int next_wave_planned_after = 0;

@@ -67,11 +67,17 @@ void Coordinator::OnShardChanged(const ShardRecord* old, const ShardRecord& upda
   }
   if (old == nullptr) {
     sw.shard_ids.push_back(updated.id);
+    sw.shards_by_loader[updated.spec.loader()].push_back(updated.id);
     sw.verify_may_change |= !VerifyChangesOnlyYaml(updated.spec.executor());
   }
   // Carried shards keep waves at or below 0 (CarryForward): only this sweep's own count; a
   // shard planned ahead counts once its wave adopts it.
   if (!updated.spec.ahead()) sw.wave = std::max(sw.wave, updated.spec.wave());
+  if (updated.spec.ahead()) {
+    sw.planned_ahead.insert(updated.id);
+  } else if (old != nullptr && old->spec.ahead()) {
+    sw.planned_ahead.erase(updated.id);
+  }
   const bool was_open = old != nullptr && !IsTerminal(old_state);
   const bool is_open = !IsTerminal(updated.state);
   sw.unfinished += (is_open ? 1 : 0) - (was_open ? 1 : 0);
@@ -197,6 +203,16 @@ void Coordinator::ApplyResultLocked(const ResultRecord& r) {
     ++lane.results;
   }
   if (shard != nullptr && !carried) LearnFromLocked(sw->second, *shard, r);
+  if (shard != nullptr && !carried && !shard->spec.ahead() &&
+      shard->spec.phase() != v1::PHASE_VERIFY) {
+    auto& classes = sw->second.classes_by_loader[shard->spec.loader()];
+    for (const auto& o : r.result.entries()) {
+      if (!o.output_class().empty()) classes.insert(o.output_class());
+    }
+    for (const auto& op : r.result.registry_ops()) {
+      if (op.kind() == v1::RegistryOp::ADD) sw->second.lined.insert(op.cls());
+    }
+  }
   if (shard != nullptr && !carried) {
     // A line for a class: the wave's queued verifications of that class's entries wait behind
     // the others, for the next wave that supersedes them.
@@ -505,20 +521,22 @@ void Coordinator::GateAheadLocked(const SweepRt& sweep, std::vector<ShardRecord>
   if (gates.empty()) return;
   std::map<std::string, std::size_t> listed;
   for (std::size_t k = 0; k < shards.size(); ++k) listed[shards[k].id] = k;
-  for (const auto& id : sweep.shard_ids) {
-    const ShardRecord& q = table_.shard(id);
-    if (q.state != ShardState::kQueued || q.spec.phase() == v1::PHASE_VERIFY || q.spec.ahead() ||
-        q.spec.wave() != sweep.wave) {
-      continue;
-    }
-    auto g = gates.find(q.spec.loader());
-    if (g == gates.end() || q.gates_seconds >= g->second) continue;
-    if (auto at = listed.find(id); at != listed.end()) {
-      shards[at->second].gates_seconds = g->second;
-    } else {
-      ShardRecord u = q;
-      u.gates_seconds = g->second;
-      shards.push_back(std::move(u));
+  for (const auto& [loader, seconds] : gates) {
+    auto ids = sweep.shards_by_loader.find(loader);
+    if (ids == sweep.shards_by_loader.end()) continue;
+    for (const auto& id : ids->second) {
+      const ShardRecord& q = table_.shard(id);
+      if (q.state != ShardState::kQueued || q.spec.phase() == v1::PHASE_VERIFY || q.spec.ahead() ||
+          q.spec.wave() != sweep.wave || q.gates_seconds >= seconds) {
+        continue;
+      }
+      if (auto at = listed.find(id); at != listed.end()) {
+        shards[at->second].gates_seconds = seconds;
+      } else {
+        ShardRecord u = q;
+        u.gates_seconds = seconds;
+        shards.push_back(std::move(u));
+      }
     }
   }
 }
@@ -529,11 +547,25 @@ void Coordinator::PlanAheadLocked(SweepRt& sweep, const std::set<std::string>& l
       sweep.wave >= kMaxWaves || sweep.next_wave_planned_after >= sweep.wave || loaders.empty()) {
     return;
   }
+  // Planning reads every shard and result: only for loaders with an entry of a lined class.
+  std::set<std::string> with_lines;
+  for (const auto& l : loaders) {
+    auto classes = sweep.classes_by_loader.find(l);
+    if (classes == sweep.classes_by_loader.end()) continue;
+    if (std::any_of(classes->second.begin(), classes->second.end(),
+                    [&](const std::string& c) { return sweep.lined.count(c) > 0; })) {
+      with_lines.insert(l);
+    }
+  }
+  if (with_lines.empty()) return;
   std::vector<const ShardRecord*> shards;
-  for (const auto& id : sweep.shard_ids) shards.push_back(&table_.shard(id));
+  for (const auto& l : with_lines) {
+    for (const auto& id : sweep.shards_by_loader[l]) shards.push_back(&table_.shard(id));
+  }
+  const AheadScope scope{with_lines, sweep.wave, &sweep.planned_ahead};
   WavePlan plan = PlanNextWave(sweep.rec.id, shards, sweep.results, sweep.rec.archs,
                                table_.AnyCpuAgentServing(),
-                               static_cast<int>(sweep.shard_ids.size()) + 1, &loaders);
+                               static_cast<int>(sweep.shard_ids.size()) + 1, &scope);
   if (plan.shards.empty()) return;
   const TimePoint now = clock_->Now();
   Mutation m;

@@ -47,7 +47,7 @@ WavePlan MergeRegistry(const std::vector<ResultRecord>& results,
   std::map<std::string, std::set<std::string>> adds;
   std::set<std::string> removes;
   for (const auto& r : results) {
-    if (skip_shards.count(r.shard_id)) continue;
+    if (r.result.registry_ops().empty() || skip_shards.count(r.shard_id)) continue;
     for (const auto& op : r.result.registry_ops()) {
       if (op.kind() == v1::RegistryOp::ADD) adds[op.cls()].insert(op.attr());
       if (op.kind() == v1::RegistryOp::REMOVE) removes.insert(op.cls());
@@ -294,7 +294,7 @@ bool Stands(const ShardRecord& a, const std::map<std::string, Candidate>& latest
 WavePlan PlanNextWave(const std::string& sweep_id, const std::vector<const ShardRecord*>& shards,
                       const std::vector<ResultRecord>& results,
                       const std::vector<std::string>& archs, bool split_probe,
-                      int first_shard_number, const std::set<std::string>* ahead_loaders) {
+                      int first_shard_number, const AheadScope* ahead_scope) {
   // Shards planned ahead count once adopted: until then neither their results nor their wave.
   std::vector<const ShardRecord*> counted;
   std::vector<const ShardRecord*> ahead;
@@ -307,15 +307,21 @@ WavePlan PlanNextWave(const std::string& sweep_id, const std::vector<const Shard
       counted.push_back(s);
     }
   }
-  WavePlan plan = MergeRegistry(results, ahead_ids);
+  WavePlan plan =
+      MergeRegistry(results, ahead_scope != nullptr && ahead_scope->planned_ahead != nullptr
+                                 ? *ahead_scope->planned_ahead
+                                 : ahead_ids);
   const bool any_carried_line = std::any_of(counted.begin(), counted.end(), [](const auto* s) {
     return Carried(*s) && s->spec.pre_registry_size() > 0;
   });
-  const SweepShards sweep = IndexShards(counted);
+  // Ahead, `shards` are the loaders' own (an entry belongs to one loader); the latest wave is
+  // the sweep's.
+  SweepShards sweep = IndexShards(counted);
+  if (ahead_scope != nullptr) sweep.wave = ahead_scope->latest_wave;
   // The next wave's shards planned ahead so far (an earlier wave's still flagged were discarded).
   std::erase_if(ahead, [&](const auto* s) { return s->spec.wave() != sweep.wave + 1; });
   if (plan.merged.empty() && !any_carried_line) {
-    if (ahead_loaders == nullptr) {
+    if (ahead_scope == nullptr) {
       for (const auto* a : ahead) plan.discarded.push_back(a->id);
     }
     return plan;
@@ -327,14 +333,11 @@ WavePlan PlanNextWave(const std::string& sweep_id, const std::vector<const Shard
     return it == edits.end() ? std::vector<v1::FileEdit>{} : it->second;
   };
   std::map<std::string, Candidate> latest = EntriesMissingAMergedLine(results, sweep, plan.merged);
-  if (ahead_loaders != nullptr) {
-    // Ahead: only the loaders asked for, and only entries no shard planned ahead holds yet.
+  if (ahead_scope != nullptr) {
+    // Ahead: only entries no shard planned ahead holds yet.
     for (const auto* a : ahead) {
       for (const auto& e : a->spec.entries()) latest.erase(EntryId(e));
     }
-    std::erase_if(latest, [&](const auto& kv) {
-      return !ahead_loaders->count(kv.second.shard->spec.loader());
-    });
   } else {
     // The wave: the shards planned ahead that stand join it, with their entries; the others are
     // discarded and their entries planned again.
@@ -359,7 +362,7 @@ WavePlan PlanNextWave(const std::string& sweep_id, const std::vector<const Shard
     }
   }
   ShardMaker maker(sweep_id, sweep.wave + 1, plan.merged, first_shard_number,
-                   ahead_loaders != nullptr);
+                   ahead_scope != nullptr);
   for (auto& [key, candidates] : GroupPerLoader(latest, sweep.wave)) {
     const ShardRecord& origin = *candidates.front().shard;
     const Group group{&origin, std::move(candidates), loader_edits(origin.spec.loader())};

@@ -22,7 +22,7 @@ struct WavePlan {
   std::vector<ShardRecord> shards;     // the next wave (states waiting/queued, ids assigned)
   std::vector<v1::RegistryOp> merged;  // the registry lines every next-wave shard pre-applies
   std::vector<std::string> conflicts;  // "registry: class X: attributes a, b" (no line written)
-  // At the wave (ahead_loaders null): the shards planned ahead that join it, and those whose
+  // At the wave (no ahead_scope): the shards planned ahead that join it, and those whose
   // inputs changed (docs/farm.md, "Registry waves start early").
   std::vector<std::string> adopted;
   std::vector<std::string> discarded;
@@ -38,15 +38,20 @@ struct WavePlan {
 // shards: every shard of the sweep; results: accepted results in acceptance order.
 // first_shard_number: the next free number for shard ids (<sweep>-sNNN).
 //
-// Shards flagged `ahead` count neither their results nor their wave. With ahead_loaders, the
-// next wave's shards of those loaders are planned ahead (flagged; entries a shard planned ahead
+// Shards flagged `ahead` count neither their results nor their wave. With ahead_scope, the
+// next wave's shards of its loaders are planned ahead (flagged; entries a shard planned ahead
 // already holds are left out) from the lines merged so far. Without, the wave is planned: a
 // shard planned ahead whose entries, own classes' lines and loader edits are what the wave
 // would give them is adopted (its entries are not planned again), the others are discarded.
+struct AheadScope {
+  std::set<std::string> loaders;  // `shards` holds every shard of these loaders, and only those
+  int latest_wave = 1;            // the sweep's latest wave (its shards planned ahead aside)
+  const std::set<std::string>* planned_ahead = nullptr;  // every shard still flagged `ahead`
+};
 WavePlan PlanNextWave(const std::string& sweep_id, const std::vector<const ShardRecord*>& shards,
                       const std::vector<ResultRecord>& results,
                       const std::vector<std::string>& archs, bool split_probe,
-                      int first_shard_number, const std::set<std::string>* ahead_loaders = nullptr);
+                      int first_shard_number, const AheadScope* ahead_scope = nullptr);
 
 // Merges the registry proposals of results (identical proposals collapse), leaving out the
 // results of skip_shards.
