@@ -1724,6 +1724,36 @@ TEST_F(CoordinatorTest, ANextWaveShardIsPlannedAheadOnceItsLoadersProbesEndedAnd
                                          " planned ahead kept, 0 discarded")));
 }
 
+// The flag is kept with the shard's spec: a coordinator restarted before the wave is planned
+// still counts the shards planned ahead for nothing, plans the wave when the last probe ends,
+// and adopts them then.
+TEST_F(CoordinatorTest, ShardsPlannedAheadAreAdoptedAfterARestart) {
+  testing::TempDir tmp;
+  ASSERT_NO_FATAL_FAILURE(OpenFileStore(tmp.path() / "state.db", false));
+  std::map<std::string, v1::LeaseResponse> probes = StartHoldingEveryProbe();
+  ASSERT_EQ(probes.size(), 3u);
+  const std::string b = ProbeCThenLineFromA(probes, kLoaderA, kLoaderC);
+  ASSERT_TRUE(CompleteFirstShardOfWave2().granted());
+
+  ASSERT_NO_FATAL_FAILURE(OpenFileStore(tmp.path() / "state.db", true));
+  auto wave2 = [&] {
+    std::vector<ShardRecord> out;
+    auto all = coord_->Shards("sw-0001");
+    EXPECT_TRUE(all.ok()) << all.status();
+    for (const auto& s : *all) {
+      if (s.spec.wave() == 2) out.push_back(s);
+    }
+    return out;
+  };
+  ASSERT_FALSE(wave2().empty());
+  for (const auto& s : wave2()) EXPECT_TRUE(s.spec.ahead()) << s.id;
+  ASSERT_TRUE(CompleteLease("cpu", probes[b], Succeeded(probes[b].shard())).accepted());
+  for (const auto& s : wave2()) {
+    EXPECT_FALSE(s.spec.ahead()) << s.id << " joined its wave";
+    EXPECT_EQ(s.spec.loader(), kLoaderC) << s.id << ": nothing was planned again";
+  }
+}
+
 // A shard planned ahead whose class line does not survive the wave (a later probe proposes
 // another attribute for the class: no line is written) is discarded when the wave is planned:
 // one still to run is cancelled, one that ran keeps its flag, so its result never counts, and
