@@ -107,6 +107,13 @@ absl::StatusOr<v1::Shard> Coordinator::RequeueShard(const std::string& id,
     if (sweep != sweeps_.end() && sweep->second.rec.state == SweepState::kCancelled) {
       return absl::FailedPreconditionError(util::StrCat("sweep ", s.sweep_id, " is cancelled"));
     }
+    if (s.spec.ahead() && sweep != sweeps_.end() &&
+        sweep->second.next_wave_planned_after >= s.spec.wave() - 1) {
+      return absl::FailedPreconditionError(util::StrCat(
+          "shard ", id, " was planned ahead of wave ", s.spec.wave(),
+          " and discarded when that wave was planned (", s.last_error,
+          "): its results would never count; the wave's own shards verify its entries"));
+    }
     const TimePoint now = clock_->Now();
     Mutation m;
     m.name = "RequeueShard";

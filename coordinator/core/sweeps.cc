@@ -547,7 +547,8 @@ void Coordinator::PlanAheadLocked(SweepRt& sweep, const std::set<std::string>& l
       sweep.wave >= kMaxWaves || sweep.next_wave_planned_after >= sweep.wave || loaders.empty()) {
     return;
   }
-  // Planning reads every shard and result: only for loaders with an entry of a lined class.
+  // Planning reads every result: only for loaders with an entry of a lined class, and with
+  // those loaders' shards only.
   std::set<std::string> with_lines;
   for (const auto& l : loaders) {
     auto classes = sweep.classes_by_loader.find(l);

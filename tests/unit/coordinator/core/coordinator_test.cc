@@ -1790,6 +1790,13 @@ TEST_F(CoordinatorTest, AShardPlannedAheadIsDiscardedWhenItsClassLineDoesNotSurv
     }
   }
   EXPECT_GE(wave2, 2) << "the probe planned ahead and its verification";
+  // An on-call requeue of a discarded shard is refused: its results would never count.
+  for (const auto& s : *all) {
+    if (s.spec.wave() != 2 || s.state != ShardState::kCancelled) continue;
+    auto requeued = coord_->RequeueShard(s.id, "stuck?", operator_);
+    EXPECT_TRUE(absl::IsFailedPrecondition(requeued.status())) << requeued.status();
+    EXPECT_THAT(std::string(requeued.status().message()), HasSubstr("discarded"));
+  }
 }
 
 // A command executor's verify phase runs an operator's command, which may change the registry:
