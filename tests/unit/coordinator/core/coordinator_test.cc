@@ -257,6 +257,18 @@ class CoordinatorTest : public ::testing::Test {
     return "";
   }
 
+  // sw-0001's shards of one wave.
+  std::vector<ShardRecord> ShardsOfWave(int wave) {
+    std::vector<ShardRecord> out;
+    auto all = coord_->Shards("sw-0001");
+    EXPECT_TRUE(all.ok()) << all.status();
+    if (!all.ok()) return out;
+    for (const auto& s : *all) {
+      if (s.spec.wave() == wave) out.push_back(s);
+    }
+    return out;
+  }
+
   // The CPU agent leases until it gets a shard of wave 2 (one planned ahead) and completes it,
   // every entry returning SharedOutput.
   v1::LeaseResponse CompleteFirstShardOfWave2() {
@@ -1674,15 +1686,7 @@ TEST_F(CoordinatorTest, ANextWaveShardIsPlannedAheadOnceItsLoadersProbesEndedAnd
   std::map<std::string, v1::LeaseResponse> probes = StartHoldingEveryProbe();
   ASSERT_EQ(probes.size(), 3u);
   const std::string a = kLoaderA, c = kLoaderC;
-  auto wave2 = [&] {
-    std::vector<ShardRecord> out;
-    auto all = coord_->Shards("sw-0001");
-    EXPECT_TRUE(all.ok()) << all.status();
-    for (const auto& s : *all) {
-      if (s.spec.wave() == 2) out.push_back(s);
-    }
-    return out;
-  };
+  auto wave2 = [&] { return ShardsOfWave(2); };
   std::vector<std::string> events;
   auto watch =
       coord_->Watch("sw-0001", [&](const v1::SweepEvent& e) { events.push_back(e.message()); });
@@ -1736,15 +1740,7 @@ TEST_F(CoordinatorTest, ShardsPlannedAheadAreAdoptedAfterARestart) {
   ASSERT_TRUE(CompleteFirstShardOfWave2().granted());
 
   ASSERT_NO_FATAL_FAILURE(OpenFileStore(tmp.path() / "state.db", true));
-  auto wave2 = [&] {
-    std::vector<ShardRecord> out;
-    auto all = coord_->Shards("sw-0001");
-    EXPECT_TRUE(all.ok()) << all.status();
-    for (const auto& s : *all) {
-      if (s.spec.wave() == 2) out.push_back(s);
-    }
-    return out;
-  };
+  auto wave2 = [&] { return ShardsOfWave(2); };
   ASSERT_FALSE(wave2().empty());
   for (const auto& s : wave2()) EXPECT_TRUE(s.spec.ahead()) << s.id;
   ASSERT_TRUE(CompleteLease("cpu", probes[b], Succeeded(probes[b].shard())).accepted());

@@ -429,15 +429,23 @@ TEST(Merge, DifferentOutcomesGoPerArch) {
 }
 
 // A later wave's outcome decides an arch (not last-writer-wins inside one wave).
-TEST(Merge, LaterWaveDecides) {
+// V1 fails in wave 1 and passes in wave 2, on both archs; wave 2's shards flagged `ahead` if
+// asked (planned ahead, then discarded).
+Sweep FailsThenPasses(bool second_ahead) {
   Sweep s;
   for (const std::string arch : {"n150", "p150"}) {
     auto w1 = s.AddShard("a", 1, arch);
     s.AddResult(
         w1, WithOutcomes({Outcome(kV1, arch, XfailEdit(kV1, "TT_FATAL: wave one"), "failure")}));
     auto w2 = s.AddShard("a", 2, arch, v1::PHASE_VERIFY);
+    s.shards.back().spec.set_ahead(second_ahead);
     s.AddResult(w2, WithOutcomes({Outcome(kV1, arch, PassEdit(kV1))}));
   }
+  return s;
+}
+
+TEST(Merge, LaterWaveDecides) {
+  Sweep s = FailsThenPasses(false);
   auto out = Merge(s.Input());
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_TRUE(out->conflicts.empty()) << Joined(out->conflicts);
@@ -452,15 +460,7 @@ TEST(Merge, LaterWaveDecides) {
 // A shard still flagged as planned ahead was discarded when its wave was planned (docs/farm.md,
 // "Registry waves start early"): its result decides nothing, though it is of a later wave.
 TEST(Merge, AResultOfAShardPlannedAheadAndDiscardedDecidesNothing) {
-  Sweep s;
-  for (const std::string arch : {"n150", "p150"}) {
-    auto w1 = s.AddShard("a", 1, arch);
-    s.AddResult(
-        w1, WithOutcomes({Outcome(kV1, arch, XfailEdit(kV1, "TT_FATAL: wave one"), "failure")}));
-    auto w2 = s.AddShard("a", 2, arch, v1::PHASE_VERIFY);
-    s.shards.back().spec.set_ahead(true);
-    s.AddResult(w2, WithOutcomes({Outcome(kV1, arch, PassEdit(kV1))}));
-  }
+  Sweep s = FailsThenPasses(true);
   auto out = Merge(s.Input());
   ASSERT_TRUE(out.ok()) << out.status();
   const EntryMerge* e = FindEntry(*out, kV1);
