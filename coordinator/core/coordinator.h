@@ -198,10 +198,9 @@ class Coordinator {
     int open_first = 0;
     std::map<std::string, int> open_first_by_loader;  // the same, per loader
     // From first phases (not carried, not planned ahead): the output classes each loader's
-    // entries returned, and the classes some result proposed a line for. A loader with none of
-    // the second among the first has nothing to plan ahead (PlanAheadLocked).
+    // entries returned. A loader none of whose classes was proposed a line (`proposed`) has
+    // nothing to plan ahead (PlanAheadLocked).
     std::map<std::string, std::set<std::string>> classes_by_loader;
-    std::set<std::string> lined;
     std::map<std::string, std::vector<std::string>> shards_by_loader;  // ids, in creation order
     std::set<std::string> planned_ahead;  // shards still flagged `ahead`
     int wave = 0;
@@ -300,8 +299,8 @@ class Coordinator {
   // its verify phases may still run (docs/farm.md, "Registry waves start early").
   void MaybePlanWaveEarlyLocked(SweepRt& sweep, Effects& after);
   // Before that: the next wave's shards of `loaders`, whose first phases of the latest wave have
-  // all ended, from the registry lines merged so far (docs/farm.md, "Next-wave shards planned
-  // ahead"). PlanWaveLocked adopts or discards them.
+  // all ended, from the registry lines merged so far (docs/farm.md, "Registry waves start
+  // early"). PlanWaveLocked adopts or discards them.
   void PlanAheadLocked(SweepRt& sweep, const std::set<std::string>& loaders, Effects& after);
   // Verifications in `shards` likely superseded (the next wave verifies their entries again):
   // the queued first phases of their loader in the latest wave gate that next-wave shard, and
@@ -309,10 +308,10 @@ class Coordinator {
   void GateAheadLocked(const SweepRt& sweep, std::vector<ShardRecord>& shards) const;
   // A result's outcomes into its sweep's per-entry status (the latest wave's stands).
   void NoteDecidedLocked(SweepRt& sweep, const ResultRecord& r, int wave);
-  // The queued verify phases of `wave` with the entries `next` (the wave after it) verifies
-  // again taken out, as updated copies: those left with none are succeeded (superseded).
+  // The queued verify phases of `wave` with the entries in `again` (those the wave after it
+  // verifies) taken out, as updated copies: those left with none are succeeded (superseded).
   std::vector<ShardRecord> SupersededLocked(const SweepRt& sweep, int wave,
-                                            const std::vector<ShardRecord>& next);
+                                            const std::set<std::string>& again);
   // Takes the entries in `again` out of verify phase u; true if it had any. One left with none
   // is succeeded (superseded); otherwise its estimate follows the entries left.
   static bool DropEntriesVerifiedAgain(ShardRecord& u, const std::set<std::string>& again);

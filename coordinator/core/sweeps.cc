@@ -209,9 +209,6 @@ void Coordinator::ApplyResultLocked(const ResultRecord& r) {
     for (const auto& o : r.result.entries()) {
       if (!o.output_class().empty()) classes.insert(o.output_class());
     }
-    for (const auto& op : r.result.registry_ops()) {
-      if (op.kind() == v1::RegistryOp::ADD) sw->second.lined.insert(op.cls());
-    }
   }
   if (shard != nullptr && !carried) {
     // A line for a class: the wave's queued verifications of that class's entries wait behind
@@ -476,9 +473,15 @@ bool Coordinator::PlanWaveLocked(const std::string& sweep_id, Effects& after) {
     ahead.push_back(std::move(u));
   }
   for (const auto& s : ahead) m.shard_specs.push_back(&s);
-  std::vector<ShardRecord> next = plan.shards;
-  for (const auto& id : plan.adopted) next.push_back(table_.shard(id));
-  std::vector<ShardRecord> superseded = SupersededLocked(sweep, wave, next);
+  std::set<std::string> again;  // the entries the next wave verifies, adopted shards' too
+  for (const auto& s : plan.shards) {
+    for (const auto& e : s.spec.entries()) again.insert(EntryKey(e));
+  }
+  for (const auto& s : ahead) {
+    if (s.spec.ahead()) continue;  // discarded
+    for (const auto& e : s.spec.entries()) again.insert(EntryKey(e));
+  }
+  std::vector<ShardRecord> superseded = SupersededLocked(sweep, wave, again);
   for (const auto& s : superseded) m.shard_specs.push_back(&s);
   if (!journal_.Stage(m, after).ok()) return false;  // retried on the next completion or Tick
   sweep.next_wave_planned_after = wave;
@@ -547,14 +550,16 @@ void Coordinator::PlanAheadLocked(SweepRt& sweep, const std::set<std::string>& l
       sweep.wave >= kMaxWaves || sweep.next_wave_planned_after >= sweep.wave || loaders.empty()) {
     return;
   }
-  // Planning reads every result: only for loaders with an entry of a lined class, and with
-  // those loaders' shards only.
+  // Planning reads every result: only for loaders with an entry of a class some result of
+  // these waves proposed a line for, and with those loaders' shards only.
+  std::set<std::string> lined;
+  for (const auto& [w, cls] : sweep.proposed) lined.insert(cls);
   std::set<std::string> with_lines;
   for (const auto& l : loaders) {
     auto classes = sweep.classes_by_loader.find(l);
     if (classes == sweep.classes_by_loader.end()) continue;
     if (std::any_of(classes->second.begin(), classes->second.end(),
-                    [&](const std::string& c) { return sweep.lined.count(c) > 0; })) {
+                    [&](const std::string& c) { return lined.count(c) > 0; })) {
       with_lines.insert(l);
     }
   }
@@ -563,7 +568,7 @@ void Coordinator::PlanAheadLocked(SweepRt& sweep, const std::set<std::string>& l
   for (const auto& l : with_lines) {
     for (const auto& id : sweep.shards_by_loader[l]) shards.push_back(&table_.shard(id));
   }
-  const AheadScope scope{with_lines, sweep.wave, &sweep.planned_ahead};
+  const AheadScope scope{with_lines, sweep.wave, sweep.planned_ahead};
   WavePlan plan = PlanNextWave(sweep.rec.id, shards, sweep.results, sweep.rec.archs,
                                table_.AnyCpuAgentServing(),
                                static_cast<int>(sweep.shard_ids.size()) + 1, &scope);
@@ -596,11 +601,7 @@ void Coordinator::PlanAheadLocked(SweepRt& sweep, const std::set<std::string>& l
 // of them (a shard left with none is done, as "superseded"), so that no device runs a
 // verification whose outcome is replaced (docs/farm.md, "Registry waves start early").
 std::vector<ShardRecord> Coordinator::SupersededLocked(const SweepRt& sweep, int wave,
-                                                       const std::vector<ShardRecord>& next) {
-  std::set<std::string> again;
-  for (const auto& s : next) {
-    for (const auto& e : s.spec.entries()) again.insert(EntryKey(e));
-  }
+                                                       const std::set<std::string>& again) {
   std::vector<ShardRecord> out;
   for (const auto& id : sweep.shard_ids) {
     const ShardRecord& s = table_.shard(id);

@@ -308,9 +308,7 @@ WavePlan PlanNextWave(const std::string& sweep_id, const std::vector<const Shard
     }
   }
   WavePlan plan =
-      MergeRegistry(results, ahead_scope != nullptr && ahead_scope->planned_ahead != nullptr
-                                 ? *ahead_scope->planned_ahead
-                                 : ahead_ids);
+      MergeRegistry(results, ahead_scope != nullptr ? ahead_scope->planned_ahead : ahead_ids);
   const bool any_carried_line = std::any_of(counted.begin(), counted.end(), [](const auto* s) {
     return Carried(*s) && s->spec.pre_registry_size() > 0;
   });

@@ -46,7 +46,7 @@ struct WavePlan {
 struct AheadScope {
   std::set<std::string> loaders;  // `shards` holds every shard of these loaders, and only those
   int latest_wave = 1;            // the sweep's latest wave (its shards planned ahead aside)
-  const std::set<std::string>* planned_ahead = nullptr;  // every shard still flagged `ahead`
+  const std::set<std::string>& planned_ahead;  // every shard of the sweep still flagged `ahead`
 };
 WavePlan PlanNextWave(const std::string& sweep_id, const std::vector<const ShardRecord*>& shards,
                       const std::vector<ResultRecord>& results,

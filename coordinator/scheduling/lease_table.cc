@@ -1,7 +1,5 @@
 #include "coordinator/scheduling/lease_table.h"
 
-#include "coordinator/planning/phases.h"
-
 #include <algorithm>
 #include <random>
 
