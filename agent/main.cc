@@ -56,6 +56,7 @@ struct AgentConfig {
   std::string replay_dir;
   std::int64_t probe_timeout_seconds = 600;
   std::int64_t pytest_timeout_seconds = 3600;
+  std::int64_t probe_nice = 10;
   std::int64_t command_timeout_seconds = 0;
   std::int64_t lease_wait_seconds = 20;
   std::string metrics_address;
@@ -100,6 +101,9 @@ struct AgentConfig {
           Range{1, kMaxSeconds});
     s.Add("pytest_timeout_seconds", &pytest_timeout_seconds, "kill a pytest run after this long",
           Range{1, kMaxSeconds});
+    s.Add("probe_nice", &probe_nice,
+          "niceness added to probe processes, which hold no device (0: as the agent's)",
+          Range{0, 19});
     s.Add("command_timeout_seconds", &command_timeout_seconds,
           "kill a command-executor run after this long (0: the shard's timeout)",
           Range{0, kMaxSeconds});
@@ -306,6 +310,7 @@ int main(int argc, char** argv) {
   options.exec.probe_script = std::filesystem::path(cfg.scripts_dir) / "triage_probe.py";
   options.exec.probe_timeout = std::chrono::seconds(cfg.probe_timeout_seconds);
   options.exec.pytest_timeout = std::chrono::seconds(cfg.pytest_timeout_seconds);
+  options.exec.probe_nice = static_cast<int>(cfg.probe_nice);
   options.exec.command_timeout = std::chrono::seconds(cfg.command_timeout_seconds);
   options.exec.playbooks = cfg.playbooks;
   options.exit_when_drained = cfg.exit_when_drained;

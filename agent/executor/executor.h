@@ -19,6 +19,9 @@ struct ExecSettings {
   std::string python = "/usr/bin/python3";  // the workspace's interpreter (probe, pytest)
   std::chrono::seconds probe_timeout{600};
   std::chrono::seconds pytest_timeout{3600};
+  // Niceness added to probe processes: they hold no device, so on a host they share with
+  // device sessions they yield the CPU to them (docs/farm.md, "Probe niceness").
+  int probe_nice = 10;
   std::chrono::seconds command_timeout{0};  // 0: the shard's timeout
   std::filesystem::path probe_script;       // agent/scripts/triage_probe.py
   // The playbooks this agent runs (empty: all): a shard's chain (docs/playbooks.md, "Chaining")

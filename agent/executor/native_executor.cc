@@ -141,6 +141,7 @@ NativeToolsOptions NativeExecutor::ToolsOptions(const ExecContext& ctx) const {
   o.python = ctx.settings.python;
   o.arch = ctx.spec->arch().empty() ? "n150" : ctx.spec->arch();
   o.probe_timeout = ctx.settings.probe_timeout;
+  o.probe_nice = ctx.settings.probe_nice;
   o.pytest_timeout = ctx.settings.pytest_timeout;
   o.cancelled = ctx.cancelled;
   return o;

@@ -30,6 +30,7 @@ absl::StatusOr<std::vector<playbooks::ProbeDoc>> NativeTools::Probe(const std::s
               "--mode",        mode};
   run.cwd = run_dir;
   run.timeout = options_.probe_timeout;
+  run.nice = options_.probe_nice;
   run.separate_stderr = true;
   run.cancelled = options_.cancelled;
   auto res = process::Run(run);

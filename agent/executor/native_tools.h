@@ -26,6 +26,7 @@ struct NativeToolsOptions {
   std::string python = "/usr/bin/python3";
   std::string arch = "n150";  // passed to the runner's --arch
   std::chrono::seconds probe_timeout{600};
+  int probe_nice = 10;  // ExecSettings::probe_nice
   std::chrono::seconds pytest_timeout{3600};
   std::function<bool()> cancelled;
   std::function<void(const std::string& step)> on_timeout;  // metrics

@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -122,6 +123,7 @@ struct ChildSetup {
   char* const* argv;
   char* const* envp;
   const std::vector<std::string>* candidates;
+  int nice;
 };
 
 [[noreturn]] void ChildFail(int status_fd, Stage stage) {
@@ -150,6 +152,12 @@ struct ChildSetup {
     ChildFail(s.status_fd, kStageStdio);
   }
   if (s.cwd != nullptr && ::chdir(s.cwd) != 0) ChildFail(s.status_fd, kStageChdir);
+  if (s.nice > 0) {
+    // A lower priority only: failing to lower it (never expected) leaves it as inherited.
+    errno = 0;
+    const int now = ::getpriority(PRIO_PROCESS, 0);
+    if (errno == 0) (void)::setpriority(PRIO_PROCESS, 0, std::min(19, now + s.nice));
+  }
 #ifdef SYS_close_range
   // Descriptors the caller opened without O_CLOEXEC (sockets, files) stay out of the command.
   ::syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC);
@@ -369,6 +377,7 @@ absl::StatusOr<RunResult> Run(const RunOptions& options) {
       .argv = argv.data(),
       .envp = envp.data(),
       .candidates = &candidates,
+      .nice = options.nice,
   };
 
   const Clock::time_point start = Clock::now();

@@ -44,6 +44,10 @@ struct RunOptions {
   std::function<bool()> cancelled;
   // Called about every 50 ms while the child runs (before `cancelled`): to watch what it writes.
   std::function<void()> on_poll;
+  // Added to the child's niceness before exec (0 = inherit; capped at the lowest priority).
+  // Work that holds no device yields the CPU to the sessions that do (docs/farm.md, "Probe
+  // niceness").
+  int nice = 0;
 };
 
 struct RunResult {

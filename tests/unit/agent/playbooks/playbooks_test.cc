@@ -3,6 +3,9 @@
 
 #include "agent/playbooks/playbooks.h"
 
+#include <sys/resource.h>
+
+#include <algorithm>
 #include <cmath>
 #include <deque>
 #include <set>
@@ -1524,11 +1527,13 @@ TEST(ReplayTools, InputsModeAnswersTrainThenEvalAndRecordsBoth) {
 
 // NativeTools runs the probe with the mode and records every document under its phase's name;
 // an unknown mode runs nothing. The probe here is a stand-in script printing two documents.
+// It runs at the agent's niceness plus probe_nice: it holds no device.
 TEST(NativeTools, InputsModeRecordsTrainAndEvalDocuments) {
   testing::TempDir tmp;
   const std::string key = "det/pytorch-Base-single_device-training";
   testing::WriteFileOrDie(tmp.path() / "scripts/triage_probe.py",
                           "echo \"$@\" > \"$(dirname \"$0\")/argv.txt\"\n"
+                          "nice > \"$(dirname \"$0\")/nice.txt\"\n"
                           "echo 'loader output' >&2\n"
                           "echo '{\"schema\": 1, \"key\": \"'$4'\", \"phase\": \"train\", "
                           "\"ok\": false, \"error\": {\"type\": \"ModuleNotFoundError\", "
@@ -1562,6 +1567,9 @@ TEST(NativeTools, InputsModeRecordsTrainAndEvalDocuments) {
   }
   EXPECT_EQ(util::TrimWhitespace(testing::ReadFileOrDie(tmp.path() / "scripts/argv.txt")),
             "--root " + (tmp.path() / "ws").string() + " --key " + key + " --mode inputs");
+  EXPECT_EQ(util::TrimWhitespace(testing::ReadFileOrDie(tmp.path() / "scripts/nice.txt")),
+            std::to_string(std::min(19, ::getpriority(PRIO_PROCESS, 0) + options.probe_nice)));
+  EXPECT_EQ(options.probe_nice, 10) << "the default";
 
   std::vector<std::string> names;
   for (const auto& [name, path] : tools.Evidence()) {

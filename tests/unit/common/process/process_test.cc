@@ -2,8 +2,10 @@
 
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -13,6 +15,7 @@
 #include <vector>
 
 #include "common/util/strings.h"
+#include "common/util/text.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/test_support.h"
@@ -67,6 +70,18 @@ TEST(ProcessTest, ExitCodes) {
   EXPECT_EQ(three.signal, 0);
   EXPECT_FALSE(three.ok());
   EXPECT_EQ(three.Describe(), "exit 3");
+}
+
+// `nice` raises the child's niceness by that much, capped at 19; 0 leaves it as the caller's.
+TEST(ProcessTest, NiceLowersTheChildsPriority) {
+  const int mine = ::getpriority(PRIO_PROCESS, 0);
+  EXPECT_EQ(util::TrimWhitespace(RunOk(Cmd({"nice"})).output), std::to_string(mine));
+  RunOptions lower = Cmd({"nice"});
+  lower.nice = 5;
+  EXPECT_EQ(util::TrimWhitespace(RunOk(lower).output), std::to_string(std::min(19, mine + 5)));
+  lower.nice = 40;
+  EXPECT_EQ(util::TrimWhitespace(RunOk(lower).output), "19");
+  EXPECT_EQ(::getpriority(PRIO_PROCESS, 0), mine) << "the caller's own is unchanged";
 }
 
 TEST(ProcessTest, CapturesStdoutAndStderrTogether) {
