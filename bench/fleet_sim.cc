@@ -859,10 +859,14 @@ class Simulation {
       }
     }
     for (const auto& cls : proposed) *result.add_registry_ops() = registry::AddOp(cls, "logits");
-    // A flaky infrastructure failure partway through; never on a last attempt.
-    if (attempt < 3 &&
-        Draw(o_.seed, util::StrCat("fail", spec.shard_id()), attempt) < o_.rates.shard_fail) {
-      seconds *= Draw(o_.seed, util::StrCat("fail-at", spec.shard_id()), attempt);
+    // A flaky infrastructure failure partway through; never on a last attempt. Drawn per the
+    // shard's work (wave, phase, arch, entries), not its id: a policy that numbers shards
+    // otherwise (a split shifts every later number) faces the same failures on the same work.
+    std::string work =
+        util::StrCat(spec.wave(), "/", static_cast<int>(spec.phase()), "/", spec.arch());
+    for (const auto& e : spec.entries()) util::StrAppend(&work, "/", e.key());
+    if (attempt < 3 && Draw(o_.seed, "fail" + work, attempt) < o_.rates.shard_fail) {
+      seconds *= Draw(o_.seed, "fail-at" + work, attempt);
       result = v1::ShardResult();
       result.set_status(v1::ShardResult::FAILED);
       result.set_error("simulated infrastructure failure");
