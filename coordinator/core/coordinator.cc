@@ -383,7 +383,8 @@ absl::StatusOr<v1::CompleteResponse> Coordinator::RecordResultLocked(ShardRecord
     }
   }
   const std::size_t listed_end = shards.size();
-  const std::vector<std::string> splits = SplitAtRiskLocked(sweep, fresh, shards);
+  std::vector<std::string> splits = SplitLongLocked(sweep, 1, released, shards);
+  for (auto& line : SplitAtRiskLocked(sweep, fresh, shards)) splits.push_back(std::move(line));
   GateAheadLocked(sweep, shards);
   {
     // Of the queued ones listed, only those split or ranked again are written.

@@ -331,6 +331,19 @@ class Coordinator {
   std::vector<std::string> SplitAtRiskLocked(const SweepRt& sweep,
                                              const std::set<std::string>& fresh,
                                              std::vector<ShardRecord>& shards);
+  // Verify phases just released (shards[from, to)): each entry known to run over
+  // verify_batch_shard_max (a recorded duration, not an estimate) moves to a shard of its own, so
+  // that a loader's long variants run on several agents at once instead of one after another
+  // (docs/farm.md, "Long entries run apart"). New shards are added to shards; returns a line
+  // per split for the sweep's events.
+  std::vector<std::string> SplitLongLocked(const SweepRt& sweep, std::size_t from, std::size_t to,
+                                           std::vector<ShardRecord>& shards);
+  // A new shard of u's record (numbered `number` in its sweep, with no attempts) holding u's
+  // entries flagged in `move`, which u gives up, with `share` of u's expected seconds.
+  ShardRecord SplitOffLocked(ShardRecord& u, const std::vector<bool>& move, double share,
+                             int number);
+  // The number of the next shard made in sweep, counting the new ones among shards.
+  int NextShardNumberLocked(const SweepRt& sweep, const std::vector<ShardRecord>& shards) const;
   static constexpr int kMaxWaves = 3;
   void FinishSweep(const std::string& sweep_id);
   // A scheduled FinishSweep that will not run (its trigger was lost): Tick schedules it again.

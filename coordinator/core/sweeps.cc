@@ -688,8 +688,7 @@ std::vector<std::string> Coordinator::SplitAtRiskLocked(const SweepRt& sweep,
                                                         std::vector<ShardRecord>& shards) {
   std::vector<std::string> events;
   const std::size_t before = shards.size();
-  int number = static_cast<int>(sweep.shard_ids.size());
-  for (const auto& s : shards) number += table_.FindShard(s.id) == nullptr;  // new ones too
+  int number = NextShardNumberLocked(sweep, shards);
   for (std::size_t k = 0; k < before; ++k) {
     ShardRecord& u = shards[k];
     if (u.state != ShardState::kQueued || u.sweep_id != sweep.rec.id) continue;
@@ -700,31 +699,86 @@ std::vector<std::string> Coordinator::SplitAtRiskLocked(const SweepRt& sweep,
       u.likely_superseded = true;
       continue;
     }
-    ShardRecord n = u;
-    n.id = planning::ShardId(sweep.rec.id, ++number);
-    n.spec.set_shard_id(n.id);
-    n.spec.clear_entries();
-    n.seq = next_seq_++;
-    n.attempts = 0;
-    n.infra_losses = 0;
-    n.last_error.clear();
+    ShardRecord n = SplitOffLocked(u, risk, static_cast<double>(at_risk) / risk.size(), number++);
     n.likely_superseded = true;
-    auto* kept = u.spec.mutable_entries();
-    for (int i = kept->size() - 1; i >= 0; --i) {
-      if (!risk[i]) continue;
-      *n.spec.add_entries() = kept->Get(i);
-      kept->DeleteSubrange(i, 1);
-    }
-    std::reverse(n.spec.mutable_entries()->begin(), n.spec.mutable_entries()->end());
-    const double planned = static_cast<double>(risk.size());
-    n.expected_seconds = u.expected_seconds * n.spec.entries_size() / planned;
-    u.expected_seconds = u.expected_seconds * kept->size() / planned;
     const int moved = n.spec.entries_size();
     events.push_back(util::StrCat("shard ", u.id, ": ", moved, moved == 1 ? " entry" : " entries",
                                   " split off to ", n.id, ", queued last: wave ", u.spec.wave(),
                                   " proposed a registry line for ", moved == 1 ? "its" : "their",
                                   " output class"));
     shards.push_back(std::move(n));
+  }
+  return events;
+}
+
+int Coordinator::NextShardNumberLocked(const SweepRt& sweep,
+                                       const std::vector<ShardRecord>& shards) const {
+  int number = static_cast<int>(sweep.shard_ids.size()) + 1;
+  for (const auto& s : shards) number += table_.FindShard(s.id) == nullptr;  // new ones too
+  return number;
+}
+
+ShardRecord Coordinator::SplitOffLocked(ShardRecord& u, const std::vector<bool>& move, double share,
+                                        int number) {
+  ShardRecord n = u;
+  n.id = planning::ShardId(u.sweep_id, number);
+  n.spec.set_shard_id(n.id);
+  n.spec.clear_entries();
+  n.seq = next_seq_++;
+  n.attempts = 0;
+  n.infra_losses = 0;
+  n.last_error.clear();
+  auto* kept = u.spec.mutable_entries();
+  for (int i = kept->size() - 1; i >= 0; --i) {
+    if (!move[i]) continue;
+    *n.spec.add_entries() = kept->Get(i);
+    kept->DeleteSubrange(i, 1);
+  }
+  std::reverse(n.spec.mutable_entries()->begin(), n.spec.mutable_entries()->end());
+  n.expected_seconds = u.expected_seconds * share;
+  u.expected_seconds -= n.expected_seconds;
+  return n;
+}
+
+std::vector<std::string> Coordinator::SplitLongLocked(const SweepRt& sweep, std::size_t from,
+                                                      std::size_t to,
+                                                      std::vector<ShardRecord>& shards) {
+  std::vector<std::string> events;
+  const double limit = ToSeconds(options_.verify_batch_shard_max);
+  if (limit <= 0) return events;
+  int number = NextShardNumberLocked(sweep, shards);
+  for (std::size_t k = from; k < to; ++k) {
+    if (shards[k].state != ShardState::kQueued || shards[k].spec.phase() != v1::PHASE_VERIFY ||
+        shards[k].spec.entries_size() < 2) {
+      continue;
+    }
+    // Whole, a shard within each agent's share of its arch's queued work (itself included)
+    // ends with the others: splitting it would only add sessions.
+    if (shards[k].expected_seconds <=
+        table_.FairShare(Requirement::Of(shards[k]), shards[k].expected_seconds)) {
+      continue;
+    }
+    // The first long entry stays where it is when every entry is long.
+    int left = shards[k].spec.entries_size();
+    for (int i = shards[k].spec.entries_size() - 1; i >= 0 && left > 1; --i) {
+      const v1::ShardEntry& e = shards[k].spec.entries(i);
+      if (e.estimated() || e.expected_seconds() <= limit) continue;
+      std::vector<bool> move(shards[k].spec.entries_size(), false);
+      move[i] = true;
+      const std::string key = e.key();
+      const double seconds = e.expected_seconds();
+      // Its share of the shard's expectation: its planned seconds among the entries'.
+      double planned = 0;
+      for (const auto& o : shards[k].spec.entries()) planned += std::max(0.0, o.expected_seconds());
+      ShardRecord n =
+          SplitOffLocked(shards[k], move, planned > 0 ? seconds / planned : 0, number++);
+      --left;
+      events.push_back(util::StrCat("shard ", shards[k].id, ": ", key, " split off to ", n.id,
+                                    ": known to run ", static_cast<long long>(seconds),
+                                    " s, over verify_batch_shard_max_seconds (",
+                                    static_cast<long long>(limit), " s)"));
+      shards.push_back(std::move(n));  // shards[k] may move: read through the index only
+    }
   }
   return events;
 }

@@ -67,6 +67,9 @@ enum class Fault {
 // Not thread-safe: the owner (the coordinator's front door) calls it under its state lock.
 class LeaseTable {
  public:
+  // The agent's fair share of the queued work of lane's arch and executor, plus extra seconds:
+  // that work over every agent known to serve it.
+  double FairShare(const Requirement& lane, double extra) const;
   // Called by Put before a shard's record is replaced (old is null for a new shard): the owner
   // keeps its per-sweep accounting in step.
   using ShardListener = std::function<void(const ShardRecord* old, const ShardRecord& updated)>;
@@ -213,9 +216,6 @@ class LeaseTable {
   static std::string ShardArch(const ShardRecord& s);
 
  private:
-  // The agent's fair share of the queued work of lane's arch and executor, plus extra seconds:
-  // that work over every agent known to serve it.
-  double FairShare(const Requirement& lane, double extra) const;
   // What a verify phase is expected to run, for verify_batch_max: its planned seconds, with the
   // sweep's learned seconds (SetLearnedSeconds) standing in for each entry planned at an
   // estimate.

@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 
+#include "common/util/strings.h"
 #include "coordinator/persistence/sqlite_store.h"
 #include "coordinator/planning/planner.h"
 #include "coordinator/planning/waves.h"
@@ -1647,6 +1648,102 @@ TEST_F(CoordinatorTest, AVerificationWithSomeEntriesOfALinedClassIsSplit) {
     for (const auto& e : s.spec.entries()) v1_in_wave2 |= e.key().find("a/pytorch-V1") == 0;
   }
   EXPECT_TRUE(v1_in_wave2);
+}
+
+// Loader a's two variants, V1 and V2, with durations as given, on n150.
+class LongEntryTest : public CoordinatorTest {
+ protected:
+  const std::string v1_ = "a/pytorch-V1-single_device-training";
+  const std::string v2_ = "a/pytorch-V2-single_device-training";
+
+  std::string Durations(int v1_seconds, int v2_seconds) const {
+    return util::StrCat("{\"", NodeId(kTrainingFile, v1_), "\": ", v1_seconds, ", \"",
+                        NodeId(kTrainingFile, v2_), "\": ", v2_seconds, "}");
+  }
+
+  // Starts the sweep with n150 agents "n" and "n2" (or only "n") and completes a's probe (the
+  // sweep's events meanwhile into `events`); a's wave-1 verifications then, in shard order.
+  std::vector<ShardRecord> VerificationsOfAAfterItsProbe(const std::string& durations,
+                                                         std::vector<std::string>* events = nullptr,
+                                                         bool two_agents = true) {
+    CpuAndDeviceAgent();
+    if (two_agents) RegisterAgent("n2", "n150");
+    Start({"n150"}, 0, durations, {"unpack_forward_output"});
+    std::map<std::string, v1::LeaseResponse> probes = LeaseEveryProbe("cpu");
+    EXPECT_TRUE(probes.count(kLoaderA));
+    auto watch = coord_->Watch("sw-0001", [&](const v1::SweepEvent& e) {
+      if (events != nullptr) events->push_back(e.message());
+    });
+    EXPECT_TRUE(watch.ok());
+    EXPECT_TRUE(
+        CompleteLease("cpu", probes[kLoaderA], Succeeded(probes[kLoaderA].shard())).accepted());
+    if (watch.ok()) coord_->Unwatch(*watch);
+    std::vector<ShardRecord> out;
+    for (const auto& s : ShardsOfWave(1)) {
+      if (s.spec.loader() == kLoaderA && s.spec.phase() == v1::PHASE_VERIFY) out.push_back(s);
+    }
+    return out;
+  }
+};
+
+// An entry known to run over verify_batch_shard_max_seconds leaves its loader's verification
+// when that is released and the shard is longer than each agent's share of its arch's queued
+// work, so that a loader's long variants run on several agents at once; the loader's other
+// entries stay together.
+TEST_F(LongEntryTest, AnEntryKnownToRunLongIsVerifiedApartFromItsLoadersOthers) {
+  std::vector<std::string> events;
+  std::vector<ShardRecord> split = VerificationsOfAAfterItsProbe(Durations(3000, 100), &events);
+  ASSERT_EQ(split.size(), 2u) << "the long entry apart";
+  for (const auto& s : split) {
+    EXPECT_EQ(s.state, ShardState::kQueued) << s.id;
+    ASSERT_EQ(s.spec.entries_size(), 1) << s.id;
+  }
+  EXPECT_EQ(split[0].spec.entries(0).key(), v2_) << "the shard keeps its place and the rest";
+  EXPECT_EQ(split[1].spec.entries(0).key(), v1_);
+  EXPECT_DOUBLE_EQ(split[0].expected_seconds, 100) << "each expects its own entries' seconds";
+  EXPECT_DOUBLE_EQ(split[1].expected_seconds, 3000);
+  EXPECT_THAT(events, Contains(HasSubstr("shard " + split[0].id + ": " + v1_ + " split off to " +
+                                         split[1].id +
+                                         ": known to run 3000 s, over "
+                                         "verify_batch_shard_max_seconds (600 s)")));
+  // Both run at once, each on its own lease, the longest first.
+  v1::LeaseResponse first = LeaseNow("n"), second = LeaseNow("n2");
+  ASSERT_TRUE(first.granted() && second.granted());
+  EXPECT_EQ(first.shard().entries(0).key(), v1_);
+  EXPECT_EQ(second.shard().entries(0).key(), v2_);
+  ASSERT_TRUE(CompleteLease("n", first, Succeeded(first.shard())).accepted());
+  ASSERT_TRUE(CompleteLease("n2", second, Succeeded(second.shard())).accepted());
+}
+
+// Every entry long: the first stays, the others leave.
+TEST_F(LongEntryTest, EveryEntryLongLeavesTheFirstInPlace) {
+  std::vector<ShardRecord> split = VerificationsOfAAfterItsProbe(Durations(3000, 4000));
+  ASSERT_EQ(split.size(), 2u);
+  EXPECT_EQ(split[0].spec.entries(0).key(), v1_);
+  EXPECT_EQ(split[1].spec.entries(0).key(), v2_);
+  EXPECT_DOUBLE_EQ(split[1].expected_seconds, 4000);
+}
+
+// With one agent for the arch, the shard is within that agent's share of the arch's work: whole,
+// it ends no later, and a split would only add a session.
+TEST_F(LongEntryTest, AShardWithinEachAgentsShareStaysWhole) {
+  std::vector<ShardRecord> whole = VerificationsOfAAfterItsProbe(Durations(3000, 100), nullptr,
+                                                                 /*two_agents=*/false);
+  ASSERT_EQ(whole.size(), 1u);
+  EXPECT_EQ(whole[0].spec.entries_size(), 2);
+}
+
+TEST_F(LongEntryTest, AnEstimateSplitsNothing) {
+  std::vector<ShardRecord> whole = VerificationsOfAAfterItsProbe("");
+  ASSERT_EQ(whole.size(), 1u);
+  EXPECT_EQ(whole[0].spec.entries_size(), 2);
+}
+
+TEST_F(LongEntryTest, NothingIsSplitWithoutALimitOnABatchedShard) {
+  options_.verify_batch_shard_max = Duration::zero();
+  std::vector<ShardRecord> whole = VerificationsOfAAfterItsProbe(Durations(3000, 4000));
+  ASSERT_EQ(whole.size(), 1u);
+  EXPECT_EQ(whole[0].spec.entries_size(), 2);
 }
 
 // A verification queued before a probe elsewhere in its wave proposes a line for its entries'
