@@ -67,9 +67,6 @@ enum class Fault {
 // Not thread-safe: the owner (the coordinator's front door) calls it under its state lock.
 class LeaseTable {
  public:
-  // The agent's fair share of the queued work of lane's arch and executor, plus extra seconds:
-  // that work over every agent known to serve it.
-  double FairShare(const Requirement& lane, double extra) const;
   // Called by Put before a shard's record is replaced (old is null for a new shard): the owner
   // keeps its per-sweep accounting in step.
   using ShardListener = std::function<void(const ShardRecord* old, const ShardRecord& updated)>;
@@ -98,6 +95,10 @@ class LeaseTable {
   std::vector<std::string> Dependents(const std::string& shard_id) const;
   bool Accepted(const std::string& lease_id) const { return accepted_leases_.count(lease_id); }
   bool AnyCpuAgentServing() const;
+  // The agent's fair share of the queued work of lane's arch and executor, plus extra seconds:
+  // that work over every agent known to serve it (a batch's limit; whether a long entry is
+  // verified apart, Coordinator::SplitLongLocked).
+  double FairShare(const Requirement& lane, double extra) const;
 
   // The one apply path: records staged by the owner (or read back from the store) replace the
   // table's; Put keeps the queue, the demand, the lease index and the agents' lease sets in
