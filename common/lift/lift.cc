@@ -15,27 +15,6 @@ namespace {
 
 using inventory::kForgeModelsPrefix;
 
-v1::YamlValue ToYaml(const inventory::Value& v) {
-  v1::YamlValue out;
-  switch (v.kind) {
-    case inventory::Value::Kind::kBool:
-      out.set_bool_value(v.boolean);
-      break;
-    case inventory::Value::Kind::kInt:
-      out.set_int_value(v.integer);
-      break;
-    case inventory::Value::Kind::kFloat:
-      out.set_float_value(v.number);
-      break;
-    case inventory::Value::Kind::kList:
-      for (const auto& i : v.list) out.mutable_list_value()->add_items(i.string);
-      break;
-    default:
-      out.set_string_value(v.string);
-  }
-  return out;
-}
-
 void AddReview(v1::EntryOutcome& o, const std::string& note) {
   if (std::find(o.review().begin(), o.review().end(), note) == o.review().end()) {
     o.add_review(note);
@@ -276,6 +255,47 @@ class Lifter {
 };
 
 }  // namespace
+
+v1::YamlValue ToYaml(const inventory::Value& v) {
+  v1::YamlValue out;
+  switch (v.kind) {
+    case inventory::Value::Kind::kBool:
+      out.set_bool_value(v.boolean);
+      break;
+    case inventory::Value::Kind::kInt:
+      out.set_int_value(v.integer);
+      break;
+    case inventory::Value::Kind::kFloat:
+      out.set_float_value(v.number);
+      break;
+    case inventory::Value::Kind::kList:
+      for (const auto& i : v.list) out.mutable_list_value()->add_items(i.string);
+      break;
+    default:
+      out.set_string_value(v.string);
+  }
+  return out;
+}
+
+inventory::Value FromYaml(const v1::YamlValue& v) {
+  switch (v.kind_case()) {
+    case v1::YamlValue::kStringValue:
+      return inventory::Value::String(v.string_value());
+    case v1::YamlValue::kBoolValue:
+      return inventory::Value::Bool(v.bool_value());
+    case v1::YamlValue::kIntValue:
+      return inventory::Value::Int(v.int_value());
+    case v1::YamlValue::kFloatValue:
+      return inventory::Value::Float(v.float_value());
+    case v1::YamlValue::kListValue: {
+      std::vector<inventory::Value> items;
+      for (const auto& s : v.list_value().items()) items.push_back(inventory::Value::String(s));
+      return inventory::Value::List(std::move(items));
+    }
+    default:
+      return inventory::Value::Null();
+  }
+}
 
 LiftOutput Lift(const v1::ShardSpec& spec, v1::ShardResult& result, PinnedFiles& files) {
   return Lifter(spec, result, files).Run();

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/inventory/value.h"
 #include "triage/v1/types.pb.h"
 
 namespace triage::lift {
@@ -33,6 +34,10 @@ struct LiftOutput {
   // result naming them, as it rejects a native result that edits them.
   std::vector<std::string> outside;
 };
+
+// A test-config field value to its wire form and back (lists are lists of strings).
+v1::YamlValue ToYaml(const inventory::Value& v);
+inventory::Value FromYaml(const v1::YamlValue& v);
 
 // Lifts result.ttxla_diff and result.forge_diff, both `git diff`s against the pinned commits of
 // spec, into structured edits, reading the base files through files:

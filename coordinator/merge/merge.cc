@@ -34,31 +34,11 @@ int PhaseOrder(v1::ShardPhase p) {
   }
 }
 
-inventory::Value FromYaml(const v1::YamlValue& v) {
-  switch (v.kind_case()) {
-    case v1::YamlValue::kStringValue:
-      return inventory::Value::String(v.string_value());
-    case v1::YamlValue::kBoolValue:
-      return inventory::Value::Bool(v.bool_value());
-    case v1::YamlValue::kIntValue:
-      return inventory::Value::Int(v.int_value());
-    case v1::YamlValue::kFloatValue:
-      return inventory::Value::Float(v.float_value());
-    case v1::YamlValue::kListValue: {
-      std::vector<inventory::Value> items;
-      for (const auto& s : v.list_value().items()) items.push_back(inventory::Value::String(s));
-      return inventory::Value::List(std::move(items));
-    }
-    default:
-      return inventory::Value::Null();
-  }
-}
-
 // A canonical text of an edit's intent (set fields sorted, deletes sorted).
 std::string Canonical(const v1::EntryEdit& e) {
   std::vector<std::string> parts;
   for (const auto& f : e.set()) {
-    parts.push_back(util::StrCat("set ", f.name(), "=", FromYaml(f.value()).DebugString()));
+    parts.push_back(util::StrCat("set ", f.name(), "=", lift::FromYaml(f.value()).DebugString()));
   }
   for (const auto& d : e.delete_()) parts.push_back(util::StrCat("del ", d));
   std::sort(parts.begin(), parts.end());
@@ -69,7 +49,7 @@ inventory::EntryEdit ToEditorEdit(const v1::EntryEdit& e, const std::string& arc
   inventory::EntryEdit out;
   out.key = e.key();
   if (!arch.empty()) out.arch = arch;
-  for (const auto& f : e.set()) out.set.emplace_back(f.name(), FromYaml(f.value()));
+  for (const auto& f : e.set()) out.set.emplace_back(f.name(), lift::FromYaml(f.value()));
   for (const auto& d : e.delete_()) out.del.push_back(d);
   return out;
 }

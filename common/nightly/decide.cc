@@ -1,0 +1,290 @@
+#include "common/nightly/decide.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "common/nightly/behaviour.h"
+#include "common/util/strings.h"
+
+namespace triage::nightly {
+namespace {
+
+void SetString(v1::EntryEdit& e, const std::string& name, const std::string& value) {
+  auto* f = e.add_set();
+  f->set_name(name);
+  f->mutable_value()->set_string_value(value);
+}
+void SetFloat(v1::EntryEdit& e, const std::string& name, double value) {
+  auto* f = e.add_set();
+  f->set_name(name);
+  f->mutable_value()->set_float_value(value);
+}
+void SetBool(v1::EntryEdit& e, const std::string& name, bool value) {
+  auto* f = e.add_set();
+  f->set_name(name);
+  f->mutable_value()->set_bool_value(value);
+}
+
+std::string Pcc(double pcc) {
+  if (std::isnan(pcc)) return "pcc nan";
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "pcc %.4f", pcc);
+  return buf;
+}
+
+// The telling nightly records that decided the candidate: the latest max(promote_runs,
+// regression_runs) of them.
+std::vector<const v1::NightlyRecord*> DecidingNightly(const v1::NightlyCandidate& c,
+                                                      const RuleOptions& o) {
+  std::vector<const v1::NightlyRecord*> telling;
+  for (const auto& r : c.nightly()) {
+    if (BehaviourOf(r) != Behaviour::kSkipped) telling.push_back(&r);
+  }
+  const std::size_t n = static_cast<std::size_t>(std::max(o.promote_runs, o.regression_runs));
+  if (telling.size() > n) telling.erase(telling.begin(), telling.end() - static_cast<long>(n));
+  return telling;
+}
+
+bool AllOf(const std::vector<v1::NightlyRecord>& runs, auto&& pred) {
+  return !runs.empty() && std::all_of(runs.begin(), runs.end(), [&](const v1::NightlyRecord& r) {
+    return pred(BehaviourOf(r));
+  });
+}
+
+// The behaviours of the runs, comma-separated ("pass, pass").
+std::string Seen(const std::vector<v1::NightlyRecord>& runs) {
+  std::vector<std::string> names;
+  for (const auto& r : runs) {
+    std::string name(BehaviourName(BehaviourOf(r)));
+    if (auto pcc = MeasuredPcc(r)) name += util::StrCat(" (", Pcc(*pcc), ")");
+    names.push_back(std::move(name));
+  }
+  return util::StrJoin(names, ", ");
+}
+
+// The run whose error and stage a failure's YAML takes: the latest confirmation, else the latest
+// nightly record.
+const v1::NightlyRecord& Freshest(const v1::NightlyCandidate& c,
+                                  const std::vector<v1::NightlyRecord>& confirmations) {
+  return confirmations.empty() ? c.nightly(c.nightly_size() - 1) : confirmations.back();
+}
+
+// A decided kind's change for the arch, with the outcome's verdict, stage and reason. Returns
+// false when the runs do not support the kind after all (no change: flaky).
+bool Change(std::string kind, const v1::NightlyCandidate& c,
+            const std::vector<v1::NightlyRecord>& confirmations, std::optional<double> worst,
+            const RuleOptions& o, v1::EntryOutcome& out) {
+  v1::EntryEdit& e = *out.mutable_edit();
+  v1::NightlyFinding& f = *out.mutable_nightly();
+  const double threshold = c.has_required_pcc() ? c.required_pcc() : kDefaultRequiredPcc;
+  const bool far = !worst || std::isnan(*worst) || *worst <= o.pcc_far_below + 1e-12;
+  auto pcc_comment = [&]() {
+    if (worst) f.set_pcc_comment(util::StrCat(Pcc(*worst), " on ", c.arch()));
+  };
+  if (kind == "promote" || kind == "add_config") {
+    SetString(e, "status", "EXPECTED_PASSING");
+    if (kind == "promote") {
+      e.add_delete_("reason");
+      e.add_delete_("bringup_status");
+    }
+    // Rule P: the worst PCC of every deciding run, nightly and confirmation alike.
+    const bool below = worst && (std::isnan(*worst) || *worst < threshold);
+    if (below) {
+      if (!far && FloorThreshold(*worst, o) < threshold - 1e-9) {
+        SetFloat(e, "required_pcc", FloorThreshold(*worst, o));
+      } else {
+        SetBool(e, "assert_pcc", false);
+      }
+      pcc_comment();
+    }
+    out.set_stage(below ? "INCORRECT_RESULT" : "PASSED");
+  } else if (kind == "enable_pcc") {
+    if (!worst || std::isnan(*worst) || *worst <= threshold + o.pcc_margin) return false;
+    e.add_delete_("assert_pcc");
+    pcc_comment();
+  } else if (kind == "raise_pcc") {
+    if (!worst || std::isnan(*worst)) return false;
+    const double to = FloorThreshold(*worst, o);
+    if (to <= threshold + 1e-9) return false;
+    if (to >= kDefaultRequiredPcc) {
+      e.add_delete_("required_pcc");
+    } else {
+      SetFloat(e, "required_pcc", to);
+    }
+    pcc_comment();
+  } else if (kind == "lower_pcc" || kind == "disable_pcc") {
+    if (!far && FloorThreshold(*worst, o) < threshold - 1e-9) {
+      kind = "lower_pcc";
+      SetFloat(e, "required_pcc", FloorThreshold(*worst, o));
+    } else {
+      kind = "disable_pcc";
+      SetBool(e, "assert_pcc", false);
+    }
+    pcc_comment();
+    out.set_stage("INCORRECT_RESULT");
+  } else if (kind == "demote_xfail" || kind == "refresh_reason") {
+    const v1::NightlyRecord& r = Freshest(c, confirmations);
+    std::string stage = FailureStage(r);
+    const std::string reason = ErrorReason(r);
+    if (reason.empty()) return false;
+    if (kind == "demote_xfail") {
+      SetString(e, "status", "KNOWN_FAILURE_XFAIL");
+      SetString(e, "bringup_status", stage.empty() ? "UNKNOWN" : stage);
+    } else {
+      if (!StaleReason(c.reason(), c.bringup_status(), r)) return false;
+      if (!c.bringup_status().empty() && !stage.empty() && stage != c.bringup_status()) {
+        SetString(e, "bringup_status", stage);
+      }
+    }
+    SetString(e, "reason", reason);
+    out.set_stage(stage);
+    out.set_reason(reason);
+  } else if (kind == "demote_skip") {
+    const v1::NightlyRecord& r = Freshest(c, confirmations);
+    const Behaviour b = BehaviourOf(r);
+    std::string stage = FailureStage(r);
+    std::string reason;
+    if (b == Behaviour::kHang) {
+      reason = "Hang";
+      if (stage != "FAILED_TTMLIR_COMPILATION") stage = "FAILED_RUNTIME";
+    } else if (b == Behaviour::kOomKill) {
+      reason = "Host OOM: killed by signal 9";
+      stage = "FAILED_RUNTIME";
+    } else {
+      reason = ErrorReason(r);
+      if (reason.empty()) reason = "crashed";
+      if (stage.empty()) stage = "FAILED_RUNTIME";
+    }
+    SetString(e, "status", "NOT_SUPPORTED_SKIP");
+    SetString(e, "bringup_status", stage);
+    SetString(e, "reason", reason);
+    out.set_stage(stage);
+    out.set_reason(reason);
+  } else {
+    return false;
+  }
+  f.set_kind(kind);
+  out.set_verdict(kind);
+  return true;
+}
+
+// Whether every confirmation run behaved as the candidate's nightly did.
+bool Agree(const v1::NightlyCandidate& c, const std::vector<v1::NightlyRecord>& runs) {
+  const std::string& kind = c.kind();
+  if (kind == "promote" || kind == "enable_pcc") return AllOf(runs, RanToEnd);
+  if (kind == "add_config" || kind == "raise_pcc") {
+    return AllOf(runs, [](Behaviour b) { return b == Behaviour::kPass; });
+  }
+  if (kind == "lower_pcc" || kind == "disable_pcc") {
+    return AllOf(runs, [](Behaviour b) { return b == Behaviour::kIncorrect; });
+  }
+  if (kind == "demote_xfail" || kind == "refresh_reason") {
+    return AllOf(runs, [](Behaviour b) { return b == Behaviour::kFail; });
+  }
+  if (kind == "demote_skip") return AllOf(runs, KillsTheJob);
+  return false;
+}
+
+v1::EntryOutcome Base(const v1::ShardEntry& entry) {
+  v1::EntryOutcome out;
+  out.set_key(entry.key());
+  out.set_file(entry.file());
+  out.set_arch(entry.nightly().arch());
+  out.set_flavor(entry.nightly().kind());
+  out.set_disposition(v1::EntryOutcome::DONE);
+  out.mutable_edit()->set_file(entry.file());
+  out.mutable_edit()->set_key(entry.key());
+  v1::NightlyFinding& f = *out.mutable_nightly();
+  f.set_kind(entry.nightly().kind());
+  f.set_rule(entry.nightly().rule());
+  f.set_expect(entry.nightly().expect());
+  *f.mutable_nightly() = entry.nightly().nightly();
+  return out;
+}
+
+}  // namespace
+
+std::optional<double> WorstPcc(const v1::NightlyCandidate& c,
+                               const std::vector<v1::NightlyRecord>& confirmations,
+                               const RuleOptions& o) {
+  std::optional<double> worst;
+  auto note = [&](const v1::NightlyRecord& r) {
+    auto pcc = MeasuredPcc(r);
+    if (!pcc || !RanToEnd(BehaviourOf(r))) return;
+    if (!worst || std::isnan(*pcc) || (!std::isnan(*worst) && *pcc < *worst)) worst = *pcc;
+  };
+  for (const auto* r : DecidingNightly(c, o)) note(*r);
+  for (const auto& r : confirmations) note(r);
+  return worst;
+}
+
+v1::EntryOutcome DecideNightly(const v1::ShardEntry& entry,
+                               const std::vector<v1::NightlyRecord>& confirmations,
+                               const RuleOptions& o, DecideMode mode) {
+  const v1::NightlyCandidate& c = entry.nightly();
+  v1::EntryOutcome out = Base(entry);
+  v1::NightlyFinding& f = *out.mutable_nightly();
+  *f.mutable_confirmations() = {confirmations.begin(), confirmations.end()};
+  f.set_seen(Seen(confirmations));
+  double seconds = 0;
+  for (const auto& r : confirmations) seconds += r.duration_seconds();
+  if (!confirmations.empty()) out.set_duration_seconds(seconds / confirmations.size());
+  const std::optional<double> worst = WorstPcc(c, confirmations, o);
+  if (worst) f.set_worst_pcc(*worst);
+
+  if (mode == DecideMode::kUnconfirmed) {
+    out.set_verdict("unconfirmed");
+    f.set_decision("unconfirmed");
+    out.set_changed(false);
+    return out;
+  }
+  if (mode == DecideMode::kConfirm) {
+    for (const auto& r : confirmations) {
+      if (BehaviourOf(r) == Behaviour::kSkipped) {
+        out.set_verdict("unconfirmed");
+        f.set_decision("unconfirmed");
+        out.add_review(util::StrCat("skipped on the fleet: ",
+                                    r.error_message().empty() ? r.failure() : r.error_message()));
+        return out;
+      }
+    }
+    if (!Agree(c, confirmations)) {
+      out.set_verdict("flaky");
+      f.set_decision("flaky");
+      out.add_review(util::StrCat("flaky: the nightly showed ", c.expect(), ", the fleet ",
+                                  Seen(confirmations)));
+      return out;
+    }
+  }
+  out.clear_edit();
+  out.mutable_edit()->set_file(entry.file());
+  out.mutable_edit()->set_key(entry.key());
+  if (!Change(c.kind(), c, confirmations, worst, o, out)) {
+    out.clear_edit();
+    out.set_verdict("flaky");
+    f.set_decision("flaky");
+    out.add_review(util::StrCat("flaky: the runs no longer support ", c.kind(), " (",
+                                mode == DecideMode::kConfirm ? Seen(confirmations) : c.expect(),
+                                ")"));
+    return out;
+  }
+  out.set_changed(true);
+  if (mode == DecideMode::kNoConfirm) {
+    f.set_decision("no_confirm");
+    out.add_review("proposed from the nightly alone (--no-confirm): not confirmed on the fleet");
+  } else {
+    f.set_decision("confirmed");
+  }
+  return out;
+}
+
+v1::EntryOutcome ReportOnly(const v1::ShardEntry& entry) {
+  v1::EntryOutcome out = Base(entry);
+  const std::string& kind = entry.nightly().kind();
+  out.set_verdict(kind);
+  out.mutable_nightly()->set_decision(kind);
+  if (kind == "capacity") out.add_review(util::StrCat("capacity: ", entry.nightly().rule()));
+  return out;
+}
+
+}  // namespace triage::nightly

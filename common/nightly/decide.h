@@ -1,0 +1,39 @@
+#pragma once
+
+// The decision for one nightly candidate (docs/nightly.md, section 3): its confirmation runs
+// against the behaviour the nightly showed, and the change for its arch when they agree. Pure:
+// the confirmation runner (agent/playbooks/nightly) and the coordinator (--no-confirm, the
+// device-time budget, the flagged) decide with it alike.
+
+#include <vector>
+
+#include "common/nightly/rules.h"
+#include "triage/v1/types.pb.h"
+
+namespace triage::nightly {
+
+enum class DecideMode {
+  kConfirm,      // confirmations are the fleet's runs
+  kNoConfirm,    // --no-confirm: the nightly alone decides, labelled so
+  kUnconfirmed,  // the device-time budget left it: no change
+};
+
+// The outcome of one candidate entry (entry.nightly() holds the candidate) on its arch. The
+// outcome's edit is the arch's target (top-level field names: what the entry should resolve to
+// on the arch); changed only when the change stands. Confirmed kinds may turn into their
+// neighbours by the worst PCC of all runs (a promotion whose confirmations missed the threshold
+// is promoted with a lowered one; a near miss whose worst run is far below disables the check).
+v1::EntryOutcome DecideNightly(const v1::ShardEntry& entry,
+                               const std::vector<v1::NightlyRecord>& confirmations,
+                               const RuleOptions& options, DecideMode mode);
+
+// The outcome of a judgement that is only reported (capacity, already): never a change.
+v1::EntryOutcome ReportOnly(const v1::ShardEntry& entry);
+
+// The lowest PCC over a candidate's deciding nightly runs (the latest promote_runs /
+// regression_runs of them) and its confirmation runs; nullopt when none measured one.
+std::optional<double> WorstPcc(const v1::NightlyCandidate& candidate,
+                               const std::vector<v1::NightlyRecord>& confirmations,
+                               const RuleOptions& options);
+
+}  // namespace triage::nightly

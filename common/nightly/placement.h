@@ -1,0 +1,49 @@
+#pragma once
+
+// Where a nightly sweep's confirmed changes of one entry go (docs/nightly.md, section 4,
+// "Placement"): the archs' targets, placed together against the entry as it is, so that the
+// YAML says the least. Pure.
+
+#include <string>
+#include <vector>
+
+#include "common/inventory/document.h"
+#include "common/inventory/editor.h"
+#include "triage/v1/types.pb.h"
+
+namespace triage::nightly {
+
+// One arch's target: the fields the entry should resolve to on the arch (set) or leave to the
+// default (delete), as top-level names (NightlyFinding's edit), and the measured-PCC comment of
+// a changed PCC line.
+struct ArchTarget {
+  std::string arch;
+  v1::EntryEdit edit;
+  std::string pcc_comment;  // "pcc 0.9734 on n150" ("" when none)
+};
+
+struct Placement {
+  std::vector<inventory::EntryEdit> edits;  // for the editor: the top level, then per arch
+  // Review flags: a top-level change that also reaches archs no run recorded the test on.
+  std::vector<std::string> review;
+  bool per_arch = false;  // some field went to arch_overrides
+};
+
+// archs: every arch the runs recorded the test on (each arch's value is its target, else what
+// the entry resolves to there now). targets: the archs with a confirmed change. The entry exists
+// (a new entry is one edit with create set: NewEntry).
+//  - a unit (status with reason and bringup_status; every other field alone) that every arch
+//    wants the same goes to the top level and out of those archs' overrides;
+//  - otherwise the top level keeps its value when some arch still wants it (else the value most
+//    archs want; a tie takes the one without a reason, EXPECTED_PASSING), and only the archs that
+//    differ from it get overrides;
+//  - required_pcc is one value for the archs that share it (none has its own override): the
+//    lowest they want, deleted when 0.99 or above;
+//  - an override a unit leaves empty disappears (the editor removes empty blocks).
+Placement Place(const inventory::Entry& entry, const std::vector<std::string>& archs,
+                const std::vector<ArchTarget>& targets);
+
+// The edit that adds an entry for a test the checkout has no entry for (add_config).
+inventory::EntryEdit NewEntry(const std::string& key, const v1::EntryEdit& target);
+
+}  // namespace triage::nightly
