@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "agent/playbooks/probe.h"
+#include "common/inventory/key.h"
 #include "common/process/process.h"
 #include "common/util/file.h"
 #include "common/util/strings.h"
@@ -87,7 +88,7 @@ absl::StatusOr<playbooks::PytestRun> NativeTools::Pytest(const std::vector<std::
               "-rA"};
   for (const auto& k : keys) {
     run.argv.push_back(util::StrCat((options_.workspace / "tests/runner/test_models.py").string(),
-                                    "::test_all_models_torch[", k, "]"));
+                                    "::", inventory::TestFunctionOfKey(k), "[", k, "]"));
   }
   run.cwd = run_dir;
   run.timeout = options_.pytest_timeout;

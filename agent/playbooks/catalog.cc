@@ -60,7 +60,9 @@ std::string RuleYaml(const CatalogEntry& entry) {
 
 std::string CatalogRulesYaml() {
   std::string out(kRulesHeader);
-  for (const auto& item : kItems) out += RuleYaml(*item.entry);
+  for (const auto& item : kItems) {
+    if (item.entry->selection == CatalogEntry::Selection::kByReason) out += RuleYaml(*item.entry);
+  }
   return out;
 }
 

@@ -15,6 +15,9 @@ namespace triage::playbooks {
 // playbook"). Pure data: the coordinator and triagectl link it (triage_playbook_catalog) without
 // any decision or process code.
 struct CatalogEntry {
+  // How a sweep selects a playbook's entries: by their reason (its classification rule), or as a
+  // nightly sweep's candidates (docs/nightly.md; no rule, never classified).
+  enum class Selection { kByReason, kNightly };
   std::string_view name;
   std::string_view version;
   // Planning estimate per entry, used until the farm has trusted durations (docs/farm.md).
@@ -24,6 +27,7 @@ struct CatalogEntry {
   std::string_view rules;
   // The PlaybookTools::Probe modes it asks for ("structure", "dtype", "inputs").
   std::span<const std::string_view> probe_modes;
+  Selection selection = Selection::kByReason;
 };
 
 // One registered playbook (agent/playbooks/registrations.inc).
@@ -41,7 +45,8 @@ std::map<std::string, double> CatalogEstimates();
 
 // One playbook's rule as an item of the rules' `playbooks:` list ("  - name: ...").
 std::string RuleYaml(const CatalogEntry& entry);
-// The rules document of every registered playbook (`triagectl inventory rules` prints it).
+// The rules document of every registered playbook selected by reason (`triagectl inventory
+// rules` prints it).
 std::string CatalogRulesYaml();
 // The built-in classification rules: CatalogRulesYaml() read once.
 const classify::Classifier& DefaultClassifier();

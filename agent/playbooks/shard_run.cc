@@ -396,24 +396,7 @@ absl::StatusOr<v1::ShardResult> ShardRun::Finish() {
     fe->set_diff(diff::UnifiedDiff(rel, loader_original_, loader_text_));
   }
   // Evidence recorded by the tools, and which of it concerns each entry.
-  for (const auto& [name, path] : ctx_.tools->Evidence()) {
-    const bool log = std::string_view(name).starts_with("logs/");
-    auto content = util::ReadFile(path, log ? (64 << 20) : (8 << 20));
-    if (!content.ok()) continue;
-    v1::Evidence* ev = result_.add_evidence();
-    ev->set_name(name);
-    ev->set_kind(log ? "log" : std::string_view(name).starts_with("junit/") ? "junit" : "probe");
-    // Logs can be long: keep their end, where the error is.
-    if (log && content->size() > (256u << 10)) content->erase(0, content->size() - (256u << 10));
-    ev->set_content(*content);
-    for (auto& w : work_) {
-      const std::string k = KeyFileName(w.entry->key());
-      if (name.find(k) != std::string::npos || name.find(w.entry->key()) != std::string::npos ||
-          std::string_view(name).starts_with("junit/")) {
-        w.out->add_evidence(name);
-      }
-    }
-  }
+  AttachEvidence(*ctx_.tools, result_);
   return result_;
 }
 

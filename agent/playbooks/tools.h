@@ -8,6 +8,7 @@
 #include "absl/status/statusor.h"
 #include "agent/playbooks/probe.h"
 #include "common/junit/junit.h"
+#include "triage/v1/types.pb.h"
 
 namespace triage::playbooks {
 
@@ -36,7 +37,8 @@ class PlaybookTools {
   virtual absl::StatusOr<std::vector<ProbeDoc>> Probe(const std::string& key,
                                                       const std::string& mode) = 0;
   // pytest --force-run --runxfail --junitxml over these keys (node ids of
-  // tests/runner/test_models.py::test_all_models_torch[<key>]).
+  // tests/runner/test_models.py::<function>[<key>], the function the key's grammar names:
+  // inventory::TestFunctionOfKey).
   virtual absl::StatusOr<PytestRun> Pytest(const std::vector<std::string>& keys,
                                            const std::string& label) = 0;
   // The evidence recorded so far (name -> file), to send with the result.
@@ -45,5 +47,9 @@ class PlaybookTools {
 
 // A file name for a key (keys contain '/'): '/' becomes "__" (docs/evidence.md).
 std::string KeyFileName(const std::string& key);
+
+// Adds the evidence the tools recorded to a result (logs keep their last 256 KiB), and names on
+// each entry outcome the files that concern it: those named after its key, and every JUnit file.
+void AttachEvidence(const PlaybookTools& tools, v1::ShardResult& result);
 
 }  // namespace triage::playbooks

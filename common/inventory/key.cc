@@ -124,4 +124,12 @@ std::string MakeKey(std::string_view model_path, std::string_view framework,
   return key;
 }
 
+std::string_view TestFunctionOfKey(std::string_view key) {
+  auto parts = ParseKey(key);
+  if (!parts.ok()) return "test_all_models_torch";
+  if (!parts->llm_params.empty()) return "test_llms_torch";
+  if (parts->framework == "jax") return "test_all_models_jax";
+  return "test_all_models_torch";
+}
+
 }  // namespace triage::inventory

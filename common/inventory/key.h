@@ -40,6 +40,11 @@ inline bool IsTensorParallelKey(std::string_view key) {
 
 absl::StatusOr<KeyParts> ParseKey(std::string_view key);
 
+// The test function of tt-xla's runner (tests/runner/test_models.py) whose pytest id a key is:
+// test_llms_torch for torch_llm keys (llm params), test_all_models_jax for jax keys,
+// test_all_models_torch for the others and for a key that does not parse.
+std::string_view TestFunctionOfKey(std::string_view key);
+
 // Builds the key of a loader variant for a parallelism and run mode (no llm params/mesh).
 std::string MakeKey(std::string_view model_path, std::string_view framework,
                     std::string_view variant, std::string_view parallelism,

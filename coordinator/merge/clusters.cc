@@ -1,11 +1,28 @@
 #include "coordinator/merge/clusters.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <cstdio>
 #include <map>
 
 #include "common/junit/reason.h"
 
 namespace triage::merge {
+
+std::string ClusterId(std::string_view signature) {
+  std::uint32_t h = 2166136261u;
+  for (unsigned char c : signature) {
+    h ^= c;
+    h *= 16777619u;
+  }
+  char buf[16];
+  std::snprintf(buf, sizeof(buf), "c-%08x", h);
+  return buf;
+}
+
+std::string ClusterIdOfReason(std::string_view reason) {
+  return ClusterId(reason.empty() ? std::string("(no reason)") : junit::ReasonSignature(reason));
+}
 
 std::vector<FailureCluster> ClusterFailures(const std::vector<FailingOutcome>& failing) {
   std::map<std::string, FailureCluster> by_signature;
@@ -14,6 +31,7 @@ std::vector<FailureCluster> ClusterFailures(const std::vector<FailingOutcome>& f
         f.reason.empty() ? "(no reason)" : junit::ReasonSignature(f.reason);
     FailureCluster& c = by_signature[signature];
     if (c.signature.empty()) {
+      c.id = ClusterId(signature);
       c.signature = signature;
       c.example = f.reason;
     }

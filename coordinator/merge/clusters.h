@@ -5,6 +5,7 @@
 // per cluster.
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace triage::merge {
@@ -17,6 +18,7 @@ struct FailingOutcome {
 };
 
 struct FailureCluster {
+  std::string id;         // ClusterId(signature)
   std::string signature;  // ReasonSignature of the reasons; "(no reason)" for empty ones
   std::string example;    // the first reason seen, as written
   struct Member {
@@ -25,6 +27,12 @@ struct FailureCluster {
   };
   std::vector<Member> entries;  // in the order first seen
 };
+
+// A cluster's stable id: "c-" and 8 hex digits of the FNV-1a hash of its signature, so that a
+// tracking-issue file (`sweep patch --issue-links`) can name a cluster across sweeps.
+std::string ClusterId(std::string_view signature);
+// The id of the cluster a reason falls in.
+std::string ClusterIdOfReason(std::string_view reason);
 
 // Largest first (by entries), then by signature.
 std::vector<FailureCluster> ClusterFailures(const std::vector<FailingOutcome>& failing);

@@ -8,8 +8,10 @@
 #include "common/diff/unified_diff.h"
 #include "common/inventory/document.h"
 #include "common/inventory/key.h"
+#include "common/nightly/placement.h"
 #include "common/registry/registry.h"
 #include "common/util/strings.h"
+#include "coordinator/merge/clusters.h"
 #include "coordinator/planning/waves.h"
 
 namespace triage::merge {
@@ -82,6 +84,8 @@ struct MergeState {
   const MergeInput& input;
   std::vector<ShardResult> results;  // one per shard, in canonical order
   std::map<EntryId, EntryAcc> entries;
+  // A nightly sweep's tests: the archs the runs recorded each on (from its shards' candidates).
+  std::map<EntryId, std::vector<std::string>> nightly_archs;
   // The tt_forge_models files the merge changes: path -> text at the pinned commit / after.
   std::map<std::string, std::string> forge_before;
   std::map<std::string, std::string> forge_after;
@@ -159,6 +163,8 @@ void NoteOutcome(EntryAcc& a, const v1::ShardSpec& spec, const v1::EntryOutcome&
 // Every entry the results name, with its deciding outcome per target arch.
 std::map<EntryId, EntryAcc> DecideEntries(const std::vector<ShardResult>& results) {
   std::map<EntryId, EntryAcc> entries;
+  // A nightly sweep's tests: the archs the runs recorded each on (from its shards' candidates).
+  std::map<EntryId, std::vector<std::string>> nightly_archs;
   for (const auto& r : results) {
     for (const auto& o : r.record->result.entries()) {
       NoteOutcome(entries[{o.file(), o.key()}], r.shard->spec, o);
@@ -274,16 +280,78 @@ absl::StatusOr<std::string> ApplyEntryEdits(MergeState& st, const std::string& f
   return inventory::ApplyEdits(doc, accepted, detail);
 }
 
+// A reason with its tracking issue: the entry's key, else its failure cluster's id, in the
+// issue links (" - <url>" appended once).
+std::string WithIssueLink(const std::map<std::string, std::string>& links, EntryMerge& m,
+                          const std::string& reason) {
+  auto it = links.find(m.key);
+  if (it == links.end()) it = links.find(ClusterIdOfReason(reason));
+  if (it == links.end() || reason.find(it->second) != std::string::npos) return reason;
+  m.issue_link = it->second;
+  return util::StrCat(reason, " - ", it->second);
+}
+
+// A nightly sweep's entry (docs/nightly.md, section 4): its archs' confirmed targets placed
+// together against the entry as the file holds it, or a new entry when every arch the runs
+// recorded the test on confirmed one.
+void PlaceNightly(MergeState& st, EntryAcc& a, const inventory::Document& doc,
+                  std::vector<inventory::EntryEdit>& edits) {
+  EntryMerge& m = a.m;
+  auto archs = st.nightly_archs.find({m.file, m.key});
+  if (archs != st.nightly_archs.end()) m.nightly_archs = archs->second;
+  std::vector<nightly::ArchTarget> targets;
+  for (auto& [arch, o] : m.outcomes) {
+    if (!o.changed()) continue;
+    nightly::ArchTarget t;
+    t.arch = arch;
+    t.edit = o.edit();
+    for (auto& f : *t.edit.mutable_set()) {
+      if (f.name() == "reason" && f.value().has_string_value()) {
+        f.mutable_value()->set_string_value(
+            WithIssueLink(st.input.issue_links, m, f.value().string_value()));
+      }
+    }
+    t.pcc_comment = o.nightly().pcc_comment();
+    targets.push_back(std::move(t));
+  }
+  if (targets.empty()) return;
+  const inventory::Entry* entry = doc.Find(m.key);
+  if (entry == nullptr) {
+    std::vector<std::string> missing;
+    for (const auto& arch : m.nightly_archs) {
+      if (!m.outcomes.count(arch) || !m.outcomes.at(arch).changed()) missing.push_back(arch);
+    }
+    if (!missing.empty()) {
+      m.review.push_back(util::StrCat("new entry not added: not confirmed on ",
+                                      util::StrJoin(missing, ", ")));
+      return;
+    }
+    m.new_entry = true;
+    m.placement = EntryMerge::Placement::kTopLevel;
+    m.edits.push_back(nightly::NewEntry(m.key, targets.front().edit));
+  } else {
+    nightly::Placement p = nightly::Place(*entry, m.nightly_archs, targets);
+    m.placement =
+        p.per_arch ? EntryMerge::Placement::kPerArch : EntryMerge::Placement::kTopLevel;
+    m.edits = std::move(p.edits);
+    for (auto& r : p.review) m.review.push_back(std::move(r));
+  }
+  for (const auto& e : m.edits) edits.push_back(e);
+}
+
 // Edits one YAML file at the pinned commit: its part of tt-xla.patch and, for each entry with
 // edits, the entry's text before and after.
 absl::Status EditYamlFile(MergeState& st, const std::string& file,
-                          const std::vector<inventory::EntryEdit>& edits) {
+                          std::vector<inventory::EntryEdit> edits,
+                          const std::vector<EntryAcc*>& nightly) {
   auto base = st.input.files->ReadTtXla(file);
   if (!base.ok()) {
     return absl::FailedPreconditionError(util::StrCat(
         "cannot read ", file, " at the pinned commit: ", util::MessageOf(base.status())));
   }
   inventory::Document doc = inventory::Document::Parse(file, *base);
+  for (EntryAcc* a : nightly) PlaceNightly(st, *a, doc, edits);
+  if (edits.empty()) return absl::OkStatus();
   inventory::EditDetail detail;
   auto edited = ApplyEntryEdits(st, file, doc, edits, &detail);
   if (!edited.ok()) return edited.status();
@@ -306,15 +374,24 @@ absl::Status EditYamlFile(MergeState& st, const std::string& file,
   return absl::OkStatus();
 }
 
-// The YAML: places every entry's edits, then edits the files (in path order).
+// The YAML: places every entry's edits, then edits the files (in path order). A nightly
+// sweep's entries are placed with their file in hand (PlaceNightly).
 absl::Status MergeYaml(MergeState& st) {
   std::map<std::string, std::vector<inventory::EntryEdit>> per_file;
+  std::map<std::string, std::vector<EntryAcc*>> nightly;
   for (auto& [id, a] : st.entries) {
+    if (st.nightly_archs.count(id)) {
+      nightly[a.m.file].push_back(&a);
+      per_file[a.m.file];
+      continue;
+    }
     PlaceEntry(a, st.input.archs, st.out);
     for (const auto& e : a.m.edits) per_file[a.m.file].push_back(e);
   }
-  for (const auto& [file, edits] : per_file) {
-    if (absl::Status s = EditYamlFile(st, file, edits); !s.ok()) return s;
+  for (auto& [file, edits] : per_file) {
+    if (absl::Status s = EditYamlFile(st, file, std::move(edits), nightly[file]); !s.ok()) {
+      return s;
+    }
   }
   return absl::OkStatus();
 }
@@ -435,6 +512,13 @@ std::map<std::string, const coord::ResultRecord*> LatestResults(
 
 absl::StatusOr<MergeOutput> Merge(const MergeInput& input) {
   MergeState st(input);
+  for (const auto& shard : input.shards) {
+    for (const auto& e : shard.spec.entries()) {
+      if (!e.has_nightly()) continue;
+      auto& archs = st.nightly_archs[{e.file(), e.key()}];
+      if (archs.empty()) archs.assign(e.nightly().archs().begin(), e.nightly().archs().end());
+    }
+  }
   st.results = LatestResultsInOrder(input);
   st.entries = DecideEntries(st.results);
   if (absl::Status s = MergeYaml(st); !s.ok()) return s;

@@ -21,6 +21,9 @@ struct MergeInput {
   std::vector<coord::ShardRecord> shards;
   std::vector<coord::ResultRecord> results;  // any order, duplicates and retries allowed
   PinnedFiles* files = nullptr;
+  // Tracking issues (docs/nightly.md, section 4): a failure cluster's id or an entry's key ->
+  // URL; a reason the merge writes for a matching entry gets " - <url>".
+  std::map<std::string, std::string> issue_links;
 };
 
 // What happened to one entry.
@@ -45,6 +48,11 @@ struct EntryMerge {
   // The entry's text in the YAML before and after (for "the YAML lines that changed").
   std::string yaml_before;
   std::string yaml_after;
+  // A nightly sweep's entry: the archs the runs recorded it on, and the tracking URL its new
+  // reason got from the issue links ("" = none).
+  std::vector<std::string> nightly_archs;
+  std::string issue_link;
+  bool new_entry = false;  // the merge added it to its file (add_config)
 };
 
 struct MergeOutput {

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,6 +39,10 @@ struct Plan {
   std::vector<v1::ShardEntry> entries;       // every selected entry (with its file)
   std::vector<std::string> entry_playbooks;  // parallel to entries
   std::vector<std::string> problems;         // files skipped for validation errors, ...
+  // Results decided when the sweep was planned (a nightly sweep's --no-confirm, budget and
+  // report-only outcomes), for shards of shards that succeeded without a lease.
+  std::vector<ResultRecord> decided;
+  std::optional<v1::NightlyIntake> nightly;  // a nightly sweep's intake and the rules' counts
 };
 
 // The pytest node id of an entry, as .test_durations keys it.

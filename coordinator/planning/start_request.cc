@@ -1,12 +1,18 @@
 #include "coordinator/planning/start_request.h"
 
+#include <openssl/sha.h>
+
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "agent/playbooks/catalog.h"
 #include "common/command/command_params.h"
 #include "common/inventory/schema.h"
+#include "common/nightly/record.h"
 #include "common/util/strings.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "nlohmann/json.hpp"
 
@@ -44,6 +50,93 @@ absl::Status ValidateRequestId(std::string_view id) {
       return absl::InvalidArgumentError(
           util::StrCat("request_id: character ", i + 1, " (0x", util::Hex(u, 2),
                        ") is not allowed: printable ASCII without spaces only"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+v1::StartSweepRequest WithoutNightlyRuns(const v1::StartSweepRequest& req) {
+  if (req.nightly().empty()) return req;
+  v1::StartSweepRequest kept = req;
+  kept.clear_nightly();
+  std::string bytes;
+  for (const auto& run : req.nightly()) {
+    std::string one;
+    google::protobuf::io::StringOutputStream stream(&one);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    run.SerializeToCodedStream(&coded);
+    coded.Trim();
+    bytes += util::StrCat(one.size(), ":");
+    bytes += one;
+  }
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), digest);
+  std::string hex;
+  for (unsigned char c : digest) hex += util::Hex(c, 2);
+  kept.set_nightly_digest(hex);
+  return kept;
+}
+
+absl::Status ValidateNightly(const v1::StartSweepRequest& req) {
+  const v1::NightlyOptions& o = req.nightly_options();
+  if (req.nightly().empty()) {
+    if (o.ByteSizeLong() > 0) {
+      return absl::InvalidArgumentError(
+          "nightly_options are for a nightly sweep: give its runs (nightly)");
+    }
+    return absl::OkStatus();
+  }
+  if (!req.playbooks().empty()) {
+    return absl::InvalidArgumentError(
+        "a nightly sweep's entries are the rules' candidates: playbooks do not apply");
+  }
+  if (req.incremental()) {
+    return absl::InvalidArgumentError("incremental does not apply to a nightly sweep");
+  }
+  auto range = [](std::string_view name, double v, double lo, double hi) -> absl::Status {
+    if (v < lo || v > hi || std::isnan(v)) {
+      return absl::InvalidArgumentError(util::StrCat("nightly_options.", name, " must be between ",
+                                                     lo, " and ", hi, " (0: the default), got ",
+                                                     v));
+    }
+    return absl::OkStatus();
+  };
+  for (absl::Status st :
+       {range("confirm", o.confirm(), 0, 20), range("max_device_hours", o.max_device_hours(), 0, 1e5),
+        range("pcc_margin", o.pcc_margin(), 0, 0.5), range("pcc_step", o.pcc_step(), 0, 0.5),
+        range("pcc_far_below", o.pcc_far_below(), 0, 1),
+        range("regression_runs", o.regression_runs(), 0, 100),
+        range("promote_runs", o.promote_runs(), 0, 100)}) {
+    if (!st.ok()) return st;
+  }
+  if (o.no_confirm() && (o.confirm() > 0 || o.max_device_hours() > 0)) {
+    return absl::InvalidArgumentError(
+        "nightly_options: no_confirm runs nothing: confirm and max_device_hours do not apply");
+  }
+  std::size_t records = 0;
+  for (int i = 0; i < req.nightly_size(); ++i) {
+    const v1::NightlyRun& run = req.nightly(i);
+    const std::string where =
+        util::StrCat("nightly run ", i + 1, " (", run.label().empty() ? "unnamed" : run.label(), ")");
+    for (const auto& r : run.records()) {
+      if (++records > kMaxNightlyRecords) {
+        return absl::InvalidArgumentError(util::StrCat(
+            "nightly: more than ", kMaxNightlyRecords, " records: give fewer runs at a time"));
+      }
+      if (!nightly::IsModelTestFunction(r.test_function())) {
+        return absl::InvalidArgumentError(util::StrCat(where, ": ", r.source(), ": '",
+                                                       r.test_function(),
+                                                       "' is not a model test function"));
+      }
+      if (auto st = nightly::CheckKey(r.key()); !st.ok()) {
+        return absl::InvalidArgumentError(
+            util::StrCat(where, ": ", r.source(), ": ", util::MessageOf(st)));
+      }
+      if (!inventory::IsKnownArch(r.arch())) {
+        return absl::InvalidArgumentError(
+            util::StrCat(where, ": ", r.source(), ": ", r.key(), ": unknown arch '", r.arch(), "'"));
+      }
     }
   }
   return absl::OkStatus();
@@ -105,6 +198,7 @@ absl::StatusOr<StartRequest> ValidateStartRequest(const v1::StartSweepRequest& r
                      req.max_failed_shards()));
   }
   if (auto st = ValidateRequestId(req.request_id()); !st.ok()) return st;
+  if (auto st = ValidateNightly(req); !st.ok()) return st;
   if (!req.since().empty() && !req.incremental()) {
     return absl::InvalidArgumentError("since names the sweep to carry from: it needs incremental");
   }

@@ -23,6 +23,10 @@ struct StartRequest {
   std::vector<std::string> playbooks;  // as asked; empty: every playbook of the rules
 };
 
+// The most nightly records one start request may carry (seven nights of three archs of
+// tt-xla hold well under a tenth of it).
+inline constexpr std::size_t kMaxNightlyRecords = 2'000'000;
+
 struct StartDefaults {
   std::string executor = "native";
   std::vector<std::string> archs = {"n150"};
@@ -40,6 +44,14 @@ std::vector<std::string> StartOptionsDiffer(const v1::StartSweepRequest& first,
 
 // An idempotency key: at most 200 characters of printable ASCII without spaces ("" = none).
 absl::Status ValidateRequestId(std::string_view id);
+
+// A nightly request as the coordinator keeps it: the runs replaced by their digest
+// (nightly_digest; docs/nightly.md). Other requests come back as they are.
+v1::StartSweepRequest WithoutNightlyRuns(const v1::StartSweepRequest& req);
+
+// The nightly runs' checks (docs/nightly.md): every record's test function, key and arch, the
+// options' ranges, and what does not combine with a nightly sweep (playbooks, incremental).
+absl::Status ValidateNightly(const v1::StartSweepRequest& req);
 
 absl::StatusOr<StartRequest> ValidateStartRequest(const v1::StartSweepRequest& req,
                                                   const StartDefaults& defaults);

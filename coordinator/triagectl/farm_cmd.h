@@ -49,6 +49,18 @@ struct FarmOptions {
   int max_failed_shards = 0;
   bool incremental = false;
   std::string since;
+  // sweep start --nightly (docs/nightly.md): the runs and the rules' options (0 = default)
+  std::vector<std::string> nightly;
+  int confirm = 0;
+  bool no_confirm = false;
+  double max_device_hours = 0;
+  double pcc_margin = 0;
+  double pcc_step = 0;
+  double pcc_far_below = 0;
+  int regression_runs = 0;
+  int promote_runs = 0;
+  // sweep patch / report: tracking-issue links (cluster id or key -> URL)
+  std::string issue_links;
   // ids and filters
   std::string id;
   std::string sweep;

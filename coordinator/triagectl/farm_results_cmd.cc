@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <map>
 #include <optional>
 #include <string_view>
 #include <tuple>
@@ -14,6 +15,7 @@
 #include "common/util/strings.h"
 #include "common/util/text.h"
 #include "coordinator/merge/sweep_diff.h"
+#include "coordinator/triagectl/farm_nightly.h"
 #include "coordinator/triagectl/inventory_cmd.h"
 #include "nlohmann/json.hpp"
 
@@ -202,6 +204,11 @@ int RunSweepPatch(Client& client, const FarmOptions& o, std::ostream& out, std::
   const std::filesystem::path dir = OutDir(o);
   v1::GetPatchRequest req;
   req.set_sweep_id(o.id);
+  if (!o.issue_links.empty()) {
+    std::map<std::string, std::string> links;
+    if (auto rc = ReadIssueLinks(o.issue_links, links, err)) return *rc;
+    req.mutable_issue_links()->insert(links.begin(), links.end());
+  }
   auto p = client.Call<v1::GetPatchRequest, v1::Patch>(&Stub::GetPatch, req);
   if (!p.ok()) return Error(err, p.status());
   if (auto st = MakeOutDir(dir); !st.ok()) return Error(err, st);
@@ -234,6 +241,11 @@ int RunSweepReport(Client& client, const FarmOptions& o, std::ostream& out, std:
   const std::filesystem::path dir = OutDir(o);
   v1::GetReportRequest req;
   req.set_sweep_id(o.id);
+  if (!o.issue_links.empty()) {
+    std::map<std::string, std::string> links;
+    if (auto rc = ReadIssueLinks(o.issue_links, links, err)) return *rc;
+    req.mutable_issue_links()->insert(links.begin(), links.end());
+  }
   auto r = client.Call<v1::GetReportRequest, v1::Report>(&Stub::GetReport, req);
   if (!r.ok()) return Error(err, r.status());
   if (auto st = MakeOutDir(dir); !st.ok()) return Error(err, st);
@@ -274,6 +286,11 @@ int RunSweepApply(Client& client, const FarmOptions& o, std::ostream& out, std::
   nlohmann::json applied = nlohmann::json::array();
   v1::GetPatchRequest req;
   req.set_sweep_id(o.id);
+  if (!o.issue_links.empty()) {
+    std::map<std::string, std::string> links;
+    if (auto rc = ReadIssueLinks(o.issue_links, links, err)) return *rc;
+    req.mutable_issue_links()->insert(links.begin(), links.end());
+  }
   auto p = client.Call<v1::GetPatchRequest, v1::Patch>(&Stub::GetPatch, req);
   if (!p.ok()) return Error(err, p.status());
   const std::filesystem::path repo = o.repo;

@@ -14,6 +14,7 @@
 
 #include "common/util/file.h"
 #include "common/util/strings.h"
+#include "coordinator/triagectl/farm_nightly.h"
 #include "coordinator/triagectl/inventory_cmd.h"
 #include "google/protobuf/util/json_util.h"
 
@@ -262,7 +263,7 @@ std::optional<int> BuildStartRequest(const FarmOptions& o, v1::StartSweepRequest
     if (!r.ok()) return Error(err, r.status());
     req.set_rules_yaml(*r);
   }
-  return std::nullopt;
+  return AddNightly(o, req, err);
 }
 
 }  // namespace

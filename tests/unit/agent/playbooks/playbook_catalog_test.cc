@@ -1,6 +1,7 @@
 // The playbook catalog and registry (docs/playbooks.md, "Adding a playbook"): names, rule
 // fragments, estimates, and the default classification rules they make.
 
+#include <algorithm>
 #include <set>
 
 #include "agent/playbooks/catalog.h"
@@ -30,18 +31,25 @@ TEST(PlaybookCatalog, NamesAreUniqueAndEveryRunnerIsCatalogued) {
     ASSERT_NE(item, nullptr) << p->Name();
     EXPECT_TRUE(item->has_runner) << p->Name();
     EXPECT_EQ(&p->Catalog(), item->entry) << "a playbook answers with its own catalog entry";
-    EXPECT_FALSE(p->ProbeModes().empty()) << p->Name();
+    // A nightly sweep's confirmation runner probes nothing: it runs the tests as they are.
+    EXPECT_EQ(p->ProbeModes().empty(),
+              p->Catalog().selection == CatalogEntry::Selection::kNightly)
+        << p->Name();
     EXPECT_EQ(FindPlaybook(p->Name()), p);
   }
   for (const auto& item : Catalog()) {
     EXPECT_EQ(runners.count(item.entry->name) == 1, item.has_runner) << item.entry->name;
   }
   EXPECT_EQ(runners, (std::set<std::string_view>{"unpack_forward_output", "dtype_bfloat16",
-                                                 "missing_inputs"}));
+                                                 "missing_inputs", "nightly"}));
 }
 
 TEST(PlaybookCatalog, EveryRuleFragmentParsesAsItsPlaybooksRule) {
   for (const auto& item : Catalog()) {
+    if (item.entry->selection != CatalogEntry::Selection::kByReason) {
+      EXPECT_TRUE(item.entry->rules.empty()) << item.entry->name << ": never classified";
+      continue;
+    }
     const std::string name(item.entry->name);
     auto rules = classify::Classifier::FromYaml("playbooks:\n" + RuleYaml(*item.entry), name);
     ASSERT_TRUE(rules.ok()) << rules.status();
@@ -54,9 +62,16 @@ TEST(PlaybookCatalog, EveryRuleFragmentParsesAsItsPlaybooksRule) {
 // its own fragment gives; the document `triagectl inventory rules` prints reads back the same.
 TEST(PlaybookCatalog, DefaultRulesAreTheCataloguedFragmentsInOrder) {
   std::vector<std::string> order;
-  for (const auto& item : Catalog()) order.emplace_back(item.entry->name);
-  EXPECT_EQ(DefaultClassifier().Playbooks(), order);
   for (const auto& item : Catalog()) {
+    if (item.entry->selection == CatalogEntry::Selection::kByReason) {
+      order.emplace_back(item.entry->name);
+    }
+  }
+  EXPECT_EQ(DefaultClassifier().Playbooks(), order);
+  EXPECT_EQ(std::count(order.begin(), order.end(), "nightly"), 0)
+      << "nightly sweeps select their entries from the runs, not by reason";
+  for (const auto& item : Catalog()) {
+    if (item.entry->selection != CatalogEntry::Selection::kByReason) continue;
     const std::string name(item.entry->name);
     auto own = classify::Classifier::FromYaml("playbooks:\n" + RuleYaml(*item.entry), name);
     ASSERT_TRUE(own.ok()) << own.status();
@@ -71,7 +86,8 @@ TEST(PlaybookCatalog, DefaultRulesAreTheCataloguedFragmentsInOrder) {
 TEST(PlaybookCatalog, EstimatesAreTheCataloguedOnes) {
   EXPECT_EQ(CatalogEstimates(),
             (std::map<std::string, double>{
-                {"unpack_forward_output", 900}, {"dtype_bfloat16", 900}, {"missing_inputs", 900}}));
+                {"unpack_forward_output", 900}, {"dtype_bfloat16", 900}, {"missing_inputs", 900},
+                {"nightly", 300}}));
 }
 
 TEST(PlaybookCatalog, TheGateIsTheRulesFlavors) {

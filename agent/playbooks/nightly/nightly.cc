@@ -1,0 +1,165 @@
+// nightly: the confirmation runner of nightly sweeps (docs/nightly.md, section 3). It runs the
+// shard's tests `confirm` times as tt-xla's runner would on the shard's arch, reads every run
+// into a record and decides each candidate with nightly::DecideNightly. It probes nothing and
+// edits no file: its only output is per-arch YAML targets.
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "agent/playbooks/playbook.h"
+#include "common/junit/verdict.h"
+#include "common/nightly/decide.h"
+#include "common/nightly/record.h"
+#include "common/util/strings.h"
+
+namespace triage::playbooks::nightly {
+
+extern const CatalogEntry kCatalog;
+
+namespace {
+
+using triage::nightly::DecideMode;
+
+// pytest's exit codes for a session that never ran a test properly: interrupted, internal
+// error, usage error, no tests collected.
+bool SessionNeverRan(int exit_code) { return exit_code >= 2 && exit_code <= 5; }
+
+// What a log says when the runner itself could not run (the test's model never started).
+constexpr std::string_view kRunnerBroken[] = {
+    "ImportError while loading conftest", "ERROR collecting", "INTERNALERROR",
+    "error: unrecognized arguments"};
+
+// Why a confirmation session is an infrastructure failure of the attempt and not an outcome of
+// its tests ("" when it is not): every asked test left no testcase and pytest says it could not
+// run them, or its log shows the runner failing before any model.
+std::string InfraFailure(const PytestRun& run) {
+  bool all_missing = true;
+  for (const auto& tc : run.cases) all_missing = all_missing && tc.outcome == junit::Outcome::kMissing;
+  if (!all_missing) return "";
+  for (std::string_view marker : kRunnerBroken) {
+    if (auto at = run.log.find(marker); at != std::string::npos) {
+      const auto start = run.log.rfind('\n', at);
+      const auto end = run.log.find('\n', at);
+      return util::StrCat("the runner could not run the tests: ",
+                          run.log.substr(start == std::string::npos ? 0 : start + 1,
+                                         end == std::string::npos ? std::string::npos
+                                                                  : end - start - 1));
+    }
+  }
+  if (SessionNeverRan(run.exit_code)) {
+    return util::StrCat("pytest exited with code ", run.exit_code, " before running any test");
+  }
+  return "";
+}
+
+// A confirmation run's record of one test. A testcase is read as the intake reads nightly ones,
+// with the agent plugin's real error and stage; a test that left none (its process died, or
+// the session outran its timeout) is read from the log as verification reads it.
+absl::StatusOr<v1::NightlyRecord> RecordOfRun(const std::string& key, const junit::TestCase& tc,
+                                              const PytestRun& run, const std::string& label) {
+  v1::NightlyRecord r;
+  if (tc.outcome != junit::Outcome::kMissing) {
+    auto rec = triage::nightly::RecordOf(tc, label);
+    if (!rec.ok()) return rec.status();
+    if (*rec) r = **rec;
+    if (const std::string* e = tc.Property("triage_error")) r.set_real_error(*e);
+    if (const std::string* s = tc.Property("triage_stage")) r.set_stage(*s);
+  } else if (run.log.find(util::StrCat("not found: ")) != std::string::npos &&
+             run.log.find(util::StrCat("[", key, "]")) != std::string::npos) {
+    // pytest did not collect the test at the sweep's commits: nothing to confirm it with.
+    r.set_outcome(v1::NightlyRecord::SKIPPED);
+    r.set_error_message("not collected by the runner at the sweep's commits");
+  } else {
+    junit::VerifyContext vc;
+    vc.log_text = run.log;
+    vc.exit_signal = run.signal;
+    const junit::Finding f = junit::Classify(nullptr, vc);
+    r.set_outcome(v1::NightlyRecord::FAILED);
+    r.set_bringup_status("UNKNOWN");
+    r.set_real_error(f.reason);
+    if (f.verdict == junit::Verdict::kCrash) r.set_crash_signal(f.signal > 0 ? f.signal : 6);
+    if (f.verdict == junit::Verdict::kTimeout || run.timed_out) r.set_timed_out(true);
+    if (f.verdict != junit::Verdict::kCrash && !r.timed_out()) {
+      return absl::UnavailableError(
+          util::StrCat("the confirmation run of ", key, " left no testcase and no crash in its log"));
+    }
+  }
+  r.set_key(key);
+  r.set_source(label);
+  return r;
+}
+
+class NightlyPlaybook : public Playbook {
+ public:
+  const CatalogEntry& Catalog() const override { return kCatalog; }
+
+  PhasePlan Plan(v1::ShardPhase) const override { return {}; }
+  absl::Status ProbeAndFix(ShardRun&) const override { return absl::OkStatus(); }
+
+  absl::StatusOr<v1::ShardResult> Run(PlaybookContext& ctx) const override {
+    const v1::ShardSpec& spec = *ctx.spec;
+    const triage::nightly::RuleOptions options =
+        triage::nightly::RuleOptionsFrom(spec.nightly_options());
+    std::vector<std::string> keys;
+    for (const auto& e : spec.entries()) {
+      if (!e.has_nightly()) {
+        return absl::InvalidArgumentError(
+            util::StrCat("nightly shard ", spec.shard_id(), ": entry ", e.key(),
+                         " carries no candidate"));
+      }
+      keys.push_back(e.key());
+    }
+    std::map<std::string, std::vector<v1::NightlyRecord>> runs;
+    for (int i = 1; i <= options.confirm; ++i) {
+      if (ctx.cancelled && ctx.cancelled()) return absl::CancelledError("cancelled");
+      const std::string label = util::StrCat("confirm-", i);
+      if (ctx.progress) ctx.progress(label, "");
+      auto session = ctx.tools->Pytest(keys, label);
+      if (!session.ok()) return session.status();
+      if (std::string why = InfraFailure(*session); !why.empty()) {
+        return absl::UnavailableError(why);
+      }
+      std::map<std::string, std::pair<junit::TestCase, const PytestRun*>> answers;
+      for (std::size_t k = 0; k < keys.size() && k < session->cases.size(); ++k) {
+        answers[keys[k]] = {session->cases[k], &*session};
+      }
+      // A process that died takes the rest of the session with it: those run alone, so that
+      // each crash is its own test's.
+      std::vector<PytestRun> alone_runs;
+      alone_runs.reserve(keys.size());
+      for (const auto& k : keys) {
+        if (answers[k].first.outcome != junit::Outcome::kMissing || keys.size() == 1) continue;
+        if (ctx.progress) ctx.progress(label + "-alone", k);
+        auto alone = ctx.tools->Pytest({k}, label + "-alone");
+        if (!alone.ok()) return alone.status();
+        if (std::string why = InfraFailure(*alone); !why.empty()) {
+          return absl::UnavailableError(why);
+        }
+        alone_runs.push_back(std::move(*alone));
+        answers[k] = {alone_runs.back().cases.at(0), &alone_runs.back()};
+      }
+      for (const auto& k : keys) {
+        const auto& [tc, run] = answers[k];
+        auto record = RecordOfRun(k, tc, *run, label);
+        if (!record.ok()) return record.status();
+        runs[k].push_back(std::move(*record));
+      }
+    }
+    v1::ShardResult result;
+    result.set_status(v1::ShardResult::SUCCEEDED);
+    for (const auto& e : spec.entries()) {
+      *result.add_entries() =
+          triage::nightly::DecideNightly(e, runs[e.key()], options, DecideMode::kConfirm);
+    }
+    AttachEvidence(*ctx.tools, result);
+    return result;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Playbook> Make() { return std::make_unique<NightlyPlaybook>(); }
+
+}  // namespace triage::playbooks::nightly

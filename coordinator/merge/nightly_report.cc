@@ -1,0 +1,246 @@
+#include "coordinator/merge/nightly_report.h"
+
+#include <cmath>
+#include <map>
+#include <vector>
+
+#include "common/lift/lift.h"
+#include "common/util/strings.h"
+
+namespace triage::merge {
+namespace {
+
+using json = nlohmann::json;
+
+struct Section {
+  std::string_view id;
+  std::string_view title;
+  std::string_view says;
+};
+
+constexpr Section kSections[] = {
+    {"promoted", "Promoted", "KNOWN_FAILURE_XFAIL tests that pass now: EXPECTED_PASSING."},
+    {"demoted", "Demoted", "EXPECTED_PASSING tests that fail now: KNOWN_FAILURE_XFAIL."},
+    {"skipped", "Skipped",
+     "Tests that hang, crash or are killed: NOT_SUPPORTED_SKIP (an xfail would still take the "
+     "CI job down)."},
+    {"thresholds", "Thresholds changed", "PCC checks enabled, raised, lowered or disabled."},
+    {"reasons", "Reasons refreshed", "Still failing, but not as the reason said."},
+    {"new_entries", "New entries", "Tests without an entry that pass: added as EXPECTED_PASSING."},
+    {"flaky", "Flaky", "The fleet's runs disagreed with the nightly: the YAML stays."},
+    {"unconfirmed", "Unconfirmed",
+     "Candidates the fleet did not confirm (the device-time budget, or skipped there): the YAML "
+     "stays."},
+    {"already", "Already at target state",
+     "The runner hinted at a change the YAML already has."},
+    {"flagged", "Flagged for a person", "Never decided by the farm."},
+};
+
+std::string Fixed(double v, int digits) {
+  if (std::isnan(v)) return "nan";
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.*f", digits, v);
+  return buf;
+}
+
+std::string Outcome(const v1::NightlyRecord& r) {
+  std::string s = v1::NightlyRecord::Outcome_Name(r.outcome());
+  for (char& c : s) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c + 32 : c);
+  return s;
+}
+
+// One run in a line: "xfailed PASSED pcc 0.9990 (threshold 0.99) [RM_XFAIL]".
+std::string RecordText(const v1::NightlyRecord& r) {
+  std::string s = Outcome(r);
+  if (!r.bringup_status().empty()) util::StrAppend(&s, " ", r.bringup_status());
+  if (r.has_pcc()) {
+    util::StrAppend(&s, " pcc ", Fixed(r.pcc(), 4));
+    if (r.has_pcc_threshold()) {
+      util::StrAppend(&s, " (threshold ", Fixed(r.pcc_threshold(), 2),
+                      r.has_pcc_assertion_enabled() && !r.pcc_assertion_enabled() ? ", check off"
+                                                                                   : "",
+                      ")");
+    }
+  }
+  if (r.crash_signal() > 0) util::StrAppend(&s, " signal ", r.crash_signal());
+  if (r.timed_out()) s += " timeout";
+  if (!r.guidance().empty()) util::StrAppend(&s, " [", util::StrJoin(r.guidance(), ", "), "]");
+  return s;
+}
+
+json RecordJson(const v1::NightlyRecord& r) {
+  json j = {{"source", r.source()},
+            {"outcome", Outcome(r)},
+            {"bringup_status", r.bringup_status()},
+            {"pcc", r.has_pcc() && !std::isnan(r.pcc()) ? json(r.pcc()) : json(nullptr)},
+            {"pcc_threshold", r.has_pcc_threshold() ? json(r.pcc_threshold()) : json(nullptr)},
+            {"pcc_assertion_enabled",
+             r.has_pcc_assertion_enabled() ? json(r.pcc_assertion_enabled()) : json(nullptr)},
+            {"guidance", json(std::vector<std::string>(r.guidance().begin(), r.guidance().end()))},
+            {"duration_seconds", r.duration_seconds()}};
+  const std::string& error = !r.real_error().empty()     ? r.real_error()
+                             : !r.error_message().empty() ? r.error_message()
+                                                          : r.failure();
+  j["error"] = error.empty() ? json(nullptr) : json(error.substr(0, error.find('\n')));
+  return j;
+}
+
+// "status: EXPECTED_PASSING, removed reason, bringup_status".
+std::string ChangeText(const v1::EntryEdit& e) {
+  std::vector<std::string> parts;
+  for (const auto& f : e.set()) {
+    parts.push_back(util::StrCat(f.name(), ": ", lift::FromYaml(f.value()).DebugString()));
+  }
+  if (!e.delete_().empty()) parts.push_back(util::StrCat("removed ", util::StrJoin(e.delete_(), ", ")));
+  return util::StrJoin(parts, ", ");
+}
+
+std::string Md(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '|' || c == '`' || c == '*' || c == '_' || c == '[' || c == ']' || c == '<') {
+      out.push_back('\\');
+    }
+    out.push_back(c == '\n' ? ' ' : c);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string NightlySection(const v1::EntryOutcome& o) {
+  const std::string& v = o.verdict();
+  if (v == "flaky") return "flaky";
+  if (v == "unconfirmed") return "unconfirmed";
+  if (v == "already") return "already";
+  if (v == "capacity") return "flagged";
+  if (!o.changed()) return "";
+  if (v == "promote") return "promoted";
+  if (v == "demote_xfail") return "demoted";
+  if (v == "demote_skip") return "skipped";
+  if (v == "refresh_reason") return "reasons";
+  if (v == "add_config") return "new_entries";
+  if (v == "enable_pcc" || v == "raise_pcc" || v == "lower_pcc" || v == "disable_pcc") {
+    return "thresholds";
+  }
+  return "";
+}
+
+NightlySections BuildNightlySections(const MergeOutput& merge, const v1::NightlyIntake& intake,
+                                     const v1::NightlyOptions& options) {
+  NightlySections out;
+  std::map<std::string, json> sections;
+  std::map<std::string, std::string> md;
+  for (const auto& e : merge.entries) {
+    for (const auto& [arch, o] : e.outcomes) {
+      if (!o.has_nightly()) continue;
+      std::string section = NightlySection(o);
+      // A change the merge could not place is a person's.
+      if (e.placement == EntryMerge::Placement::kConflict && o.changed()) section = "flagged";
+      if (section.empty()) continue;
+      const v1::NightlyFinding& f = o.nightly();
+      json nightly = json::array(), fleet = json::array();
+      std::vector<std::string> nightly_text, fleet_text;
+      for (const auto& r : f.nightly()) {
+        nightly.push_back(RecordJson(r));
+        nightly_text.push_back(RecordText(r));
+      }
+      for (const auto& r : f.confirmations()) {
+        fleet.push_back(RecordJson(r));
+        fleet_text.push_back(RecordText(r));
+      }
+      const std::string change = o.changed() ? ChangeText(o.edit()) : "";
+      sections[section].push_back(
+          {{"key", e.key},
+           {"file", e.file},
+           {"arch", arch},
+           {"kind", f.kind()},
+           {"decision", f.decision()},
+           {"change", change.empty() ? json(nullptr) : json(change)},
+           {"placement", e.placement == EntryMerge::Placement::kPerArch    ? "arch_overrides"
+                         : e.placement == EntryMerge::Placement::kTopLevel ? "top level"
+                         : e.placement == EntryMerge::Placement::kConflict ? "conflict"
+                                                                            : "unchanged"},
+           {"rule", f.rule()},
+           {"worst_pcc", f.has_worst_pcc() && !std::isnan(f.worst_pcc()) ? json(f.worst_pcc())
+                                                                           : json(nullptr)},
+           {"issue", e.issue_link.empty() ? json(nullptr) : json(e.issue_link)},
+           {"review", json(std::vector<std::string>(o.review().begin(), o.review().end()))},
+           {"nightly", nightly},
+           {"confirmations", fleet}});
+      std::string line = util::StrCat("- `", Md(e.key), "` on ", arch);
+      if (!change.empty()) util::StrAppend(&line, ": ", Md(change));
+      if (e.placement == EntryMerge::Placement::kPerArch && o.changed()) {
+        line += " (arch_overrides)";
+      }
+      if (!e.issue_link.empty()) util::StrAppend(&line, " — ", e.issue_link);
+      util::StrAppend(&line, "\n  - why: ", Md(f.rule()));
+      if (f.decision() == "no_confirm") line += " (not confirmed: --no-confirm)";
+      util::StrAppend(&line, "\n  - nightly: ", Md(util::StrJoin(nightly_text, "; ")));
+      if (!fleet_text.empty()) {
+        util::StrAppend(&line, "\n  - fleet: ", Md(util::StrJoin(fleet_text, "; ")));
+      }
+      for (const auto& r : o.review()) util::StrAppend(&line, "\n  - review: ", Md(r));
+      md[section] += line + "\n";
+    }
+  }
+
+  json intake_json = {{"runs", intake.runs()},
+                      {"archs", std::vector<std::string>(intake.archs().begin(),
+                                                         intake.archs().end())},
+                      {"testcases", intake.testcases()},
+                      {"records", intake.records()},
+                      {"mapped", intake.mapped()},
+                      {"unmapped", intake.unmapped()},
+                      {"duplicates", intake.duplicates()},
+                      {"contradictory", intake.contradictory()},
+                      {"not_model_tests", intake.not_model_tests()},
+                      {"left_out", intake.left_out()},
+                      {"candidates", json(std::map<std::string, int>(
+                                         intake.candidates().begin(), intake.candidates().end()))},
+                      {"already", intake.already()},
+                      {"flagged", intake.flagged()},
+                      {"unconfirmed", intake.unconfirmed()},
+                      {"examples", std::vector<std::string>(intake.examples().begin(),
+                                                            intake.examples().end())}};
+  json options_json = {{"confirm", options.confirm()},
+                       {"no_confirm", options.no_confirm()},
+                       {"max_device_hours", options.max_device_hours()},
+                       {"pcc_margin", options.pcc_margin()},
+                       {"pcc_step", options.pcc_step()},
+                       {"pcc_far_below", options.pcc_far_below()},
+                       {"regression_runs", options.regression_runs()},
+                       {"promote_runs", options.promote_runs()}};
+  json sections_json = json::object();
+  for (const auto& s : kSections) {
+    const std::string id(s.id);
+    sections_json[id] = sections.count(id) ? sections[id] : json::array();
+  }
+  out.json = {{"intake", intake_json}, {"options", options_json}, {"sections", sections_json}};
+
+  std::string text = util::StrCat(
+      "\n## Nightly maintenance\n\n", intake.runs(), " run(s) on ",
+      util::StrJoin(intake.archs(), ", "), ": ", intake.testcases(), " testcases, ",
+      intake.records(), " model test records; ", intake.mapped(), " mapped, ", intake.unmapped(),
+      " unmapped, ", intake.duplicates(), " duplicates, ", intake.contradictory(),
+      " contradictory", intake.left_out() > 0 ? util::StrCat(", ", intake.left_out(), " left out")
+                                              : "",
+      ". Confirmation: ",
+      options.no_confirm() ? "none (--no-confirm: every change is proposed from the nightly alone)"
+                           : util::StrCat(options.confirm(), " run(s) per candidate on its arch"),
+      options.max_device_hours() > 0
+          ? util::StrCat(", within ", Fixed(options.max_device_hours(), 1), " device hours")
+          : "",
+      ".\n");
+  for (const auto& ex : intake.examples()) util::StrAppend(&text, "- ", Md(ex), "\n");
+  for (const auto& s : kSections) {
+    const std::string id(s.id);
+    if (!md.count(id)) continue;
+    util::StrAppend(&text, "\n### ", s.title, " (", sections[id].size(), ")\n\n", s.says, "\n\n",
+                    md[id]);
+  }
+  out.markdown = std::move(text);
+  return out;
+}
+
+}  // namespace triage::merge
