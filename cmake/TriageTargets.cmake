@@ -20,10 +20,13 @@ function(triage_add_executable name)
   target_link_libraries(${name} PRIVATE ${ARG_DEPS})
 endfunction()
 
-# triage_add_test(NAME SOURCES ... LABEL unit|integration|e2e [DEPS ...] [TIMEOUT s])
+# triage_add_test(NAME SOURCES ... LABEL unit|integration|e2e [DEPS ...] [TIMEOUT s]
+#                 [TEST_PREFIX p])
 # One gtest binary per call; every TEST inside is registered with ctest and carries LABEL.
+# TEST_PREFIX is put before every test's name ("nightly_intake." gives
+# nightly_intake.RecordOf.JaxAndLlmIds), so that `ctest -R <prefix>` selects the binary's tests.
 function(triage_add_test name)
-  cmake_parse_arguments(ARG "" "LABEL;TIMEOUT" "SOURCES;DEPS" ${ARGN})
+  cmake_parse_arguments(ARG "" "LABEL;TIMEOUT;TEST_PREFIX" "SOURCES;DEPS" ${ARGN})
   if(NOT ARG_LABEL MATCHES "^(unit|integration|e2e)$")
     message(FATAL_ERROR "triage_add_test(${name}): LABEL must be unit, integration or e2e")
   endif()
@@ -38,6 +41,7 @@ function(triage_add_test name)
     TRIAGE_SHARED_DIR="${TRIAGE_SHARED_DIR}"
     TRIAGE_BINARY_DIR="${PROJECT_BINARY_DIR}")
   gtest_discover_tests(${name}
+    TEST_PREFIX "${ARG_TEST_PREFIX}"
     DISCOVERY_TIMEOUT 60
     PROPERTIES LABELS ${ARG_LABEL} TIMEOUT ${ARG_TIMEOUT})
 endfunction()

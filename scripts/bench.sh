@@ -3,7 +3,9 @@
 # Google Benchmark binaries: medians of 5 repetitions. farm_bench: three (lease+complete, echo)
 # pairs in one run and their medians (1,000 agents, 10 s each, next to a bare gRPC echo; about
 # 90 s and 3.5 GB; docs/bench-farm.md). prepare_bench: Workspace::Prepare per shard on synthetic
-# tt-xla-shaped repositories of three sizes (about 2 minutes). fleet_sim: a sweep's makespan on
+# tt-xla-shaped repositories of three sizes (about 2 minutes). nightly_intake_bench: the nightly
+# intake over 7 runs x 3 archs x 3,000 synthetic testcases, as directories and .tar.gz (about
+# 2 minutes and 400 MB of temporary files; docs/nightly.md). fleet_sim: a sweep's makespan on
 # three simulated fleets against its lower bound (seconds), the same over seeds 1-10, each also
 # as the next week's sweep planned with what the farm measured (about 20 s), then one
 # coordinator's scale: full
@@ -18,7 +20,7 @@ for b in "$build"/bench/*_bench; do
   echo "== $(basename "$b")"
   if [[ "$(basename "$b")" == farm_bench ]]; then
     "$b" --repeat 3
-  elif [[ "$(basename "$b")" == prepare_bench ]]; then
+  elif [[ "$(basename "$b")" == prepare_bench || "$(basename "$b")" == nightly_intake_bench ]]; then
     "$b"
   else
     "$b" --benchmark_repetitions=5 --benchmark_report_aggregates_only=true 2>&1 |

@@ -20,7 +20,7 @@ root=$PWD
 build="${FUZZ_BUILD_DIR:-build-fuzz}"
 jobs="${JOBS:-$(nproc)}"
 shared="${TRIAGE_SHARED_DIR:-$root/../shared}"
-all_targets=(inventory edits junit python_literal probe diff tokens config)
+all_targets=(inventory edits junit python_literal probe diff tokens config nightly_intake)
 
 mode=fuzz
 if [[ "${1:-}" == "--check" || "${1:-}" == "--build" ]]; then
@@ -122,6 +122,7 @@ check_runs() {
     diff) per_second=250 ;;
     tokens) per_second=2500 ;;
     config) per_second=2500 ;;
+    nightly_intake) per_second=15000 ;;
     *) per_second=1000 ;;
   esac
   echo $((per_second * seconds))

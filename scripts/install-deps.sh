@@ -15,7 +15,7 @@ build_pkgs=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libre2-dev
   libyaml-cpp-dev libpugixml-dev libspdlog-dev prometheus-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev libsqlite3-dev libcli11-dev nlohmann-json3-dev
-  libjemalloc-dev libssl-dev
+  libjemalloc-dev libssl-dev libexpat1-dev libarchive-dev
   clang-format
 )
 # The probe script, the fixture's pytest runner and the e2e tests use Debian's torch and pytest,

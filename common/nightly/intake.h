@@ -8,7 +8,9 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "absl/status/statusor.h"
 #include "triage/v1/nightly.pb.h"
@@ -16,10 +18,10 @@
 namespace triage::nightly {
 
 struct IntakeLimits {
-  std::uint64_t max_file_bytes = std::uint64_t{1} << 30;   // one JUnit file, uncompressed
-  std::uint64_t max_run_bytes = std::uint64_t{8} << 30;    // everything of one run
-  std::size_t max_property_bytes = std::size_t{1} << 20;   // kMaxPropertyBytes
-  std::size_t max_depth = 64;                              // element nesting
+  std::uint64_t max_file_bytes = std::uint64_t{1} << 30;  // one JUnit file, uncompressed
+  std::uint64_t max_run_bytes = std::uint64_t{8} << 30;   // everything of one run
+  std::size_t max_property_bytes = std::size_t{1} << 20;  // kMaxPropertyBytes
+  std::size_t max_depth = 64;                             // element nesting
 };
 
 struct IntakeOptions {
@@ -28,8 +30,14 @@ struct IntakeOptions {
   std::function<void(int files, std::int64_t testcases)> progress;
 };
 
-// One run: path is a directory or an archive. The label is the path's last component. Errors are
-// InvalidArgument (hostile or unreadable input: "<path>/<file>:<line>:<col>: ...") or NotFound.
+// One run: path is a directory or an archive (or a single JUnit .xml file). The label is the
+// path's last component. A directory's *.xml files and archives are found recursively and read in
+// the byte order of their paths relative to it; directory symlinks are not followed, a file
+// symlink only when its target is inside the directory; a FIFO, socket or device named like a
+// report is refused. Inside an archive (.zip, .tar.gz, .tgz, .tar) only regular *.xml members are
+// read, in archive order; run.files names them "<archive>!<member>". Errors are InvalidArgument
+// (hostile or unreadable input: "<path>/<file>:<line>:<col>: ...", "<path>/<a.zip>!<member>:...")
+// or NotFound (no such path).
 absl::StatusOr<v1::NightlyRun> ReadNightlyRun(const std::filesystem::path& path,
                                               const IntakeOptions& options = {});
 
@@ -37,5 +45,10 @@ absl::StatusOr<v1::NightlyRun> ReadNightlyRun(const std::filesystem::path& path,
 // used in errors and as the record's source file. Appends to `run`.
 absl::Status ReadJUnitBytes(std::string_view xml, const std::string& name, v1::NightlyRun& run,
                             const IntakeLimits& limits = {});
+
+// The Unix time in milliseconds of an ISO 8601 timestamp as pytest writes a <testsuite>'s
+// (datetime.isoformat(): "2026-11-27T02:13:44.123456+00:00"; without a zone it is UTC; "Z" and
+// "+0530" are read too). nullopt when the text is not such a timestamp.
+std::optional<std::int64_t> ParseTimestampMs(std::string_view timestamp);
 
 }  // namespace triage::nightly

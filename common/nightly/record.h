@@ -33,10 +33,14 @@ std::string_view FrameworkOfTestFunction(std::string_view test_function);
 std::string_view TestFunctionOfFile(std::string_view test_config_path);
 
 // The record of one testcase. nullopt: the testcase is not of a model test function (counted as
-// such by the caller). An error (InvalidArgument, naming `where`, e.g. "run/x.xml:12") when the
-// testcase is hostile or unreadable: a key that is not a test-config key, a `tags` property that
-// is not a Python literal dict, a property over kMaxPropertyBytes. A model testcase without tags
-// or without tags['arch'] is returned with an empty arch: the caller leaves it out and names it.
+// such by the caller). An error (InvalidArgument, starting with `where`, e.g. "run/x.xml:12")
+// when the testcase is hostile or unreadable: a key that is not a test-config key (over 512
+// bytes, not UTF-8, a control character, a backslash, "..", a leading '/', or not of the key
+// grammar), a `tags` property that is not a Python literal dict, a tags['arch'] that is not an
+// arch name (letters, digits, '_', '-', '.'), a property over kMaxPropertyBytes. A model testcase
+// without tags or without tags['arch'] is returned with an empty arch: the caller leaves it out
+// and names it. Text fields are made valid UTF-8 (other bytes become U+FFFD); `where` is the
+// record's source.
 absl::StatusOr<std::optional<v1::NightlyRecord>> RecordOf(const junit::TestCase& testcase,
                                                           std::string_view where);
 

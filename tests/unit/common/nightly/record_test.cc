@@ -1,0 +1,348 @@
+// RecordOf and the test-function helpers (common/nightly/record.h): one testcase as the
+// streaming intake and the confirmation runner hand it over.
+
+#include "common/nightly/record.h"
+
+#include <cmath>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/junit/junit.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/unit/common/nightly/pytest_xml.h"
+
+namespace triage::nightly {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+constexpr std::string_view kKey = "resnet/pytorch-50-single_device-inference";
+
+junit::TestCase Case(std::string name, std::optional<std::string> tags) {
+  junit::TestCase tc;
+  tc.name = std::move(name);
+  tc.classname = "tests.runner.test_models";
+  tc.key = junit::KeyOfTestName(tc.name);
+  tc.time_seconds = 41.25;
+  if (tags) tc.properties.emplace_back("tags", *tags);
+  tc.properties.emplace_back("owner", "tt-xla");
+  return tc;
+}
+
+std::string TorchName(std::string_view key = kKey) {
+  return util::StrCat("test_all_models_torch[", key, "]");
+}
+
+v1::NightlyRecord RecordOrDie(const junit::TestCase& tc, std::string_view where = "a.xml:7") {
+  absl::StatusOr<std::optional<v1::NightlyRecord>> r = RecordOf(tc, where);
+  EXPECT_TRUE(r.ok()) << r.status();
+  if (!r.ok() || !r->has_value()) {
+    ADD_FAILURE() << "no record";
+    return {};
+  }
+  return **r;
+}
+
+std::string ErrorOf(const junit::TestCase& tc, std::string_view where = "run/a.xml:7") {
+  absl::StatusOr<std::optional<v1::NightlyRecord>> r = RecordOf(tc, where);
+  EXPECT_FALSE(r.ok());
+  if (r.ok()) return "";
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  return std::string(r.status().message());
+}
+
+TEST(TestFunctions, ModelFunctionsAndTheirFrameworks) {
+  EXPECT_TRUE(IsModelTestFunction("test_all_models_torch"));
+  EXPECT_TRUE(IsModelTestFunction("test_all_models_jax"));
+  EXPECT_TRUE(IsModelTestFunction("test_llms_torch"));
+  EXPECT_FALSE(IsModelTestFunction("test_placeholder_models"));
+  EXPECT_FALSE(IsModelTestFunction("test_all_models_op_by_op"));
+  EXPECT_FALSE(IsModelTestFunction(""));
+  EXPECT_EQ(FrameworkOfTestFunction("test_all_models_torch"), "torch");
+  EXPECT_EQ(FrameworkOfTestFunction("test_all_models_jax"), "jax");
+  EXPECT_EQ(FrameworkOfTestFunction("test_llms_torch"), "torch_llm");
+  EXPECT_EQ(FrameworkOfTestFunction("test_placeholder_models"), "");
+}
+
+TEST(TestFunctions, OfTestConfigFiles) {
+  EXPECT_EQ(
+      TestFunctionOfFile("tests/runner/test_config/torch/test_config_inference_single_device.yaml"),
+      "test_all_models_torch");
+  EXPECT_EQ(
+      TestFunctionOfFile("tests/runner/test_config/jax/test_config_training_single_device.yaml"),
+      "test_all_models_jax");
+  EXPECT_EQ(TestFunctionOfFile(
+                "tests/runner/test_config/torch_llm/test_config_inference_tensor_parallel.yaml"),
+            "test_llms_torch");
+  EXPECT_EQ(TestFunctionOfFile("tests/runner/test_config/torch/test_config_placeholders.yaml"), "");
+  EXPECT_EQ(TestFunctionOfFile("tests/runner/test_config/other/x.yaml"), "");
+  EXPECT_EQ(TestFunctionOfFile("tests/runner/test_config/torch/README.md"), "");
+  EXPECT_EQ(TestFunctionOfFile("torch/test_config_inference_single_device.yaml"), "");
+}
+
+TEST(RecordOf, EveryFieldOfAnXfailedTestThatPassed) {
+  testing::Tags tags;
+  tags.specific_test_case = TorchName();
+  tags.model_test_status = "ModelTestStatus.KNOWN_FAILURE_XFAIL";
+  tags.guidance = {"RM_XFAIL"};
+  junit::TestCase tc = Case(TorchName(), tags.Literal());
+  tc.properties.insert(tc.properties.begin(),
+                       {"error_message", "Known failure: see issue\n\n  second line \n3\n4th"});
+  tc.outcome = junit::Outcome::kSkipped;
+  tc.result_type = "pytest.xfail";
+  tc.message = "Known failure: see issue";
+
+  v1::NightlyRecord r = RecordOrDie(tc, "test-reports-n150/a.xml:12");
+  EXPECT_EQ(r.test_function(), "test_all_models_torch");
+  EXPECT_EQ(r.key(), kKey);
+  EXPECT_EQ(r.arch(), "n150");
+  EXPECT_EQ(r.outcome(), v1::NightlyRecord::XFAILED);
+  EXPECT_EQ(r.error_message(), "Known failure: see issue\n  second line\n3");
+  EXPECT_EQ(r.failure(), "");  // a skip's message is not a failure
+  EXPECT_EQ(r.bringup_status(), "PASSED");
+  EXPECT_EQ(r.model_test_status(), "KNOWN_FAILURE_XFAIL");
+  EXPECT_EQ(r.parallelism(), "single_device");
+  EXPECT_EQ(r.run_mode(), "inference");
+  EXPECT_EQ(r.run_phase(), "default");
+  EXPECT_EQ(r.model_name(), "pt_resnet_50_img_cls_hf");
+  ASSERT_TRUE(r.has_pcc());
+  EXPECT_DOUBLE_EQ(r.pcc(), 0.9934);
+  ASSERT_TRUE(r.has_pcc_threshold());
+  EXPECT_DOUBLE_EQ(r.pcc_threshold(), 0.99);
+  ASSERT_TRUE(r.has_pcc_assertion_enabled());
+  EXPECT_TRUE(r.pcc_assertion_enabled());
+  EXPECT_THAT(r.guidance(), ElementsAre("RM_XFAIL"));
+  EXPECT_EQ(r.failing_reason(), "");
+  EXPECT_DOUBLE_EQ(r.duration_seconds(), 41.25);
+  EXPECT_EQ(r.source(), "test-reports-n150/a.xml:12");
+  EXPECT_EQ(r.crash_signal(), 0);
+  EXPECT_FALSE(r.timed_out());
+}
+
+TEST(RecordOf, OutcomesFromTheDecisiveElement) {
+  testing::Tags tags;
+  auto outcome_of = [&](junit::Outcome o, std::string type) {
+    junit::TestCase tc = Case(TorchName(), tags.Literal());
+    tc.outcome = o;
+    tc.result_type = std::move(type);
+    return RecordOrDie(tc).outcome();
+  };
+  EXPECT_EQ(outcome_of(junit::Outcome::kPassed, ""), v1::NightlyRecord::PASSED);
+  EXPECT_EQ(outcome_of(junit::Outcome::kFailed, ""), v1::NightlyRecord::FAILED);
+  EXPECT_EQ(outcome_of(junit::Outcome::kError, ""), v1::NightlyRecord::ERROR);
+  EXPECT_EQ(outcome_of(junit::Outcome::kSkipped, "pytest.skip"), v1::NightlyRecord::SKIPPED);
+  EXPECT_EQ(outcome_of(junit::Outcome::kSkipped, "pytest.xfail"), v1::NightlyRecord::XFAILED);
+}
+
+TEST(RecordOf, EnumClassesGoAndStatusesAreUpperCase) {
+  testing::Tags tags;
+  tags.bringup_status = "BringupStatus.FAILED_RUNTIME";
+  tags.model_test_status = "expected_passing";
+  v1::NightlyRecord r = RecordOrDie(Case(TorchName(), tags.Literal()));
+  EXPECT_EQ(r.bringup_status(), "FAILED_RUNTIME");
+  EXPECT_EQ(r.model_test_status(), "EXPECTED_PASSING");
+
+  // repr() of the enum itself, as older runners wrote it.
+  tags.bringup_status = "INCORRECT_RESULT";
+  std::string literal = tags.Literal();
+  std::string quoted = "'INCORRECT_RESULT'";
+  literal.replace(literal.find(quoted), quoted.size(),
+                  "<BringupStatus.INCORRECT_RESULT: 'incorrect_result'>");
+  EXPECT_EQ(RecordOrDie(Case(TorchName(), literal)).bringup_status(), "INCORRECT_RESULT");
+}
+
+TEST(RecordOf, PccNanIsKeptAndNoneLeavesItUnset) {
+  testing::Tags tags;
+  tags.pcc = "nan";
+  tags.pcc_assertion_enabled = "False";
+  v1::NightlyRecord r = RecordOrDie(Case(TorchName(), tags.Literal()));
+  ASSERT_TRUE(r.has_pcc());
+  EXPECT_TRUE(std::isnan(r.pcc()));
+  EXPECT_FALSE(r.pcc_assertion_enabled());
+
+  tags.pcc = "None";
+  tags.pcc_threshold = "None";
+  tags.pcc_assertion_enabled = "None";
+  r = RecordOrDie(Case(TorchName(), tags.Literal()));
+  EXPECT_FALSE(r.has_pcc());
+  EXPECT_FALSE(r.has_pcc_threshold());
+  EXPECT_FALSE(r.has_pcc_assertion_enabled());
+
+  tags.pcc = "";  // the comparison never ran: no keys at all
+  r = RecordOrDie(Case(TorchName(), tags.Literal()));
+  EXPECT_FALSE(r.has_pcc());
+  EXPECT_FALSE(r.has_pcc_threshold());
+
+  tags.pcc = "1";  // an int
+  tags.pcc_threshold = "0.97";
+  r = RecordOrDie(Case(TorchName(), tags.Literal()));
+  EXPECT_DOUBLE_EQ(r.pcc(), 1.0);
+}
+
+TEST(RecordOf, FailingReasonIsItsName) {
+  testing::Tags tags;
+  tags.failing_reason = "'UNSUPPORTED_OP'";
+  EXPECT_EQ(RecordOrDie(Case(TorchName(), tags.Literal())).failing_reason(), "UNSUPPORTED_OP");
+}
+
+TEST(RecordOf, CrashSignalFromPytestForked) {
+  testing::Tags tags;
+  tags.reduced = true;
+  tags.bringup_status = "UNKNOWN";
+  junit::TestCase tc = Case(TorchName(), tags.Literal());
+  tc.outcome = junit::Outcome::kError;
+  tc.message =
+      "failed on teardown with \"tests/runner/test_models.py:343: running the test CRASHED with "
+      "signal 6\"";
+  tc.text = "tests/runner/test_models.py:343: running the test CRASHED with signal 6";
+  v1::NightlyRecord r = RecordOrDie(tc);
+  EXPECT_EQ(r.outcome(), v1::NightlyRecord::ERROR);
+  EXPECT_EQ(r.crash_signal(), 6);
+  EXPECT_EQ(r.bringup_status(), "UNKNOWN");
+  EXPECT_EQ(r.arch(), "n150");
+  EXPECT_FALSE(r.has_pcc());
+  EXPECT_TRUE(r.guidance().empty());
+  EXPECT_FALSE(r.timed_out());
+  EXPECT_THAT(r.failure(), HasSubstr("CRASHED with signal 6"));
+
+  // Only in the text.
+  tc.message = "worker crashed";
+  tc.text = "some output\nrunning the test CRASHED with signal 11\n";
+  EXPECT_EQ(RecordOrDie(tc).crash_signal(), 11);
+}
+
+TEST(RecordOf, TimeoutMarkers) {
+  testing::Tags tags;
+  junit::TestCase tc = Case(TorchName(), tags.Literal());
+  tc.outcome = junit::Outcome::kFailed;
+  tc.message = "Failed: Timeout >3600.0s";
+  EXPECT_TRUE(RecordOrDie(tc).timed_out());
+  tc.message = "RuntimeError: boom";
+  tc.text = "+++++++++++ Timeout +++++++++++\n...\nE   Failed: Timeout (the runner's own)";
+  EXPECT_TRUE(RecordOrDie(tc).timed_out());
+  tc.text = "E   RuntimeError: boom";
+  EXPECT_FALSE(RecordOrDie(tc).timed_out());
+  // A passing test's output never makes it a timeout.
+  tc.outcome = junit::Outcome::kPassed;
+  tc.message = "Failed: Timeout >1s";
+  EXPECT_FALSE(RecordOrDie(tc).timed_out());
+}
+
+TEST(RecordOf, FailureIsTheMessageAttributeFirstLinesCapped) {
+  testing::Tags tags;
+  junit::TestCase tc = Case(TorchName(), tags.Literal());
+  tc.outcome = junit::Outcome::kFailed;
+  tc.message = "RuntimeError: TT_FATAL @ conv2d.cpp:88\ninfo:\n\nbacktrace:\n--- 0x1234\n";
+  EXPECT_EQ(RecordOrDie(tc).failure(), "RuntimeError: TT_FATAL @ conv2d.cpp:88\ninfo:\nbacktrace:");
+
+  // One long line of multi-byte characters: cut at kMaxRecordTextBytes on a UTF-8 boundary.
+  std::string line;
+  while (line.size() < 3 * kMaxRecordTextBytes) line += "é";
+  tc.message = "x" + line;
+  std::string failure = RecordOrDie(tc).failure();
+  EXPECT_LE(failure.size(), kMaxRecordTextBytes);
+  EXPECT_GE(failure.size(), kMaxRecordTextBytes - 1);
+  EXPECT_EQ(failure.substr(failure.size() - 2), "é");
+
+  // Bytes that are not UTF-8 (a reader that passes them through) become U+FFFD.
+  tc.message = "bad \xff byte";
+  EXPECT_EQ(RecordOrDie(tc).failure(), "bad \xEF\xBF\xBD byte");
+}
+
+TEST(RecordOf, JaxAndLlmIds) {
+  testing::Tags tags;
+  tags.test_name = "test_all_models_jax";
+  v1::NightlyRecord r = RecordOrDie(
+      Case("test_all_models_jax[gpt2/causal_lm/jax-Base-single_device-inference]", tags.Literal()));
+  EXPECT_EQ(r.test_function(), "test_all_models_jax");
+  EXPECT_EQ(r.key(), "gpt2/causal_lm/jax-Base-single_device-inference");
+
+  tags.test_name = "test_llms_torch";
+  tags.run_phase = "llm_decode";
+  r = RecordOrDie(Case(
+      "test_llms_torch[qwen_2_5/causal_lm/pytorch-0.5B_Instruct-llm_decode-seq_1-batch_1-single_"
+      "device-mesh_default-inference]",
+      tags.Literal()));
+  EXPECT_EQ(r.test_function(), "test_llms_torch");
+  EXPECT_EQ(r.key(),
+            "qwen_2_5/causal_lm/pytorch-0.5B_Instruct-llm_decode-seq_1-batch_1-single_device-mesh_"
+            "default-inference");
+  EXPECT_EQ(r.run_phase(), "llm_decode");
+}
+
+TEST(RecordOf, OtherFunctionsAreNotModelTests) {
+  for (std::string name :
+       {"test_placeholder_models[some_model]",
+        "test_all_models_op_by_op[resnet/pytorch-50-single_device-inference]", "test_something",
+        "test_all_models_torchx[a/pytorch-single_device-inference]"}) {
+    absl::StatusOr<std::optional<v1::NightlyRecord>> r = RecordOf(Case(name, "[1, 2]"), "a:1");
+    ASSERT_TRUE(r.ok()) << name << ": " << r.status();
+    EXPECT_FALSE(r->has_value()) << name;
+  }
+}
+
+TEST(RecordOf, WithoutTagsOrArchTheRecordHasNoArch) {
+  v1::NightlyRecord r = RecordOrDie(Case(TorchName(), std::nullopt));
+  EXPECT_EQ(r.arch(), "");
+  EXPECT_EQ(r.key(), kKey);
+
+  testing::Tags tags;
+  tags.arch = "None";
+  r = RecordOrDie(Case(TorchName(), tags.Literal()));
+  EXPECT_EQ(r.arch(), "");
+  EXPECT_EQ(r.bringup_status(), "PASSED");
+}
+
+TEST(RecordOf, KeysThatAreNotTestConfigKeysAreRejected) {
+  testing::Tags tags;
+  for (const std::string& key : std::vector<std::string>{
+           "../../etc/passwd/pytorch-single_device-inference",
+           "/abs/pytorch-single_device-inference", "a/pytorch-b..c-single_device-inference",
+           "a\\b/pytorch-single_device-inference", "a/pytorch-b\x01-single_device-inference",
+           "not a key", "", "a/pytorch-" + std::string(600, 'v') + "-single_device-inference"}) {
+    std::string error = ErrorOf(Case(TorchName(key), tags.Literal()));
+    EXPECT_THAT(error, StartsWith("run/a.xml:7: test_all_models_torch[")) << key;
+    EXPECT_THAT(error, HasSubstr("not a test-config key")) << key;
+  }
+  EXPECT_THAT(ErrorOf(Case(TorchName("../x/pytorch-single_device-inference"), tags.Literal())),
+              HasSubstr("'..'"));
+  EXPECT_THAT(ErrorOf(Case(TorchName("/x/pytorch-single_device-inference"), tags.Literal())),
+              HasSubstr("starts with '/'"));
+}
+
+TEST(RecordOf, TagsMustBeALiteralDict) {
+  EXPECT_THAT(ErrorOf(Case(TorchName(), "['n150', 'PASSED']")),
+              HasSubstr("run/a.xml:7: test_all_models_torch[resnet/pytorch-50-single_device-"
+                        "inference]: the tags property is a list, not a dict"));
+  EXPECT_THAT(ErrorOf(Case(TorchName(), "'n150'")), HasSubstr("is a string, not a dict"));
+  EXPECT_THAT(ErrorOf(Case(TorchName(), "{\"arch\": true}")),
+              HasSubstr("the tags property is not a Python literal"));
+  EXPECT_THAT(ErrorOf(Case(TorchName(), "{'arch': 'n150'")),
+              AllOf(StartsWith("run/a.xml:7: "), HasSubstr("not a Python literal")));
+}
+
+TEST(RecordOf, AnArchThatIsNoArchNameIsRejected) {
+  testing::Tags tags;
+  tags.arch = "'n150\\nstatus: EXPECTED_PASSING'";
+  EXPECT_THAT(ErrorOf(Case(TorchName(), tags.Literal())),
+              AllOf(StartsWith("run/a.xml:7: "), HasSubstr("is not an arch name")));
+  tags.arch = "'n300-llmbox'";
+  EXPECT_EQ(RecordOrDie(Case(TorchName(), tags.Literal())).arch(), "n300-llmbox");
+}
+
+TEST(RecordOf, APropertyOverTheLimitIsRejected) {
+  testing::Tags tags;
+  junit::TestCase tc = Case(TorchName(), tags.Literal());
+  tc.properties.emplace_back("error_message", std::string(kMaxPropertyBytes + 1, 'x'));
+  EXPECT_THAT(ErrorOf(tc), AllOf(StartsWith("run/a.xml:7: property 'error_message' is "),
+                                 HasSubstr("over the limit")));
+}
+
+}  // namespace
+}  // namespace triage::nightly
