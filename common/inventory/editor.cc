@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
+#include <set>
+#include <tuple>
 
 #include "common/inventory/schema.h"
 #include "common/util/strings.h"
@@ -21,6 +24,118 @@ int InsertRank(std::string_view name) {
     if (kInsertOrder[i] == name) return i;
   }
   return static_cast<int>(std::size(kInsertOrder));
+}
+
+// End (exclusive) of the value starting at line[i], or npos when it does not end on the line.
+std::size_t ValueEnd(std::string_view line, std::size_t i) {
+  char c = line[i];
+  if (c == '"') {
+    for (std::size_t k = i + 1; k < line.size(); ++k) {
+      if (line[k] == '\\') {
+        ++k;
+      } else if (line[k] == '"') {
+        return k + 1;
+      }
+    }
+    return std::string_view::npos;
+  }
+  if (c == '\'') {
+    for (std::size_t k = i + 1; k < line.size(); ++k) {
+      if (line[k] == '\'') {
+        if (k + 1 < line.size() && line[k + 1] == '\'') {
+          ++k;
+        } else {
+          return k + 1;
+        }
+      }
+    }
+    return std::string_view::npos;
+  }
+  if (c == '[' || c == '{') {
+    int depth = 0;
+    char quote = 0;
+    for (std::size_t k = i; k < line.size(); ++k) {
+      char d = line[k];
+      if (quote != 0) {
+        if (quote == '"' && d == '\\') {
+          ++k;
+        } else if (d == quote) {
+          quote = 0;
+        }
+        continue;
+      }
+      if (d == '"' || d == '\'') {
+        quote = d;
+      } else if (d == '[' || d == '{') {
+        ++depth;
+      } else if (d == ']' || d == '}') {
+        if (--depth == 0) return k + 1;
+      }
+    }
+    return std::string_view::npos;
+  }
+  // Plain scalar: up to " #" or the end of the line, without trailing spaces.
+  std::size_t end = line.size();
+  for (std::size_t k = i; k + 1 < line.size(); ++k) {
+    if ((line[k] == ' ' || line[k] == '\t') && line[k + 1] == '#') {
+      end = k;
+      break;
+    }
+  }
+  while (end > i && (line[end - 1] == ' ' || line[end - 1] == '\t')) --end;
+  return end;
+}
+
+// Where the value of `name:` ends on its key line: after the value when it ends on the line,
+// after the ':' when the line holds no value (a block list or mapping follows), npos otherwise.
+std::size_t ValueEndOnKeyLine(std::string_view line, int key_col, std::string_view name) {
+  std::size_t colon = line.find(':', static_cast<std::size_t>(key_col) + name.size());
+  if (colon == std::string_view::npos) return std::string_view::npos;
+  std::size_t i = colon + 1;
+  while (i < line.size() && line[i] == ' ') ++i;
+  if (i >= line.size() || line[i] == '#') return colon + 1;
+  return ValueEnd(line, i);
+}
+
+// The " # comment" after a single-line value, or "".
+std::string InlineComment(std::string_view line, int key_col, std::string_view name) {
+  std::size_t end = ValueEndOnKeyLine(line, key_col, name);
+  if (end == std::string_view::npos) return "";
+  std::string_view rest = line.substr(end);
+  std::size_t hash = rest.find('#');
+  if (hash == std::string_view::npos) return "";
+  if (!util::TrimWhitespace(rest.substr(0, hash)).empty()) return "";
+  // No value on the line: the comment follows the ':' after one space.
+  if (end > 0 && line[end - 1] == ':') return util::StrCat(" ", rest.substr(hash));
+  return std::string(rest);
+}
+
+// The trailer a comment text is written as: " # text", the text's surrounding spaces trimmed.
+std::string CommentTrailer(std::string_view text) {
+  while (!text.empty() && text.front() == ' ') text.remove_prefix(1);
+  while (!text.empty() && text.back() == ' ') text.remove_suffix(1);
+  return util::StrCat(" # ", text);
+}
+
+const std::string* FindComment(const std::vector<std::pair<std::string, std::string>>& comments,
+                               std::string_view name) {
+  for (const auto& [field, text] : comments) {
+    if (field == name) return &text;
+  }
+  return nullptr;
+}
+
+// Whether a string can be written as a plain scalar and read back as the same string.
+bool PlainSafe(std::string_view s) {
+  if (s.empty()) return false;
+  for (char c : s) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '-' || c == '.' || c == '/' || c == '+';
+    if (!ok) return false;
+  }
+  if (s[0] == '-' || s[0] == '.' || s[0] == '+') return false;
+  Value resolved = ResolvePlainScalar(s);
+  return resolved.is_string();
 }
 
 // A piece of an entry's text: a mapping item (with its value lines, or with child chunks when
@@ -48,8 +163,10 @@ class EntryText {
   }
 
   // Sets the fields of one edit (top level, or arch_overrides.<arch>).
+  // comments: trailing comments for some of the fields (their text, without '#').
   absl::Status Set(const std::optional<std::string>& arch,
-                   const std::vector<std::pair<std::string, Value>>& fields) {
+                   const std::vector<std::pair<std::string, Value>>& fields,
+                   const std::vector<std::pair<std::string, std::string>>& comments) {
     // Nothing to set: an arch's override must not be created empty (an edit that only deletes).
     if (fields.empty()) return absl::OkStatus();
     std::vector<Chunk>* items = &root_.children;
@@ -68,7 +185,10 @@ class EntryText {
     });
     std::string last_inserted;
     for (const auto* f : ordered) {
-      auto status = SetIn(*items, indent, f->first, f->second, last_inserted);
+      const std::string* text = FindComment(comments, f->first);
+      const std::optional<std::string> trailer =
+          text != nullptr ? std::optional<std::string>(CommentTrailer(*text)) : std::nullopt;
+      auto status = SetIn(*items, indent, f->first, f->second, trailer, last_inserted);
       if (!status.ok()) return status;
     }
     return absl::OkStatus();
@@ -104,6 +224,43 @@ class EntryText {
   }
 
   void Render(std::vector<std::string>& out) const { RenderChunk(root_, out); }
+
+  // Writes chunk.lines for `name: value`, keeping the style of the old chunk where it has one.
+  // trailer: the inline comment to write (" # text"); nullopt keeps the old chunk's.
+  static void RenderField(Chunk& chunk, const std::string& name, const Value& value,
+                          const Chunk* old, const std::optional<std::string>& trailer_override) {
+    const std::string pad(chunk.indent, ' ');
+    std::string trailer;  // an inline comment after the old value
+    if (trailer_override) {
+      trailer = *trailer_override;
+    } else if (old != nullptr) {
+      trailer = InlineComment(old->lines.front(), old->indent, name);
+    }
+    const bool old_block_list =
+        old != nullptr && old->value.is_list() && !old->value.flow && old->lines.size() > 1;
+    const bool quote_items = old != nullptr && old->value.is_list() && !old->value.list.empty() &&
+                             std::all_of(old->value.list.begin(), old->value.list.end(),
+                                         [](const Value& v) { return v.quote == '"'; });
+    chunk.lines.clear();
+    if (value.is_list() && old_block_list && !value.list.empty()) {
+      int item_indent = util::IndentOf(old->lines[1]);
+      for (const auto& l : old->lines) {
+        std::string_view t = util::TrimWhitespace(l);
+        if (!t.empty() && t[0] == '-') {
+          item_indent = util::IndentOf(l);
+          break;
+        }
+      }
+      chunk.lines.push_back(util::StrCat(pad, name, ":", trailer));
+      for (const Value& item : value.list) {
+        chunk.lines.push_back(
+            util::StrCat(std::string(item_indent, ' '), "- ", RenderScalar(item, quote_items)));
+      }
+      return;
+    }
+    chunk.lines.push_back(
+        util::StrCat(pad, name, ": ", RenderValue(name, value, quote_items), trailer));
+  }
 
  private:
   static void RenderChunk(const Chunk& c, std::vector<std::string>& out) {
@@ -209,15 +366,17 @@ class EntryText {
     return pos;
   }
 
+  // trailer: the inline comment the field's line gets (" # text"); nullopt keeps its own.
   absl::Status SetIn(std::vector<Chunk>& items, int indent, const std::string& name,
-                     const Value& value, std::string& last_inserted) {
+                     const Value& value, const std::optional<std::string>& trailer,
+                     std::string& last_inserted) {
     auto it = FindItem(items, name);
     if (it == items.end()) {
       Chunk c;
       c.name = name;
       c.indent = indent;
       c.value = value;
-      RenderField(c, name, value, nullptr);
+      RenderField(c, name, value, nullptr, trailer);
       items.insert(InsertPosition(items, name, last_inserted), std::move(c));
       if (name != "status") last_inserted = name;
       return absl::OkStatus();
@@ -226,43 +385,31 @@ class EntryText {
       return absl::InvalidArgumentError(
           util::StrCat("field '", name, "' is a mapping and cannot be set to a value"));
     }
-    if (it->value == value && it->value.kind == value.kind) return absl::OkStatus();
+    if (it->value == value && it->value.kind == value.kind) {
+      if (!trailer || InlineComment(it->lines.front(), it->indent, name) == *trailer) {
+        return absl::OkStatus();
+      }
+      // The same value with another comment: only the comment changes, the value's text stays.
+      if (ReplaceTrailer(*it, *trailer)) return absl::OkStatus();
+    }
     Chunk old = *it;
     it->value = value;
-    RenderField(*it, name, value, &old);
+    RenderField(*it, name, value, &old, trailer);
     return absl::OkStatus();
   }
 
-  // Writes chunk.lines for `name: value`, keeping the style of the old chunk where it has one.
-  static void RenderField(Chunk& chunk, const std::string& name, const Value& value,
-                          const Chunk* old) {
-    const std::string pad(chunk.indent, ' ');
-    std::string trailer;  // an inline comment after the old value
-    if (old != nullptr) trailer = InlineComment(old->lines.front(), old->indent, name);
-    const bool old_block_list =
-        old != nullptr && old->value.is_list() && !old->value.flow && old->lines.size() > 1;
-    const bool quote_items = old != nullptr && old->value.is_list() && !old->value.list.empty() &&
-                             std::all_of(old->value.list.begin(), old->value.list.end(),
-                                         [](const Value& v) { return v.quote == '"'; });
-    chunk.lines.clear();
-    if (value.is_list() && old_block_list && !value.list.empty()) {
-      int item_indent = util::IndentOf(old->lines[1]);
-      for (const auto& l : old->lines) {
-        std::string_view t = util::TrimWhitespace(l);
-        if (!t.empty() && t[0] == '-') {
-          item_indent = util::IndentOf(l);
-          break;
-        }
-      }
-      chunk.lines.push_back(util::StrCat(pad, name, ":", trailer));
-      for (const Value& item : value.list) {
-        chunk.lines.push_back(
-            util::StrCat(std::string(item_indent, ' '), "- ", RenderScalar(item, quote_items)));
-      }
-      return;
-    }
-    chunk.lines.push_back(
-        util::StrCat(pad, name, ": ", RenderValue(name, value, quote_items), trailer));
+  // Writes the trailer after the value on the chunk's key line (dropping the comment there).
+  // False when the value does not end on that line (a flow list over several lines, a plain
+  // scalar continued on the next line): the caller re-renders the field.
+  static bool ReplaceTrailer(Chunk& chunk, const std::string& trailer) {
+    const bool block_list = chunk.value.is_list() && !chunk.value.flow;
+    if (chunk.lines.size() > 1 && !block_list) return false;
+    std::string& line = chunk.lines.front();
+    const std::size_t end = ValueEndOnKeyLine(line, chunk.indent, chunk.name);
+    if (end == std::string::npos) return false;
+    if (block_list && line[end - 1] != ':') return false;
+    line = util::StrCat(std::string_view(line).substr(0, end), trailer);
+    return true;
   }
 
   static std::string RenderValue(std::string_view name, const Value& v, bool quote_items) {
@@ -276,18 +423,6 @@ class EntryText {
     }
     if (v.is_string() && name == "reason") return DoubleQuote(v.string);
     return RenderScalar(v, false);
-  }
-
-  static bool PlainSafe(std::string_view s) {
-    if (s.empty()) return false;
-    for (char c : s) {
-      bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                c == '_' || c == '-' || c == '.' || c == '/' || c == '+';
-      if (!ok) return false;
-    }
-    if (s[0] == '-' || s[0] == '.' || s[0] == '+') return false;
-    Value resolved = ResolvePlainScalar(s);
-    return resolved.is_string();
   }
 
   static std::string RenderScalar(const Value& v, bool force_quote) {
@@ -307,83 +442,6 @@ class EntryText {
         return v.DebugString();
     }
     return "";
-  }
-
-  // The " # comment" after a single-line value, or "".
-  static std::string InlineComment(std::string_view line, int key_col, std::string_view name) {
-    std::size_t colon = line.find(':', static_cast<std::size_t>(key_col) + name.size());
-    if (colon == std::string_view::npos) return "";
-    std::size_t i = colon + 1;
-    while (i < line.size() && line[i] == ' ') ++i;
-    if (i >= line.size()) return "";
-    if (line[i] == '#') return util::StrCat(" ", line.substr(i));
-    std::size_t end = ValueEnd(line, i);
-    if (end == std::string_view::npos) return "";
-    std::string_view rest = line.substr(end);
-    std::size_t hash = rest.find('#');
-    if (hash == std::string_view::npos) return "";
-    if (!util::TrimWhitespace(rest.substr(0, hash)).empty()) return "";
-    return std::string(rest);
-  }
-
-  // End (exclusive) of the value starting at line[i], or npos when it does not end on the line.
-  static std::size_t ValueEnd(std::string_view line, std::size_t i) {
-    char c = line[i];
-    if (c == '"') {
-      for (std::size_t k = i + 1; k < line.size(); ++k) {
-        if (line[k] == '\\') {
-          ++k;
-        } else if (line[k] == '"') {
-          return k + 1;
-        }
-      }
-      return std::string_view::npos;
-    }
-    if (c == '\'') {
-      for (std::size_t k = i + 1; k < line.size(); ++k) {
-        if (line[k] == '\'') {
-          if (k + 1 < line.size() && line[k + 1] == '\'') {
-            ++k;
-          } else {
-            return k + 1;
-          }
-        }
-      }
-      return std::string_view::npos;
-    }
-    if (c == '[' || c == '{') {
-      int depth = 0;
-      char quote = 0;
-      for (std::size_t k = i; k < line.size(); ++k) {
-        char d = line[k];
-        if (quote != 0) {
-          if (quote == '"' && d == '\\') {
-            ++k;
-          } else if (d == quote) {
-            quote = 0;
-          }
-          continue;
-        }
-        if (d == '"' || d == '\'') {
-          quote = d;
-        } else if (d == '[' || d == '{') {
-          ++depth;
-        } else if (d == ']' || d == '}') {
-          if (--depth == 0) return k + 1;
-        }
-      }
-      return std::string_view::npos;
-    }
-    // Plain scalar: up to " #" or the end of the line, without trailing spaces.
-    std::size_t end = line.size();
-    for (std::size_t k = i; k + 1 < line.size(); ++k) {
-      if ((line[k] == ' ' || line[k] == '\t') && line[k + 1] == '#') {
-        end = k;
-        break;
-      }
-    }
-    while (end > i && (line[end - 1] == ' ' || line[end - 1] == '\t')) --end;
-    return end;
   }
 
   const Document& doc_;
@@ -461,9 +519,69 @@ void ApplyLogically(Value& entry, const EntryEdit& edit) {
   }
 }
 
+// The key of an entry to create: one line of UTF-8, and in a test-config file a key of the
+// grammar with this file's run mode and parallelism (the validator only warns about a misfiled
+// key; a new entry is never written misfiled).
+absl::Status CheckNewKey(const Document& doc, const std::string& key) {
+  if (key.empty()) {
+    return absl::InvalidArgumentError(
+        util::StrCat(doc.path(), ": cannot create an entry with an empty key"));
+  }
+  if (std::any_of(key.begin(), key.end(), [](char c) {
+        return static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) == 0x7f;
+      })) {
+    return absl::InvalidArgumentError(
+        util::StrCat(doc.path(), ": cannot create entry ", DoubleQuote(key),
+                     ": a key is one line without control characters"));
+  }
+  const std::string where = util::StrCat(doc.path(), ": cannot create entry '", key, "'");
+  if (util::FirstInvalidUtf8(key)) {
+    return absl::InvalidArgumentError(util::StrCat(where, ": the key is not valid UTF-8"));
+  }
+  if (doc.Find(key) != nullptr) {
+    return absl::AlreadyExistsError(
+        util::StrCat(doc.path(), ": entry '", key, "' already exists (create adds new entries)"));
+  }
+  if (doc.root_key().empty()) {
+    return absl::FailedPreconditionError(
+        util::StrCat(where, ": the file has no '", kTestConfigRoot, "' mapping to add it to"));
+  }
+  if (doc.is_placeholders()) return absl::OkStatus();
+  auto parts = ParseKey(key);
+  if (!parts.ok())
+    return absl::InvalidArgumentError(util::StrCat(where, ": ", parts.status().message()));
+  if (!doc.run_mode().empty() && parts->run_mode != doc.run_mode()) {
+    return absl::InvalidArgumentError(util::StrCat(where, ": its run mode '", parts->run_mode,
+                                                   "' is not this file's (", doc.run_mode(), ")"));
+  }
+  if (!doc.parallelism().empty() && parts->parallelism != doc.parallelism()) {
+    return absl::InvalidArgumentError(util::StrCat(where, ": its parallelism '", parts->parallelism,
+                                                   "' is not this file's (", doc.parallelism(),
+                                                   ")"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckEdit(const Document& doc, const EntryEdit& edit) {
   const std::string where = util::StrCat(doc.path(), ": entry '", edit.key, "'");
-  if (doc.Find(edit.key) == nullptr) {
+  if (edit.create) {
+    if (auto status = CheckNewKey(doc, edit.key); !status.ok()) return status;
+    if (edit.arch) {
+      return absl::InvalidArgumentError(util::StrCat(
+          where,
+          ": a created entry cannot have arch_overrides in the same batch (create it, then "
+          "edit arch '",
+          *edit.arch, "' in another batch)"));
+    }
+    if (!edit.del.empty()) {
+      return absl::InvalidArgumentError(
+          util::StrCat(where, ": a created entry has no fields to delete"));
+    }
+    if (edit.set.empty()) {
+      return absl::InvalidArgumentError(
+          util::StrCat(where, ": a created entry needs at least one field to set"));
+    }
+  } else if (doc.Find(edit.key) == nullptr) {
     return absl::NotFoundError(util::StrCat(doc.path(), ": no entry '", edit.key, "'"));
   }
   if (edit.arch && !IsKnownArch(*edit.arch)) {
@@ -496,7 +614,145 @@ absl::Status CheckEdit(const Document& doc, const EntryEdit& edit) {
           util::StrCat(where, ": field '", name, "' is both set and deleted"));
     }
   }
+  std::set<std::string, std::less<>> commented;
+  for (const auto& [name, text] : edit.comments) {
+    const std::string field = util::StrCat(where, ": comment on field '", name, "'");
+    if (seen.count(name) == 0) {
+      return absl::InvalidArgumentError(
+          util::StrCat(field, ": the edit does not set that field (a comment goes with a value)"));
+    }
+    if (!commented.insert(name).second) {
+      return absl::InvalidArgumentError(util::StrCat(field, ": given twice"));
+    }
+    if (std::any_of(text.begin(), text.end(), [](char c) {
+          return static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) == 0x7f;
+        })) {
+      return absl::InvalidArgumentError(
+          util::StrCat(field, ": the text must be one line without control characters, got ",
+                       DoubleQuote(text)));
+    }
+    if (util::FirstInvalidUtf8(text)) {
+      return absl::InvalidArgumentError(util::StrCat(field, ": the text is not valid UTF-8"));
+    }
+    if (util::TrimWhitespace(text).empty()) {
+      return absl::InvalidArgumentError(util::StrCat(field, ": the text is empty"));
+    }
+  }
   return absl::OkStatus();
+}
+
+// Where and how new entries are written: before line `at` (0-based; line_count() = at the end),
+// keys at key_col, fields at field_col, a blank line before each when the file separates its
+// entries by one (none before the first entry of a file without entries).
+struct NewEntryPlace {
+  int at = 0;
+  int key_col = 2;
+  int field_col = 4;
+  bool blank_between = false;
+  bool file_has_entries = false;
+};
+
+absl::StatusOr<NewEntryPlace> FindNewEntryPlace(const Document& doc) {
+  NewEntryPlace place;
+  const auto& entries = doc.entries();
+  if (entries.empty()) {
+    // `test_config:` alone on its line (or with a comment): the entries go right after it.
+    for (int i = 0; i < doc.line_count(); ++i) {
+      std::string_view line = doc.Line(i);
+      if (!line.starts_with(doc.root_key())) continue;
+      std::string_view rest = line.substr(doc.root_key().size());
+      if (rest.empty() || rest[0] != ':') continue;
+      rest = util::TrimWhitespace(rest.substr(1));
+      if (!rest.empty() && rest[0] != '#') break;
+      place.at = i + 1;
+      place.blank_between = doc.run_mode() == "inference";
+      return place;
+    }
+    return absl::FailedPreconditionError(
+        util::StrCat(doc.path(), ": cannot add entries: '", doc.root_key(),
+                     ":' is not alone on its line (the entries would not belong to it)"));
+  }
+  place.file_has_entries = true;
+  const Entry& last = entries.back();
+  place.key_col = last.pos.col;
+  // After the last entry, with the comment lines right below it that are indented deeper than
+  // its key (its own commented-out fields); comments at the key's column or less (commented-out
+  // entries) and blank lines stay after the new entries.
+  int at = last.last_line + 1;
+  while (at < doc.line_count()) {
+    std::string_view line = doc.Line(at);
+    std::string_view t = util::TrimWhitespace(line);
+    if (t.empty() || t[0] != '#' || util::IndentOf(line) <= last.pos.col) break;
+    ++at;
+  }
+  place.at = at;
+  // The fields' column most entries use (ties: the smaller).
+  std::map<int, int> cols;
+  for (const Entry& e : entries) {
+    if (e.value.is_map() && !e.value.map.empty()) cols[e.value.map.front().key_pos.col]++;
+  }
+  place.field_col = place.key_col + 2;
+  int best = 0;
+  for (const auto& [col, count] : cols) {
+    if (count > best) {
+      best = count;
+      place.field_col = col;
+    }
+  }
+  // A blank line between entries when most neighbours have one; on a tie, as the last two
+  // entries are; a single entry: as tt-xla writes (inference files have blank lines).
+  int blank = 0, none = 0;
+  bool last_blank = false;
+  for (std::size_t i = 0; i + 1 < entries.size(); ++i) {
+    last_blank = false;
+    for (int l = entries[i].last_line + 1; l < entries[i + 1].first_line; ++l) {
+      if (util::TrimWhitespace(doc.Line(l)).empty()) last_blank = true;
+    }
+    (last_blank ? blank : none)++;
+  }
+  if (blank + none == 0) {
+    place.blank_between = doc.run_mode() == "inference";
+  } else {
+    place.blank_between = blank != none ? blank > none : last_blank;
+  }
+  return place;
+}
+
+// The lines of a created entry (without the blank line before it).
+std::vector<std::string> RenderNewEntry(const EntryEdit& edit, const NewEntryPlace& place) {
+  std::vector<std::string> lines;
+  lines.push_back(util::StrCat(std::string(place.key_col, ' '),
+                               PlainSafe(edit.key) ? edit.key : DoubleQuote(edit.key), ":"));
+  for (const auto& [name, value] : edit.set) {
+    Chunk c;
+    c.name = name;
+    c.indent = place.field_col;
+    const std::string* text = FindComment(edit.comments, name);
+    EntryText::RenderField(
+        c, name, value, nullptr,
+        text != nullptr ? std::optional<std::string>(CommentTrailer(*text)) : std::nullopt);
+    lines.insert(lines.end(), c.lines.begin(), c.lines.end());
+  }
+  return lines;
+}
+
+// The comments a batch asks for, as the result must show them: (key, arch, field) -> trailer.
+// A later set of the field without a comment keeps it; a later delete removes it.
+using CommentKey = std::tuple<std::string, std::optional<std::string>, std::string>;
+std::map<CommentKey, std::string> ExpectedComments(std::span<const EntryEdit> edits) {
+  std::map<CommentKey, std::string> out;
+  for (const EntryEdit& e : edits) {
+    for (const auto& [name, text] : e.comments) out[{e.key, e.arch, name}] = CommentTrailer(text);
+    for (const auto& name : e.del) {
+      out.erase({e.key, e.arch, name});
+      if (!e.arch && name == "arch_overrides") {
+        std::erase_if(out, [&](const auto& kv) {
+          return std::get<0>(kv.first) == e.key && std::get<1>(kv.first).has_value();
+        });
+      }
+    }
+  }
+  return out;
 }
 
 }  // namespace
@@ -544,6 +800,23 @@ absl::StatusOr<std::string> ApplyEdits(const Document& doc, std::span<const Entr
         doc.path(), ": the file has validation errors and is never written (",
         util::CountErrors(doc.diagnostics()), " error(s); run `triagectl inventory check`)"));
   }
+  // A created entry is written whole by its create edit: created once, edited by no other edit
+  // of the batch.
+  std::set<std::string, std::less<>> created;
+  for (const EntryEdit& edit : edits) {
+    if (edit.create && !created.insert(edit.key).second) {
+      return absl::InvalidArgumentError(
+          util::StrCat(doc.path(), ": entry '", edit.key, "' is created twice in this batch"));
+    }
+  }
+  for (const EntryEdit& edit : edits) {
+    if (!edit.create && created.count(edit.key) > 0) {
+      return absl::InvalidArgumentError(util::StrCat(
+          doc.path(), ": entry '", edit.key,
+          "' is created by this batch: give all its fields in its create edit (a created entry "
+          "is edited, or given arch_overrides, in a later batch)"));
+    }
+  }
   for (const EntryEdit& edit : edits) {
     if (auto status = CheckEdit(doc, edit); !status.ok()) return status;
   }
@@ -551,7 +824,12 @@ absl::StatusOr<std::string> ApplyEdits(const Document& doc, std::span<const Entr
   // Edit each touched entry's text, in file order.
   std::map<int, const Entry*> touched;  // first_line -> entry
   std::map<std::string, std::vector<const EntryEdit*>, std::less<>> by_key;
+  std::vector<const EntryEdit*> creates;
   for (const EntryEdit& edit : edits) {
+    if (edit.create) {
+      creates.push_back(&edit);
+      continue;
+    }
     const Entry* entry = doc.Find(edit.key);
     touched[entry->first_line] = entry;
     by_key[edit.key].push_back(&edit);
@@ -562,7 +840,7 @@ absl::StatusOr<std::string> ApplyEdits(const Document& doc, std::span<const Entr
     EntryText text(doc, *entry);
     Value logical = entry->value;
     for (const EntryEdit* edit : by_key[entry->key]) {
-      if (auto s = text.Set(edit->arch, edit->set); !s.ok()) {
+      if (auto s = text.Set(edit->arch, edit->set, edit->comments); !s.ok()) {
         return absl::InvalidArgumentError(
             util::StrCat(doc.path(), ": entry '", entry->key, "': ", s.message()));
       }
@@ -577,12 +855,50 @@ absl::StatusOr<std::string> ApplyEdits(const Document& doc, std::span<const Entr
     expected[entry->key] = std::move(logical);
   }
 
+  // The created entries, in batch order, as one run of lines inserted before line place.at.
+  NewEntryPlace place;
+  std::vector<std::string> inserted;
+  std::vector<Value> created_values;
+  if (!creates.empty()) {
+    auto found = FindNewEntryPlace(doc);
+    if (!found.ok()) return found.status();
+    place = *found;
+    bool first = !place.file_has_entries;
+    for (const EntryEdit* edit : creates) {
+      if (place.blank_between && !first) inserted.emplace_back();
+      first = false;
+      std::vector<std::string> lines = RenderNewEntry(*edit, place);
+      inserted.insert(inserted.end(), lines.begin(), lines.end());
+      Value value;
+      value.kind = Value::Kind::kMap;
+      for (const auto& [name, v] : edit->set) value.map.push_back({name, {}, v});
+      created_values.push_back(std::move(value));
+    }
+  }
+
   std::string out;
   out.reserve(doc.bytes().size() + 256);
   const int n = doc.line_count();
   std::vector<EditDetail::Block> blocks;
   int new_line = 0;
+  auto insert_new_entries = [&] {
+    int old_first = place.at;
+    int new_first = new_line;
+    if (!out.empty() && out.back() != '\n') {
+      // The file's last line had no newline: it gets one, so it is part of the block.
+      out += '\n';
+      --old_first;
+      --new_first;
+    }
+    for (const std::string& l : inserted) {
+      out += l;
+      out += '\n';
+    }
+    new_line += static_cast<int>(inserted.size());
+    blocks.push_back({old_first, place.at, new_first, new_line});
+  };
   for (int i = 0; i < n;) {
+    if (!inserted.empty() && i == place.at) insert_new_entries();
     auto it = replacement.find(i);
     if (it != replacement.end()) {
       for (const std::string& l : it->second) {
@@ -601,9 +917,10 @@ absl::StatusOr<std::string> ApplyEdits(const Document& doc, std::span<const Entr
     ++i;
     ++new_line;
   }
+  if (!inserted.empty() && place.at >= n) insert_new_entries();
 
   // Re-read what we wrote: it must parse cleanly, keep every entry in place, and differ from
-  // the original exactly by the intended field changes.
+  // the original exactly by the intended field changes and the created entries after them.
   Document check = Document::Parse(doc.path(), out);
   if (!check.ok()) {
     const auto error = std::find_if(
@@ -612,8 +929,10 @@ absl::StatusOr<std::string> ApplyEdits(const Document& doc, std::span<const Entr
     return absl::InternalError(
         util::StrCat(doc.path(), ": the edited file does not re-parse: ", error->ToString()));
   }
-  if (check.entries().size() != doc.entries().size()) {
-    return absl::InternalError(util::StrCat(doc.path(), ": the edit changed the entry count"));
+  if (check.entries().size() != doc.entries().size() + creates.size()) {
+    return absl::InternalError(util::StrCat(doc.path(), ": the edit changed the entry count (",
+                                            doc.entries().size(), " + ", creates.size(),
+                                            " created, re-read ", check.entries().size(), ")"));
   }
   for (std::size_t i = 0; i < doc.entries().size(); ++i) {
     const Entry& before = doc.entries()[i];
@@ -624,6 +943,33 @@ absl::StatusOr<std::string> ApplyEdits(const Document& doc, std::span<const Entr
       return absl::InternalError(util::StrCat(
           doc.path(), ": entry '", before.key, "' did not re-parse to the intended fields (got ",
           after.value.DebugString(), ", want ", want.DebugString(), ")"));
+    }
+  }
+  for (std::size_t k = 0; k < creates.size(); ++k) {
+    const Entry& after = check.entries()[doc.entries().size() + k];
+    if (after.key != creates[k]->key || !SameContent(after.value, created_values[k])) {
+      return absl::InternalError(util::StrCat(
+          doc.path(), ": created entry '", creates[k]->key, "' re-parsed as '", after.key, "' ",
+          after.value.DebugString(), " (want ", created_values[k].DebugString(), ")"));
+    }
+  }
+  // Every comment asked for ends its field's line.
+  for (const auto& [where, trailer] : ExpectedComments(edits)) {
+    const auto& [key, arch, name] = where;
+    const Entry* entry = check.Find(key);
+    const Value* map = entry != nullptr ? &entry->value : nullptr;
+    if (map != nullptr && arch) {
+      map = map->Find("arch_overrides");
+      if (map != nullptr) map = map->Find(*arch);
+    }
+    if (map == nullptr || !map->is_map()) continue;  // gone: the field check above decides
+    for (const MapItem& item : map->map) {
+      if (item.key != name) continue;
+      if (InlineComment(check.Line(item.key_pos.line), item.key_pos.col, name) != trailer) {
+        return absl::InternalError(util::StrCat(doc.path(), ": entry '", key, "': the comment on '",
+                                                name, "' did not land on its line (",
+                                                check.Line(item.key_pos.line), ")"));
+      }
     }
   }
   if (detail != nullptr) {

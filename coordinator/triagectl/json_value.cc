@@ -9,23 +9,26 @@ namespace triage::ctl {
 
 using inventory::Value;
 
-absl::StatusOr<Value> ValueFromJson(const nlohmann::json& j, const std::string& where) {
+namespace {
+
+template <typename Json>
+absl::StatusOr<Value> FromJson(const Json& j, const std::string& where) {
   switch (j.type()) {
     case nlohmann::json::value_t::string:
-      return Value::String(j.get<std::string>());
+      return Value::String(j.template get<std::string>());
     case nlohmann::json::value_t::boolean:
-      return Value::Bool(j.get<bool>());
+      return Value::Bool(j.template get<bool>());
     case nlohmann::json::value_t::number_integer:
-      return Value::Int(j.get<std::int64_t>());
+      return Value::Int(j.template get<std::int64_t>());
     case nlohmann::json::value_t::number_unsigned:
-      if (j.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX)) {
-        return absl::InvalidArgumentError(util::StrCat(where, ": integer ", j.get<std::uint64_t>(),
-                                                       " is out of range (at most ", INT64_MAX,
-                                                       ")"));
+      if (j.template get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX)) {
+        return absl::InvalidArgumentError(
+            util::StrCat(where, ": integer ", j.template get<std::uint64_t>(),
+                         " is out of range (at most ", INT64_MAX, ")"));
       }
-      return Value::Int(j.get<std::int64_t>());
+      return Value::Int(j.template get<std::int64_t>());
     case nlohmann::json::value_t::number_float:
-      return Value::Float(j.get<double>());
+      return Value::Float(j.template get<double>());
     case nlohmann::json::value_t::array: {
       std::vector<Value> items;
       for (std::size_t i = 0; i < j.size(); ++i) {
@@ -33,7 +36,7 @@ absl::StatusOr<Value> ValueFromJson(const nlohmann::json& j, const std::string& 
           return absl::InvalidArgumentError(
               util::StrCat(where, "[", i, "]: nested lists and objects are not field values"));
         }
-        auto v = ValueFromJson(j[i], util::StrCat(where, "[", i, "]"));
+        auto v = FromJson(j[i], util::StrCat(where, "[", i, "]"));
         if (!v.ok()) return v.status();
         items.push_back(std::move(*v));
       }
@@ -44,6 +47,16 @@ absl::StatusOr<Value> ValueFromJson(const nlohmann::json& j, const std::string& 
           util::StrCat(where, ": expected a string, boolean, number or list, got ", j.type_name(),
                        j.is_null() ? " (to remove a field, list it under \"delete\")" : ""));
   }
+}
+
+}  // namespace
+
+absl::StatusOr<Value> ValueFromJson(const nlohmann::json& j, const std::string& where) {
+  return FromJson(j, where);
+}
+
+absl::StatusOr<Value> ValueFromJson(const nlohmann::ordered_json& j, const std::string& where) {
+  return FromJson(j, where);
 }
 
 nlohmann::json ValueToJson(const Value& v) {

@@ -15,9 +15,10 @@ namespace triage::ctl {
 
 absl::StatusOr<std::vector<inventory::EntryEdit>> ParseEdits(const std::string& text,
                                                              const std::string& source) {
-  nlohmann::json j;
+  // Members in the order written: a created entry's fields are written in the order of "set".
+  nlohmann::ordered_json j;
   try {
-    j = nlohmann::json::parse(text);
+    j = nlohmann::ordered_json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     // Syntax errors, and values the parser cannot hold (a number such as 1e400).
     return absl::InvalidArgumentError(util::StrCat(source, ": invalid JSON: ", e.what()));
@@ -32,9 +33,11 @@ absl::StatusOr<std::vector<inventory::EntryEdit>> ParseEdits(const std::string& 
     if (!e.is_object())
       return absl::InvalidArgumentError(util::StrCat(where, ": expected an object"));
     for (auto it = e.begin(); it != e.end(); ++it) {
-      if (it.key() != "key" && it.key() != "arch" && it.key() != "set" && it.key() != "delete") {
-        return absl::InvalidArgumentError(util::StrCat(where, ": unknown member '", it.key(),
-                                                       "' (expected key, arch, set, delete)"));
+      if (it.key() != "key" && it.key() != "arch" && it.key() != "set" && it.key() != "delete" &&
+          it.key() != "comments" && it.key() != "create") {
+        return absl::InvalidArgumentError(
+            util::StrCat(where, ": unknown member '", it.key(),
+                         "' (expected key, arch, set, delete, comments, create)"));
       }
     }
     inventory::EntryEdit edit;
@@ -69,6 +72,25 @@ absl::StatusOr<std::vector<inventory::EntryEdit>> ParseEdits(const std::string& 
         }
         edit.del.push_back(f.get<std::string>());
       }
+    }
+    if (e.contains("comments")) {
+      if (!e["comments"].is_object()) {
+        return absl::InvalidArgumentError(
+            util::StrCat(where, ".comments: expected an object of field: text"));
+      }
+      for (auto it = e["comments"].begin(); it != e["comments"].end(); ++it) {
+        if (!it.value().is_string()) {
+          return absl::InvalidArgumentError(
+              util::StrCat(where, ".comments.", it.key(), ": expected a string"));
+        }
+        edit.comments.emplace_back(it.key(), it.value().get<std::string>());
+      }
+    }
+    if (e.contains("create")) {
+      if (!e["create"].is_boolean()) {
+        return absl::InvalidArgumentError(util::StrCat(where, ".create: expected true or false"));
+      }
+      edit.create = e["create"].get<bool>();
     }
     edits.push_back(std::move(edit));
   }

@@ -16,8 +16,10 @@ struct YamlEditOptions {
 };
 
 // `triagectl yaml edit FILE --edits EDITS.json [--diff]`. EDITS.json is an array of
-//   {"key": str, "arch": str|null, "set": {field: value}, "delete": [field]}
-// All edits apply or none do; the file is replaced atomically.
+//   {"key": str, "arch": str|null, "set": {field: value}, "delete": [field],
+//    "comments": {field: text}, "create": bool}
+// (comments, create: EntryEdit's; both optional). All edits apply or none do; the file is
+// replaced atomically.
 // Reads EDITS.json's text (the format above); source names it in messages. Checks the shape and
 // the value types only: which keys, fields and archs exist is ApplyEdits' business.
 absl::StatusOr<std::vector<inventory::EntryEdit>> ParseEdits(const std::string& text,

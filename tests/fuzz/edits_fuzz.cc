@@ -1,7 +1,8 @@
 // The edits file of `triagectl yaml edit` (ParseEdits): any text is read without crashing, and a
 // batch it accepts is applied to a small test-config document. The editor either refuses the
-// batch with a message or returns a document that parses cleanly; its InternalError (the output
-// did not re-parse to the intended fields) is a bug.
+// batch with a message or returns a document that parses cleanly, with the document's entries
+// and then the entries the batch creates, in its order; its InternalError (the output did not
+// re-parse to the intended fields, entries or comments) is a bug.
 
 #include <cstdint>
 #include <string>
@@ -59,5 +60,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   auto after = triage::inventory::Document::Parse(doc->path(), *edited);
   FUZZ_CHECK(after.ok(), "the edited file does not parse");
+  std::size_t n = doc->entries().size();
+  for (const auto& e : *edits) {
+    if (!e.create) continue;
+    FUZZ_CHECK(n < after.entries().size() && after.entries()[n].key == e.key,
+               "created entry '%s' is not next at the end", e.key.c_str());
+    ++n;
+  }
+  FUZZ_CHECK(n == after.entries().size(), "%zu entries, want %zu", after.entries().size(), n);
   return 0;
 }

@@ -1,14 +1,18 @@
 // The test-config YAML document and its in-place editor.
 //
 // Input: a YAML document, optionally followed by a NUL byte and the bytes that choose a batch of
-// edits (entries, archs, fields, values). Every document must parse without crashing. When it
-// parses cleanly, the edits are applied and, when the editor accepts them:
-//   - every line outside the edited entries is unchanged, in order, with the same final newline
-//     (a missing one is added when an edited entry ends the file);
-//   - the result parses cleanly, with the same entries in the same order;
+// edits (entries, archs, fields, values, then trailing comments and created entries). Every
+// document must parse without crashing. When it parses cleanly, the edits are applied and, when
+// the editor accepts them:
+//   - every line outside the edited and created entries (and the blank line before a created
+//     one) is unchanged, in order, with the same final newline (a missing one is added when an
+//     edited entry ends the file, or entries are added after its last line);
+//   - the result parses cleanly, with the same entries in the same order, then the created ones
+//     in the batch's order;
 //   - each field set reads back with the value set, each field deleted is absent, and entries
 //     that were not edited read back equal;
-//   - applying the same batch again changes nothing.
+//   - each comment asked for (and not deleted later with its field) ends its field's line;
+//   - applying the same batch again (creates as plain edits) changes nothing.
 // The editor re-parses its own output and answers InternalError when that check fails: a bug
 // here, as well.
 
@@ -27,6 +31,7 @@
 #include "common/inventory/document.h"
 #include "common/inventory/editor.h"
 #include "common/inventory/schema.h"
+#include "common/util/text.h"
 #include "tests/fuzz/fuzz_check.h"
 
 namespace {
@@ -124,6 +129,79 @@ std::string FieldName(FuzzedDataProvider& p) {
   return std::string(fields[p.ConsumeIntegralInRange<std::size_t>(0, fields.size() - 1)].name);
 }
 
+std::string SomeComment(FuzzedDataProvider& p) {
+  switch (p.ConsumeIntegralInRange(0, 5)) {
+    case 0:
+      return "pcc 0.9734 on n150";
+    case 1:
+      return "  see \"#3860\": a # b, 'c'  ";
+    case 2:
+      return "";
+    case 3:
+      return "caf\xC3\xA9 \xE2\x80\x94 https://github.com/tenstorrent/tt-xla/issues/3860";
+    default:
+      return SomeString(p);  // may hold a newline or other control characters: refused
+  }
+}
+
+// A key for a created entry: mostly new and of this file's kind, sometimes one that exists, of
+// another run mode, or anything.
+std::string NewKey(FuzzedDataProvider& p, const Document& doc, int n) {
+  const auto& entries = doc.entries();
+  switch (p.ConsumeIntegralInRange(0, 7)) {
+    case 0:
+      if (!entries.empty()) {
+        return entries[p.ConsumeIntegralInRange<std::size_t>(0, entries.size() - 1)].key;
+      }
+      return "a/pytorch-X-single_device-inference";
+    case 1:
+      return "zz" + std::to_string(n) + "/pytorch-X-single_device-training";
+    case 2:
+      return p.ConsumeRandomLengthString(24);
+    default:
+      return "zz" + std::to_string(n) + "/new_model/pytorch-" + std::to_string(n) +
+             "_B-single_device-inference";
+  }
+}
+
+// Comments on some of the fields each edit sets, and created entries, drawn after the edits
+// (an input written before they existed still makes the same edits; when its bytes run out,
+// every draw below is 0: no comment, no create).
+void AddCommentsAndCreates(FuzzedDataProvider& p, const Document& doc,
+                           std::vector<EntryEdit>& edits) {
+  for (EntryEdit& e : edits) {
+    const int comments = p.ConsumeIntegralInRange(0, 3) == 1 ? p.ConsumeIntegralInRange(1, 2) : 0;
+    for (int k = 0; k < comments; ++k) {
+      // Mostly a field this edit sets; sometimes one it does not (refused).
+      std::string name =
+          !e.set.empty() && p.ConsumeIntegralInRange(0, 7) != 0
+              ? e.set[p.ConsumeIntegralInRange<std::size_t>(0, e.set.size() - 1)].first
+              : FieldName(p);
+      e.comments.emplace_back(std::move(name), SomeComment(p));
+    }
+  }
+  const int creates = p.ConsumeIntegralInRange(0, 2);
+  for (int i = 0; i < creates; ++i) {
+    EntryEdit c;
+    c.create = true;
+    c.key = NewKey(p, doc, i);
+    const int sets = p.ConsumeIntegralInRange(0, 3);
+    for (int k = 0; k < sets; ++k) {
+      std::string name = k == 0 ? "status" : FieldName(p);
+      const FieldSpec* spec = triage::inventory::FindField(name);
+      Value v = MakeValue(p, spec != nullptr ? spec->type : FieldType::kString);
+      c.set.emplace_back(std::move(name), std::move(v));
+    }
+    if (!c.set.empty() && p.ConsumeBool()) {
+      c.comments.emplace_back(c.set.back().first, SomeComment(p));
+    }
+    if (p.ConsumeIntegralInRange(0, 15) == 0) c.arch = Pick(p, triage::inventory::kArchNames);
+    if (p.ConsumeIntegralInRange(0, 15) == 0) c.del.push_back(FieldName(p));
+    const auto at = p.ConsumeIntegralInRange<std::size_t>(0, edits.size());
+    edits.insert(edits.begin() + static_cast<std::ptrdiff_t>(at), std::move(c));
+  }
+}
+
 std::vector<EntryEdit> MakeEdits(FuzzedDataProvider& p, const Document& doc) {
   std::vector<EntryEdit> edits;
   const auto& entries = doc.entries();
@@ -147,6 +225,7 @@ std::vector<EntryEdit> MakeEdits(FuzzedDataProvider& p, const Document& doc) {
     for (int k = 0; k < dels; ++k) e.del.push_back(FieldName(p));
     edits.push_back(std::move(e));
   }
+  AddCommentsAndCreates(p, doc, edits);
   return edits;
 }
 
@@ -161,12 +240,18 @@ const Value* ReadBack(const Entry& entry, const std::optional<std::string>& arch
   return map->Find(name);
 }
 
-// Lines of doc outside the given entries, in order, as (line) runs.
-std::vector<std::string_view> LinesOutside(const Document& doc, const std::set<std::string>& keys) {
+// Lines of doc outside the given entries, in order, as (line) runs. created: entries the batch
+// added, whose blank line before them (in files that separate entries by one) is theirs too.
+std::vector<std::string_view> LinesOutside(const Document& doc, const std::set<std::string>& keys,
+                                           const std::set<std::string>& created = {}) {
   std::vector<bool> inside(doc.line_count(), false);
   for (const Entry& e : doc.entries()) {
     if (keys.count(e.key) == 0) continue;
     for (int l = e.first_line; l <= e.last_line && l < doc.line_count(); ++l) inside[l] = true;
+    if (created.count(e.key) > 0 && e.first_line > 0 &&
+        triage::util::TrimWhitespace(doc.Line(e.first_line - 1)).empty()) {
+      inside[e.first_line - 1] = true;
+    }
   }
   std::vector<std::string_view> out;
   for (int l = 0; l < doc.line_count(); ++l) {
@@ -179,9 +264,11 @@ std::vector<std::string_view> LinesOutside(const Document& doc, const std::set<s
 std::string Describe(const std::vector<EntryEdit>& edits) {
   std::string out;
   for (const EntryEdit& e : edits) {
-    out += "\n    " + e.key + (e.arch ? " [" + *e.arch + "]" : std::string()) + ":";
+    out += "\n    " + std::string(e.create ? "create " : "") + e.key +
+           (e.arch ? " [" + *e.arch + "]" : std::string()) + ":";
     for (const auto& [name, value] : e.set) out += " " + name + "=" + value.DebugString();
     for (const auto& name : e.del) out += " -" + name;
+    for (const auto& [name, text] : e.comments) out += " " + name + "#" + text;
   }
   return out;
 }
@@ -218,10 +305,22 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   Document after = Document::Parse(doc.path(), *edited);
   FUZZ_CHECK(after.ok(), "the edited file does not parse: %s",
              after.diagnostics().front().ToString().c_str());
-  FUZZ_CHECK(after.entries().size() == doc.entries().size(), "entry count changed");
+  std::vector<std::string> created;
+  for (const EntryEdit& e : edits) {
+    if (e.create) created.push_back(e.key);
+  }
+  FUZZ_CHECK(after.entries().size() == doc.entries().size() + created.size(),
+             "entry count changed: %zu + %zu created, %zu after", doc.entries().size(),
+             created.size(), after.entries().size());
+  for (std::size_t k = 0; k < created.size(); ++k) {
+    FUZZ_CHECK(after.entries()[doc.entries().size() + k].key == created[k],
+               "created entry %zu is '%s', not '%s'", k,
+               after.entries()[doc.entries().size() + k].key.c_str(), created[k].c_str());
+  }
   // The one byte that may appear: the final newline, when the file lacked one and an edited
-  // entry ends on its last line (every replaced line is written with its newline).
-  bool last_line_edited = false;
+  // entry ends on its last line (every replaced line is written with its newline), or entries
+  // are added after it.
+  bool last_line_edited = !created.empty();
   for (const EntryEdit& e : edits) {
     const Entry* entry = doc.Find(e.key);
     if (entry != nullptr && entry->last_line == doc.line_count() - 1) last_line_edited = true;
@@ -272,12 +371,54 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
   }
   const auto outside_before = LinesOutside(doc, edited_keys);
-  const auto outside_after = LinesOutside(after, edited_keys);
+  const auto outside_after =
+      LinesOutside(after, edited_keys, std::set<std::string>(created.begin(), created.end()));
   FUZZ_CHECK(outside_before == outside_after,
-             "lines outside the edited entries changed (%zu -> %zu)", outside_before.size(),
-             outside_after.size());
+             "lines outside the edited entries changed (%zu -> %zu)%s", outside_before.size(),
+             outside_after.size(), Describe(edits).c_str());
 
-  auto again = triage::inventory::ApplyEdits(after, edits);
+  // Each comment asked for ends its field's line: a later set without a comment keeps it, a
+  // later delete of the field (or of arch_overrides) takes it away.
+  std::map<std::tuple<std::string, std::optional<std::string>, std::string>, std::string> comments;
+  for (const EntryEdit& e : edits) {
+    for (const auto& [name, comment] : e.comments) {
+      std::string_view t = comment;
+      while (!t.empty() && t.front() == ' ') t.remove_prefix(1);
+      while (!t.empty() && t.back() == ' ') t.remove_suffix(1);
+      comments[{e.key, e.arch, name}] = " # " + std::string(t);
+    }
+    for (const auto& name : e.del) {
+      comments.erase({e.key, e.arch, name});
+      if (!e.arch && name == "arch_overrides") {
+        std::erase_if(comments, [&](const auto& kv) {
+          return std::get<0>(kv.first) == e.key && std::get<1>(kv.first).has_value();
+        });
+      }
+    }
+  }
+  for (const auto& [k, trailer] : comments) {
+    const auto& [key, arch, name] = k;
+    const Entry* entry = after.Find(key);
+    FUZZ_CHECK(entry != nullptr, "entry '%s' lost", key.c_str());
+    const Value* map = &entry->value;
+    if (arch) {
+      map = entry->Field("arch_overrides");
+      if (map != nullptr) map = map->Find(*arch);
+    }
+    FUZZ_CHECK(map != nullptr && map->is_map(), "'%s' %s: the commented field's map is gone",
+               key.c_str(), name.c_str());
+    for (const auto& item : map->map) {
+      if (item.key != name) continue;
+      const std::string_view line = after.Line(item.key_pos.line);
+      FUZZ_CHECK(line.ends_with(trailer), "'%s' %s: the comment '%s' is not on its line: %s",
+                 key.c_str(), name.c_str(), trailer.c_str(), std::string(line).c_str());
+    }
+  }
+
+  // Again, the created entries now existing: their creates become plain edits.
+  std::vector<EntryEdit> repeat = edits;
+  for (EntryEdit& e : repeat) e.create = false;
+  auto again = triage::inventory::ApplyEdits(after, repeat);
   FUZZ_CHECK(again.ok(), "the same edits fail on the result: %s",
              std::string(again.status().message()).c_str());
   // Byte for byte, unless a field is deleted and set again by a later edit: a deleted field's

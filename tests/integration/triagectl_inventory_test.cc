@@ -253,6 +253,51 @@ TEST_F(TriagectlTest, YamlEditDiffWritesNothingAndEditIsAtomic) {
             "        markers: [notimeout]\n");
 }
 
+// comments and create: a commented PCC line and a new entry whose fields keep the order written
+// (not the JSON library's sorted order).
+TEST_F(TriagectlTest, YamlEditCommentsAndCreates) {
+  testing::WriteFileOrDie(tmp_.path() / "edits.json", R"([
+    {"key": "b/c/pytorch-single_device-training", "set": {"required_pcc": 0.97},
+     "comments": {"required_pcc": "pcc 0.9734 on n150"}},
+    {"key": "z/pytorch-New-single_device-training", "create": true,
+     "set": {"status": "KNOWN_FAILURE_XFAIL", "reason": "TT_FATAL: boom",
+             "bringup_status": "FAILED_RUNTIME"}}
+  ])");
+  std::string out;
+  ASSERT_EQ(Run({"yaml", "edit", kTraining, "--edits", "edits.json"}, &out), 0) << out;
+  EXPECT_EQ(testing::ReadFileOrDie(tmp_.path() / kTraining),
+            std::string(kYaml) +
+                "    required_pcc: 0.97 # pcc 0.9734 on n150\n"
+                "  z/pytorch-New-single_device-training:\n"
+                "    status: KNOWN_FAILURE_XFAIL\n"
+                "    reason: \"TT_FATAL: boom\"\n"
+                "    bringup_status: FAILED_RUNTIME\n");
+  struct Case {
+    std::string edits, want;
+  };
+  const Case cases[] = {
+      {R"([{"key": "a/pytorch-X-single_device-training", "create": true,
+            "set": {"status": "EXPECTED_PASSING"}}])",
+       "entry 'a/pytorch-X-single_device-training' already exists"},
+      {R"([{"key": "a/pytorch-X-single_device-training", "create": 1}])",
+       "[0].create: expected true or false"},
+      {R"([{"key": "a/pytorch-X-single_device-training", "comments": {"status": 1}}])",
+       "[0].comments.status: expected a string"},
+      {R"([{"key": "a/pytorch-X-single_device-training", "comments": ["status"]}])",
+       "[0].comments: expected an object"},
+      {R"([{"key": "a/pytorch-X-single_device-training", "set": {"status": "EXPECTED_PASSING"},
+            "comments": {"status": "a\nb"}}])",
+       "comment on field 'status': the text must be one line"},
+  };
+  const std::string before = testing::ReadFileOrDie(tmp_.path() / kTraining);
+  for (const auto& c : cases) {
+    testing::WriteFileOrDie(tmp_.path() / "edits.json", c.edits);
+    EXPECT_EQ(Run({"yaml", "edit", kTraining, "--edits", "edits.json"}, &out), 1) << c.edits;
+    EXPECT_NE(out.find(c.want), std::string::npos) << out << "\nwant: " << c.want;
+    EXPECT_EQ(testing::ReadFileOrDie(tmp_.path() / kTraining), before) << c.edits;
+  }
+}
+
 TEST_F(TriagectlTest, YamlEditThroughASymlinkEditsItsTarget) {
   testing::WriteFileOrDie(
       tmp_.path() / "edits.json",

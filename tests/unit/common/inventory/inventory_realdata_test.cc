@@ -8,6 +8,7 @@
 
 #include "agent/playbooks/catalog.h"
 #include "common/classify/classify.h"
+#include "common/diff/apply_diff.h"
 #include "common/diff/unified_diff.h"
 #include "common/inventory/editor.h"
 #include "common/inventory/inventory.h"
@@ -250,6 +251,139 @@ TEST(RealData, RandomEditsChangeExactlyWhatWasAsked) {
     }
   }
   EXPECT_GE(total_edits, 500);
+}
+
+// The nightly sweep's two additions on the real files (docs/nightly.md, section 4): a changed
+// PCC line with a trailing comment, and a new entry appended in the file's style. The result
+// re-parses with the same entries plus the new one, only the intended lines change, and the
+// patch the merge would build from the blocks applies with git.
+TEST(RealData, NewEntryAndCommentedPccLineOnEachKindOfFile) {
+  TRIAGE_REQUIRE_SHARED_DATA(dir);
+  struct Case {
+    std::string file;
+    bool blank_lines;  // the file separates its entries by a blank line
+  };
+  const Case cases[] = {
+      {"torch/test_config_inference_single_device.yaml", true},
+      {"torch/test_config_training_single_device.yaml", false},
+      {"jax/test_config_inference_single_device.yaml", true},
+      {"torch_llm/test_config_inference_single_device.yaml", true},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.file);
+    const std::string rel = "tests/runner/test_config/" + c.file;
+    const std::string bytes = testing::ReadFileOrDie(dir / "head" / rel);
+    Document doc = Document::Parse(rel, bytes);
+    ASSERT_TRUE(doc.ok());
+    ASSERT_GT(doc.entries().size(), 10u);
+
+    // The PCC line: an entry's own required_pcc (one with an inline comment when there is
+    // one), else a new required_pcc on the first entry.
+    const Entry* target = nullptr;
+    for (const Entry& e : doc.entries()) {
+      const Value* pcc = e.Field("required_pcc");
+      if (pcc == nullptr) continue;
+      int line = -1;
+      for (const auto& item : e.value.map) {
+        if (item.key == "required_pcc") line = item.key_pos.line;
+      }
+      if (target == nullptr || doc.Line(line).find('#') != std::string_view::npos) target = &e;
+      if (doc.Line(line).find('#') != std::string_view::npos) break;
+    }
+    const bool had_pcc = target != nullptr;
+    if (target == nullptr) target = &doc.entries().front();
+    std::string old_pcc_line;
+    int field_col = target->value.map.front().key_pos.col;
+    for (const auto& item : target->value.map) {
+      if (item.key == "required_pcc") {
+        old_pcc_line = std::string(doc.Line(item.key_pos.line));
+        field_col = item.key_pos.col;
+      }
+    }
+    EntryEdit pcc{target->key, {}, {{"required_pcc", Value::Float(0.96)}}, {}};
+    pcc.comments = {{"required_pcc", "pcc 0.9688 on n150"}};
+
+    // The new entry: the last entry's key under a new model path (same grammar, run mode and
+    // parallelism), with fields in the order given.
+    const std::string new_key = "zz_nightly_new/" + doc.entries().back().key;
+    EntryEdit create{new_key,
+                     {},
+                     {{"status", Value::String("EXPECTED_PASSING")},
+                      {"markers", Value::List({Value::String("nightly")})}},
+                     {}};
+    create.create = true;
+
+    const std::vector<EntryEdit> edits = {create, pcc};
+    EditDetail detail;
+    auto out = ApplyEdits(doc, edits, &detail);
+    ASSERT_TRUE(out.ok()) << out.status();
+
+    // Re-parses with the same entries, in order, plus the new one at the end.
+    Document after = Document::Parse(rel, *out);
+    ASSERT_TRUE(after.ok()) << after.diagnostics().front().ToString();
+    ASSERT_EQ(after.entries().size(), doc.entries().size() + 1);
+    for (std::size_t i = 0; i < doc.entries().size(); ++i) {
+      const Entry& a = doc.entries()[i];
+      const Entry& b = after.entries()[i];
+      ASSERT_EQ(a.key, b.key);
+      if (a.key != target->key) {
+        EXPECT_EQ(a.value, b.value) << a.key;
+        continue;
+      }
+      ASSERT_NE(b.Field("required_pcc"), nullptr);
+      EXPECT_EQ(*b.Field("required_pcc"), Value::Float(0.96));
+      EXPECT_EQ(b.value.map.size(), a.value.map.size() + (had_pcc ? 0 : 1));
+    }
+    const Entry& added = after.entries().back();
+    EXPECT_EQ(added.key, new_key);
+    ASSERT_EQ(added.value.map.size(), 2u);
+    EXPECT_EQ(added.value.map[0].key, "status");
+    EXPECT_EQ(added.value.map[1].key, "markers");
+    // Only comments and blank lines follow it.
+    for (int l = added.last_line + 1; l < after.line_count(); ++l) {
+      EXPECT_TRUE(util::IsBlankOrComment(after.Line(l))) << after.Line(l);
+    }
+    EXPECT_TRUE(out->ends_with("\n") && !out->ends_with("\n\n")) << "one final newline";
+
+    // Only the intended lines changed: the PCC line (replaced or added) and the new entry's
+    // lines, with a blank line before it in files that separate their entries by one.
+    const std::string pad(field_col, ' ');
+    std::multiset<std::string> want_added = {pad + "required_pcc: 0.96 # pcc 0.9688 on n150",
+                                             "  " + new_key + ":", "    status: EXPECTED_PASSING",
+                                             "    markers: [nightly]"};
+    if (c.blank_lines) want_added.insert("");
+    std::multiset<std::string> want_removed;
+    if (had_pcc) want_removed.insert(old_pcc_line);
+    std::multiset<std::string> got_added, got_removed;
+    const std::string full = diff::UnifiedDiff(rel, bytes, *out);
+    for (std::string_view l : util::SplitLines(full)) {
+      if (l.starts_with("+++") || l.starts_with("---")) continue;
+      if (l.starts_with("+")) got_added.insert(std::string(l.substr(1)));
+      if (l.starts_with("-")) got_removed.insert(std::string(l.substr(1)));
+    }
+    EXPECT_EQ(got_added, want_added) << full;
+    EXPECT_EQ(got_removed, want_removed) << full;
+
+    // The merge's patch (from the blocks) applies with git and gives the result.
+    std::vector<diff::Region> regions;
+    for (const auto& b : detail.blocks) {
+      regions.push_back({b.old_first, b.old_end, b.new_first, b.new_end});
+    }
+    const std::string patch = diff::UnifiedDiffOfRegions(rel, bytes, *out, regions);
+    auto files = diff::SplitDiff(patch);
+    ASSERT_TRUE(files.ok()) << files.status();
+    ASSERT_EQ(files->size(), 1u);
+    auto applied = diff::ApplyFileDiff(bytes, files->front());
+    ASSERT_TRUE(applied.ok()) << applied.status();
+    EXPECT_EQ(*applied, *out);
+    testing::TempDir tmp;
+    std::string log;
+    ASSERT_EQ(testing::RunCommand({"git", "init", "-q", "."}, tmp.path(), &log), 0) << log;
+    testing::WriteFileOrDie(tmp.path() / rel, bytes);
+    testing::WriteFileOrDie(tmp.path() / "p.patch", patch);
+    ASSERT_EQ(testing::RunCommand({"git", "apply", "--check", "p.patch"}, tmp.path(), &log), 0)
+        << log;
+  }
 }
 
 TEST(RealData, ClassifierSelectsExactlyTheLiveUnpackEntries) {
