@@ -54,6 +54,8 @@ std::string FileForNewEntry(std::string_view test_function, std::string_view key
   const std::string_view framework = FrameworkOfTestFunction(test_function);
   auto parts = inventory::ParseKey(key);
   if (framework.empty() || !parts.ok()) return "";
+  // The key's own grammar must be its function's: tt-xla's ids are made by the function.
+  if (inventory::TestFunctionOfKey(key) != test_function) return "";
   return util::StrCat(inventory::kTestConfigDir, "/", framework, "/test_config_", parts->run_mode,
                       "_", parts->parallelism, ".yaml");
 }

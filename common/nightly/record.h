@@ -32,6 +32,11 @@ std::string_view FrameworkOfTestFunction(std::string_view test_function);
 // path is not a test-config file.
 std::string_view TestFunctionOfFile(std::string_view test_config_path);
 
+// OK when key is a test-config key a record may carry (the checks RecordOf makes: size, UTF-8,
+// no control character, backslash, "..", leading '/', and the key grammar); else
+// InvalidArgument naming the key and why. The coordinator checks the records it is sent again.
+absl::Status CheckKey(std::string_view key);
+
 // The record of one testcase. nullopt: the testcase is not of a model test function (counted as
 // such by the caller). An error (InvalidArgument, starting with `where`, e.g. "run/x.xml:12")
 // when the testcase is hostile or unreadable: a key that is not a test-config key (over 512

@@ -6,6 +6,7 @@
 #include "common/util/file.h"
 #include "common/util/strings.h"
 #include "coordinator/triagectl/farm_common.h"
+#include "coordinator/triagectl/inventory_cmd.h"
 #include "yaml-cpp/yaml.h"
 
 namespace triage::ctl::farm {
