@@ -190,27 +190,35 @@ Placement Place(const inventory::Entry& entry, const std::vector<std::string>& a
                                    [&](const UnitValue& w) { return SameUnit(w, want[0]); });
     UnitValue top_now;
     for (const auto& field : unit) top_now.push_back(TopLevel(entry, field));
+    // The value the top level takes. Every arch agrees: theirs. Otherwise, for the status
+    // group, a state without a reason (EXPECTED_PASSING) when some arch wants one, so that an
+    // override never inherits a reason it does not need; for other fields the top level's own
+    // value while some arch still wants it. Else the value most archs want (on a tie, the
+    // first arch's).
+    const bool status_unit = unit.size() == std::size(kStatusGroup);
+    auto most_wanted = [&](auto&& eligible) -> std::optional<std::size_t> {
+      std::optional<std::size_t> best;
+      int best_count = 0;
+      for (std::size_t i = 0; i < want.size(); ++i) {
+        if (!eligible(want[i])) continue;
+        int count = 0;
+        for (const auto& w : want) count += SameUnit(w, want[i]) ? 1 : 0;
+        if (!best || count > best_count) {
+          best = i;
+          best_count = count;
+        }
+      }
+      return best;
+    };
     UnitValue top = top_now;
     if (agree && !want.empty()) {
       top = want[0];
+    } else if (auto clean = most_wanted([](const UnitValue& w) { return !w[1].has_value(); });
+               status_unit && clean) {
+      top = want[*clean];
     } else if (std::none_of(want.begin(), want.end(),
                             [&](const UnitValue& w) { return SameUnit(w, top_now); })) {
-      // No arch keeps the top level's value: the one most archs want; on a tie the one without
-      // a reason (an EXPECTED_PASSING status), else the first arch's.
-      std::size_t best = 0;
-      int best_count = -1;
-      bool best_clean = false;
-      for (std::size_t i = 0; i < want.size(); ++i) {
-        int count = 0;
-        for (const auto& w : want) count += SameUnit(w, want[i]) ? 1 : 0;
-        const bool clean = unit.size() == 3 && !want[i][1].has_value();
-        if (count > best_count || (count == best_count && clean && !best_clean)) {
-          best = i;
-          best_count = count;
-          best_clean = clean;
-        }
-      }
-      top = want[best];
+      top = want[*most_wanted([](const UnitValue&) { return true; })];
     }
     std::vector<std::size_t> sharing;
     for (std::size_t i = 0; i < archs.size(); ++i) {

@@ -34,9 +34,11 @@ struct Placement {
 // (a new entry is one edit with create set: NewEntry).
 //  - a unit (status with reason and bringup_status; every other field alone) that every arch
 //    wants the same goes to the top level and out of those archs' overrides;
-//  - otherwise the top level keeps its value when some arch still wants it (else the value most
-//    archs want; a tie takes the one without a reason, EXPECTED_PASSING), and only the archs that
-//    differ from it get overrides;
+//  - otherwise, for the status group, the top level takes a state without a reason
+//    (EXPECTED_PASSING) when some arch wants one, and the archs that fail get overrides with
+//    their status, reason and bringup_status (an override cannot unset an inherited reason);
+//    for other fields the top level keeps its value while some arch still wants it (else the
+//    value most archs want), and only the archs that differ from it get overrides;
 //  - required_pcc is one value for the archs that share it (none has its own override): the
 //    lowest they want, deleted when 0.99 or above;
 //  - an override a unit leaves empty disappears (the editor removes empty blocks).

@@ -76,9 +76,12 @@ TEST(NightlyPlacement, EveryArchPromotedGoesToTheTopLevel) {
 }
 
 TEST(NightlyPlacement, OnlyTheArchThatDiffersGetsAnOverride) {
+  // The archs disagree on the status: the top level takes the state without a reason, and the
+  // arch still failing keeps its reason in its own override (it would otherwise inherit one).
   EXPECT_EQ(Placed(kXfail, {"n150", "p150"}, {Promote("p150")}),
-            std::string(kXfail) + "    arch_overrides:\n      p150:\n"
-                                  "        status: EXPECTED_PASSING\n");
+            "    status: EXPECTED_PASSING\n    arch_overrides:\n      n150:\n"
+            "        status: KNOWN_FAILURE_XFAIL\n        bringup_status: FAILED_RUNTIME\n"
+            "        reason: \"TT_FATAL @ buffer.cpp:12: bad page\"\n");
   EXPECT_EQ(Placed("    status: EXPECTED_PASSING\n", {"n150", "p150"},
                    {Target("n150",
                            {{"status", Str("KNOWN_FAILURE_XFAIL")},
@@ -88,6 +91,9 @@ TEST(NightlyPlacement, OnlyTheArchThatDiffersGetsAnOverride) {
             "        status: KNOWN_FAILURE_XFAIL\n"
             "        bringup_status: FAILED_TTMLIR_COMPILATION\n"
             "        reason: \"error: 'ttir.conv2d' op expected bias shape\"\n");
+  // Other fields: the top level keeps its value while an arch still wants it.
+  const std::string off = "    status: EXPECTED_PASSING\n    assert_pcc: false\n";
+  EXPECT_EQ(Placed(off, {"n150", "p150"}, {Target("p150", {{"assert_pcc", Bool(false)}})}), off);
 }
 
 TEST(NightlyPlacement, OverridesCollapseWhenTheArchsConverge) {
