@@ -19,8 +19,9 @@ build_pkgs=(
   clang-format
 )
 # The probe script, the fixture's pytest runner and the e2e tests use Debian's torch and pytest,
-# which belong to /usr/bin/python3.
-python_pkgs=(python3 python3-torch python3-pytest)
+# which belong to /usr/bin/python3; pytest-forked gives the runner --forked (the fixture's
+# nightly result set, tests/fixtures/make-nightly.sh).
+python_pkgs=(python3 python3-torch python3-pytest python3-pytest-forked)
 # A real Prometheus for the dashboard/alert tests, and linters for the chart.
 tool_pkgs=(prometheus yamllint sqlite3 git python3-jsonschema)
 # The libFuzzer targets (scripts/fuzz.sh, run by `make test`): clang with its sanitizer and

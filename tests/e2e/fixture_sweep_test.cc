@@ -413,12 +413,17 @@ TEST_F(FixtureSweepTest, NativeSweepReachesTheGroundTruthAndReplayAgrees) {
   for (const std::string arch : {"n150", "p150"}) {
     SCOPED_TRACE(arch);
     const auto xml = dir_ / ("truth-" + arch + ".xml");
+    // The runner runs a KNOWN_FAILURE_XFAIL test's body before its pytest.xfail, as tt-xla's does:
+    // one marked notimeout (slow_mini, which hangs) has nothing to end it, so this run leaves the
+    // notimeout tests out, as a CI job with a time limit would.
     std::vector<std::string> argv = {"/usr/bin/python3",
                                      "-m",
                                      "pytest",
                                      "-q",
                                      "-p",
                                      "no:cacheprovider",
+                                     "-m",
+                                     "not notimeout",
                                      "--arch=" + arch,
                                      "--junitxml=" + xml.string()};
     for (const auto& e : yaml.entries()) {
