@@ -1,5 +1,6 @@
 // The front door: construction, the apply path, recovery, and the agent service. Sweeps are in
-// sweeps.cc, on-call operations and time in on_call.cc (docs/architecture.md).
+// sweeps.cc (their accounting in sweep_accounting.cc, registry waves in sweep_waves.cc),
+// on-call operations and time in on_call.cc (docs/architecture.md).
 
 #include "coordinator/core/coordinator.h"
 

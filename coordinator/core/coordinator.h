@@ -178,7 +178,7 @@ class Coordinator {
 
  private:
   // Per sweep, what its views and events show, kept in step with its shards (OnShardChanged)
-  // and results (ApplyResultLocked).
+  // and results (ApplyResultLocked) in sweep_accounting.cc.
   struct EntryRt {
     std::string playbook;
     int shards = 0;
@@ -279,7 +279,7 @@ class Coordinator {
                      std::vector<ShardRecord>& out);
   int MaxAttempts(const ShardRecord& s) const;
 
-  // Sweeps (sweeps.cc).
+  // Sweeps (sweeps.cc; their accounting in sweep_accounting.cc, registry waves in sweep_waves.cc).
   void MaybeFinishSweepLocked(const std::string& sweep_id, Effects& after);
   // The sweep a request id started, or null.
   const SweepRt* FindRequestLocked(const std::string& request_id) const;

@@ -16,7 +16,7 @@ using nlohmann::json;
 constexpr std::string_view kPassing = "EXPECTED_PASSING";
 constexpr std::string_view kNoReason = "(no reason)";
 
-// The failure-cluster key of a reason, as report.cc's clusters write it.
+// The failure-cluster key of a reason, as the report's clusters (report_json.cc) write it.
 std::string SignatureOf(const std::string& reason) {
   return reason.empty() ? std::string(kNoReason) : junit::ReasonSignature(reason);
 }
@@ -40,8 +40,8 @@ struct ReportView {
   std::map<std::string, int> cluster_sizes;  // signature -> entries
 };
 
-// The failing outcomes' signatures per entry, counted like report.cc counts its clusters: for a
-// report.json written before it had "clusters".
+// The failing outcomes' signatures per entry, counted like the report counts its clusters
+// (report_json.cc): for a report.json written before it had "clusters".
 std::map<std::string, int> ClustersFromEntries(const std::vector<ReportView::Entry>& entries) {
   std::map<std::string, int> sizes;
   for (const auto& e : entries) {
