@@ -32,6 +32,8 @@ RUN apt-get update \
       libabsl20220623 libc-ares2 libcivetweb1 libfmt9 libgrpc++1.51 libgrpc29 \
       libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0 libprotobuf32 libpugixml1v5 \
       libjemalloc2 libre2-9 libspdlog1.10 libsqlite3-0 libssl3 libyaml-cpp0.7 zlib1g \
+      libarchive13 libexpat1 libacl1 libbz2-1.0 libicu72 liblz4-1 liblzma5 libnettle8 libxml2 \
+      libzstd1 \
       git ca-certificates python3 \
  && apt-get clean && rm -rf /var/lib/apt/lists/* \
  && useradd --system --create-home --home-dir /var/lib/triage --uid 10001 triage

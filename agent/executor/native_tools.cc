@@ -1,10 +1,12 @@
 #include "agent/executor/native_tools.h"
 
+#include <fstream>
 #include <optional>
 #include <utility>
 
 #include "agent/playbooks/probe.h"
 #include "common/inventory/key.h"
+#include "common/junit/reason.h"
 #include "common/process/process.h"
 #include "common/util/file.h"
 #include "common/util/strings.h"
@@ -136,6 +138,14 @@ absl::StatusOr<playbooks::PytestRun> NativeTools::Pytest(const std::vector<std::
   }
   if (!res.ok()) return res.status();
   if (res->cancelled) return absl::CancelledError("cancelled");
+  if (!res->timed_out && res->signal > 0) {
+    // A process killed by a signal may print nothing about it (SIGKILL): the log says it, in
+    // the words of pytest-forked's report, so that the recorded evidence tells a replay what a
+    // native run was told by the exit status (docs/evidence.md).
+    std::ofstream append(log, std::ios::app);
+    append << "\n[triage-agent] the pytest process CRASHED with signal " << res->signal << " ("
+           << junit::SignalName(res->signal) << ")\n";
+  }
   playbooks::PytestRun out;
   out.exit_code = res->exit_code;
   out.signal = res->timed_out ? 0 : res->signal;

@@ -116,7 +116,9 @@ std::string FailureStage(const v1::NightlyRecord& r) {
 
 std::string ErrorReason(const v1::NightlyRecord& r) {
   if (r.crash_signal() > 0) {
-    return junit::CrashReason(r.crash_signal(), r.real_error().empty() ? "" : r.real_error());
+    // A confirmation run's real error may already be the crash's reason.
+    if (r.real_error().starts_with("crashed")) return junit::NormalizeReason(r.real_error());
+    return junit::CrashReason(r.crash_signal(), r.real_error());
   }
   for (const std::string* text : {&r.real_error(), &r.error_message(), &r.failure()}) {
     std::string reason = WithoutPerBankTail(junit::NormalizeReason(*text));

@@ -163,15 +163,30 @@ Placement Place(const inventory::Entry& entry, const std::vector<std::string>& a
       }
       want.push_back(std::move(v));
     }
+    // "pcc 0.9650 on n150, p150; pcc 0.9860 on p300": the archs' figures, those with the same
+    // figure together.
     auto comment_for = [&](const std::vector<std::size_t>& which) {
-      std::vector<std::string> parts;
+      std::vector<std::pair<std::string, std::vector<std::string>>> figures;
       for (std::size_t i : which) {
         auto it = by_arch.find(archs[i]);
-        if (it != by_arch.end() && !it->second->pcc_comment.empty()) {
-          parts.push_back(it->second->pcc_comment);
+        if (it == by_arch.end() || it->second->pcc_comment.empty()) continue;
+        const std::string& c = it->second->pcc_comment;
+        const std::size_t on = c.rfind(" on ");
+        const std::string figure = on == std::string::npos ? c : c.substr(0, on);
+        const std::string where = on == std::string::npos ? archs[i] : c.substr(on + 4);
+        auto f = std::find_if(figures.begin(), figures.end(),
+                              [&](const auto& p) { return p.first == figure; });
+        if (f == figures.end()) {
+          figures.push_back({figure, {where}});
+        } else {
+          f->second.push_back(where);
         }
       }
-      return util::StrJoin(parts, ", ");
+      std::vector<std::string> parts;
+      for (const auto& [figure, where] : figures) {
+        parts.push_back(util::StrCat(figure, " on ", util::StrJoin(where, ", ")));
+      }
+      return util::StrJoin(parts, "; ");
     };
     const bool pcc_unit = unit.size() == 1 && (unit[0] == "required_pcc" || unit[0] == "assert_pcc");
 

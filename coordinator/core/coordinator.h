@@ -79,8 +79,13 @@ struct CoordinatorOptions {
 // The sweep outputs, built from the accepted results on request (coordinator/core/sweep_outputs.h
 // provides them; the server only serves them).
 struct OutputProviders {
-  std::function<absl::StatusOr<v1::Patch>(const std::string& sweep_id)> patch;
-  std::function<absl::StatusOr<v1::Report>(const std::string& sweep_id)> report;
+  // Tracking issues for the reasons a sweep writes (GetPatchRequest.issue_links): a failure
+  // cluster's id or an entry's key -> URL. Empty: the outputs as built.
+  using IssueLinks = std::map<std::string, std::string>;
+  std::function<absl::StatusOr<v1::Patch>(const std::string& sweep_id, const IssueLinks& links)>
+      patch;
+  std::function<absl::StatusOr<v1::Report>(const std::string& sweep_id, const IssueLinks& links)>
+      report;
 };
 
 // The coordinator's brain: sweeps, shards, leases and agents, with every state change stored

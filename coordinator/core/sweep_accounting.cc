@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <set>
 
+#include "common/nightly/behaviour.h"
 #include "coordinator/core/coordinator.h"
 #include "coordinator/scheduling/result_check.h"
 
@@ -90,9 +91,18 @@ namespace {
 
 // A result whose every device-verified entry crashed or hung: from the coordinator, a device
 // that takes every test down looks exactly like this, so it counts against the failure budget.
+// A nightly confirmation counts the same way when every run of every entry crashed or hung.
 bool DeviceTookEveryTestDown(const v1::ShardResult& result) {
   int verified = 0;
   for (const auto& o : result.entries()) {
+    if (o.has_nightly()) {
+      if (o.nightly().confirmations().empty()) return false;
+      for (const auto& run : o.nightly().confirmations()) {
+        if (!nightly::KillsTheJob(nightly::BehaviourOf(run))) return false;
+      }
+      ++verified;
+      continue;
+    }
     if (o.arch().empty() || o.verdict().empty()) continue;
     if (o.verdict() != "crash" && o.verdict() != "timeout") return false;
     ++verified;
@@ -125,8 +135,10 @@ void Coordinator::ApplyResultLocked(const ResultRecord& r) {
   if (shard == nullptr || !shard->spec.ahead()) {
     NoteDecidedLocked(sw->second, r, shard != nullptr ? shard->spec.wave() : 0);
   }
-  // A carried result ran in another sweep: neither this sweep's pace nor its fleet's health.
-  const bool carried = shard != nullptr && shard->spec.has_carried_from();
+  // A carried result ran in another sweep, one decided when the sweep was planned ran nowhere:
+  // neither is this sweep's pace nor its fleet's health.
+  const bool carried = shard != nullptr && (shard->spec.has_carried_from() ||
+                                            shard->spec.decided_at_planning());
   if (shard != nullptr && !carried) {
     LaneProgress& lane = sw->second.lanes[LeaseTable::ShardArch(*shard)];
     const TimePoint started =

@@ -150,8 +150,8 @@ std::filesystem::path SweepOutputs::Dir(const std::string& sweep_id) const {
   return data_dir_ / "sweeps" / sweep_id;
 }
 
-absl::Status SweepOutputs::Build(const std::string& sweep_id) {
-  std::lock_guard lock(mu_);
+absl::StatusOr<SweepOutputs::Outputs> SweepOutputs::Compute(const std::string& sweep_id,
+                                                             const IssueLinks& links) {
   const auto start = std::chrono::steady_clock::now();
   auto sweep = coordinator_->SweepInfo(sweep_id);
   if (!sweep.ok()) return sweep.status();
@@ -168,11 +168,12 @@ absl::Status SweepOutputs::Build(const std::string& sweep_id) {
   in.shards = *shards;
   in.results = *results;
   in.files = files.get();
+  in.issue_links = links;
   auto merged = Merge(in);
   if (!merged.ok()) return merged.status();
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (metrics_ != nullptr) {
+  if (metrics_ != nullptr && links.empty()) {
     metrics_->MergeDone(seconds);
     for (const auto& [kind, n] : merged->conflict_counts) {
       for (int i = 0; i < n; ++i) metrics_->MergeConflict(kind);
@@ -204,13 +205,24 @@ absl::Status SweepOutputs::Build(const std::string& sweep_id) {
   if (!settled.ok()) return settled;
   // Only a sweep that just ran to its end speaks for the farm's clusters now; outputs built
   // later for an older or a cancelled sweep (on request) do not.
-  if (sweep->state == coord::SweepState::kMerging) ExportClusters(built.clusters);
+  if (sweep->state == coord::SweepState::kMerging && links.empty()) {
+    ExportClusters(built.clusters);
+  }
+  return Outputs{std::move(*merged), std::move(built)};
+}
+
+absl::Status SweepOutputs::Build(const std::string& sweep_id) {
+  std::lock_guard lock(mu_);
+  auto outputs = Compute(sweep_id, {});
+  if (!outputs.ok()) return outputs.status();
+  const MergeOutput& merged = outputs->merged;
   for (const auto& [name, text] :
-       {std::pair{"tt-xla.patch", merged->ttxla_patch},
-        std::pair{"tt-forge-models.patch", merged->forge_patch},
-        std::pair{"report.md", built.markdown}, std::pair{"report.json", built.json},
-        std::pair{"conflicts.txt", util::StrJoin(merged->conflicts, "\n")}}) {
-    if (auto st = util::WriteFileAtomic(dir / name, text); !st.ok()) return st;
+       {std::pair{"tt-xla.patch", merged.ttxla_patch},
+        std::pair{"tt-forge-models.patch", merged.forge_patch},
+        std::pair{"report.md", outputs->report.markdown},
+        std::pair{"report.json", outputs->report.json},
+        std::pair{"conflicts.txt", util::StrJoin(merged.conflicts, "\n")}}) {
+    if (auto st = util::WriteFileAtomic(Dir(sweep_id) / name, text); !st.ok()) return st;
   }
   return absl::OkStatus();
 }
@@ -238,7 +250,8 @@ void SweepOutputs::ExportClusters(const std::vector<FailureCluster>& built) {
   metrics_->FailureClusters(clusters);
 }
 
-absl::StatusOr<v1::Patch> SweepOutputs::Patch(const std::string& sweep_id) {
+absl::StatusOr<v1::Patch> SweepOutputs::Patch(const std::string& sweep_id,
+                                               const IssueLinks& links) {
   auto sweep = coordinator_->SweepInfo(sweep_id);
   if (!sweep.ok()) return sweep.status();
   const auto dir = Dir(sweep_id);
@@ -255,6 +268,15 @@ absl::StatusOr<v1::Patch> SweepOutputs::Patch(const std::string& sweep_id) {
   p.set_forge_commit(sweep->forge_commit);
   p.set_sweep_state(std::string(coord::SweepStateName(sweep->state)));
   p.set_partial(PartialReason(sweep_id));
+  if (!links.empty()) {
+    std::lock_guard lock(mu_);
+    auto outputs = Compute(sweep_id, links);
+    if (!outputs.ok()) return outputs.status();
+    p.set_ttxla_patch(outputs->merged.ttxla_patch);
+    p.set_forge_patch(outputs->merged.forge_patch);
+    for (const auto& c : outputs->merged.conflicts) p.add_conflicts(c);
+    return p;
+  }
   auto a = util::ReadFile(dir / "tt-xla.patch", 256 << 20);
   auto b = util::ReadFile(dir / "tt-forge-models.patch", 256 << 20);
   if (!a.ok()) return a.status();
@@ -278,7 +300,8 @@ std::string SweepOutputs::PartialReason(const std::string& sweep_id) {
                       view->entries().done(), " of ", view->entries().total(), " entries decided)");
 }
 
-absl::StatusOr<v1::Report> SweepOutputs::Report(const std::string& sweep_id) {
+absl::StatusOr<v1::Report> SweepOutputs::Report(const std::string& sweep_id,
+                                                 const IssueLinks& links) {
   auto patch = Patch(sweep_id);  // builds the outputs when needed
   if (!patch.ok()) return patch.status();
   const auto dir = Dir(sweep_id);
@@ -292,11 +315,17 @@ absl::StatusOr<v1::Report> SweepOutputs::Report(const std::string& sweep_id) {
     if (!md.ok()) return md.status();
     if (!js.ok()) return js.status();
     built = {std::move(*md), std::move(*js)};
-    // Built while the sweep was merging: the report carries the sweep's state as it is now, and
-    // the files are brought up to date once it changed.
     auto sweep = coordinator_->SweepInfo(sweep_id);
     if (!sweep.ok()) return sweep.status();
-    if (SetReportState(built, *sweep)) {
+    if (!links.empty()) {
+      // Merged again with the links: returned as it is, the files stay as built.
+      auto outputs = Compute(sweep_id, links);
+      if (!outputs.ok()) return outputs.status();
+      built = std::move(outputs->report);
+      SetReportState(built, *sweep);
+    } else if (SetReportState(built, *sweep)) {
+      // Built while the sweep was merging: the report carries the sweep's state as it is now,
+      // and the files are brought up to date once it changed.
       for (const auto& [name, text] :
            {std::pair{"report.md", &built.markdown}, std::pair{"report.json", &built.json}}) {
         if (auto st = util::WriteFileAtomic(dir / name, *text); !st.ok()) return st;
@@ -322,8 +351,8 @@ absl::StatusOr<v1::Report> SweepOutputs::Report(const std::string& sweep_id) {
 
 coord::OutputProviders SweepOutputs::Providers() {
   coord::OutputProviders p;
-  p.patch = [this](const std::string& id) { return Patch(id); };
-  p.report = [this](const std::string& id) { return Report(id); };
+  p.patch = [this](const std::string& id, const IssueLinks& links) { return Patch(id, links); };
+  p.report = [this](const std::string& id, const IssueLinks& links) { return Report(id, links); };
   return p;
 }
 

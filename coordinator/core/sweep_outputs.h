@@ -11,6 +11,7 @@
 #include "coordinator/core/coordinator.h"
 #include "coordinator/merge/clusters.h"
 #include "coordinator/merge/merge.h"
+#include "coordinator/merge/report.h"
 #include "coordinator/merge/week_over_week.h"
 
 namespace triage::merge {
@@ -30,12 +31,21 @@ class SweepOutputs {
   SweepOutputs(coord::Coordinator* coordinator, coord::CoordinatorMetrics* metrics,
                std::filesystem::path data_dir, FilesFactory files = {});
 
+  using IssueLinks = coord::OutputProviders::IssueLinks;
   absl::Status Build(const std::string& sweep_id);
-  absl::StatusOr<v1::Patch> Patch(const std::string& sweep_id);
-  absl::StatusOr<v1::Report> Report(const std::string& sweep_id);
+  // With issue links, the patches and report are merged again with them (docs/nightly.md,
+  // section 4) and returned without replacing the files built at the sweep's end.
+  absl::StatusOr<v1::Patch> Patch(const std::string& sweep_id, const IssueLinks& links = {});
+  absl::StatusOr<v1::Report> Report(const std::string& sweep_id, const IssueLinks& links = {});
   coord::OutputProviders Providers();
 
  private:
+  // The outputs of a sweep: merged (with links), the report, and the evidence written.
+  struct Outputs {
+    MergeOutput merged;
+    BuiltReport report;
+  };
+  absl::StatusOr<Outputs> Compute(const std::string& sweep_id, const IssueLinks& links);
   std::filesystem::path Dir(const std::string& sweep_id) const;
   // Why the sweep's patches are partial (cancelled, failed); "" when it ran to its end.
   std::string PartialReason(const std::string& sweep_id);

@@ -99,11 +99,11 @@ PlanOptions PlanOptionsFor(const v1::StartSweepRequest& req, StartRequest& start
 // with validation errors, then what the planner left out).
 SweepRecord RunningSweepRecord(const v1::StartSweepRequest& req, const std::string& executor,
                                const SweepInput& input, const PlanOptions& plan_options,
-                               const classify::Classifier& rules,
-                               std::vector<std::string> plan_problems) {
+                               const classify::Classifier& rules, Plan& plan) {
   SweepRecord rec;
   rec.state = SweepState::kRunning;
-  rec.request = req;
+  // A nightly sweep's runs live on in its shards' candidates: the request keeps their digest.
+  rec.request = WithoutNightlyRuns(req);
   rec.request.clear_durations_json();
   rec.request.set_executor(executor);
   rec.repo = input.repo;
@@ -115,10 +115,16 @@ SweepRecord RunningSweepRecord(const v1::StartSweepRequest& req, const std::stri
   for (const auto& n : input.notes) rec.details.add_notes(n);
   rec.archs = plan_options.archs;
   rec.playbooks = plan_options.playbooks.empty() ? rules.Playbooks() : plan_options.playbooks;
+  if (plan.nightly) {
+    rec.archs.assign(plan.nightly->archs().begin(), plan.nightly->archs().end());
+    rec.playbooks = {"nightly"};
+    *rec.details.mutable_nightly() = *plan.nightly;
+  }
   for (const auto& d : input.inventory.diagnostics) {
     if (d.severity == util::Severity::kError) rec.problems.push_back(d.ToString());
   }
-  for (auto& p : plan_problems) rec.problems.push_back(std::move(p));
+  for (auto& p : plan.problems) rec.problems.push_back(std::move(p));
+  plan.problems.clear();
   return rec;
 }
 
@@ -137,7 +143,7 @@ absl::StatusOr<v1::Sweep> Coordinator::StartSweep(const v1::StartSweepRequest& r
     // one started; the same key with other options is a mistake worth an error.
     std::lock_guard lock(mu_);
     if (const SweepRt* first = FindRequestLocked(req.request_id())) {
-      v1::StartSweepRequest asked = req;
+      v1::StartSweepRequest asked = WithoutNightlyRuns(req);
       asked.set_executor(start->executor);
       const auto differ = StartOptionsDiffer(first->rec.request, asked);
       if (!differ.empty()) {
@@ -169,10 +175,9 @@ absl::StatusOr<v1::Sweep> Coordinator::StartSweep(const v1::StartSweepRequest& r
     const TimePoint now = clock_->Now();
     char id[32];
     std::snprintf(id, sizeof(id), "sw-%04lld", static_cast<long long>(next_sweep_++));
-    Plan plan = PlanSweep(input->inventory, rules, plan_options, id, input->ttxla_commit,
-                          input->forge_commit);
-    SweepRecord rec = RunningSweepRecord(req, start->executor, *input, plan_options, rules,
-                                         std::move(plan.problems));
+    Plan plan = PlanEntries(input->inventory, rules, req, plan_options, id, input->ttxla_commit,
+                            input->forge_commit, now);
+    SweepRecord rec = RunningSweepRecord(req, start->executor, *input, plan_options, rules, plan);
     rec.id = id;
     rec.seq = next_seq_++;
     rec.created_by = caller.name;
@@ -202,6 +207,9 @@ absl::StatusOr<v1::Sweep> Coordinator::StartSweep(const v1::StartSweepRequest& r
     for (const auto& s : plan.shards) m.shard_specs.push_back(&s);
     for (const auto& e : plan.entries) m.entries.emplace_back(rec.id, e);
     m.carried_results = std::move(carry.results);
+    // Results decided when the sweep was planned (a nightly sweep's --no-confirm, budget and
+    // report-only outcomes) are inserted like carried ones.
+    for (auto& r : plan.decided) m.carried_results.push_back(std::move(r));
     const int carried = carry.summary.shards();
     AuditLocked(m, caller, "start_sweep", rec.id,
                 util::StrCat(req.reason(), req.reason().empty() ? "" : "; ", input->repo, "@",
@@ -426,6 +434,7 @@ v1::Sweep Coordinator::ViewLocked(const SweepRt& s) const {
   v.set_max_failed_shards(r.request.max_failed_shards());
   v.set_over_budget(s.over_budget);
   if (r.details.has_carry()) *v.mutable_carry() = r.details.carry();
+  if (r.details.has_nightly()) *v.mutable_nightly() = r.details.nightly();
   if (r.state == SweepState::kRunning && s.blocked) v.set_state("blocked");
   // ETA: measured on this sweep only (docs/farm.md), unknown until enough shards finished.
   v.set_eta_seconds(r.state == SweepState::kRunning ? EstimateEta(s.lanes, clock_->Now()) : 0);

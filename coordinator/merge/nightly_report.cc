@@ -2,13 +2,21 @@
 
 #include <cmath>
 #include <map>
+#include <set>
 #include <vector>
 
 #include "common/lift/lift.h"
+#include "common/nightly/rules.h"
+#include "common/util/text.h"
+#include "coordinator/merge/report_internal.h"
 #include "common/util/strings.h"
 
 namespace triage::merge {
 namespace {
+
+using report_internal::Code;
+using report_internal::Md;
+using report_internal::YamlDiffLines;
 
 using json = nlohmann::json;
 
@@ -95,15 +103,25 @@ std::string ChangeText(const v1::EntryEdit& e) {
   return util::StrJoin(parts, ", ");
 }
 
-std::string Md(std::string_view s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '|' || c == '`' || c == '*' || c == '_' || c == '[' || c == ']' || c == '<') {
-      out.push_back('\\');
-    }
-    out.push_back(c == '\n' ? ' ' : c);
+// One line of a section: an entry, with what each arch found, grouped where the archs agree.
+struct Line {
+  const EntryMerge* entry = nullptr;
+  std::vector<std::string> archs;
+  std::map<std::string, std::vector<std::string>> archs_by_change, archs_by_rule, archs_by_runs;
+  std::vector<std::string> review;
+};
+
+// "n150, p150: text" per group of archs that say the same ("text" alone when every arch does).
+void Grouped(std::string& md, std::string_view label,
+             const std::map<std::string, std::vector<std::string>>& groups, std::size_t archs) {
+  for (const auto& [text, which] : groups) {
+    if (text.empty()) continue;
+    util::StrAppend(&md, "\n  - ", label,
+                    groups.size() == 1 && which.size() == archs
+                        ? ""
+                        : util::StrCat(" (", util::StrJoin(which, ", "), ")"),
+                    ": ", text);
   }
-  return out;
 }
 
 }  // namespace
@@ -127,11 +145,13 @@ std::string NightlySection(const v1::EntryOutcome& o) {
 }
 
 NightlySections BuildNightlySections(const MergeOutput& merge, const v1::NightlyIntake& intake,
-                                     const v1::NightlyOptions& options) {
+                                     const v1::NightlyOptions& asked) {
   NightlySections out;
+  const v1::NightlyOptions options = nightly::ToProto(nightly::RuleOptionsFrom(asked));
   std::map<std::string, json> sections;
-  std::map<std::string, std::string> md;
+  std::map<std::string, std::vector<Line>> lines;  // section -> its entries, in merge order
   for (const auto& e : merge.entries) {
+    std::map<std::string, Line> by_section;
     for (const auto& [arch, o] : e.outcomes) {
       if (!o.has_nightly()) continue;
       std::string section = NightlySection(o);
@@ -168,20 +188,45 @@ NightlySections BuildNightlySections(const MergeOutput& merge, const v1::Nightly
            {"review", json(std::vector<std::string>(o.review().begin(), o.review().end()))},
            {"nightly", nightly},
            {"confirmations", fleet}});
-      std::string line = util::StrCat("- `", Md(e.key), "` on ", arch);
-      if (!change.empty()) util::StrAppend(&line, ": ", Md(change));
-      if (e.placement == EntryMerge::Placement::kPerArch && o.changed()) {
-        line += " (arch_overrides)";
+      Line& line = by_section[section];
+      line.entry = &e;
+      line.archs.push_back(arch);
+      line.archs_by_change[change.empty() ? "" : Md(change)].push_back(arch);
+      line.archs_by_rule[Md(f.rule()) + (f.decision() == "no_confirm"
+                                             ? " (not confirmed: --no-confirm)"
+                                             : "")]
+          .push_back(arch);
+      std::string runs = util::StrCat("nightly ", Md(util::StrJoin(nightly_text, "; ")));
+      if (!fleet_text.empty()) util::StrAppend(&runs, " · fleet ", Md(util::StrJoin(fleet_text, "; ")));
+      line.archs_by_runs[runs].push_back(arch);
+      for (const auto& r : o.review()) {
+        if (std::find(line.review.begin(), line.review.end(), r) == line.review.end()) {
+          line.review.push_back(r);
+        }
       }
-      if (!e.issue_link.empty()) util::StrAppend(&line, " — ", e.issue_link);
-      util::StrAppend(&line, "\n  - why: ", Md(f.rule()));
-      if (f.decision() == "no_confirm") line += " (not confirmed: --no-confirm)";
-      util::StrAppend(&line, "\n  - nightly: ", Md(util::StrJoin(nightly_text, "; ")));
-      if (!fleet_text.empty()) {
-        util::StrAppend(&line, "\n  - fleet: ", Md(util::StrJoin(fleet_text, "; ")));
+    }
+    for (auto& [section, line] : by_section) lines[section].push_back(std::move(line));
+  }
+  std::map<std::string, std::string> md;
+  for (const auto& [section, entries] : lines) {
+    for (const Line& l : entries) {
+      const EntryMerge& e = *l.entry;
+      std::string text = util::StrCat("- ", Code(e.key), " on ", util::StrJoin(l.archs, ", "));
+      if (!e.issue_link.empty()) util::StrAppend(&text, " — ", e.issue_link);
+      Grouped(text, "change", l.archs_by_change, l.archs.size());
+      if (section != "flaky" && section != "unconfirmed" && section != "already" &&
+          section != "flagged" && e.yaml_before != e.yaml_after) {
+        // The entry as the patch changes it, fenced inside the list item.
+        util::StrAppend(&text, "\n  - YAML\n\n    ```diff\n");
+        for (auto yaml_line : util::SplitLines(YamlDiffLines(e))) {
+          if (!yaml_line.empty()) util::StrAppend(&text, "    ", yaml_line, "\n");
+        }
+        text += "    ```";
       }
-      for (const auto& r : o.review()) util::StrAppend(&line, "\n  - review: ", Md(r));
-      md[section] += line + "\n";
+      Grouped(text, "why", l.archs_by_rule, l.archs.size());
+      Grouped(text, "runs", l.archs_by_runs, l.archs.size());
+      for (const auto& r : l.review) util::StrAppend(&text, "\n  - review: ", Md(r));
+      md[section] += text + "\n";
     }
   }
 
@@ -236,7 +281,7 @@ NightlySections BuildNightlySections(const MergeOutput& merge, const v1::Nightly
   for (const auto& s : kSections) {
     const std::string id(s.id);
     if (!md.count(id)) continue;
-    util::StrAppend(&text, "\n### ", s.title, " (", sections[id].size(), ")\n\n", s.says, "\n\n",
+    util::StrAppend(&text, "\n### ", s.title, " (", lines[id].size(), ")\n\n", s.says, "\n\n",
                     md[id]);
   }
   out.markdown = std::move(text);

@@ -9,6 +9,7 @@
 #include "common/inventory/key.h"
 #include "common/util/strings.h"
 #include "coordinator/merge/clusters.h"
+#include "coordinator/merge/nightly_report.h"
 #include "coordinator/merge/report_internal.h"
 #include "nlohmann/json.hpp"
 
@@ -193,12 +194,21 @@ BuiltReport BuildReport(const ReportInput& in) {
   j["clusters"] = ClustersJson(clusters);
   const std::string since_md = AddWeekOverWeek(in.previous, j);
   j["makespan"] = MakespanJson(in.makespan);
+  // A nightly sweep: its intake and its changes grouped like the maintenance pull requests.
+  std::string nightly_md;
+  if (sweep.details.has_nightly()) {
+    NightlySections n = BuildNightlySections(merge, sweep.details.nightly(),
+                                             sweep.request.nightly_options());
+    j["nightly"] = std::move(n.json);
+    nightly_md = std::move(n.markdown);
+  }
 
   BuiltReport out;
   out.json = DumpJson(j);
   out.clusters = clusters;
-  out.markdown = util::StrCat(HeaderMd(sweep), TotalsMd(counts, by_outcome, tallies), since_md,
-                              MakespanMd(in.makespan), RegistryMd(merge.registry, per_class),
+  out.markdown = util::StrCat(HeaderMd(sweep), TotalsMd(counts, by_outcome, tallies), nightly_md,
+                              since_md, MakespanMd(in.makespan),
+                              RegistryMd(merge.registry, per_class),
                               ClustersMd(clusters, sweep.archs), ConflictsMd(merge.conflicts),
                               "\n## Entries\n\n", md_entries);
   return out;

@@ -69,6 +69,8 @@ json MakespanJson(const Makespan& m);
 
 // report_md.cc
 std::string Md(std::string_view s);
+std::string Code(std::string_view s);
+std::string YamlDiffLines(const EntryMerge& e);
 std::string Title(const coord::SweepRecord& sweep);
 std::map<std::string, std::vector<diff::Hunk>> ForgeHunksByFile(const std::string& forge_patch);
 std::string HeaderMd(const coord::SweepRecord& sweep);

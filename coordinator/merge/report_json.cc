@@ -186,7 +186,8 @@ json ClustersJson(const std::vector<FailureCluster>& clusters) {
   for (const auto& c : clusters) {
     json members = json::array();
     for (const auto& m : c.entries) members.push_back({{"key", m.key}, {"archs", m.archs}});
-    out.push_back({{"signature", c.signature},
+    out.push_back({{"id", c.id},
+                   {"signature", c.signature},
                    {"example", c.example},
                    {"size", c.entries.size()},
                    {"entries", members}});

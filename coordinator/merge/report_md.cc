@@ -62,19 +62,7 @@ std::string RegistryPath() {
 // the hunk header; "" when the merge did not edit it.
 std::string YamlLinesMd(const EntryMerge& e) {
   if (e.yaml_before.empty() && e.yaml_after.empty()) return "";
-  std::string body;
-  auto split =
-      diff::SplitDiff(diff::UnifiedDiff(e.file, e.yaml_before, e.yaml_after, {.context = 20}));
-  if (split.ok()) {
-    for (const auto& fd : *split) {
-      auto hunks = diff::ParseHunks(fd);
-      if (!hunks.ok()) continue;
-      for (const auto& h : *hunks) {
-        for (const auto& l : h.lines) util::StrAppend(&body, l, "\n");
-      }
-    }
-  }
-  return util::StrCat("- **YAML**\n\n", Fenced("diff", body));
+  return util::StrCat("- **YAML**\n\n", Fenced("diff", YamlDiffLines(e)));
 }
 
 // The entry's part of tt-forge-models.patch: its loader's hunks and, for a registry fix, the
@@ -102,18 +90,6 @@ std::string ForgeDiffMd(const EntryMerge& e,
     }
   }
   return md;
-}
-
-// Inline code for any text: a backtick run longer than any inside it.
-std::string Code(std::string_view s) {
-  std::size_t longest = 0, run = 0;
-  for (char c : s) {
-    run = c == '`' ? run + 1 : 0;
-    longest = std::max(longest, run);
-  }
-  const std::string fence(longest + 1, '`');
-  const bool pad = s.starts_with('`') || s.ends_with('`');
-  return util::StrCat(fence, pad ? " " : "", s, pad ? " " : "", fence);
 }
 
 // The loss target unpack_forward_output chose: its family, whether a family rule decided, and
@@ -166,6 +142,36 @@ std::string Md(std::string_view s) {
     out.push_back(c);
   }
   return out;
+}
+
+// Inline code for any text: a backtick run longer than any inside it.
+std::string Code(std::string_view s) {
+  std::size_t longest = 0, run = 0;
+  for (char c : s) {
+    run = c == '`' ? run + 1 : 0;
+    longest = std::max(longest, run);
+  }
+  const std::string fence(longest + 1, '`');
+  const bool pad = s.starts_with('`') || s.ends_with('`');
+  return util::StrCat(fence, pad ? " " : "", s, pad ? " " : "", fence);
+}
+
+// The entry's lines as the patch changes them: its unified diff's lines, with all of the
+// entry as context.
+std::string YamlDiffLines(const EntryMerge& e) {
+  std::string body;
+  auto split =
+      diff::SplitDiff(diff::UnifiedDiff(e.file, e.yaml_before, e.yaml_after, {.context = 20}));
+  if (split.ok()) {
+    for (const auto& fd : *split) {
+      auto hunks = diff::ParseHunks(fd);
+      if (!hunks.ok()) continue;
+      for (const auto& h : *hunks) {
+        for (const auto& l : h.lines) util::StrAppend(&body, l, "\n");
+      }
+    }
+  }
+  return body;
 }
 
 // report.md's first line.
@@ -304,8 +310,9 @@ std::string ClustersMd(const std::vector<FailureCluster>& clusters,
   if (clusters.empty()) return "";
   std::string md =
       "\n## Failure clusters\n\nWhat the patch leaves failing, grouped by the signature of the "
-      "reason (numbers written N), largest first: one bug to file per cluster.\n\n"
-      "| entries | signature | entries (archs when not all) |\n|---|---|---|\n";
+      "reason (numbers written N), largest first: one bug to file per cluster (its id names it "
+      "in `sweep patch --issue-links`).\n\n"
+      "| entries | id | signature | entries (archs when not all) |\n|---|---|---|---|\n";
   for (const auto& c : clusters) {
     std::string members;
     for (const auto& m : c.entries) {
@@ -314,7 +321,8 @@ std::string ClustersMd(const std::vector<FailureCluster>& clusters,
         util::StrAppend(&members, " (", util::StrJoin(m.archs, ", "), ")");
       }
     }
-    util::StrAppend(&md, "| ", c.entries.size(), " | ", Md(c.signature), " | ", members, " |\n");
+    util::StrAppend(&md, "| ", c.entries.size(), " | ", Code(c.id), " | ", Md(c.signature), " | ",
+                    members, " |\n");
   }
   return md;
 }

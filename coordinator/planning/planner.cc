@@ -10,6 +10,7 @@
 #include "common/inventory/key.h"
 #include "common/registry/registry.h"
 #include "common/util/strings.h"
+#include "coordinator/planning/nightly_plan.h"
 #include "coordinator/planning/phases.h"
 
 namespace triage::coord {
@@ -240,6 +241,16 @@ Plan PlanSweep(const inventory::Inventory& inventory, const classify::Classifier
         plan.shards);
   }
   return plan;
+}
+
+Plan PlanEntries(const inventory::Inventory& inventory, const classify::Classifier& rules,
+                 const v1::StartSweepRequest& request, const PlanOptions& options,
+                 const std::string& sweep_id, const std::string& ttxla_commit,
+                 const std::string& forge_commit, TimePoint now) {
+  if (!request.nightly().empty()) {
+    return PlanNightly(inventory, request, options, sweep_id, ttxla_commit, forge_commit, now);
+  }
+  return PlanSweep(inventory, rules, options, sweep_id, ttxla_commit, forge_commit);
 }
 
 }  // namespace triage::coord

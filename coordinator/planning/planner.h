@@ -59,4 +59,13 @@ Plan PlanSweep(const inventory::Inventory& inventory, const classify::Classifier
                const PlanOptions& options, const std::string& sweep_id,
                const std::string& ttxla_commit, const std::string& forge_commit);
 
+// The planning step: which entries a sweep runs and its first shards. Two kinds: a nightly
+// sweep's candidates from its runs (PlanNightly, coordinator/planning/nightly_plan.h;
+// docs/nightly.md), else the entries the selected playbooks' classification rules take
+// (PlanSweep).
+Plan PlanEntries(const inventory::Inventory& inventory, const classify::Classifier& rules,
+                 const v1::StartSweepRequest& request, const PlanOptions& options,
+                 const std::string& sweep_id, const std::string& ttxla_commit,
+                 const std::string& forge_commit, TimePoint now);
+
 }  // namespace triage::coord

@@ -115,7 +115,14 @@ TEST(NightlyPlacement, ASharedThresholdIsTheLowestOfTheArchsThatShareIt) {
                    {Target("n150", {{"required_pcc", Num(0.97)}}, {}, "pcc 0.9734 on n150"),
                     Target("p150", {{"required_pcc", Num(0.98)}}, {}, "pcc 0.9851 on p150")}),
             "    status: EXPECTED_PASSING\n"
-            "    required_pcc: 0.97 # pcc 0.9734 on n150, pcc 0.9851 on p150\n");
+            "    required_pcc: 0.97 # pcc 0.9734 on n150; pcc 0.9851 on p150\n");
+}
+
+TEST(NightlyPlacement, ArchsWithTheSameFigureShareItInTheComment) {
+  EXPECT_EQ(Placed("    status: EXPECTED_PASSING\n", {"n150", "p150"},
+                   {Target("n150", {{"assert_pcc", Bool(false)}}, {}, "pcc 0.5000 on n150"),
+                    Target("p150", {{"assert_pcc", Bool(false)}}, {}, "pcc 0.5000 on p150")}),
+            "    status: EXPECTED_PASSING\n    assert_pcc: false # pcc 0.5000 on n150, p150\n");
 }
 
 TEST(NightlyPlacement, ARaiseNeedsEveryArchThatSharesTheField) {
@@ -159,7 +166,6 @@ TEST(NightlyPlacement, NewEntryHasTheTargetsFields) {
   EXPECT_TRUE(e.create);
   ASSERT_EQ(e.set.size(), 1u);
   EXPECT_EQ(e.set[0].first, "status");
-  (void)Bool;
 }
 
 }  // namespace

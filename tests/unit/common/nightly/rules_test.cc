@@ -72,6 +72,10 @@ TEST(NightlyBehaviour, ReasonIsTheFirstLineWithoutThePerBankTail) {
                              "across 12 banks, where each bank needs to store 87382 B\nmore")),
             "Out of Memory: Not enough space to allocate 1048576 B DRAM buffer across 12 banks");
   EXPECT_EQ(ErrorReason(Crash(6)), "crashed with signal 6 (SIGABRT)");
+  // A confirmation run that left no testcase: its log's reason is already the crash's.
+  auto confirmed = Crash(6);
+  confirmed.set_real_error("crashed with signal 6 (SIGABRT)");
+  EXPECT_EQ(ErrorReason(confirmed), "crashed with signal 6 (SIGABRT)");
 }
 
 TEST(NightlyRules, Row1PromotesAnXfailThatPassedInTheLatestRuns) {
