@@ -48,7 +48,11 @@ std::optional<int> AddNightly(const FarmOptions& o, v1::StartSweepRequest& req, 
       }
     };
     auto run = nightly::ReadNightlyRun(path, options);
-    if (!run.ok()) return Error(err, run.status());
+    if (!run.ok()) {
+      // Unreadable input: nothing was sent.
+      err << "triagectl: " << util::MessageOf(run.status()) << "\n";
+      return kExitUsage;
+    }
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     err << "triagectl: nightly " << run->label() << ": " << run->files_size() << " files, "
