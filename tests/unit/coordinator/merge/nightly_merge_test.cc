@@ -1,0 +1,145 @@
+// A nightly sweep's results through the merge and the report (docs/nightly.md, section 4):
+// the archs' confirmed targets placed together, a new entry only when every arch confirmed it,
+// issue links on the reasons by key or failure cluster, and the report's sections.
+
+#include <map>
+
+#include "common/nightly/decide.h"
+#include "coordinator/merge/clusters.h"
+#include "coordinator/merge/merge.h"
+#include "coordinator/merge/nightly_report.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/support/memory_pinned_files.h"
+#include "tests/unit/common/nightly/nightly_test_support.h"
+
+namespace triage::merge {
+namespace {
+
+using ::testing::HasSubstr;
+using namespace nightly::testing;  // NOLINT
+
+constexpr char kFile[] = "tests/runner/test_config/torch/test_config_inference_single_device.yaml";
+constexpr char kYaml[] =
+    "test_config:\n"
+    "  a/pytorch-One-single_device-inference:\n    status: EXPECTED_PASSING\n\n"
+    "  b/pytorch-One-single_device-inference:\n    status: EXPECTED_PASSING\n";
+constexpr char kA[] = "a/pytorch-One-single_device-inference";
+constexpr char kB[] = "b/pytorch-One-single_device-inference";
+constexpr char kNew[] = "n/pytorch-One-single_device-inference";
+constexpr char kError[] = "error: 'ttir.conv2d' op expected bias shape";
+
+// A confirmation shard of one test on one arch, and its result from these runs.
+struct Confirmed {
+  coord::ShardRecord shard;
+  coord::ResultRecord result;
+};
+
+Confirmed Confirm(const std::string& key, const std::string& arch, const std::string& fields,
+                  std::vector<v1::NightlyRecord> nightly, std::vector<v1::NightlyRecord> fleet,
+                  int n) {
+  OneEntry e = Entry(fields, key);
+  nightly::History h;
+  h.test_function = "test_all_models_torch";
+  h.key = key;
+  h.arch = arch;
+  h.records = std::move(nightly);
+  auto j = nightly::Judge(h, nightly::Resolve(fields.empty() ? nullptr : e.entry(), arch), {});
+  EXPECT_EQ(j.kind, nightly::Judgement::Kind::kCandidate) << key << " " << arch;
+  Confirmed c;
+  c.shard.id = "sw-s" + std::to_string(n);
+  c.shard.sweep_id = "sw";
+  c.shard.state = coord::ShardState::kSucceeded;
+  c.shard.spec.set_shard_id(c.shard.id);
+  c.shard.spec.set_playbook("nightly");
+  c.shard.spec.set_phase(v1::PHASE_FULL);
+  c.shard.spec.set_wave(1);
+  c.shard.spec.set_arch(arch);
+  v1::ShardEntry& se = *c.shard.spec.add_entries();
+  se.set_key(key);
+  se.set_file(kFile);
+  *se.mutable_nightly() = j.candidate;
+  se.mutable_nightly()->add_archs("n150");
+  se.mutable_nightly()->add_archs("p150");
+  c.result.shard_id = c.shard.id;
+  c.result.lease_id = c.shard.id + "-l1";
+  c.result.token = 1;
+  *c.result.result.add_entries() =
+      nightly::DecideNightly(se, fleet, {}, nightly::DecideMode::kConfirm);
+  return c;
+}
+
+MergeOutput MergeOf(const std::vector<Confirmed>& confirmed,
+                    std::map<std::string, std::string> links = {}) {
+  testing::MemoryPinnedFiles files;
+  files.ttxla[kFile] = kYaml;
+  MergeInput in;
+  in.sweep_id = "sw";
+  in.archs = {"n150", "p150"};
+  in.files = &files;
+  in.issue_links = std::move(links);
+  for (const auto& c : confirmed) {
+    in.shards.push_back(c.shard);
+    in.results.push_back(c.result);
+  }
+  auto out = Merge(in);
+  EXPECT_TRUE(out.ok()) << out.status();
+  return out.ok() ? *out : MergeOutput{};
+}
+
+std::vector<Confirmed> Demotions() {
+  auto fail = Fail("FAILED_TTMLIR_COMPILATION", kError);
+  return {Confirm(kA, "n150", "    status: EXPECTED_PASSING\n", {fail, fail}, {fail, fail}, 1),
+          Confirm(kA, "p150", "    status: EXPECTED_PASSING\n", {fail, fail}, {fail, fail}, 2),
+          Confirm(kB, "n150", "    status: EXPECTED_PASSING\n", {fail, fail}, {fail, fail}, 3)};
+}
+
+TEST(NightlyMerge, TargetsArePlacedTogetherAndLinksLandOnTheirReasons) {
+  // By the failure cluster's id: both entries share the error, so both reasons get the link.
+  const std::string cluster = ClusterIdOfReason(kError);
+  MergeOutput out = MergeOf(Demotions(), {{cluster, "https://example.com/issues/7"}});
+  EXPECT_THAT(out.ttxla_patch,
+              HasSubstr("+    status: KNOWN_FAILURE_XFAIL\n"
+                        "+    bringup_status: FAILED_TTMLIR_COMPILATION\n"
+                        "+    reason: \"error: 'ttir.conv2d' op expected bias shape - "
+                        "https://example.com/issues/7\"\n"));
+  // b failed on n150 only: the top level keeps EXPECTED_PASSING, n150 gets an override.
+  EXPECT_THAT(out.ttxla_patch, HasSubstr("+    arch_overrides:\n+      n150:\n"
+                                         "+        status: KNOWN_FAILURE_XFAIL\n"));
+  for (const auto& e : out.entries) EXPECT_EQ(e.issue_link, "https://example.com/issues/7");
+  // By key, only that entry.
+  MergeOutput by_key = MergeOf(Demotions(), {{kB, "https://example.com/issues/8"}});
+  EXPECT_THAT(by_key.ttxla_patch, HasSubstr("bias shape - https://example.com/issues/8\"\n"));
+  EXPECT_THAT(by_key.ttxla_patch, HasSubstr("bias shape\"\n"));
+}
+
+TEST(NightlyMerge, ANewEntryNeedsEveryArchTheRunsRecordedItOn) {
+  MergeOutput one = MergeOf({Confirm(kNew, "n150", "", {Pass(), Pass()}, {Pass(), Pass()}, 1)});
+  EXPECT_EQ(one.ttxla_patch, "");
+  ASSERT_EQ(one.entries.size(), 1u);
+  EXPECT_THAT(one.entries[0].review, ::testing::Contains(HasSubstr("not confirmed on p150")));
+  MergeOutput both =
+      MergeOf({Confirm(kNew, "n150", "", {Pass(), Pass()}, {Pass(), Pass()}, 1),
+               Confirm(kNew, "p150", "", {Pass(), Pass()}, {Pass(), Pass()}, 2)});
+  EXPECT_THAT(both.ttxla_patch, HasSubstr("+\n+  n/pytorch-One-single_device-inference:\n"
+                                          "+    status: EXPECTED_PASSING\n"));
+  ASSERT_EQ(both.entries.size(), 1u);
+  EXPECT_TRUE(both.entries[0].new_entry);
+}
+
+TEST(NightlyMerge, TheReportGroupsTheArchsOfAnEntry) {
+  MergeOutput out = MergeOf(Demotions());
+  v1::NightlyIntake intake;
+  intake.set_runs(2);
+  intake.add_archs("n150");
+  intake.add_archs("p150");
+  NightlySections s = BuildNightlySections(out, intake, {});
+  EXPECT_EQ(s.json["sections"]["demoted"].size(), 3u);
+  EXPECT_THAT(s.markdown, HasSubstr("### Demoted (2)"));
+  EXPECT_THAT(s.markdown, HasSubstr("- `a/pytorch-One-single_device-inference` on n150, p150\n"));
+  EXPECT_THAT(s.markdown, HasSubstr("    ```diff\n"));
+  EXPECT_THAT(s.markdown, HasSubstr("Confirmation: 2 run(s) per candidate on its arch."));
+}
+
+}  // namespace
+}  // namespace triage::merge
