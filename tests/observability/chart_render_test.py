@@ -34,6 +34,9 @@ Cases (the weekly-sweep CronJob, templates/weekly-sweep-cronjob.yaml):
    CA, tokens or --insecure), its probe, the kinds rendered, the monitors' ports and labels, the
    pools' DaemonSets, and for every workload that each Secret item and each file its args name
    under a Secret mount is a key the Secret holds, and each mounted ConfigMap is rendered.
+11. weeklySweep.nightly: --nightly /nightly/<path> per run, --confirm, --max-device-hours, no
+   --arch or --playbooks, and the runs' claim mounted read-only at /nightly; paths without a
+   claim, or with playbooks, fail (case 6).
 10. Every manifest of the matrix is validated strictly against the Kubernetes 1.27 API types and
    the prometheus-operator CRDs (tests/observability/k8s-validate/validate.js, pinned npm
    packages installed by scripts/install-deps.sh): an unknown or misspelt field, a missing
@@ -505,6 +508,12 @@ def case_matrix(chart):
          {"mutual": True, "cronjob": True}),
         ("existing Secret", sweep_args() + ["--set", "secret.existingSecret=farm-secret"],
          {"secret": False, "cronjob": True}),
+        ("nightly CronJob",
+         sweep_args() + token + ["--set", "weeklySweep.playbooks=null",
+                                 "--set", "weeklySweep.incremental=false",
+                                 "--set", "weeklySweep.nightly.claimName=nightly-reports",
+                                 "--set", "weeklySweep.nightly.paths={runs/a,runs/b.tar.gz}"],
+         {"cronjob": True}),
         ("tcpSocket probes", ["--set", "coordinator.probes.type=tcpSocket"], {"probe": "tcpSocket"}),
         ("other ports and data dir",
          ["--set", "coordinator.ports.agent=8601", "--set", "coordinator.ports.health=8603",
@@ -619,8 +628,53 @@ def case_validate(src, tmp, rendered):
           f"{len(want)} planted mistakes in {len(bad)} manifests each named at its path")
 
 
+def case_nightly(chart):
+    what = "weeklySweep.nightly"
+    docs = chart.render(sweep_args() + [
+        "--set", "auth.insecure=true", "--set", "tls.enabled=false",
+        "--set", "weeklySweep.playbooks=null", "--set", "weeklySweep.incremental=false",
+        "--set", "weeklySweep.nightly.claimName=nightly-reports",
+        "--set", "weeklySweep.nightly.paths={runs/2026-11-25,runs/2026-11-27.zip}",
+        "--set", "weeklySweep.nightly.confirm=3",
+        "--set", "weeklySweep.nightly.maxDeviceHours=12"])
+    if docs is None:
+        return
+    cronjobs = of_kind(docs, "CronJob")
+    if not check(len(cronjobs) == 1, f"{what}: {len(cronjobs)} CronJobs rendered, want 1"):
+        return
+    pod = job_pod(cronjobs[0])
+    c = pod["containers"][0]
+    args = [str(a) for a in c.get("args") or []]
+    check(flag_values(args, "--nightly") == ["/nightly/runs/2026-11-25", "/nightly/runs/2026-11-27.zip"],
+          f"{what}: --nightly args {flag_values(args, '--nightly')}")
+    one_flag(args, "--confirm", "3", what)
+    one_flag(args, "--max-device-hours", "12", what)
+    check("--arch" not in args, f"{what}: --arch given though nightly.archs is empty: {args}")
+    check("--playbooks" not in args, f"{what}: --playbooks in a nightly sweep's args")
+    check("nightly maintenance" in args, f"{what}: the reason is not nightly maintenance: {args}")
+    mounts = {m["name"]: m for m in c.get("volumeMounts") or []}
+    check(mounts.get("nightly", {}).get("mountPath") == "/nightly" and
+          mounts.get("nightly", {}).get("readOnly") is True,
+          f"{what}: the runs' volume is not mounted read-only at /nightly: {mounts}")
+    volumes = {v["name"]: v for v in pod.get("volumes") or []}
+    check(volumes.get("nightly", {}).get("persistentVolumeClaim", {}).get("claimName") ==
+          "nightly-reports", f"{what}: the nightly volume is not the claim: {volumes}")
+    check_expansions(c, what)
+    print(f"[11] {what}: --nightly per path, --confirm, --max-device-hours, the claim read-only")
+
+
 def case_failures(chart, tls_args):
     cases = [
+        ("nightly paths without a claim",
+         sweep_args() + ["--set", "auth.insecure=true", "--set", "weeklySweep.playbooks=null",
+                         "--set", "weeklySweep.incremental=false",
+                         "--set", "weeklySweep.nightly.paths={runs/a}"],
+         "weeklySweep.nightly.claimName is required"),
+        ("nightly paths with playbooks",
+         sweep_args() + ["--set", "auth.insecure=true",
+                         "--set", "weeklySweep.nightly.claimName=c",
+                         "--set", "weeklySweep.nightly.paths={runs/a}"],
+         "weeklySweep.playbooks and weeklySweep.incremental must stay unset"),
         ("enabled without gitUrl",
          ["--set", "weeklySweep.enabled=true", "--set", "secret.existingSecret=s"],
          "weeklySweep.gitUrl is required when weeklySweep.enabled"),
@@ -660,6 +714,7 @@ def main():
         case_existing_secret(chart)
         case_long_name(chart)
         case_failures(chart, tls_args)
+        case_nightly(chart)
         case_pools(chart, tls_args)
         case_defaults(chart, tmp)
         rendered = case_matrix(chart)
