@@ -8,7 +8,10 @@
 #   3. starts a sweep of every playbook over both archs and follows it with `triagectl sweep watch`;
 #   4. writes demo-out/{tt-xla.patch,tt-forge-models.patch,report.md,report.json} and checks that
 #      both patches apply to a fresh clone at the sweep's commits;
-#   5. shows what the classifier takes from tt-xla's real training YAML (../shared/data), when present.
+#   5. nightly maintenance (docs/nightly.md): the fixture's runner writes two nights of CI results
+#      (tests/fixtures/make-nightly.sh), a nightly sweep confirms the rules' candidates on the
+#      n150 and p150 agents, and writes demo-out/nightly/{tt-xla.patch,report.md,report.json};
+#   6. shows what the classifier takes from tt-xla's real training YAML (../shared/data), when present.
 #
 # Usage: scripts/demo.sh [BUILD_DIR]   (KEEP=1: leave the cluster running afterwards)
 #        scripts/demo.sh stop          (stop the cluster a KEEP=1 run left running)
@@ -229,9 +232,39 @@ tests/fixtures/make-workspace.sh --clone "$repo" "$fresh" >/dev/null
 "$ctl" sweep apply --insecure "$sweep" --repo "$fresh" >/dev/null
 echo "   both patches apply to a fresh clone at the sweep's commits: $fresh"
 
+echo
+echo "== 5. Nightly maintenance: two nights of the fixture's CI results, confirmed on the fleet"
+tests/fixtures/make-nightly.sh "$repo" "$run/nightly" >"$run/make-nightly.log" 2>&1 ||
+  { cat "$run/make-nightly.log" >&2; exit 1; }
+echo "   the fixture's runner wrote $(find "$run/nightly" -name '*.xml' | wc -l) JUnit files" \
+     "under $run/nightly (night-1, night-2; n150 and p150)"
+nightly=$("$ctl" sweep start --insecure --repo "$repo" --nightly "$run/nightly/night-1" \
+            --nightly "$run/nightly/night-2" --reason "make demo: nightly maintenance" -o json |
+          sed -n 's/.*"id": *"\([^"]*\)".*/\1/p' | head -1)
+[[ -n $nightly ]] || { echo "demo: the nightly sweep did not start" >&2; exit 1; }
+echo "   sweep $nightly"
+"$ctl" sweep watch --insecure "$nightly"
+mkdir -p "$out/nightly"
+"$ctl" sweep patch --insecure "$nightly" --out "$out/nightly"
+"$ctl" sweep report --insecure "$nightly" --out "$out/nightly" >/dev/null
+/usr/bin/python3 - "$out/nightly/report.json" <<'EOF_NIGHTLY'
+import json, sys
+n = json.load(open(sys.argv[1]))["nightly"]
+i = n["intake"]
+print(f"   {i['runs']} runs, {i['records']} records ({i['mapped']} mapped); candidates "
+      + ", ".join(f"{k} {v}" for k, v in sorted(i["candidates"].items())))
+for section, lines in n["sections"].items():
+    archs = {}
+    for l in lines:
+        archs.setdefault(l["key"], []).append(l["arch"])
+    for key, on in sorted(archs.items()):
+        print(f"     {section:<12} {key} ({', '.join(on)})")
+EOF_NIGHTLY
+echo "   report: $out/nightly/report.md, patch: $out/nightly/tt-xla.patch"
+
 if [[ -f $data/sweep-parents/unpack_parent_test_config_training_single_device.yaml ]]; then
   echo
-  echo "== 5. The same classifier on tt-xla's real training YAML (before a real bulk sweep)"
+  echo "== 6. The same classifier on tt-xla's real training YAML (before a real bulk sweep)"
   tree=$run/real
   mkdir -p "$tree/tests/runner/test_config/torch"
   cp "$data/sweep-parents/unpack_parent_test_config_training_single_device.yaml" \
