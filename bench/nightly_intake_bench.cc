@@ -32,6 +32,7 @@
 
 #include "CLI/CLI.hpp"
 #include "common/nightly/intake.h"
+#include "tests/support/pytest_xml.h"
 #include "common/util/strings.h"
 
 namespace fs = std::filesystem;
@@ -39,6 +40,9 @@ using triage::util::StrAppend;
 using triage::util::StrCat;
 
 namespace {
+
+using triage::nightly::testing::XmlAttr;
+using triage::nightly::testing::XmlText;
 
 [[noreturn]] void Die(const std::string& message) {
   std::cerr << "nightly_intake_bench: " << message << "\n";
@@ -51,32 +55,6 @@ double PeakRssMb() {
   return static_cast<double>(usage.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
 }
 
-std::string Escape(std::string_view s) {
-  std::string out;
-  out.reserve(s.size() + 16);
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\n':
-        out += "&#10;";
-        break;
-      default:
-        out.push_back(c);
-    }
-  }
-  return out;
-}
 
 constexpr const char* kArchs[] = {"n150",          "p150",         "n300-llmbox", "n300",
                                   "qb2-blackhole", "galaxy-wh-6u", "p300"};
@@ -149,7 +127,7 @@ std::string Testcase(std::mt19937& rng, int run, const std::string& arch, int in
   StrAppend(&tags, ", 'guidance': [", xfailed ? "'RM_XFAIL'" : "", "]}");
 
   std::string out =
-      StrCat("    <testcase classname=\"tests.runner.test_models\" name=\"", Escape(name),
+      StrCat("    <testcase classname=\"tests.runner.test_models\" name=\"", XmlAttr(name),
              "\" file=\"tests/runner/test_models.py\" line=\"343\" time=\"",
              10 + percent(rng) * 3.7, "\">\n      <properties>\n");
   std::string error_message;
@@ -165,10 +143,10 @@ std::string Testcase(std::mt19937& rng, int run, const std::string& arch, int in
     error_message = "Hang - https://github.com/tenstorrent/tt-xla/issues/1234";
   }
   if (!error_message.empty()) {
-    StrAppend(&out, "        <property name=\"error_message\" value=\"", Escape(error_message),
+    StrAppend(&out, "        <property name=\"error_message\" value=\"", XmlAttr(error_message),
               "\" />\n");
   }
-  StrAppend(&out, "        <property name=\"tags\" value=\"", Escape(tags), "\" />\n",
+  StrAppend(&out, "        <property name=\"tags\" value=\"", XmlAttr(tags), "\" />\n",
             "        <property name=\"owner\" value=\"tt-xla\" />\n",
             "        <property name=\"group\" value=\"", kGroups[index % 3], "\" />\n",
             "      </properties>\n");
@@ -184,14 +162,14 @@ std::string Testcase(std::mt19937& rng, int run, const std::string& arch, int in
     StrAppend(&traceback, "E   ", error_message,
               "\n\npython_package/tt_torch/backend/backend.py:212: "
               "RuntimeError");
-    StrAppend(&out, "      <failure message=\"", Escape(error_message), "\">", Escape(traceback),
+    StrAppend(&out, "      <failure message=\"", XmlAttr(error_message), "\">", XmlText(traceback),
               "</failure>\n");
   } else if (xfailed) {
-    StrAppend(&out, "      <skipped type=\"pytest.xfail\" message=\"", Escape(error_message),
+    StrAppend(&out, "      <skipped type=\"pytest.xfail\" message=\"", XmlAttr(error_message),
               "\" />\n");
   } else if (skipped) {
-    StrAppend(&out, "      <skipped type=\"pytest.skip\" message=\"", Escape(error_message),
-              "\">tests/runner/test_models.py:343: ", Escape(error_message), "</skipped>\n");
+    StrAppend(&out, "      <skipped type=\"pytest.skip\" message=\"", XmlAttr(error_message),
+              "\">tests/runner/test_models.py:343: ", XmlText(error_message), "</skipped>\n");
   }
   out += "      <system-out>";
   const int log_lines = 25 + percent(rng) / 2;

@@ -22,6 +22,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/support/test_support.h"
+#include "tests/support/yaml_fields.h"
 #include "yaml-cpp/yaml.h"
 
 namespace triage {
@@ -36,27 +37,8 @@ YAML::Node Truth() {
   return YAML::LoadFile(kSrc + "/tests/fixtures/ttxla-mini/nightly_truth.yaml");
 }
 
-// An entry's fields as a flat map ("status", "arch_overrides.n150.reason", ...).
-void Flatten(const YAML::Node& n, const std::string& prefix,
-             std::map<std::string, std::string>& out) {
-  if (n.IsMap()) {
-    for (const auto& kv : n) {
-      const std::string k = kv.first.as<std::string>();
-      Flatten(kv.second, prefix.empty() ? k : prefix + "." + k, out);
-    }
-  } else if (n.IsSequence()) {
-    std::string items;
-    for (const auto& i : n) items += (items.empty() ? "" : ",") + i.as<std::string>();
-    out[prefix] = "[" + items + "]";
-  } else if (n.IsScalar()) {
-    out[prefix] = n.as<std::string>();
-  }
-}
-
 std::map<std::string, std::string> Fields(const YAML::Node& n) {
-  std::map<std::string, std::string> out;
-  Flatten(n, "", out);
-  return out;
+  return testing::YamlFields(n);
 }
 
 class NightlySweepTest : public ::testing::Test {

@@ -16,6 +16,7 @@
 #include "common/nightly/placement.h"
 #include "gtest/gtest.h"
 #include "tests/support/test_support.h"
+#include "tests/support/yaml_fields.h"
 #include "yaml-cpp/yaml.h"
 
 namespace triage::nightly {
@@ -64,31 +65,8 @@ std::vector<v1::NightlyRun> ReadRuns(const std::filesystem::path& dir) {
   return runs;
 }
 
-// What the YAML node says of an entry's fields, as a flat map ("status", "arch_overrides.n150.
-// reason", ...), values as their YAML text.
-void Flatten(const YAML::Node& n, const std::string& prefix, std::map<std::string, std::string>& out) {
-  if (n.IsMap()) {
-    for (const auto& kv : n) {
-      Flatten(kv.second, prefix.empty() ? kv.first.as<std::string>()
-                                        : prefix + "." + kv.first.as<std::string>(),
-              out);
-    }
-  } else if (n.IsSequence()) {
-    std::string items;
-    for (const auto& i : n) items += (items.empty() ? "" : ",") + i.as<std::string>();
-    out[prefix] = "[" + items + "]";
-  } else if (n.IsScalar()) {
-    out[prefix] = n.as<std::string>();
-  }
-}
-
 std::map<std::string, std::string> Fields(const YAML::Node& n) {
-  std::map<std::string, std::string> out;
-  Flatten(n, "", out);
-  for (auto& [k, v] : out) {
-    if (v == "0.970") v = "0.97";
-  }
-  return out;
+  return testing::YamlFields(n);
 }
 
 TEST_F(NightlyFixture, TheIntakeReadsEveryNightAndTheRulesNameTheTruthsCandidates) {

@@ -20,7 +20,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/test_support.h"
-#include "tests/unit/common/nightly/pytest_xml.h"
+#include "tests/support/pytest_xml.h"
 
 namespace triage::nightly {
 namespace {

@@ -12,7 +12,7 @@
 #include "common/junit/junit.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/unit/common/nightly/pytest_xml.h"
+#include "tests/support/pytest_xml.h"
 
 namespace triage::nightly {
 namespace {
