@@ -9,6 +9,7 @@
 #include "CLI/CLI.hpp"
 #include "agent/client/grpc_client.h"
 #include "agent/core/agent.h"
+#include "agent/core/runner_check.h"
 #include "agent/executor/command_executor.h"
 #include "agent/executor/native_executor.h"
 #include "agent/executor/replay_tools.h"
@@ -45,6 +46,7 @@ struct AgentConfig {
   std::string agent_id = Hostname();
   std::string arch = "n150";
   std::int64_t device_count = 1;
+  std::string device_path = "/dev/tenstorrent";
   std::string pool = "default";
   bool cpu_only = false;
   std::vector<std::string> playbooks;
@@ -63,6 +65,8 @@ struct AgentConfig {
   bool exit_when_drained = false;
   std::int64_t max_shards = 0;
   std::int64_t verify_batch = 8;
+  std::int64_t runner_check_timeout_seconds = 300;
+  std::int64_t runner_recheck_seconds = 300;
   std::string log_level = "info";
 
   void Register(triage::config::Schema& s) {
@@ -84,6 +88,9 @@ struct AgentConfig {
           triage::config::NonEmpty());
     s.Add("arch", &arch, "n150, p150, n300-llmbox, ...");
     s.Add("device_count", &device_count, "Tenstorrent devices on this machine", Range{1, 1024});
+    s.Add("device_path", &device_path,
+          "where a device agent's devices are: the self-check wants device_count entries there "
+          "(\"\" = no device check, for emulated devices)");
     s.Add("pool", &pool, "pool name (for operators)");
     s.Add("cpu_only", &cpu_only, "no device: run probe phases only");
     s.Add("playbooks", &playbooks, "playbooks this agent runs (empty: all)");
@@ -117,6 +124,12 @@ struct AgentConfig {
     s.Add("verify_batch", &verify_batch,
           "verify-phase shards to run in one pytest session (1: one shard per lease)",
           Range{1, 64});
+    s.Add("runner_check_timeout_seconds", &runner_check_timeout_seconds,
+          "kill a subprocess of the runner self-check (import, collection) after this long",
+          Range{1, kMaxSeconds});
+    s.Add("runner_recheck_seconds", &runner_recheck_seconds,
+          "while the runner self-check finds a problem, check again this often",
+          Range{1, kMaxSeconds});
     s.Add("log_level", &log_level, "trace, debug, info, warn, error",
           triage::config::OneOf({"trace", "debug", "info", "warn", "error"}));
   }
@@ -316,6 +329,24 @@ int main(int argc, char** argv) {
   options.exit_when_drained = cfg.exit_when_drained;
   options.max_shards = static_cast<int>(cfg.max_shards);
   options.max_batch = static_cast<int>(cfg.verify_batch);
+
+  // The self-check (docs/farm.md, "Only a working agent is a witness"): only the native
+  // executor runs tt-xla's runner.
+  if (executors.count("native") > 0) {
+    agent::RunnerCheckOptions check;
+    check.python = cfg.python;
+    check.workspace = cfg.workspace;
+    check.cpu_only = cfg.cpu_only;
+    check.device_path = cfg.device_path;
+    check.device_count = static_cast<int>(cfg.device_count);
+    check.timeout = std::chrono::seconds(cfg.runner_check_timeout_seconds);
+    options.runner_check = [check](const std::function<bool()>& stopping) {
+      agent::RunnerCheckOptions o = check;
+      o.cancelled = stopping;
+      return agent::CheckRunner(o);
+    };
+    options.runner_recheck = std::chrono::seconds(cfg.runner_recheck_seconds);
+  }
 
   agent::Agent a(options, client->get(), ws.get(), executors, &metrics);
   // SIGINT/SIGTERM stop the agent while Run lasts; Run may also end on its own (a fatal error,

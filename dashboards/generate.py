@@ -167,11 +167,17 @@ ONCALL = dashboard(
         panel("Shards no live agent can take",
               'sum by (arch, reason) (triage_shards_unservable{arch=~"$arch"})',
               legend="{{arch}} {{reason}}",
-              description="reason: arch, executor, playbook (no agent offers it), drained, offline"),
+              description="reason: arch, executor, playbook, devices (no agent offers it), runner "
+                          "(its agents cannot run tt-xla's runner), drained, offline"),
         panel("Time since the last successful sweep",
               'time() - max(triage_sweep_last_success_timestamp_seconds)', unit="s", kind="stat"),
         panel("Agents offline", 'sum by (arch) (triage_agents{arch=~"$arch", state="offline"})',
               legend="{{arch}}"),
+        panel("Agents that cannot run the runner (leased no native work)",
+              'sum by (arch) (triage_agents_runner_problem{arch=~"$arch"})', legend="{{arch}}",
+              description="Live agents whose self-check failed (interpreter, pytest's collection "
+                          "of the runner, device). triagectl agents list: column RUNNER says "
+                          "what failed (docs/farm.md, \"Only a working agent is a witness\")."),
         panel("Database commits failed (changes answered UNAVAILABLE, state reloaded)",
               f'sum(increase(triage_store_commit_failures_total[{RI}]))', kind="stat"),
         panel("Subprocess timeouts on agents",

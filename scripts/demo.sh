@@ -176,6 +176,12 @@ echo "   tt-xla checkout: $repo"
 for a in cpu n150 p150; do
   tests/fixtures/make-workspace.sh --clone "$repo" "$run/ws-$a" >/dev/null
 done
+# The fixture emulates the devices: each device agent's self-check looks for its one device in
+# a stand-in for /dev/tenstorrent (--device_path; docs/farm.md, "Only a working agent is a
+# witness").
+for a in n150 p150; do
+  mkdir -p "$run/dev-$a" && : >"$run/dev-$a/0"
+done
 
 if [[ -n $image ]]; then
   chown -R "$image_uid" "$run"
@@ -204,7 +210,11 @@ for a in cpu n150 p150; do
   args=(--insecure --coordinator "127.0.0.1:$agent_port" --agent_id "demo-$a"
         --workspace "$run/ws-$a" --data_dir "$run/agent-$a" --executors native
         --lease_wait_seconds 2 --metrics_address "")
-  if [[ $a == cpu ]]; then args+=(--cpu_only); else args+=(--arch "$a"); fi
+  if [[ $a == cpu ]]; then
+    args+=(--cpu_only)
+  else
+    args+=(--arch "$a" --device_path "$run/dev-$a")
+  fi
   in_place "$agent_image" "triage-demo-agent-$a-$$" "$agent" "${args[@]}"
   launch "$run/agent-$a.log" "$run/agent-$a" "${cmd[@]}"
 done

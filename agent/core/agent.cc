@@ -99,6 +99,40 @@ absl::Status Agent::RegisterWithRetry() {
   return absl::OkStatus();
 }
 
+bool Agent::CheckRunner(std::string_view why) {
+  if (!options_.runner_check) return false;
+  const std::string problem = options_.runner_check([this] { return Stopping(); });
+  if (Stopping()) return false;
+  std::lock_guard lock(mu_);
+  const bool changed = problem != options_.dimensions.runner_problem();
+  options_.dimensions.set_runner_problem(problem);
+  next_runner_check_ = options_.clock->Now() + options_.runner_recheck;
+  if (!problem.empty()) {
+    spdlog::warn(
+        "runner check ({}): this agent cannot run tt-xla's runner: {}; it is leased no "
+        "native work until a check passes (again in {} s)",
+        why, problem,
+        std::chrono::duration_cast<std::chrono::seconds>(options_.runner_recheck).count());
+  } else if (changed) {
+    spdlog::info("runner check ({}): the runner runs again", why);
+  } else {
+    spdlog::info("runner check ({}): the runner runs", why);
+  }
+  return changed;
+}
+
+bool Agent::RecheckRunner() {
+  if (!options_.runner_check) return false;
+  if (unattributed_failure_.exchange(false)) return CheckRunner("after a failed attempt");
+  bool due;
+  {
+    std::lock_guard lock(mu_);
+    due = !options_.dimensions.runner_problem().empty() &&
+          options_.clock->Now() >= next_runner_check_;
+  }
+  return due && CheckRunner("periodic, while it fails");
+}
+
 void Agent::HeartbeatLoop() {
   while (!Stopping()) {
     std::chrono::milliseconds interval;
@@ -472,6 +506,11 @@ std::optional<Agent::Outgoing> Agent::Spool(const v1::LeaseResponse& lease, v1::
   result.set_duration_seconds(seconds);
   metrics_->Step(spec.playbook(), "shard",
                  result.status() == v1::ShardResult::SUCCEEDED ? "succeeded" : "failed", seconds);
+  // An infrastructure failure of a native shard (the playbook or the executor failed) may be
+  // the machine's: the runner is checked again before the next lease.
+  if (!cancelled && result.status() == v1::ShardResult::FAILED && spec.executor() == "native") {
+    unattributed_failure_.store(true);
+  }
   {
     // From here until it is acknowledged the lease is kept alive as an undelivered result.
     std::lock_guard lock(mu_);
@@ -509,6 +548,8 @@ void Agent::Send(const Outgoing& out) {
 absl::Status Agent::Run() {
   // Results kept from before a restart: named in the registration, so their leases are kept.
   (void)SpooledFiles();
+  CheckRunner("at start");
+  if (Stopping()) return absl::OkStatus();
   if (auto st = RegisterWithRetry(); !st.ok()) {
     if (Stopping()) return absl::OkStatus();
     return st;
@@ -522,6 +563,10 @@ absl::Status Agent::Run() {
       reregister = reregister_;
       draining = draining_;
     }
+    // A changed answer of the self-check is told to the coordinator: the same session, new
+    // dimensions.
+    if (RecheckRunner()) reregister = true;
+    if (Stopping()) break;
     if (reregister) {
       if (auto st = RegisterWithRetry(); !st.ok()) {
         if (Stopping()) break;

@@ -10,6 +10,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "absl/status/status.h"
@@ -46,6 +47,17 @@ struct AgentOptions {
   // Verify-phase shards the agent asks to run in one pytest session (LeaseRequest.max_batch;
   // docs/farm.md, "Batched verification"); 1 asks for one shard per lease.
   int max_batch = 8;
+  // The self-check (docs/farm.md, "Only a working agent is a witness"; CheckRunner in
+  // agent/core/runner_check.h): "" when the agent can run tt-xla's runner, else why not. It
+  // runs before the first registration, again after a native shard's attempt failed for a
+  // reason the agent cannot attribute (an infrastructure failure), and, while it finds a
+  // problem, every runner_recheck. Its answer is dimensions.runner_problem; a changed answer is
+  // registered again (the session and its leases are kept). Empty: no check (an agent without
+  // the native executor).
+  // The check is handed a function that says whether the agent is stopping (it may then end
+  // early; its answer is not used).
+  std::function<std::string(const std::function<bool()>& stopping)> runner_check;
+  std::chrono::milliseconds runner_recheck{300'000};
   // What the agent decides on time reads this clock: progress throttling, the heartbeat period,
   // retry backoffs and the pauses between Lease calls (tests pass a FakeClock). Durations that
   // are only measured and reported (a shard's run time, workspace resets) use steady_clock: a
@@ -73,6 +85,13 @@ class Agent {
 
  private:
   absl::Status RegisterWithRetry();
+  // Runs options_.runner_check and puts its answer in the dimensions; true when it changed.
+  // why: what prompted it, for the log.
+  bool CheckRunner(std::string_view why);
+  // The re-checks Run makes between leases: after an attempt that failed for a reason the
+  // agent cannot attribute, and periodically while a problem stands. True when the answer
+  // changed (the agent then registers again).
+  bool RecheckRunner();
   void HeartbeatLoop();
   void ResendSpooled();
   // The spooled results, oldest first (also fills undelivered_).
@@ -128,6 +147,9 @@ class Agent {
   // registration names them so that a restart does not fence them.
   std::set<std::string> undelivered_;
   bool reregister_ = false;
+  // A native shard's attempt failed (an infrastructure failure): the runner is checked again.
+  std::atomic<bool> unattributed_failure_{false};
+  TimePoint next_runner_check_{};  // while a problem stands (options_.clock)
   bool draining_ = false;
   std::atomic<bool> stop_{false};
   std::atomic<bool> cancel_current_{false};

@@ -214,8 +214,19 @@ inline constexpr MetricDef kShardsUnservable{
     .type = MetricType::kGauge,
     .help =
         "Queued shards no live, undrained agent can take, by the first arch they need and why "
-        "(arch, executor, playbook, drained, offline)",
+        "(arch, executor, playbook, devices, runner, drained, offline)",
     .labels = {"arch", "reason"},
+};
+
+// Set every tick from the agents' registrations (AgentDimensions.runner_problem; docs/farm.md,
+// "Only a working agent is a witness").
+inline constexpr MetricDef kAgentsRunnerProblem{
+    .name = "triage_agents_runner_problem",
+    .type = MetricType::kGauge,
+    .help =
+        "Live agents whose self-check found they cannot run tt-xla's runner (they are leased no "
+        "native work)",
+    .labels = {"arch"},
 };
 
 inline constexpr MetricDef kSweepsBlocked{
@@ -285,6 +296,7 @@ inline constexpr auto kCoordinatorMetrics = std::to_array<const MetricDef*>({
     &kShardProgressAgeMaxSeconds,
     &kShardQueuedOldestSeconds,
     &kShardsUnservable,
+    &kAgentsRunnerProblem,
     &kSweepsBlocked,
     &kStoreCommitSeconds,
     &kStoreCommitMutations,

@@ -98,6 +98,7 @@ absl::StatusOr<v1::RegisterResponse> Coordinator::Register(const v1::RegisterReq
     m.name = "RegisterAgent";
     const AgentRecord* known = table_.FindAgent(dims.agent_id());
     if (known != nullptr) agent = *known;
+    const std::string problem_before = agent.dims.runner_problem();
     const bool resumed = known != nullptr && !req.resume_session_id().empty() &&
                          req.resume_session_id() == known->session_id;
     agent.dims = dims;
@@ -115,6 +116,17 @@ absl::StatusOr<v1::RegisterResponse> Coordinator::Register(const v1::RegisterReq
     agent.offline = false;
     std::vector<AgentRecord> agents{agent};
     if (auto st = CommitLocked(m, shards, agents, after); !st.ok()) return st;
+    // docs/farm.md, "Only a working agent is a witness": the next tick's problems see it too.
+    if (dims.runner_problem() != problem_before) {
+      after.push_back([id = dims.agent_id(), problem = dims.runner_problem()] {
+        if (problem.empty()) {
+          spdlog::info("agent {}: its runner check passes: native work goes to it again", id);
+        } else {
+          spdlog::warn("agent {} cannot run tt-xla's runner: {}; no native work goes to it", id,
+                       problem);
+        }
+      });
+    }
     v1::RegisterResponse resp;
     resp.set_session_id(agent.session_id);
     resp.set_heartbeat_interval_ms(

@@ -433,6 +433,7 @@ void Coordinator::Tick() {
     // Health follows commits; the journal notices a database file deleted or replaced.
     journal_.Probe();
     table_.ReportOnCallAges(now);
+    table_.ReportRunnerProblems();
     RefreshProblemsLocked(after);
   }
   journal_.Settle(after);

@@ -53,6 +53,9 @@ class CoordinatorMetrics {
   virtual void UnservableShards(std::string_view /*arch*/, std::string_view /*reason*/,
                                 int /*shards*/) {}
   virtual void BlockedSweeps(int /*sweeps*/) {}
+  // Every tick, per arch: the live agents whose self-check found they cannot run tt-xla's runner
+  // (AgentDimensions.runner_problem). Archs seen once keep reporting (as 0).
+  virtual void RunnerProblems(std::string_view /*arch*/, int /*agents*/) {}
   // Each database commit of the group commit: its duration, the mutations it made durable, and
   // whether it failed (then those mutations were lost and the state was reloaded).
   virtual void StoreCommit(double /*seconds*/, int /*mutations*/, bool /*ok*/) {}

@@ -56,6 +56,7 @@ struct PrometheusMetrics::Families {
         progress_age(r),
         queued_age(r),
         unservable(r),
+        runner_problems(r),
         blocked(r),
         commit_seconds(r, CommitBuckets()),
         commit_mutations(r, {1, 2, 5, 10, 20, 50, 100, 200, 500, 1000}),
@@ -88,6 +89,7 @@ struct PrometheusMetrics::Families {
   CatalogFamily<catalog::kShardProgressAgeMaxSeconds> progress_age;
   CatalogFamily<catalog::kShardQueuedOldestSeconds> queued_age;
   CatalogFamily<catalog::kShardsUnservable> unservable;
+  CatalogFamily<catalog::kAgentsRunnerProblem> runner_problems;
   CatalogFamily<catalog::kSweepsBlocked> blocked;
   CatalogFamily<catalog::kStoreCommitSeconds> commit_seconds;
   CatalogFamily<catalog::kStoreCommitMutations> commit_mutations;
@@ -122,9 +124,11 @@ struct PrometheusMetrics::Families {
     }
     progress_age.Add(arch);
     queued_age.Add(arch);
-    for (const char* why : {"arch", "executor", "playbook", "drained", "offline"}) {
+    for (const char* why :
+         {"arch", "executor", "playbook", "devices", "runner", "drained", "offline"}) {
       unservable.Add(arch, why);
     }
+    runner_problems.Add(arch);
   }
   std::mutex mu;
   std::set<std::string> archs;
@@ -235,6 +239,11 @@ void PrometheusMetrics::UnservableShards(std::string_view arch, std::string_view
 }
 
 void PrometheusMetrics::BlockedSweeps(int sweeps) { f_->blocked_gauge->Set(sweeps); }
+
+void PrometheusMetrics::RunnerProblems(std::string_view arch, int agents) {
+  f_->EnsureArch(arch);
+  f_->runner_problems.Add(arch).Set(agents);
+}
 
 void PrometheusMetrics::StoreCommit(double seconds, int mutations, bool ok) {
   if (!ok) {

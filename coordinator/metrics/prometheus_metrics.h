@@ -42,6 +42,7 @@ class PrometheusMetrics : public CoordinatorMetrics {
   void MergeConflict(std::string_view kind) override;
   void UnservableShards(std::string_view arch, std::string_view reason, int shards) override;
   void BlockedSweeps(int sweeps) override;
+  void RunnerProblems(std::string_view arch, int agents) override;
   void OnCallAges(std::string_view arch, double max_progress_age_seconds,
                   double oldest_queued_seconds) override;
   void StoreCommit(double seconds, int mutations, bool ok) override;

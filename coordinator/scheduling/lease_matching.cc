@@ -16,8 +16,7 @@ namespace triage::coord {
 bool LeaseTable::Matches(const AgentRecord& agent, const ShardRecord& shard, TimePoint now) const {
   if (shard.state != ShardState::kQueued || shard.eligible_at > now) return false;
   if (!held_sweeps_.empty() && held_sweeps_.count(shard.sweep_id)) return false;
-  return AgentOffers(agent.dims, shard.spec.executor(), shard.spec.playbook(), shard.archs,
-                     shard.cpu_ok, options_.device_probes);
+  return AgentOffers(agent.dims, shard, options_.device_probes);
 }
 
 // Per requirement group the agent offers, the first shard it may take now (a group's head, past

@@ -436,4 +436,17 @@ void LeaseTable::ReportOnCallAges(TimePoint now) {
   }
 }
 
+void LeaseTable::ReportRunnerProblems() {
+  std::map<std::string, int> problems;  // arch -> live agents with a problem
+  for (const auto& arch : runner_archs_) problems[arch] = 0;
+  for (const auto& [id, a] : agents_) {
+    int& n = problems[a.dims.arch()];
+    if (!a.offline && !a.dims.runner_problem().empty()) ++n;
+  }
+  for (const auto& [arch, n] : problems) {
+    runner_archs_.insert(arch);
+    metrics_->RunnerProblems(arch, n);
+  }
+}
+
 }  // namespace triage::coord

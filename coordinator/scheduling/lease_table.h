@@ -211,6 +211,8 @@ class LeaseTable {
   // Per arch: the longest time a leased/running shard went without progress and the age of the
   // oldest queued shard.
   void ReportOnCallAges(TimePoint now);
+  // Per arch: the live agents whose self-check found they cannot run tt-xla's runner.
+  void ReportRunnerProblems();
 
   static std::string AgentStateName(const AgentRecord& a);
   // The lane a shard runs in: its arch, or "cpu" for a probe phase.
@@ -272,6 +274,7 @@ class LeaseTable {
   std::int64_t next_session_ = 1;
   bool serving_waiters_ = false;
   std::set<std::string> on_call_archs_;  // archs whose on-call ages were reported once
+  std::set<std::string> runner_archs_;   // archs whose runner problems were reported once
   std::set<std::pair<std::string, std::string>> unservable_reported_;  // (arch, reason) gauges
 };
 

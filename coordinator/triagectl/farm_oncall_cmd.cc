@@ -138,13 +138,17 @@ int RunAgentsList(Client& client, const FarmOptions& o, std::ostream& out, std::
   std::vector<std::vector<std::string>> rows;
   for (const auto& a : r->agents()) {
     const auto& d = a.dimensions();
+    // docs/farm.md, "Only a working agent is a witness": what its self-check found.
     rows.push_back({d.agent_id(), a.state(), d.cpu_only() ? "cpu" : d.arch(),
                     std::to_string(d.device_count()), d.pool(), util::StrJoin(d.executors(), ","),
                     Ago(a.last_heartbeat_unix_ms()),
-                    a.shard_ids().empty() ? "-" : util::StrJoin(a.shard_ids(), ",")});
+                    a.shard_ids().empty() ? "-" : util::StrJoin(a.shard_ids(), ","),
+                    d.runner_problem().empty() ? "ok" : d.runner_problem()});
   }
-  PrintTable(out, {"AGENT", "STATE", "ARCH", "DEVICES", "POOL", "EXECUTORS", "HEARTBEAT", "SHARDS"},
-             rows);
+  PrintTable(
+      out,
+      {"AGENT", "STATE", "ARCH", "DEVICES", "POOL", "EXECUTORS", "HEARTBEAT", "SHARDS", "RUNNER"},
+      rows);
   return kExitOk;
 }
 

@@ -187,7 +187,9 @@ class Cluster {
     if (a.arch == "cpu") {
       argv.push_back("--cpu_only");
     } else {
-      argv.insert(argv.end(), {"--arch", a.arch});
+      // The fixture emulates the device: a stand-in for /dev/tenstorrent with one device.
+      argv.insert(argv.end(), {"--arch", a.arch, "--device_path",
+                               testing::FakeDevices(dir_ / ("dev-" + a.id)).string()});
     }
     a.proc = std::make_unique<testing::ChildProcess>();
     a.proc->Start(argv, dir_, dir_ / (a.id + "." + std::to_string(a.generation) + ".log"),

@@ -16,8 +16,6 @@
 // entry now fails, one failing entry now passes); `triagectl sweep diff` and the second report's
 // week-over-week section name exactly those transitions.
 
-#include <signal.h>
-
 #include <algorithm>
 #include <iostream>
 #include <set>
@@ -29,6 +27,7 @@
 #include "common/util/text.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/fixture_farm.h"
 #include "tests/support/test_support.h"
 #include "yaml-cpp/yaml.h"
 
@@ -42,42 +41,9 @@ const std::string kSrc = TRIAGE_SOURCE_DIR;
 const std::string kTraining =
     "tests/runner/test_config/torch/test_config_training_single_device.yaml";
 
-class FixtureSweepTest : public ::testing::Test {
+class FixtureSweepTest : public testing::FixtureFarmTest {
  protected:
-  void SetUp() override {
-    testing::SetGitTestEnv();
-    dir_ = tmp_.path();
-    std::string out;
-    ASSERT_EQ(
-        testing::RunCommand({kSrc + "/tests/fixtures/make-workspace.sh", (dir_ / "src").string()},
-                            dir_, &out),
-        0)
-        << out;
-    repo_ = dir_ / "src" / "tt-xla";
-    agent_port_ = testing::FreePort();
-    control_port_ = testing::FreePort();
-    coordinator_ = std::make_unique<testing::ChildProcess>();
-    ASSERT_TRUE(coordinator_->Start(
-        {testing::kCoordinatorBinary, "--insecure", "--data_dir", (dir_ / "cdata").string(),
-         "--agent_address", Addr(agent_port_), "--control_address", Addr(control_port_),
-         "--metrics_address", "", "--tick_ms", "200", "--heartbeat_interval_seconds", "2"},
-        dir_, dir_ / "coordinator.log", testing::GitTestEnv()));
-    ASSERT_TRUE(testing::WaitFor([&] { return Ctl({"sweep", "list"}, &out) == 0; }, 15s)) << out;
-  }
-
-  void TearDown() override {
-    StopAgents();
-    if (coordinator_) {
-      coordinator_->Signal(SIGTERM);
-      coordinator_->Wait(10s);
-    }
-  }
-
-  static std::string Addr(int port) { return "127.0.0.1:" + std::to_string(port); }
-
-  int Ctl(std::vector<std::string> args, std::string* out) {
-    return testing::RunCtl(control_port_, std::move(args), dir_, out);
-  }
+  FixtureSweepTest() : FixtureFarmTest({"--tick_ms", "200", "--heartbeat_interval_seconds", "2"}) {}
 
   // Three agents (cpu, n150, p150) named <name>-<arch>.
   void StartAgents(const std::string& executor, const std::filesystem::path& replay_dir,
@@ -85,13 +51,8 @@ class FixtureSweepTest : public ::testing::Test {
     const std::string prefix = name.empty() ? executor : name;
     for (const std::string arch : {"cpu", "n150", "p150"}) {
       const std::string id = prefix + "-" + arch;
-      const auto ws = dir_ / ("ws-" + id);
-      std::string out;
-      ASSERT_EQ(testing::RunCommand({kSrc + "/tests/fixtures/make-workspace.sh", "--clone",
-                                     repo_.string(), ws.string()},
-                                    dir_, &out),
-                0)
-          << out;
+      const auto ws = testing::CloneFixtureWorkspace(repo_, dir_ / ("ws-" + id));
+      ASSERT_FALSE(HasFailure());
       std::vector<std::string> argv = {testing::kAgentBinary,
                                        "--insecure",
                                        "--coordinator",
@@ -111,7 +72,9 @@ class FixtureSweepTest : public ::testing::Test {
       if (arch == "cpu") {
         argv.push_back("--cpu_only");
       } else {
-        argv.insert(argv.end(), {"--arch", arch});
+        // The fixture emulates the device: a stand-in for /dev/tenstorrent with one device.
+        argv.insert(argv.end(), {"--arch", arch, "--device_path",
+                                 testing::FakeDevices(dir_ / ("dev-" + id)).string()});
       }
       if (!replay_dir.empty()) argv.insert(argv.end(), {"--replay_dir", replay_dir.string()});
       auto a = std::make_unique<testing::ChildProcess>();
@@ -132,12 +95,6 @@ class FixtureSweepTest : public ::testing::Test {
           return live == 3;
         },
         30s));
-  }
-
-  void StopAgents() {
-    for (auto& a : agents_) a->Signal(SIGTERM);
-    for (auto& a : agents_) a->Wait(20s);
-    agents_.clear();
   }
 
   // Starts a sweep (planned with a .test_durations file when given) and follows it to its end;
@@ -195,13 +152,6 @@ class FixtureSweepTest : public ::testing::Test {
     return json::parse(testing::ReadFileOrDie(file), nullptr, false);
   }
 
-  testing::TempDir tmp_;
-  std::filesystem::path dir_;
-  std::filesystem::path repo_;
-  int agent_port_ = 0;
-  int control_port_ = 0;
-  std::unique_ptr<testing::ChildProcess> coordinator_;
-  std::vector<std::unique_ptr<testing::ChildProcess>> agents_;
   std::string last_watch_line_;
 };
 
@@ -401,11 +351,8 @@ TEST_F(FixtureSweepTest, NativeSweepReachesTheGroundTruthAndReplayAgrees) {
   EXPECT_NE(out.find("no sweep sw-nope"), std::string::npos) << out;
 
   // ---- 2. truthfulness: the new YAML on a fresh copy, the fixture's own pytest, no overrides
-  const auto fresh = dir_ / "fresh";
-  ASSERT_EQ(testing::RunCommand({kSrc + "/tests/fixtures/make-workspace.sh", "--clone",
-                                 repo_.string(), fresh.string()},
-                                dir_, &out),
-            0);
+  const auto fresh = testing::CloneFixtureWorkspace(repo_, dir_ / "fresh");
+  ASSERT_FALSE(HasFailure());
   ASSERT_EQ(Ctl({"sweep", "apply", native, "--repo", fresh.string()}, &out), 0) << out;
   inventory::Document yaml =
       inventory::Document::Parse(kTraining, testing::ReadFileOrDie(fresh / kTraining));

@@ -83,11 +83,12 @@ TEST_F(RestartTest, CoordinatorKilledMidSweepFinishesWithEveryResultOnce) {
     const std::string id = "agent-" + std::to_string(i);
     auto ws = testing::CloneWorkspace(repo_, tmp_.path() / ("ws-" + id));
     auto a = std::make_unique<testing::ChildProcess>();
-    ASSERT_TRUE(a->Start(
-        {testing::kAgentBinary, "--insecure", "--coordinator",
-         "127.0.0.1:" + std::to_string(agent_port_), "--agent_id", id, "--workspace", ws.string(),
-         "--data_dir", (tmp_.path() / ("data-" + id)).string(), "--lease_wait_seconds", "1"},
-        tmp_.path(), tmp_.path() / (id + ".log"), testing::GitTestEnv()));
+    ASSERT_TRUE(
+        a->Start({testing::kAgentBinary, "--insecure", "--coordinator",
+                  "127.0.0.1:" + std::to_string(agent_port_), "--agent_id", id, "--workspace",
+                  ws.string(), "--data_dir", (tmp_.path() / ("data-" + id)).string(),
+                  "--lease_wait_seconds", "1", "--device_path", ""},
+                 tmp_.path(), tmp_.path() / (id + ".log"), testing::GitTestEnv()));
     agents.push_back(std::move(a));
   }
   std::string out;

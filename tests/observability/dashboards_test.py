@@ -95,7 +95,14 @@ def main():
                     "--workspace", ws, "--data_dir", os.path.join(work, "agent-" + arch),
                     "--executors", "native", "--lease_wait_seconds", "2",
                     "--metrics_address", "127.0.0.1:%d" % mport]
-            argv += ["--cpu_only"] if arch == "cpu" else ["--arch", arch]
+            if arch == "cpu":
+                argv += ["--cpu_only"]
+            else:
+                # The fixture emulates the device: a stand-in for /dev/tenstorrent, one device.
+                dev = os.path.join(work, "dev-" + arch)
+                os.makedirs(dev)
+                open(os.path.join(dev, "0"), "w").close()
+                argv += ["--arch", arch, "--device_path", dev]
             start("agent-" + arch, argv)
 
         # Prometheus: 1 s scrape, data in the temp dir, loopback only, the alert rules loaded.

@@ -150,6 +150,12 @@ int ChildProcess::Wait(std::chrono::milliseconds timeout) {
   return -1;
 }
 
+std::filesystem::path FakeDevices(const std::filesystem::path& dir, int devices) {
+  std::filesystem::create_directories(dir);
+  for (int i = 0; i < devices; ++i) WriteFileOrDie(dir / std::to_string(i), "");
+  return dir;
+}
+
 int FreePort() {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
@@ -250,6 +256,31 @@ void WriteLoaderTool(const std::filesystem::path& path, const std::string& delay
   WriteFileOrDie(path, "#!/bin/sh\n" + (delay.empty() ? "" : "sleep " + delay + "\n") +
                            "echo \"# triaged $2\" >> \"$1/loader.py\"\n");
   std::filesystem::permissions(path, std::filesystem::perms::owner_all);
+}
+
+namespace {
+
+// make-workspace.sh with args, run beside dest.
+void MakeWorkspace(std::vector<std::string> args, const std::filesystem::path& dest) {
+  args.insert(args.begin(), std::string(TRIAGE_SOURCE_DIR) + "/tests/fixtures/make-workspace.sh");
+  std::filesystem::create_directories(dest.parent_path());
+  std::string out;
+  if (RunCommand(args, dest.parent_path(), &out) != 0) {
+    ADD_FAILURE() << "make-workspace.sh failed for " << dest << ": " << out;
+  }
+}
+
+}  // namespace
+
+std::filesystem::path MakeFixtureRepo(const std::filesystem::path& dest) {
+  MakeWorkspace({dest.string()}, dest);
+  return dest / "tt-xla";
+}
+
+std::filesystem::path CloneFixtureWorkspace(const std::filesystem::path& repo,
+                                            const std::filesystem::path& dest) {
+  MakeWorkspace({"--clone", repo.string(), dest.string()}, dest);
+  return dest;
 }
 
 std::filesystem::path CloneWorkspace(const std::filesystem::path& repo,

@@ -108,6 +108,10 @@ inline bool WaitForCoordinator(int control_port, const std::filesystem::path& cw
 // A TCP port that was free a moment ago on 127.0.0.1.
 int FreePort();
 
+// A stand-in for a device agent's device directory (its --device_path): dir, created with
+// `devices` entries 0, 1, ... (docs/farm.md, "Only a working agent is a witness"). Returns dir.
+std::filesystem::path FakeDevices(const std::filesystem::path& dir, int devices = 1);
+
 // A tt-xla-shaped git repository: tests/runner/test_config/... files from `yaml` (path ->
 // text), a tt_forge_models submodule at third_party/tt_forge_models with `forge` files
 // (path -> text), both committed. Returns the tt-xla repo path (the forge repo sits beside it).
@@ -121,6 +125,13 @@ std::filesystem::path MakeUnpackRepo(const std::filesystem::path& dir, int loade
 // `tool <loader dir> <key>`: waits `delay` (e.g. "0.5", "" = none), then appends
 // "# triaged <key>" to the loader.
 void WriteLoaderTool(const std::filesystem::path& path, const std::string& delay = "");
+// tests/fixtures/make-workspace.sh (docs/fixture.md): the ttxla-mini fixture as a tt-xla
+// repository with its tt_forge_models submodule, under dest (which must not exist or be empty).
+// Returns the tt-xla path; a failure is the calling test's.
+std::filesystem::path MakeFixtureRepo(const std::filesystem::path& dest);
+// make-workspace.sh --clone: a workspace of that repository at dest, its submodule checked out.
+std::filesystem::path CloneFixtureWorkspace(const std::filesystem::path& repo,
+                                            const std::filesystem::path& dest);
 // A workspace clone of such a repo (with the submodule checked out).
 std::filesystem::path CloneWorkspace(const std::filesystem::path& repo,
                                      const std::filesystem::path& dest);
@@ -131,5 +142,23 @@ void SetGitTestEnv();  // the same, on this process
 // no detached-HEAD advice) before args. Run it with GitTestEnv().
 std::vector<std::string> GitTestArgv(const std::filesystem::path& dir,
                                      const std::vector<std::string>& args);
+
+#ifdef TRIAGE_BINARY_DIR
+// A triage-coordinator in p on 127.0.0.1 (--insecure, no /metrics, git isolated by GitTestEnv),
+// its data in dir/cdata and its log in dir/coordinator.log, with further args; true once it
+// answers on control_port (within 15 s).
+inline bool StartLoopbackCoordinator(ChildProcess& p, const std::filesystem::path& dir,
+                                     int agent_port, int control_port,
+                                     const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {kCoordinatorBinary,  "--insecure",
+                                   "--data_dir",        (dir / "cdata").string(),
+                                   "--agent_address",   "127.0.0.1:" + std::to_string(agent_port),
+                                   "--control_address", "127.0.0.1:" + std::to_string(control_port),
+                                   "--metrics_address", ""};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return p.Start(argv, dir, dir / "coordinator.log", GitTestEnv()) &&
+         WaitForCoordinator(control_port, dir, std::chrono::seconds(15));
+}
+#endif
 
 }  // namespace triage::testing

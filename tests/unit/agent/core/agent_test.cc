@@ -3,6 +3,7 @@
 // and its time decisions (progress throttling, heartbeat period, retry backoff) on a FakeClock.
 // tests/integration/farm_test.cc runs the same agent against a real coordinator over gRPC.
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <filesystem>
@@ -605,6 +606,99 @@ TEST_F(AgentTest, StoppingEndsTheLeaseLongPollAtOnce) {
   EXPECT_LT(std::chrono::steady_clock::now() - stop, 5s) << "the agent waited out its long-poll";
   EXPECT_GE(client_.cancel_waits(), 1);
   EXPECT_TRUE(r->exit.ok()) << r->exit;
+}
+
+// docs/farm.md, "Only a working agent is a witness": the self-check's answer is the
+// registration's runner_problem, checked before the first registration.
+TEST_F(AgentTest, TheSelfChecksAnswerIsRegistered) {
+  auto options = Options();
+  options.runner_check = [](const std::function<bool()>&) {
+    return std::string("--python /nope does not run");
+  };
+  Running* r = Start(options, &client_);
+  ASSERT_TRUE(client_.WaitForCount(Client::kLease, 1));
+  EXPECT_EQ(client_.calls().at(0), Client::kRegister);
+  EXPECT_EQ(client_.registers().at(0).dimensions().runner_problem(), "--python /nope does not run");
+  StopAndJoin(r);
+}
+
+// A native shard's attempt that fails for a reason the agent cannot attribute (here the
+// playbook's "the runner could not run the tests") checks the runner again; a changed answer is
+// registered in the same session (its leases are kept).
+TEST_F(AgentTest, AFailedNativeAttemptChecksTheRunnerAgainAndRegistersAChangedAnswer) {
+  std::atomic<int> checks{0};
+  auto options = Options();
+  options.runner_check = [&checks](const std::function<bool()>&) {
+    return checks.fetch_add(1) == 0 ? std::string() : std::string("the device path is gone");
+  };
+  native_.SetBehaviour([](agent::ExecContext&) -> absl::StatusOr<v1::ShardResult> {
+    return absl::UnavailableError("the runner could not run the tests: ERROR collecting");
+  });
+  client_.GrantShard(Spec("w1-s001"));
+  Running* r = Start(options, &client_);
+  ASSERT_TRUE(client_.WaitForCount(Client::kRegister, 2));
+  const auto regs = client_.registers();
+  EXPECT_EQ(regs[0].dimensions().runner_problem(), "");
+  EXPECT_EQ(regs[1].dimensions().runner_problem(), "the device path is gone");
+  EXPECT_EQ(regs[1].resume_session_id(), "s1");
+  const auto calls = client_.calls();
+  const auto complete = std::find(calls.begin(), calls.end(), Client::kComplete);
+  const auto again = std::find(calls.begin() + 1, calls.end(), Client::kRegister);
+  EXPECT_LT(complete, again) << "the failed attempt is reported first";
+  StopAndJoin(r);
+  EXPECT_EQ(checks.load(), 2);
+  EXPECT_EQ(r->agent->session(), "s1");
+}
+
+// The same answer is not registered again; a failed attempt of another executor, or a native
+// attempt that succeeded, does not check again.
+TEST_F(AgentTest, OnlyAFailedNativeAttemptChecksAgainAndOnlyAChangeIsRegistered) {
+  std::atomic<int> checks{0};
+  auto options = Options();
+  options.runner_check = [&checks](const std::function<bool()>&) {
+    checks.fetch_add(1);
+    return std::string();
+  };
+  command_.SetBehaviour([](agent::ExecContext&) -> absl::StatusOr<v1::ShardResult> {
+    return absl::InternalError("the command failed");
+  });
+  client_.GrantShard(Spec("w1-s001", "command"));
+  client_.GrantShard(Spec("w1-s002", "native"));
+  Running* r = Start(options, &client_);
+  ASSERT_TRUE(client_.WaitForCount(Client::kComplete, 2));
+  ASSERT_TRUE(client_.WaitForCount(Client::kLease, client_.Count(Client::kLease) + 2));
+  EXPECT_EQ(checks.load(), 1) << "only the check at start";
+  native_.SetBehaviour([](agent::ExecContext&) -> absl::StatusOr<v1::ShardResult> {
+    return absl::UnavailableError("pytest exited with code 4 before running any test");
+  });
+  client_.GrantShard(Spec("w1-s003", "native"));
+  ASSERT_TRUE(Client::WaitUntil([&] { return checks.load() == 2; }));
+  ASSERT_TRUE(client_.WaitForCount(Client::kLease, client_.Count(Client::kLease) + 2));
+  EXPECT_EQ(client_.Count(Client::kRegister), 1) << "the answer did not change";
+  StopAndJoin(r);
+}
+
+// While a problem stands the runner is checked again every runner_recheck (on the agent's
+// clock): a repaired machine comes back without a restart.
+TEST_F(AgentTest, AProblemIsCheckedAgainPeriodicallyAndTheRepairIsRegistered) {
+  std::atomic<bool> repaired{false};
+  auto options = Options();
+  options.runner_recheck = 300s;
+  options.runner_check = [&repaired](const std::function<bool()>&) {
+    return repaired.load() ? std::string() : std::string("--python /nope does not run");
+  };
+  Running* r = Start(options, &client_);
+  ASSERT_TRUE(client_.WaitForCount(Client::kLease, 1));
+  repaired.store(true);
+  clock_.Advance(299s);
+  ASSERT_TRUE(client_.WaitForCount(Client::kLease, client_.Count(Client::kLease) + 2));
+  EXPECT_EQ(client_.Count(Client::kRegister), 1) << "not due yet";
+  clock_.Advance(1s);
+  ASSERT_TRUE(client_.WaitForCount(Client::kRegister, 2));
+  const auto regs = client_.registers();
+  EXPECT_EQ(regs[1].dimensions().runner_problem(), "");
+  EXPECT_EQ(regs[1].resume_session_id(), "s1");
+  StopAndJoin(r);
 }
 
 }  // namespace

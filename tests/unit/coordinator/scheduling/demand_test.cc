@@ -45,6 +45,8 @@ TEST(DemandTest, EachReasonIsNamed) {
   offline.offline = true;
   AgentRecord other_playbooks = Agent("p3", "p150");
   other_playbooks.dims.add_playbooks("unpack_forward_output");
+  AgentRecord broken = Agent("p5", "p150");
+  broken.dims.set_runner_problem("--python /nope does not run");
   const std::vector<Case> cases = {
       {"no agent", {}, "arch", "no agent of arch p150 is registered"},
       {"other arch", {Agent("n1", "n150")}, "arch", "no agent of arch p150 is registered"},
@@ -56,6 +58,15 @@ TEST(DemandTest, EachReasonIsNamed) {
        "executor",
        "do not offer executor native"},
       {"playbook", {other_playbooks}, "playbook", "do not take playbook dtype_bfloat16"},
+      {"runner",
+       {broken},
+       "runner",
+       "the agents of that arch cannot run tt-xla's runner: p5 (--python /nope does not run)"},
+      {"runner, another drained", {broken, drained}, "drained", "p1 is drained"},
+      {"executor before runner",
+       {broken, Agent("p4", "p150", false, {"replay"})},
+       "runner",
+       "cannot run tt-xla's runner: p5"},
   };
   for (const auto& c : cases) {
     Demand d;
@@ -72,6 +83,45 @@ TEST(DemandTest, EachReasonIsNamed) {
     EXPECT_THAT(u[0].message, HasSubstr("4 shards need arch p150 with executor native")) << c.name;
     EXPECT_THAT(u[0].message, HasSubstr(c.says)) << c.name;
   }
+}
+
+// A shard that needs several devices (ShardSpec.min_devices) is a requirement group of its own.
+TEST(DemandTest, WorkThatNeedsDevicesNamesThem) {
+  Requirement eight = Native("nightly", {"n300-llmbox"});
+  eight.min_devices = 8;
+  Demand d;
+  d.Add("sw-1", eight, false, +1);
+  d.Add("sw-1", Native("nightly", {"n300-llmbox"}), false, +2);
+  AgentRecord small = Agent("l1", "n300-llmbox");
+  small.dims.set_device_count(4);
+  AgentRecord smaller = Agent("l2", "n300-llmbox");
+  smaller.dims.set_device_count(1);
+  auto u = d.Evaluate({&small, &smaller});
+  ASSERT_EQ(u.size(), 1u) << "the single-device shards are served";
+  EXPECT_EQ(u[0].reason, "devices");
+  EXPECT_EQ(u[0].arch, "n300-llmbox");
+  EXPECT_EQ(u[0].message,
+            "1 shard needs arch n300-llmbox with 8 devices and executor native (playbook nightly): "
+            "no live agent offers it (the agents of that arch have fewer than 8 devices: l1 has "
+            "4, l2 has 1)");
+  u = d.Evaluate({});
+  ASSERT_EQ(u.size(), 2u);
+  for (const auto& one : u) EXPECT_EQ(one.reason, "arch");
+  AgentRecord big = Agent("l3", "n300-llmbox");
+  big.dims.set_device_count(8);
+  EXPECT_TRUE(d.Evaluate({&small, &big}).empty());
+}
+
+// Only native work runs the runner: command and replay work still goes to such an agent.
+TEST(DemandTest, AnAgentThatCannotRunTheRunnerServesOtherExecutors) {
+  AgentRecord broken = Agent("n1", "n150", false, {"native", "command"});
+  broken.dims.set_runner_problem("no torch");
+  Requirement command = Native("dtype_bfloat16", {"n150"});
+  command.executor = "command";
+  EXPECT_TRUE(AgentOffers(broken.dims, command, true));
+  EXPECT_FALSE(AgentOffers(broken.dims, Native("dtype_bfloat16", {"n150"}), true));
+  EXPECT_FALSE(AgentOffers(broken.dims, Native("dtype_bfloat16", {}, true), true))
+      << "native probe work runs the runner too";
 }
 
 TEST(DemandTest, ProbeWorkIsServedByACpuAgentOrADeviceAgent) {

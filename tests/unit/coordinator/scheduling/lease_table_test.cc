@@ -257,6 +257,92 @@ TEST_F(LeaseTableTest, AgentsGetOnlyWhatTheyOffer) {
   }
 }
 
+// docs/farm.md, "Only a working agent is a witness": an agent whose self-check found a problem
+// takes no native work; replay and command work still go to it, and a registration that clears
+// the problem (the same agent, new dimensions) takes the native shard again.
+TEST_F(LeaseTableTest, AnAgentThatCannotRunTheRunnerGetsNoNativeShardButAReplayOne) {
+  AgentRecord broken = Agent("a1");
+  for (const char* e : {"native", "replay", "command"}) broken.dims.add_executors(e);
+  broken.dims.set_runner_problem("--python /nope does not run");
+  PutAgent(broken);
+  table_->Put(Queued("s-native", 1, "n150", /*priority=*/5));
+  ShardRecord replay = Queued("s-replay", 2);
+  replay.spec.set_executor("replay");
+  table_->Put(replay);
+  EXPECT_EQ(MatchFor("a1"), "s-replay") << "the native shard ranks first, but not for this agent";
+  GrantAndPut("a1", "s-replay");
+  EXPECT_EQ(MatchFor("a1"), "");
+  const auto unservable = table_->FindUnservable();
+  ASSERT_EQ(unservable.size(), 1u);
+  EXPECT_EQ(unservable[0].reason, "runner");
+  EXPECT_EQ(unservable[0].message,
+            "1 shard needs arch n150 with executor native (playbook dtype_bfloat16): no live agent "
+            "offers it (the agents of that arch cannot run tt-xla's runner: a1 (--python /nope "
+            "does not run))");
+
+  broken.dims.clear_runner_problem();
+  PutAgent(broken);  // registered again
+  EXPECT_EQ(MatchFor("a1"), "s-native");
+  EXPECT_TRUE(table_->FindUnservable().empty());
+}
+
+// ShardSpec.min_devices (data- and tensor-parallel nightly confirmations): such a shard goes
+// only to an agent of its arch with at least that many devices, and the work it stands for is a
+// requirement group of its own, named with its devices when nobody can take it.
+TEST_F(LeaseTableTest, AShardThatNeedsDevicesGoesOnlyToAnAgentWithThatMany) {
+  AgentRecord small = Agent("small", "n300-llmbox");
+  small.dims.set_device_count(4);
+  PutAgent(small);
+  ShardRecord eight = Queued("s-8", 1, "n300-llmbox", /*priority=*/5);
+  eight.spec.set_min_devices(8);
+  table_->Put(eight);
+  table_->Put(Queued("s-1", 2, "n300-llmbox"));
+  EXPECT_EQ(MatchFor("small"), "s-1") << "4 devices: not the shard that needs 8";
+  GrantAndPut("small", "s-1");
+  EXPECT_EQ(MatchFor("small"), "");
+  auto unservable = table_->FindUnservable();
+  ASSERT_EQ(unservable.size(), 1u);
+  EXPECT_EQ(unservable[0].reason, "devices");
+  EXPECT_EQ(unservable[0].requirement.min_devices, 8);
+  EXPECT_EQ(unservable[0].message,
+            "1 shard needs arch n300-llmbox with 8 devices and executor native (playbook "
+            "dtype_bfloat16): no live agent offers it (the agents of that arch have fewer than 8 "
+            "devices: small has 4)");
+
+  AgentRecord big = Agent("big", "n300-llmbox");
+  big.dims.set_device_count(8);
+  PutAgent(big);
+  EXPECT_EQ(MatchFor("big"), "s-8");
+  EXPECT_TRUE(table_->FindUnservable().empty());
+}
+
+// The gauge of agents that cannot run the runner: live ones per arch, 0 for archs seen before.
+TEST_F(LeaseTableTest, RunnerProblemsAreReportedPerArchForLiveAgents) {
+  struct Recording : CoordinatorMetrics {
+    void RunnerProblems(std::string_view arch, int agents) override {
+      seen[std::string(arch)] = agents;
+    }
+    std::map<std::string, int> seen;
+  } recording;
+  LeaseTable table(DefaultOptions(), &recording, nullptr);
+  AgentRecord a = Agent("a1");
+  a.dims.set_runner_problem("no torch");
+  AgentRecord b = Agent("a2");
+  b.dims.set_runner_problem("no torch");
+  b.offline = true;
+  AgentRecord c = Agent("p1", "p150");
+  table.Put(a);
+  table.Put(b);
+  table.Put(c);
+  table.ReportRunnerProblems();
+  EXPECT_THAT(recording.seen,
+              UnorderedElementsAre(::testing::Pair("n150", 1), ::testing::Pair("p150", 0)));
+  table.Remove("a1");
+  table.Remove("a2");
+  table.ReportRunnerProblems();
+  EXPECT_EQ(recording.seen["n150"], 0) << "an arch seen once keeps reporting";
+}
+
 // Idle device agents shorten the probe lane (bench/fleet_sim measured it): a device agent takes
 // probe-phase work only when no shard of its arch is queued, whatever the probe's place in the
 // queue; with device_probes off, probes wait for cpu_only agents.
