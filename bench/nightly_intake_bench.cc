@@ -32,8 +32,8 @@
 
 #include "CLI/CLI.hpp"
 #include "common/nightly/intake.h"
-#include "tests/support/pytest_xml.h"
 #include "common/util/strings.h"
+#include "tests/support/pytest_xml.h"
 
 namespace fs = std::filesystem;
 using triage::util::StrAppend;
@@ -54,7 +54,6 @@ double PeakRssMb() {
   getrusage(RUSAGE_SELF, &usage);
   return static_cast<double>(usage.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
 }
-
 
 constexpr const char* kArchs[] = {"n150",          "p150",         "n300-llmbox", "n300",
                                   "qb2-blackhole", "galaxy-wh-6u", "p300"};

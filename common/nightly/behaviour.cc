@@ -26,8 +26,8 @@ bool ContainsAny(std::string_view s, const std::array<std::string_view, N>& need
 // is the device's own allocator and a runtime failure).
 constexpr std::array<std::string_view, 5> kHostOomMarkers = {
     "MemoryError", "Host OOM", "host OOM", "oom-kill", "Out of memory: Killed process"};
-constexpr std::array<std::string_view, 3> kAbortMarkers = {
-    "Fatal Python error: Aborted", "core dumped", "Aborted (core dumped)"};
+constexpr std::array<std::string_view, 3> kAbortMarkers = {"Fatal Python error: Aborted",
+                                                           "core dumped", "Aborted (core dumped)"};
 constexpr int kSigKill = 9;
 
 // Every text of the record a marker may sit in.

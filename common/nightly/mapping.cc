@@ -39,9 +39,8 @@ struct Defined {
 std::vector<const v1::NightlyRun*> OrderRuns(const std::vector<v1::NightlyRun>& runs) {
   std::vector<const v1::NightlyRun*> out;
   for (const auto& r : runs) out.push_back(&r);
-  const bool all_timed = std::all_of(out.begin(), out.end(), [](const v1::NightlyRun* r) {
-    return r->started_unix_ms() > 0;
-  });
+  const bool all_timed = std::all_of(
+      out.begin(), out.end(), [](const v1::NightlyRun* r) { return r->started_unix_ms() > 0; });
   if (all_timed) {
     std::stable_sort(out.begin(), out.end(), [](const v1::NightlyRun* a, const v1::NightlyRun* b) {
       return a->started_unix_ms() < b->started_unix_ms();
@@ -85,7 +84,8 @@ Mapping MapRuns(const inventory::Inventory& inventory, const std::vector<v1::Nig
     intake.set_testcases(intake.testcases() + run->testcases());
     intake.set_not_model_tests(intake.not_model_tests() + run->not_model_tests());
     intake.set_left_out(intake.left_out() + run->problems_size());
-    std::map<std::tuple<std::string, std::string, std::string>, std::vector<const v1::NightlyRecord*>>
+    std::map<std::tuple<std::string, std::string, std::string>,
+             std::vector<const v1::NightlyRecord*>>
         in_run;
     for (const auto& r : run->records()) {
       intake.set_records(intake.records() + 1);
@@ -100,8 +100,8 @@ Mapping MapRuns(const inventory::Inventory& inventory, const std::vector<v1::Nig
         intake.set_contradictory(intake.contradictory() + 1);
         std::vector<std::string> where;
         for (const auto* r : records) {
-          where.push_back(util::StrCat(r->source(), " ",
-                                       v1::NightlyRecord::Outcome_Name(r->outcome())));
+          where.push_back(
+              util::StrCat(r->source(), " ", v1::NightlyRecord::Outcome_Name(r->outcome())));
         }
         Example(intake, util::StrCat("contradictory: ", fn, "[", key, "] on ", arch, " in run ",
                                      run->label(), ": ", util::StrJoin(where, ", ")));

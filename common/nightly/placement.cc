@@ -188,7 +188,8 @@ Placement Place(const inventory::Entry& entry, const std::vector<std::string>& a
       }
       return util::StrJoin(parts, "; ");
     };
-    const bool pcc_unit = unit.size() == 1 && (unit[0] == "required_pcc" || unit[0] == "assert_pcc");
+    const bool pcc_unit =
+        unit.size() == 1 && (unit[0] == "required_pcc" || unit[0] == "assert_pcc");
 
     // required_pcc shared by every arch (no own override): one value, the lowest wanted.
     if (unit.size() == 1 && unit[0] == "required_pcc" &&

@@ -319,8 +319,8 @@ absl::StatusOr<std::optional<v1::NightlyRecord>> RecordOf(const junit::TestCase&
 absl::Status CheckKey(std::string_view key) {
   const std::string problem = KeyProblem(key);
   if (problem.empty()) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      util::StrCat("key '", ValidUtf8(key.substr(0, 200)), "' is not a test-config key: ", problem));
+  return absl::InvalidArgumentError(util::StrCat("key '", ValidUtf8(key.substr(0, 200)),
+                                                 "' is not a test-config key: ", problem));
 }
 
 }  // namespace triage::nightly

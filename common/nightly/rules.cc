@@ -115,7 +115,9 @@ Judgement Candidate(v1::NightlyCandidate c, std::string kind, std::string expect
   return j;
 }
 
-std::string RunsWord(std::size_t n) { return n == 1 ? "the latest run" : util::StrCat("the latest ", n, " runs"); }
+std::string RunsWord(std::size_t n) {
+  return n == 1 ? "the latest run" : util::StrCat("the latest ", n, " runs");
+}
 
 // Rows 1-3 (docs/nightly.md): a KNOWN_FAILURE_XFAIL test that ran to its end.
 Judgement Promote(v1::NightlyCandidate c, const std::vector<const v1::NightlyRecord*>& runs,
@@ -179,8 +181,8 @@ OnArch Resolve(const inventory::Entry* entry, std::string_view arch) {
   y.exists = true;
   y.status = std::string(entry->StatusForArch(arch));
   if (const auto* v = entry->FieldForArch("required_pcc", arch); v != nullptr && v->is_number()) {
-    y.required_pcc = v->kind == inventory::Value::Kind::kInt ? static_cast<double>(v->integer)
-                                                             : v->number;
+    y.required_pcc =
+        v->kind == inventory::Value::Kind::kInt ? static_cast<double>(v->integer) : v->number;
   }
   if (const auto* v = entry->FieldForArch("assert_pcc", arch);
       v != nullptr && v->kind == inventory::Value::Kind::kBool) {
@@ -229,8 +231,8 @@ int MinDevices(std::string_view parallelism, std::string_view arch) {
     std::string_view arch;
     int devices;
   };
-  constexpr Size kSizes[] = {{"n300", 2},          {"n300-llmbox", 8}, {"qb2-blackhole", 4},
-                             {"lb-blackhole", 8},  {"galaxy-wh-6u", 32}, {"galaxy-bh", 32}};
+  constexpr Size kSizes[] = {{"n300", 2},         {"n300-llmbox", 8},   {"qb2-blackhole", 4},
+                             {"lb-blackhole", 8}, {"galaxy-wh-6u", 32}, {"galaxy-bh", 32}};
   for (const auto& s : kSizes) {
     if (s.arch == arch) return s.devices;
   }
@@ -274,8 +276,8 @@ Judgement Judge(const History& h, const OnArch& yaml, const RuleOptions& o) {
       return j;
     }
     const std::string_view how = now == Behaviour::kOomKill ? "was killed for host memory"
-                                 : now == Behaviour::kHang    ? "hung"
-                                                              : "crashed";
+                                 : now == Behaviour::kHang  ? "hung"
+                                                            : "crashed";
     return Candidate(std::move(c), "demote_skip", what,
                      util::StrCat(yaml.status, " ", how, " in ", RunsWord(regression.size()),
                                   ": it would take the CI job down, so NOT_SUPPORTED_SKIP"));
@@ -283,11 +285,11 @@ Judgement Judge(const History& h, const OnArch& yaml, const RuleOptions& o) {
   if (xfail) {
     if (All(promote_runs, RanToEnd)) return Promote(std::move(c), promote_runs, o);  // rows 1-3
     if (now == Behaviour::kFail && StaleReason(yaml.reason, yaml.bringup_status, latest)) {
-      return Candidate(std::move(c), "refresh_reason", "fail",
-                       util::StrCat("still failing, but not as its reason says (",
-                                    FailureStage(latest).empty() ? "" : FailureStage(latest),
-                                    FailureStage(latest).empty() ? "" : ": ",
-                                    ErrorReason(latest), ")"));
+      return Candidate(
+          std::move(c), "refresh_reason", "fail",
+          util::StrCat("still failing, but not as its reason says (",
+                       FailureStage(latest).empty() ? "" : FailureStage(latest),
+                       FailureStage(latest).empty() ? "" : ": ", ErrorReason(latest), ")"));
     }
   } else {
     const double threshold = yaml.required_pcc.value_or(kDefaultRequiredPcc);
@@ -313,22 +315,22 @@ Judgement Judge(const History& h, const OnArch& yaml, const RuleOptions& o) {
       const std::optional<double> worst = Worst(promote_runs);
       if (!yaml.assert_pcc && worst && !std::isnan(*worst) &&
           *worst > threshold + o.pcc_margin) {  // row 4
-        return Candidate(std::move(c), "enable_pcc", "pass",
-                         util::StrCat("PCC check off, worst ", Pcc(worst), " above ",
-                                      Fixed2(threshold), " + ", o.pcc_margin,
-                                      threshold >= kDefaultRequiredPcc ? " (ENABLE_PCC_099)"
-                                                                       : " (ENABLE_PCC)"));
+        return Candidate(
+            std::move(c), "enable_pcc", "pass",
+            util::StrCat("PCC check off, worst ", Pcc(worst), " above ", Fixed2(threshold), " + ",
+                         o.pcc_margin,
+                         threshold >= kDefaultRequiredPcc ? " (ENABLE_PCC_099)" : " (ENABLE_PCC)"));
       }
       if (yaml.assert_pcc && yaml.required_pcc && threshold < kDefaultRequiredPcc && worst &&
           !std::isnan(*worst) && All(promote_runs, is(Behaviour::kPass)) &&
           FloorThreshold(*worst, o) > threshold + 1e-9) {  // row 5
         const double to = FloorThreshold(*worst, o);
-        return Candidate(std::move(c), "raise_pcc", "pass",
-                         util::StrCat("required ", Fixed2(threshold), ", worst ", Pcc(worst),
-                                      to >= kDefaultRequiredPcc ? ": back to the 0.99 default"
-                                                                : util::StrCat(": ", Fixed2(to)),
-                                      to >= kDefaultRequiredPcc ? " (RAISE_PCC_099)"
-                                                                : " (RAISE_PCC)"));
+        return Candidate(
+            std::move(c), "raise_pcc", "pass",
+            util::StrCat("required ", Fixed2(threshold), ", worst ", Pcc(worst),
+                         to >= kDefaultRequiredPcc ? ": back to the 0.99 default"
+                                                   : util::StrCat(": ", Fixed2(to)),
+                         to >= kDefaultRequiredPcc ? " (RAISE_PCC_099)" : " (RAISE_PCC)"));
       }
     }
   }

@@ -33,9 +33,9 @@ inline constexpr double kDefaultRequiredPcc = 0.99;
 
 // The candidate kinds, in the order of their value to a sweep with a device-time budget
 // (docs/nightly.md, section 3: promotions and new failures first).
-inline constexpr std::string_view kKinds[] = {
-    "promote",   "demote_xfail",   "demote_skip", "lower_pcc", "disable_pcc",
-    "enable_pcc", "raise_pcc", "refresh_reason", "add_config"};
+inline constexpr std::string_view kKinds[] = {"promote",   "demote_xfail",   "demote_skip",
+                                              "lower_pcc", "disable_pcc",    "enable_pcc",
+                                              "raise_pcc", "refresh_reason", "add_config"};
 // The kind's place in kKinds (kinds not listed: after them).
 int KindRank(std::string_view kind);
 

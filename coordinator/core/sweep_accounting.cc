@@ -137,8 +137,8 @@ void Coordinator::ApplyResultLocked(const ResultRecord& r) {
   }
   // A carried result ran in another sweep, one decided when the sweep was planned ran nowhere:
   // neither is this sweep's pace nor its fleet's health.
-  const bool carried = shard != nullptr && (shard->spec.has_carried_from() ||
-                                            shard->spec.decided_at_planning());
+  const bool carried =
+      shard != nullptr && (shard->spec.has_carried_from() || shard->spec.decided_at_planning());
   if (shard != nullptr && !carried) {
     LaneProgress& lane = sw->second.lanes[LeaseTable::ShardArch(*shard)];
     const TimePoint started =

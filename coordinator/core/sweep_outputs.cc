@@ -151,7 +151,7 @@ std::filesystem::path SweepOutputs::Dir(const std::string& sweep_id) const {
 }
 
 absl::StatusOr<SweepOutputs::Outputs> SweepOutputs::Compute(const std::string& sweep_id,
-                                                             const IssueLinks& links) {
+                                                            const IssueLinks& links) {
   const auto start = std::chrono::steady_clock::now();
   auto sweep = coordinator_->SweepInfo(sweep_id);
   if (!sweep.ok()) return sweep.status();
@@ -251,7 +251,7 @@ void SweepOutputs::ExportClusters(const std::vector<FailureCluster>& built) {
 }
 
 absl::StatusOr<v1::Patch> SweepOutputs::Patch(const std::string& sweep_id,
-                                               const IssueLinks& links) {
+                                              const IssueLinks& links) {
   auto sweep = coordinator_->SweepInfo(sweep_id);
   if (!sweep.ok()) return sweep.status();
   const auto dir = Dir(sweep_id);
@@ -301,7 +301,7 @@ std::string SweepOutputs::PartialReason(const std::string& sweep_id) {
 }
 
 absl::StatusOr<v1::Report> SweepOutputs::Report(const std::string& sweep_id,
-                                                 const IssueLinks& links) {
+                                                const IssueLinks& links) {
   auto patch = Patch(sweep_id);  // builds the outputs when needed
   if (!patch.ok()) return patch.status();
   const auto dir = Dir(sweep_id);

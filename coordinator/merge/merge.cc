@@ -322,8 +322,8 @@ void PlaceNightly(MergeState& st, EntryAcc& a, const inventory::Document& doc,
       if (!m.outcomes.count(arch) || !m.outcomes.at(arch).changed()) missing.push_back(arch);
     }
     if (!missing.empty()) {
-      m.review.push_back(util::StrCat("new entry not added: not confirmed on ",
-                                      util::StrJoin(missing, ", ")));
+      m.review.push_back(
+          util::StrCat("new entry not added: not confirmed on ", util::StrJoin(missing, ", ")));
       return;
     }
     m.new_entry = true;
@@ -331,8 +331,7 @@ void PlaceNightly(MergeState& st, EntryAcc& a, const inventory::Document& doc,
     m.edits.push_back(nightly::NewEntry(m.key, targets.front().edit));
   } else {
     nightly::Placement p = nightly::Place(*entry, m.nightly_archs, targets);
-    m.placement =
-        p.per_arch ? EntryMerge::Placement::kPerArch : EntryMerge::Placement::kTopLevel;
+    m.placement = p.per_arch ? EntryMerge::Placement::kPerArch : EntryMerge::Placement::kTopLevel;
     m.edits = std::move(p.edits);
     for (auto& r : p.review) m.review.push_back(std::move(r));
   }

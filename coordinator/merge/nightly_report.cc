@@ -7,9 +7,9 @@
 
 #include "common/lift/lift.h"
 #include "common/nightly/rules.h"
+#include "common/util/strings.h"
 #include "common/util/text.h"
 #include "coordinator/merge/report_internal.h"
-#include "common/util/strings.h"
 
 namespace triage::merge {
 namespace {
@@ -39,8 +39,7 @@ constexpr Section kSections[] = {
     {"unconfirmed", "Unconfirmed",
      "Candidates the fleet did not confirm (the device-time budget, or skipped there): the YAML "
      "stays."},
-    {"already", "Already at target state",
-     "The runner hinted at a change the YAML already has."},
+    {"already", "Already at target state", "The runner hinted at a change the YAML already has."},
     {"flagged", "Flagged for a person", "Never decided by the farm."},
 };
 
@@ -64,10 +63,9 @@ std::string RecordText(const v1::NightlyRecord& r) {
   if (r.has_pcc()) {
     util::StrAppend(&s, " pcc ", Fixed(r.pcc(), 4));
     if (r.has_pcc_threshold()) {
-      util::StrAppend(&s, " (threshold ", Fixed(r.pcc_threshold(), 2),
-                      r.has_pcc_assertion_enabled() && !r.pcc_assertion_enabled() ? ", check off"
-                                                                                   : "",
-                      ")");
+      util::StrAppend(
+          &s, " (threshold ", Fixed(r.pcc_threshold(), 2),
+          r.has_pcc_assertion_enabled() && !r.pcc_assertion_enabled() ? ", check off" : "", ")");
     }
   }
   if (r.crash_signal() > 0) util::StrAppend(&s, " signal ", r.crash_signal());
@@ -86,7 +84,7 @@ json RecordJson(const v1::NightlyRecord& r) {
              r.has_pcc_assertion_enabled() ? json(r.pcc_assertion_enabled()) : json(nullptr)},
             {"guidance", json(std::vector<std::string>(r.guidance().begin(), r.guidance().end()))},
             {"duration_seconds", r.duration_seconds()}};
-  const std::string& error = !r.real_error().empty()     ? r.real_error()
+  const std::string& error = !r.real_error().empty()      ? r.real_error()
                              : !r.error_message().empty() ? r.error_message()
                                                           : r.failure();
   j["error"] = error.empty() ? json(nullptr) : json(error.substr(0, error.find('\n')));
@@ -99,7 +97,8 @@ std::string ChangeText(const v1::EntryEdit& e) {
   for (const auto& f : e.set()) {
     parts.push_back(util::StrCat(f.name(), ": ", lift::FromYaml(f.value()).DebugString()));
   }
-  if (!e.delete_().empty()) parts.push_back(util::StrCat("removed ", util::StrJoin(e.delete_(), ", ")));
+  if (!e.delete_().empty())
+    parts.push_back(util::StrCat("removed ", util::StrJoin(e.delete_(), ", ")));
   return util::StrJoin(parts, ", ");
 }
 
@@ -180,10 +179,10 @@ NightlySections BuildNightlySections(const MergeOutput& merge, const v1::Nightly
            {"placement", e.placement == EntryMerge::Placement::kPerArch    ? "arch_overrides"
                          : e.placement == EntryMerge::Placement::kTopLevel ? "top level"
                          : e.placement == EntryMerge::Placement::kConflict ? "conflict"
-                                                                            : "unchanged"},
+                                                                           : "unchanged"},
            {"rule", f.rule()},
-           {"worst_pcc", f.has_worst_pcc() && !std::isnan(f.worst_pcc()) ? json(f.worst_pcc())
-                                                                           : json(nullptr)},
+           {"worst_pcc",
+            f.has_worst_pcc() && !std::isnan(f.worst_pcc()) ? json(f.worst_pcc()) : json(nullptr)},
            {"issue", e.issue_link.empty() ? json(nullptr) : json(e.issue_link)},
            {"review", json(std::vector<std::string>(o.review().begin(), o.review().end()))},
            {"nightly", nightly},
@@ -192,12 +191,12 @@ NightlySections BuildNightlySections(const MergeOutput& merge, const v1::Nightly
       line.entry = &e;
       line.archs.push_back(arch);
       line.archs_by_change[change.empty() ? "" : Md(change)].push_back(arch);
-      line.archs_by_rule[Md(f.rule()) + (f.decision() == "no_confirm"
-                                             ? " (not confirmed: --no-confirm)"
-                                             : "")]
+      line.archs_by_rule[Md(f.rule()) +
+                         (f.decision() == "no_confirm" ? " (not confirmed: --no-confirm)" : "")]
           .push_back(arch);
       std::string runs = util::StrCat("nightly ", Md(util::StrJoin(nightly_text, "; ")));
-      if (!fleet_text.empty()) util::StrAppend(&runs, " · fleet ", Md(util::StrJoin(fleet_text, "; ")));
+      if (!fleet_text.empty())
+        util::StrAppend(&runs, " · fleet ", Md(util::StrJoin(fleet_text, "; ")));
       line.archs_by_runs[runs].push_back(arch);
       for (const auto& r : o.review()) {
         if (std::find(line.review.begin(), line.review.end(), r) == line.review.end()) {
@@ -230,24 +229,23 @@ NightlySections BuildNightlySections(const MergeOutput& merge, const v1::Nightly
     }
   }
 
-  json intake_json = {{"runs", intake.runs()},
-                      {"archs", std::vector<std::string>(intake.archs().begin(),
-                                                         intake.archs().end())},
-                      {"testcases", intake.testcases()},
-                      {"records", intake.records()},
-                      {"mapped", intake.mapped()},
-                      {"unmapped", intake.unmapped()},
-                      {"duplicates", intake.duplicates()},
-                      {"contradictory", intake.contradictory()},
-                      {"not_model_tests", intake.not_model_tests()},
-                      {"left_out", intake.left_out()},
-                      {"candidates", json(std::map<std::string, int>(
-                                         intake.candidates().begin(), intake.candidates().end()))},
-                      {"already", intake.already()},
-                      {"flagged", intake.flagged()},
-                      {"unconfirmed", intake.unconfirmed()},
-                      {"examples", std::vector<std::string>(intake.examples().begin(),
-                                                            intake.examples().end())}};
+  json intake_json = {
+      {"runs", intake.runs()},
+      {"archs", std::vector<std::string>(intake.archs().begin(), intake.archs().end())},
+      {"testcases", intake.testcases()},
+      {"records", intake.records()},
+      {"mapped", intake.mapped()},
+      {"unmapped", intake.unmapped()},
+      {"duplicates", intake.duplicates()},
+      {"contradictory", intake.contradictory()},
+      {"not_model_tests", intake.not_model_tests()},
+      {"left_out", intake.left_out()},
+      {"candidates",
+       json(std::map<std::string, int>(intake.candidates().begin(), intake.candidates().end()))},
+      {"already", intake.already()},
+      {"flagged", intake.flagged()},
+      {"unconfirmed", intake.unconfirmed()},
+      {"examples", std::vector<std::string>(intake.examples().begin(), intake.examples().end())}};
   json options_json = {{"confirm", options.confirm()},
                        {"no_confirm", options.no_confirm()},
                        {"max_device_hours", options.max_device_hours()},
@@ -267,9 +265,8 @@ NightlySections BuildNightlySections(const MergeOutput& merge, const v1::Nightly
       "\n## Nightly maintenance\n\n", intake.runs(), " run(s) on ",
       util::StrJoin(intake.archs(), ", "), ": ", intake.testcases(), " testcases, ",
       intake.records(), " model test records; ", intake.mapped(), " mapped, ", intake.unmapped(),
-      " unmapped, ", intake.duplicates(), " duplicates, ", intake.contradictory(),
-      " contradictory", intake.left_out() > 0 ? util::StrCat(", ", intake.left_out(), " left out")
-                                              : "",
+      " unmapped, ", intake.duplicates(), " duplicates, ", intake.contradictory(), " contradictory",
+      intake.left_out() > 0 ? util::StrCat(", ", intake.left_out(), " left out") : "",
       ". Confirmation: ",
       options.no_confirm() ? "none (--no-confirm: every change is proposed from the nightly alone)"
                            : util::StrCat(options.confirm(), " run(s) per candidate on its arch"),

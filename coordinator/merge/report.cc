@@ -197,8 +197,8 @@ BuiltReport BuildReport(const ReportInput& in) {
   // A nightly sweep: its intake and its changes grouped like the maintenance pull requests.
   std::string nightly_md;
   if (sweep.details.has_nightly()) {
-    NightlySections n = BuildNightlySections(merge, sweep.details.nightly(),
-                                             sweep.request.nightly_options());
+    NightlySections n =
+        BuildNightlySections(merge, sweep.details.nightly(), sweep.request.nightly_options());
     j["nightly"] = std::move(n.json);
     nightly_md = std::move(n.markdown);
   }
@@ -206,11 +206,11 @@ BuiltReport BuildReport(const ReportInput& in) {
   BuiltReport out;
   out.json = DumpJson(j);
   out.clusters = clusters;
-  out.markdown = util::StrCat(HeaderMd(sweep), TotalsMd(counts, by_outcome, tallies), nightly_md,
-                              since_md, MakespanMd(in.makespan),
-                              RegistryMd(merge.registry, per_class),
-                              ClustersMd(clusters, sweep.archs), ConflictsMd(merge.conflicts),
-                              "\n## Entries\n\n", md_entries);
+  out.markdown =
+      util::StrCat(HeaderMd(sweep), TotalsMd(counts, by_outcome, tallies), nightly_md, since_md,
+                   MakespanMd(in.makespan), RegistryMd(merge.registry, per_class),
+                   ClustersMd(clusters, sweep.archs), ConflictsMd(merge.conflicts),
+                   "\n## Entries\n\n", md_entries);
   return out;
 }
 

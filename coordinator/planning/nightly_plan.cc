@@ -38,9 +38,10 @@ std::vector<v1::NightlyRun> RunsOnArchs(const v1::StartSweepRequest& req) {
   const std::set<std::string> keep(req.archs().begin(), req.archs().end());
   for (auto& run : runs) {
     auto* records = run.mutable_records();
-    records->erase(std::remove_if(records->begin(), records->end(),
-                                  [&](const v1::NightlyRecord& r) { return !keep.count(r.arch()); }),
-                   records->end());
+    records->erase(
+        std::remove_if(records->begin(), records->end(),
+                       [&](const v1::NightlyRecord& r) { return !keep.count(r.arch()); }),
+        records->end());
   }
   return runs;
 }
@@ -50,7 +51,8 @@ std::vector<v1::NightlyRun> RunsOnArchs(const v1::StartSweepRequest& req) {
 double OneRunSeconds(const nightly::History& h, const PlanOptions& options) {
   std::vector<double> measured;
   for (const auto& r : h.records) {
-    if (r.duration_seconds() >= options.min_trusted_seconds) measured.push_back(r.duration_seconds());
+    if (r.duration_seconds() >= options.min_trusted_seconds)
+      measured.push_back(r.duration_seconds());
   }
   if (!measured.empty()) {
     std::sort(measured.begin(), measured.end());
@@ -92,7 +94,11 @@ class Sharder {
  public:
   Sharder(const PlanOptions& options, const v1::NightlyOptions& nightly, const std::string& sweep,
           const std::string& ttxla, const std::string& forge, TimePoint now)
-      : options_(options), nightly_(nightly), sweep_(sweep), ttxla_(ttxla), forge_(forge),
+      : options_(options),
+        nightly_(nightly),
+        sweep_(sweep),
+        ttxla_(ttxla),
+        forge_(forge),
         now_(now) {}
 
   void Add(Item item) {
@@ -133,8 +139,7 @@ class Sharder {
       }
       // A confirmation changes YAML entries only.
       for (const auto& f : files) spec.add_owned_files(f);
-      spec.set_timeout_seconds(
-          static_cast<std::int64_t>(std::max(1800.0, 3 * s.expected_seconds)));
+      spec.set_timeout_seconds(static_cast<std::int64_t>(std::max(1800.0, 3 * s.expected_seconds)));
       s.archs = {first.arch};
       if (first.how == Item::How::kConfirm) {
         s.state = ShardState::kQueued;
@@ -149,13 +154,12 @@ class Sharder {
         r.accepted_at = now_;
         r.result.set_status(v1::ShardResult::SUCCEEDED);
         for (const auto& item : items) {
-          *r.result.add_entries() =
-              item.how == Item::How::kReport
-                  ? nightly::ReportOnly(item.entry)
-                  : nightly::DecideNightly(item.entry, {}, rules,
-                                           item.how == Item::How::kNoConfirm
-                                               ? DecideMode::kNoConfirm
-                                               : DecideMode::kUnconfirmed);
+          *r.result.add_entries() = item.how == Item::How::kReport
+                                        ? nightly::ReportOnly(item.entry)
+                                        : nightly::DecideNightly(item.entry, {}, rules,
+                                                                 item.how == Item::How::kNoConfirm
+                                                                     ? DecideMode::kNoConfirm
+                                                                     : DecideMode::kUnconfirmed);
         }
         plan.decided.push_back(std::move(r));
       }

@@ -103,7 +103,8 @@ absl::Status ValidateNightly(const v1::StartSweepRequest& req) {
     return absl::OkStatus();
   };
   for (absl::Status st :
-       {range("confirm", o.confirm(), 0, 20), range("max_device_hours", o.max_device_hours(), 0, 1e5),
+       {range("confirm", o.confirm(), 0, 20),
+        range("max_device_hours", o.max_device_hours(), 0, 1e5),
         range("pcc_margin", o.pcc_margin(), 0, 0.5), range("pcc_step", o.pcc_step(), 0, 0.5),
         range("pcc_far_below", o.pcc_far_below(), 0, 1),
         range("regression_runs", o.regression_runs(), 0, 100),
@@ -117,25 +118,24 @@ absl::Status ValidateNightly(const v1::StartSweepRequest& req) {
   std::size_t records = 0;
   for (int i = 0; i < req.nightly_size(); ++i) {
     const v1::NightlyRun& run = req.nightly(i);
-    const std::string where =
-        util::StrCat("nightly run ", i + 1, " (", run.label().empty() ? "unnamed" : run.label(), ")");
+    const std::string where = util::StrCat("nightly run ", i + 1, " (",
+                                           run.label().empty() ? "unnamed" : run.label(), ")");
     for (const auto& r : run.records()) {
       if (++records > kMaxNightlyRecords) {
-        return absl::InvalidArgumentError(util::StrCat(
-            "nightly: more than ", kMaxNightlyRecords, " records: give fewer runs at a time"));
+        return absl::InvalidArgumentError(util::StrCat("nightly: more than ", kMaxNightlyRecords,
+                                                       " records: give fewer runs at a time"));
       }
       if (!nightly::IsModelTestFunction(r.test_function())) {
-        return absl::InvalidArgumentError(util::StrCat(where, ": ", r.source(), ": '",
-                                                       r.test_function(),
-                                                       "' is not a model test function"));
+        return absl::InvalidArgumentError(util::StrCat(
+            where, ": ", r.source(), ": '", r.test_function(), "' is not a model test function"));
       }
       if (auto st = nightly::CheckKey(r.key()); !st.ok()) {
         return absl::InvalidArgumentError(
             util::StrCat(where, ": ", r.source(), ": ", util::MessageOf(st)));
       }
       if (!inventory::IsKnownArch(r.arch())) {
-        return absl::InvalidArgumentError(
-            util::StrCat(where, ": ", r.source(), ": ", r.key(), ": unknown arch '", r.arch(), "'"));
+        return absl::InvalidArgumentError(util::StrCat(where, ": ", r.source(), ": ", r.key(),
+                                                       ": unknown arch '", r.arch(), "'"));
       }
     }
   }

@@ -459,7 +459,8 @@ class ControlServiceImpl final : public v1::ControlService::CallbackService {
                                      const v1::GetPatchRequest* req, v1::Patch* resp) override {
     return g_->Unary(ctx, "GetPatch", Permission::kRead, [&](const Caller&) -> absl::Status {
       if (!outputs_.patch) return absl::UnimplementedError("this coordinator builds no patches");
-      auto r = outputs_.patch(req->sweep_id(), {req->issue_links().begin(), req->issue_links().end()});
+      auto r =
+          outputs_.patch(req->sweep_id(), {req->issue_links().begin(), req->issue_links().end()});
       if (r.ok()) *resp = std::move(*r);
       return r.status();
     });

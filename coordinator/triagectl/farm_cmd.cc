@@ -142,29 +142,35 @@ void FarmCommands::RegisterSweepStart(CLI::App* sweep) {
                     "A nightly sweep (docs/nightly.md): one CI run's downloaded test reports, a "
                     "directory of JUnit XML (found recursively; .zip/.tar.gz in it too) or an "
                     "archive; repeat for several runs");
-  start->add_option("--confirm", o_.confirm,
-                    "--nightly: confirmation runs per candidate on its arch (default 2)")
+  start
+      ->add_option("--confirm", o_.confirm,
+                   "--nightly: confirmation runs per candidate on its arch (default 2)")
       ->check(CLI::Range(1, 20));
   start->add_flag("--no-confirm", o_.no_confirm,
                   "--nightly: propose from the nightly alone, run nothing (labelled so)");
-  start->add_option("--max-device-hours", o_.max_device_hours,
-                    "--nightly: device-time budget for confirmations, most valuable first; the "
-                    "rest is reported unconfirmed (default: none)")
+  start
+      ->add_option("--max-device-hours", o_.max_device_hours,
+                   "--nightly: device-time budget for confirmations, most valuable first; the "
+                   "rest is reported unconfirmed (default: none)")
       ->check(CLI::Range(0.0, 100000.0));
-  start->add_option("--pcc-margin", o_.pcc_margin,
-                    "--nightly: enable or raise a PCC check only this far above it (0.004)")
+  start
+      ->add_option("--pcc-margin", o_.pcc_margin,
+                   "--nightly: enable or raise a PCC check only this far above it (0.004)")
       ->check(CLI::Range(0.0, 0.5));
   start->add_option("--pcc-step", o_.pcc_step, "--nightly: the threshold grid (0.01)")
       ->check(CLI::Range(0.0001, 0.5));
-  start->add_option("--pcc-far-below", o_.pcc_far_below,
-                    "--nightly: at or below this PCC assert_pcc false, above it a lowered "
-                    "threshold (0.97)")
+  start
+      ->add_option("--pcc-far-below", o_.pcc_far_below,
+                   "--nightly: at or below this PCC assert_pcc false, above it a lowered "
+                   "threshold (0.97)")
       ->check(CLI::Range(0.0, 1.0));
-  start->add_option("--regression-runs", o_.regression_runs,
-                    "--nightly: latest runs that must fail for a demotion (2)")
+  start
+      ->add_option("--regression-runs", o_.regression_runs,
+                   "--nightly: latest runs that must fail for a demotion (2)")
       ->check(CLI::Range(1, 100));
-  start->add_option("--promote-runs", o_.promote_runs,
-                    "--nightly: latest runs that must pass for a promotion or new entry (2)")
+  start
+      ->add_option("--promote-runs", o_.promote_runs,
+                   "--nightly: latest runs that must pass for a promotion or new entry (2)")
       ->check(CLI::Range(1, 100));
   start->add_flag("--watch,--wait", o_.watch,
                   "Follow the sweep until it ends: exit 0 if it succeeds, 1 if it fails, is "
@@ -215,9 +221,10 @@ void FarmCommands::RegisterSweep(CLI::App& app) {
   auto* patch = AddCommand(sweep, "patch", "Write tt-xla.patch and tt-forge-models.patch");
   patch->add_option("ID", o_.id, "Sweep id")->required();
   patch->add_option("--out", o_.out_dir, "Output directory")->required();
-  patch->add_option("--issue-links", o_.issue_links,
-                    "YAML/JSON: failure cluster id (c-xxxxxxxx) or entry key -> tracking URL, "
-                    "appended to the reasons the sweep writes (docs/nightly.md)")
+  patch
+      ->add_option("--issue-links", o_.issue_links,
+                   "YAML/JSON: failure cluster id (c-xxxxxxxx) or entry key -> tracking URL, "
+                   "appended to the reasons the sweep writes (docs/nightly.md)")
       ->check(CLI::ExistingFile);
   auto* apply =
       AddCommand(sweep, "apply",

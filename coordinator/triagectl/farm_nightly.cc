@@ -57,8 +57,7 @@ std::optional<int> AddNightly(const FarmOptions& o, v1::StartSweepRequest& req, 
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     err << "triagectl: nightly " << run->label() << ": " << run->files_size() << " files, "
         << run->testcases() << " testcases, " << run->records_size() << " model test records"
-        << (run->problems_size() > 0 ? util::StrCat(", ", run->problems_size(), " left out")
-                                     : "")
+        << (run->problems_size() > 0 ? util::StrCat(", ", run->problems_size(), " left out") : "")
         << " (" << util::StrCat(static_cast<int>(seconds * 10) / 10.0) << " s)\n";
     *req.add_nightly() = std::move(*run);
   }
@@ -74,8 +73,8 @@ std::optional<int> AddNightly(const FarmOptions& o, v1::StartSweepRequest& req, 
   return std::nullopt;
 }
 
-std::optional<int> ReadIssueLinks(const std::string& path, std::map<std::string, std::string>& links,
-                                  std::ostream& err) {
+std::optional<int> ReadIssueLinks(const std::string& path,
+                                  std::map<std::string, std::string>& links, std::ostream& err) {
   auto text = util::ReadFile(path, 8 << 20);
   if (!text.ok()) return Error(err, text.status());
   YAML::Node root;

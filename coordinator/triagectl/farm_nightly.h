@@ -21,7 +21,7 @@ std::optional<int> AddNightly(const FarmOptions& o, v1::StartSweepRequest& req, 
 
 // Reads an --issue-links file: a YAML or JSON mapping of a failure cluster's id or an entry's key
 // to a URL. The exit code on a bad file (said on err, naming the file and the line).
-std::optional<int> ReadIssueLinks(const std::string& path, std::map<std::string, std::string>& links,
-                                  std::ostream& err);
+std::optional<int> ReadIssueLinks(const std::string& path,
+                                  std::map<std::string, std::string>& links, std::ostream& err);
 
 }  // namespace triage::ctl::farm

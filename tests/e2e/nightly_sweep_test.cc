@@ -11,8 +11,6 @@
 //     recorded, gives a byte-identical patch.
 // And without agents: --no-confirm proposes from the nightly alone (truth's after_no_confirm).
 
-#include <signal.h>
-
 #include <map>
 #include <set>
 
@@ -21,6 +19,7 @@
 #include "common/util/strings.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/fixture_farm.h"
 #include "tests/support/test_support.h"
 #include "tests/support/yaml_fields.h"
 #include "yaml-cpp/yaml.h"
@@ -37,70 +36,49 @@ YAML::Node Truth() {
   return YAML::LoadFile(kSrc + "/tests/fixtures/ttxla-mini/nightly_truth.yaml");
 }
 
-std::map<std::string, std::string> Fields(const YAML::Node& n) {
-  return testing::YamlFields(n);
-}
+std::map<std::string, std::string> Fields(const YAML::Node& n) { return testing::YamlFields(n); }
 
-class NightlySweepTest : public ::testing::Test {
+class NightlySweepTest : public testing::FixtureFarmTest {
  protected:
+  NightlySweepTest() : FixtureFarmTest({"--tick_ms", "200", "--heartbeat_interval_seconds", "2"}) {}
+
   void SetUp() override {
-    testing::SetGitTestEnv();
-    dir_ = tmp_.path();
+    FixtureFarmTest::SetUp();
     std::string out;
-    ASSERT_EQ(
-        testing::RunCommand({kSrc + "/tests/fixtures/make-workspace.sh", (dir_ / "src").string()},
-                            dir_, &out),
-        0)
-        << out;
-    repo_ = dir_ / "src" / "tt-xla";
     ASSERT_EQ(testing::RunCommand({kSrc + "/tests/fixtures/make-nightly.sh", repo_.string(),
                                    (dir_ / "nightly").string()},
                                   dir_, &out),
               0)
         << out;
-    agent_port_ = testing::FreePort();
-    control_port_ = testing::FreePort();
-    coordinator_ = std::make_unique<testing::ChildProcess>();
-    ASSERT_TRUE(coordinator_->Start(
-        {testing::kCoordinatorBinary, "--insecure", "--data_dir", (dir_ / "cdata").string(),
-         "--agent_address", Addr(agent_port_), "--control_address", Addr(control_port_),
-         "--metrics_address", "", "--tick_ms", "200", "--heartbeat_interval_seconds", "2"},
-        dir_, dir_ / "coordinator.log", testing::GitTestEnv()));
-    ASSERT_TRUE(testing::WaitForCoordinator(control_port_, dir_, 15s));
   }
 
-  void TearDown() override {
-    StopAgents();
-    if (coordinator_) {
-      coordinator_->Signal(SIGTERM);
-      coordinator_->Wait(10s);
-    }
-  }
-
-  static std::string Addr(int port) { return "127.0.0.1:" + std::to_string(port); }
-
-  int Ctl(std::vector<std::string> args, std::string* out) {
-    return testing::RunCtl(control_port_, std::move(args), dir_, out);
-  }
-
-  // One agent per arch (n150, p150), named <prefix>-<arch>, each with its own workspace.
+  // One agent per arch (n150, p150), named <prefix>-<arch>, each with its own workspace and
+  // emulated device.
   void StartAgents(const std::string& prefix, const std::string& executor,
                    const std::filesystem::path& replay_dir = {}) {
     for (const std::string arch : {"n150", "p150"}) {
       const std::string id = prefix + "-" + arch;
-      const auto ws = dir_ / ("ws-" + id);
-      std::string out;
-      ASSERT_EQ(testing::RunCommand({kSrc + "/tests/fixtures/make-workspace.sh", "--clone",
-                                     repo_.string(), ws.string()},
-                                    dir_, &out),
-                0)
-          << out;
-      std::vector<std::string> argv = {
-          testing::kAgentBinary, "--insecure",          "--coordinator", Addr(agent_port_),
-          "--agent_id",          id,                    "--arch",        arch,
-          "--workspace",         ws.string(),           "--data_dir",    (dir_ / ("d-" + id)).string(),
-          "--executors",         executor,              "--lease_wait_seconds", "2",
-          "--pytest_timeout_seconds", "240"};
+      const auto ws = testing::CloneFixtureWorkspace(repo_, dir_ / ("ws-" + id));
+      std::vector<std::string> argv = {testing::kAgentBinary,
+                                       "--insecure",
+                                       "--coordinator",
+                                       Addr(agent_port_),
+                                       "--agent_id",
+                                       id,
+                                       "--arch",
+                                       arch,
+                                       "--workspace",
+                                       ws.string(),
+                                       "--data_dir",
+                                       (dir_ / ("d-" + id)).string(),
+                                       "--executors",
+                                       executor,
+                                       "--lease_wait_seconds",
+                                       "2",
+                                       "--pytest_timeout_seconds",
+                                       "240",
+                                       "--device_path",
+                                       testing::FakeDevices(dir_ / ("dev-" + id)).string()};
       if (!replay_dir.empty()) argv.insert(argv.end(), {"--replay_dir", replay_dir.string()});
       auto a = std::make_unique<testing::ChildProcess>();
       ASSERT_TRUE(a->Start(argv, dir_, dir_ / (id + ".log"), testing::GitTestEnv()));
@@ -108,26 +86,14 @@ class NightlySweepTest : public ::testing::Test {
     }
   }
 
-  void StopAgents() {
-    for (auto& a : agents_) a->Signal(SIGTERM);
-    for (auto& a : agents_) a->Wait(20s);
-    agents_.clear();
-  }
-
   // Starts a nightly sweep over both nights and waits for its end: the sweep id.
   std::string RunSweep(std::vector<std::string> extra) {
-    std::vector<std::string> args = {"sweep",
-                                     "start",
-                                     "--repo",
-                                     repo_.string(),
-                                     "--nightly",
-                                     (dir_ / "nightly/night-1").string(),
-                                     "--nightly",
-                                     (dir_ / "nightly/night-2").string(),
-                                     "--reason",
-                                     "nightly maintenance",
-                                     "-o",
-                                     "json"};
+    std::vector<std::string> args = {"sweep",     "start",
+                                     "--repo",    repo_.string(),
+                                     "--nightly", (dir_ / "nightly/night-1").string(),
+                                     "--nightly", (dir_ / "nightly/night-2").string(),
+                                     "--reason",  "nightly maintenance",
+                                     "-o",        "json"};
     args.insert(args.end(), extra.begin(), extra.end());
     std::string out;
     EXPECT_EQ(Ctl(args, &out), 0) << out;
@@ -150,13 +116,8 @@ class NightlySweepTest : public ::testing::Test {
 
   // A fresh clone of the checkout with the tt-xla patch applied.
   std::filesystem::path Patched(const std::filesystem::path& patch, const std::string& name) {
-    const auto ws = dir_ / name;
+    const auto ws = testing::CloneFixtureWorkspace(repo_, dir_ / name);
     std::string out;
-    EXPECT_EQ(testing::RunCommand({kSrc + "/tests/fixtures/make-workspace.sh", "--clone",
-                                   repo_.string(), ws.string()},
-                                  dir_, &out),
-              0)
-        << out;
     EXPECT_EQ(testing::RunCommand({"git", "apply", patch.string()}, ws, &out), 0) << out;
     return ws;
   }
@@ -187,22 +148,14 @@ class NightlySweepTest : public ::testing::Test {
       EXPECT_EQ(Fields(YAML::Load(doc.EntryText(*e))[key]), want_fields);
     }
   }
-
-  testing::TempDir tmp_;
-  std::filesystem::path dir_;
-  std::filesystem::path repo_;
-  int agent_port_ = 0;
-  int control_port_ = 0;
-  std::unique_ptr<testing::ChildProcess> coordinator_;
-  std::vector<std::unique_ptr<testing::ChildProcess>> agents_;
 };
 
 // The section each (entry, arch) belongs in, by the truth's rule and confirmation.
 std::set<std::tuple<std::string, std::string, std::string>> ExpectedSections() {
   static const std::map<std::string, std::string> kSectionOfKind = {
-      {"promote", "promoted"},       {"demote_xfail", "demoted"},   {"demote_skip", "skipped"},
-      {"lower_pcc", "thresholds"},   {"disable_pcc", "thresholds"}, {"raise_pcc", "thresholds"},
-      {"enable_pcc", "thresholds"},  {"refresh_reason", "reasons"}, {"add_config", "new_entries"},
+      {"promote", "promoted"},      {"demote_xfail", "demoted"},   {"demote_skip", "skipped"},
+      {"lower_pcc", "thresholds"},  {"disable_pcc", "thresholds"}, {"raise_pcc", "thresholds"},
+      {"enable_pcc", "thresholds"}, {"refresh_reason", "reasons"}, {"add_config", "new_entries"},
       {"capacity", "flagged"}};
   std::set<std::tuple<std::string, std::string, std::string>> out;
   for (const auto& item : Truth()["entries"]) {
@@ -230,8 +183,7 @@ TEST_F(NightlySweepTest, ConfirmedOnTheFleetAndReplayedToTheSamePatch) {
 
   // 1. The YAML, entry by entry, and the report's sections.
   const auto ws = Patched(dir_ / "linked/tt-xla.patch", "patched");
-  ExpectEntries(
-      ws, [](const YAML::Node& e) { return e["after"]; }, {{demoted, " - " + url}});
+  ExpectEntries(ws, [](const YAML::Node& e) { return e["after"]; }, {{demoted, " - " + url}});
   const json report = json::parse(testing::ReadFileOrDie(dir_ / "out/report.json"));
   ASSERT_TRUE(report.contains("nightly")) << report.dump(2).substr(0, 2000);
   std::set<std::tuple<std::string, std::string, std::string>> got;
@@ -244,9 +196,9 @@ TEST_F(NightlySweepTest, ConfirmedOnTheFleetAndReplayedToTheSamePatch) {
   EXPECT_EQ(intake["contradictory"], 0);
   EXPECT_EQ(intake["unmapped"], 0);
   const std::string md = testing::ReadFileOrDie(dir_ / "out/report.md");
-  for (const char* heading : {"### Promoted", "### Demoted", "### Skipped", "### Thresholds changed",
-                              "### Reasons refreshed", "### New entries", "### Flaky",
-                              "### Flagged for a person"}) {
+  for (const char* heading :
+       {"### Promoted", "### Demoted", "### Skipped", "### Thresholds changed",
+        "### Reasons refreshed", "### New entries", "### Flaky", "### Flagged for a person"}) {
     EXPECT_NE(md.find(heading), std::string::npos) << heading;
   }
   EXPECT_EQ(testing::ReadFileOrDie(dir_ / "out/tt-forge-models.patch"), "")
@@ -305,8 +257,7 @@ TEST_F(NightlySweepTest, NoConfirmProposesFromTheNightlyAloneWithoutAnAgent) {
       EXPECT_TRUE(l["confirmations"].empty());
     }
   }
-  EXPECT_NE(testing::ReadFileOrDie(dir_ / "out/report.md").find("--no-confirm"),
-            std::string::npos);
+  EXPECT_NE(testing::ReadFileOrDie(dir_ / "out/report.md").find("--no-confirm"), std::string::npos);
 }
 
 }  // namespace

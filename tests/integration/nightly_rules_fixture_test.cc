@@ -35,11 +35,11 @@ class NightlyFixture : public ::testing::Test {
                   {kSrc + "/tests/fixtures/make-workspace.sh", (dir / "src").string()}, dir, &out),
               0)
         << out;
-    ASSERT_EQ(::triage::testing::RunCommand({kSrc + "/tests/fixtures/make-nightly.sh",
-                                             (dir / "src/tt-xla").string(),
-                                             (dir / "nightly").string()},
-                                            dir, &out),
-              0)
+    ASSERT_EQ(
+        ::triage::testing::RunCommand({kSrc + "/tests/fixtures/make-nightly.sh",
+                                       (dir / "src/tt-xla").string(), (dir / "nightly").string()},
+                                      dir, &out),
+        0)
         << out;
   }
   static void TearDownTestSuite() {
@@ -65,9 +65,7 @@ std::vector<v1::NightlyRun> ReadRuns(const std::filesystem::path& dir) {
   return runs;
 }
 
-std::map<std::string, std::string> Fields(const YAML::Node& n) {
-  return testing::YamlFields(n);
-}
+std::map<std::string, std::string> Fields(const YAML::Node& n) { return testing::YamlFields(n); }
 
 TEST_F(NightlyFixture, TheIntakeReadsEveryNightAndTheRulesNameTheTruthsCandidates) {
   const std::vector<v1::NightlyRun> runs = ReadRuns(Dir() / "nightly");
@@ -155,8 +153,7 @@ TEST_F(NightlyFixture, DecidedFromTheNightlyAlonePlacementReachesTheTruth) {
     YAML::Node want = e["after_no_confirm"] ? e["after_no_confirm"] : e["after"];
     const std::string file = e["file"].as<std::string>();
     if (want.IsScalar() && want.as<std::string>() == "unchanged") want = e["before"];
-    const inventory::Document* doc =
-        after.count(file) ? &after.at(file) : inv->FindDocument(file);
+    const inventory::Document* doc = after.count(file) ? &after.at(file) : inv->FindDocument(file);
     const inventory::Entry* entry = doc->Find(key);
     if (want.IsNull()) {
       EXPECT_EQ(entry, nullptr);

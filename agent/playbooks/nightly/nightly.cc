@@ -27,25 +27,26 @@ using triage::nightly::DecideMode;
 bool SessionNeverRan(int exit_code) { return exit_code >= 2 && exit_code <= 5; }
 
 // What a log says when the runner itself could not run (the test's model never started).
-constexpr std::string_view kRunnerBroken[] = {
-    "ImportError while loading conftest", "ERROR collecting", "INTERNALERROR",
-    "error: unrecognized arguments"};
+constexpr std::string_view kRunnerBroken[] = {"ImportError while loading conftest",
+                                              "ERROR collecting", "INTERNALERROR",
+                                              "error: unrecognized arguments"};
 
 // Why a confirmation session is an infrastructure failure of the attempt and not an outcome of
 // its tests ("" when it is not): every asked test left no testcase and pytest says it could not
 // run them, or its log shows the runner failing before any model.
 std::string InfraFailure(const PytestRun& run) {
   bool all_missing = true;
-  for (const auto& tc : run.cases) all_missing = all_missing && tc.outcome == junit::Outcome::kMissing;
+  for (const auto& tc : run.cases)
+    all_missing = all_missing && tc.outcome == junit::Outcome::kMissing;
   if (!all_missing) return "";
   for (std::string_view marker : kRunnerBroken) {
     if (auto at = run.log.find(marker); at != std::string::npos) {
       const auto start = run.log.rfind('\n', at);
       const auto end = run.log.find('\n', at);
-      return util::StrCat("the runner could not run the tests: ",
-                          run.log.substr(start == std::string::npos ? 0 : start + 1,
-                                         end == std::string::npos ? std::string::npos
-                                                                  : end - start - 1));
+      return util::StrCat(
+          "the runner could not run the tests: ",
+          run.log.substr(start == std::string::npos ? 0 : start + 1,
+                         end == std::string::npos ? std::string::npos : end - start - 1));
     }
   }
   if (SessionNeverRan(run.exit_code)) {
@@ -82,8 +83,8 @@ absl::StatusOr<v1::NightlyRecord> RecordOfRun(const std::string& key, const juni
     if (f.verdict == junit::Verdict::kCrash) r.set_crash_signal(f.signal > 0 ? f.signal : 6);
     if (f.verdict == junit::Verdict::kTimeout || run.timed_out) r.set_timed_out(true);
     if (f.verdict != junit::Verdict::kCrash && !r.timed_out()) {
-      return absl::UnavailableError(
-          util::StrCat("the confirmation run of ", key, " left no testcase and no crash in its log"));
+      return absl::UnavailableError(util::StrCat("the confirmation run of ", key,
+                                                 " left no testcase and no crash in its log"));
     }
   }
   r.set_key(key);
@@ -105,9 +106,8 @@ class NightlyPlaybook : public Playbook {
     std::vector<std::string> keys;
     for (const auto& e : spec.entries()) {
       if (!e.has_nightly()) {
-        return absl::InvalidArgumentError(
-            util::StrCat("nightly shard ", spec.shard_id(), ": entry ", e.key(),
-                         " carries no candidate"));
+        return absl::InvalidArgumentError(util::StrCat(
+            "nightly shard ", spec.shard_id(), ": entry ", e.key(), " carries no candidate"));
       }
       keys.push_back(e.key());
     }

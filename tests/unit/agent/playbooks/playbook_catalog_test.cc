@@ -32,8 +32,7 @@ TEST(PlaybookCatalog, NamesAreUniqueAndEveryRunnerIsCatalogued) {
     EXPECT_TRUE(item->has_runner) << p->Name();
     EXPECT_EQ(&p->Catalog(), item->entry) << "a playbook answers with its own catalog entry";
     // A nightly sweep's confirmation runner probes nothing: it runs the tests as they are.
-    EXPECT_EQ(p->ProbeModes().empty(),
-              p->Catalog().selection == CatalogEntry::Selection::kNightly)
+    EXPECT_EQ(p->ProbeModes().empty(), p->Catalog().selection == CatalogEntry::Selection::kNightly)
         << p->Name();
     EXPECT_EQ(FindPlaybook(p->Name()), p);
   }
@@ -84,10 +83,10 @@ TEST(PlaybookCatalog, DefaultRulesAreTheCataloguedFragmentsInOrder) {
 }
 
 TEST(PlaybookCatalog, EstimatesAreTheCataloguedOnes) {
-  EXPECT_EQ(CatalogEstimates(),
-            (std::map<std::string, double>{
-                {"unpack_forward_output", 900}, {"dtype_bfloat16", 900}, {"missing_inputs", 900},
-                {"nightly", 300}}));
+  EXPECT_EQ(CatalogEstimates(), (std::map<std::string, double>{{"unpack_forward_output", 900},
+                                                               {"dtype_bfloat16", 900},
+                                                               {"missing_inputs", 900},
+                                                               {"nightly", 300}}));
 }
 
 TEST(PlaybookCatalog, TheGateIsTheRulesFlavors) {

@@ -54,8 +54,9 @@ std::string EditText(const v1::EntryOutcome& o) {
   return out;
 }
 
-constexpr char kXfail[] = "    status: KNOWN_FAILURE_XFAIL\n    bringup_status: FAILED_RUNTIME\n"
-                          "    reason: \"TT_FATAL @ buffer.cpp:12: bad page\"\n";
+constexpr char kXfail[] =
+    "    status: KNOWN_FAILURE_XFAIL\n    bringup_status: FAILED_RUNTIME\n"
+    "    reason: \"TT_FATAL @ buffer.cpp:12: bad page\"\n";
 constexpr char kPassing[] = "    status: EXPECTED_PASSING\n";
 
 TEST(NightlyDecide, APromotionTheFleetConfirmsStands) {
@@ -123,9 +124,9 @@ TEST(NightlyDecide, HangsAreSkippedWithARuntimeStage) {
   EXPECT_EQ(EditText(o),
             "set status=NOT_SUPPORTED_SKIP; set bringup_status=FAILED_RUNTIME; set reason=Hang; ");
   // A hang the fleet sees as an ordinary failure does not take the job down: not confirmed.
-  EXPECT_EQ(DecideNightly(e, {Hang(), Fail("FAILED_RUNTIME", "x")}, {}, DecideMode::kConfirm)
-                .verdict(),
-            "flaky");
+  EXPECT_EQ(
+      DecideNightly(e, {Hang(), Fail("FAILED_RUNTIME", "x")}, {}, DecideMode::kConfirm).verdict(),
+      "flaky");
 }
 
 TEST(NightlyDecide, NoConfirmDecidesFromTheNightlyAloneAndSaysSo) {

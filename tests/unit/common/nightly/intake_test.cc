@@ -19,8 +19,8 @@
 #include "common/util/strings.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/support/test_support.h"
 #include "tests/support/pytest_xml.h"
+#include "tests/support/test_support.h"
 
 namespace triage::nightly {
 namespace {

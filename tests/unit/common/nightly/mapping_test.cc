@@ -36,7 +36,8 @@ v1::NightlyRecord For(std::string fn, std::string key, v1::NightlyRecord r,
   return r;
 }
 
-v1::NightlyRun NightRun(std::string label, std::int64_t started, std::vector<v1::NightlyRecord> rs) {
+v1::NightlyRun NightRun(std::string label, std::int64_t started,
+                        std::vector<v1::NightlyRecord> rs) {
   v1::NightlyRun run;
   run.set_label(std::move(label));
   run.set_started_unix_ms(started);
@@ -47,13 +48,13 @@ v1::NightlyRun NightRun(std::string label, std::int64_t started, std::vector<v1:
 
 TEST(NightlyMapping, RecordsFindTheirEntriesInTheirFrameworksFiles) {
   const inventory::Inventory inv = Checkout();
-  Mapping m = MapRuns(inv, {NightRun("night", 1, {For("test_all_models_torch",
-                                                 "a/pytorch-Base-single_device-inference", Pass()),
-                                             For("test_all_models_jax",
-                                                 "j/jax-Base-single_device-inference", XfailPass()),
-                                             For("test_all_models_torch",
-                                                 "a/pytorch-Base-single_device-inference",
-                                                 Pass(0.999, "p150"))})});
+  Mapping m = MapRuns(
+      inv,
+      {NightRun("night", 1,
+                {For("test_all_models_torch", "a/pytorch-Base-single_device-inference", Pass()),
+                 For("test_all_models_jax", "j/jax-Base-single_device-inference", XfailPass()),
+                 For("test_all_models_torch", "a/pytorch-Base-single_device-inference",
+                     Pass(0.999, "p150"))})});
   ASSERT_EQ(m.tests.size(), 2u);
   // Inventory order: the jax file sorts first.
   EXPECT_EQ(m.tests[0].key, "j/jax-Base-single_device-inference");
@@ -68,8 +69,9 @@ TEST(NightlyMapping, RecordsFindTheirEntriesInTheirFrameworksFiles) {
 TEST(NightlyMapping, RunsAreReadOldestFirstByTheirTimestamps) {
   const inventory::Inventory inv = Checkout();
   const std::string key = "a/pytorch-Base-single_device-inference";
-  Mapping m = MapRuns(inv, {NightRun("newer", 200, {For("test_all_models_torch", key, Pass(0.995))}),
-                            NightRun("older", 100, {For("test_all_models_torch", key, Pass(0.991))})});
+  Mapping m =
+      MapRuns(inv, {NightRun("newer", 200, {For("test_all_models_torch", key, Pass(0.995))}),
+                    NightRun("older", 100, {For("test_all_models_torch", key, Pass(0.991))})});
   ASSERT_EQ(m.tests.size(), 1u);
   ASSERT_EQ(m.tests[0].histories[0].records.size(), 2u);
   EXPECT_DOUBLE_EQ(m.tests[0].histories[0].records[1].pcc(), 0.995);
@@ -85,11 +87,11 @@ TEST(NightlyMapping, DuplicatesAndContradictionsAreCountedNeverGuessed) {
   const std::string b = "b/pytorch-Base-single_device-inference";
   Mapping m = MapRuns(
       inv, {NightRun("night", 1,
-                {For("test_all_models_torch", a, Pass(), "one.xml:3"),
-                 For("test_all_models_torch", a, Pass(), "two.xml:9"),
-                 For("test_all_models_torch", b, XfailPass(), "one.xml:5"),
-                 For("test_all_models_torch", b,
-                     Fail("FAILED_RUNTIME", "x", v1::NightlyRecord::XFAILED), "two.xml:7")})});
+                     {For("test_all_models_torch", a, Pass(), "one.xml:3"),
+                      For("test_all_models_torch", a, Pass(), "two.xml:9"),
+                      For("test_all_models_torch", b, XfailPass(), "one.xml:5"),
+                      For("test_all_models_torch", b,
+                          Fail("FAILED_RUNTIME", "x", v1::NightlyRecord::XFAILED), "two.xml:7")})});
   EXPECT_EQ(m.intake.duplicates(), 1);
   EXPECT_EQ(m.intake.contradictory(), 1);
   ASSERT_EQ(m.tests.size(), 1u) << "the contradicted test keeps no record";
@@ -104,7 +106,8 @@ TEST(NightlyMapping, UnmappedRecordsAreNamed) {
   // A key in another framework's file is not this function's entry; a key of no file is new,
   // and a new key needs a file of its run mode and parallelism to go to.
   Mapping m = MapRuns(
-      inv, {NightRun("night", 1,
+      inv,
+      {NightRun("night", 1,
                 {For("test_all_models_torch", "j/jax-Base-single_device-inference", Pass()),
                  For("test_all_models_torch", "n/pytorch-Base-single_device-inference", Pass()),
                  For("test_all_models_torch", "n/pytorch-Base-single_device-training", Pass())})});
@@ -124,9 +127,10 @@ TEST(NightlyMapping, AKeyDefinedInTwoFilesOfItsFrameworkIsNotGuessed) {
   inv.documents.push_back(inventory::Document::Parse(
       "tests/runner/test_config/torch/test_config_inference_data_parallel.yaml",
       "test_config:\n  a/pytorch-Base-single_device-inference:\n    status: EXPECTED_PASSING\n"));
-  Mapping m = MapRuns(inv, {NightRun("night", 1, {For("test_all_models_torch",
-                                                 "a/pytorch-Base-single_device-inference",
-                                                 Pass())})});
+  Mapping m = MapRuns(
+      inv,
+      {NightRun("night", 1,
+                {For("test_all_models_torch", "a/pytorch-Base-single_device-inference", Pass())})});
   EXPECT_TRUE(m.tests.empty());
   EXPECT_EQ(m.intake.unmapped(), 1);
   ASSERT_EQ(m.intake.examples_size(), 1);

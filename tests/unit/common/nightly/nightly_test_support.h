@@ -38,8 +38,8 @@ inline v1::NightlyRecord XfailPass(std::optional<double> pcc = 0.999, std::strin
   r.add_guidance("RM_XFAIL");
   return r;
 }
-inline v1::NightlyRecord Incorrect(double pcc, v1::NightlyRecord::Outcome outcome =
-                                                   v1::NightlyRecord::FAILED,
+inline v1::NightlyRecord Incorrect(double pcc,
+                                   v1::NightlyRecord::Outcome outcome = v1::NightlyRecord::FAILED,
                                    std::string arch = "n150") {
   return Rec(outcome, "INCORRECT_RESULT", pcc, std::move(arch),
              "Test marked w/ INCORRECT_RESULT. [1/1]: PCC check enabled.");

@@ -64,8 +64,9 @@ std::string Placed(const std::string& fields, const std::vector<std::string>& ar
   return text->substr(head.size());
 }
 
-constexpr char kXfail[] = "    status: KNOWN_FAILURE_XFAIL\n    bringup_status: FAILED_RUNTIME\n"
-                          "    reason: \"TT_FATAL @ buffer.cpp:12: bad page\"\n";
+constexpr char kXfail[] =
+    "    status: KNOWN_FAILURE_XFAIL\n    bringup_status: FAILED_RUNTIME\n"
+    "    reason: \"TT_FATAL @ buffer.cpp:12: bad page\"\n";
 
 TEST(NightlyPlacement, EveryArchPromotedGoesToTheTopLevel) {
   Placement p;
@@ -82,15 +83,15 @@ TEST(NightlyPlacement, OnlyTheArchThatDiffersGetsAnOverride) {
             "    status: EXPECTED_PASSING\n    arch_overrides:\n      n150:\n"
             "        status: KNOWN_FAILURE_XFAIL\n        bringup_status: FAILED_RUNTIME\n"
             "        reason: \"TT_FATAL @ buffer.cpp:12: bad page\"\n");
-  EXPECT_EQ(Placed("    status: EXPECTED_PASSING\n", {"n150", "p150"},
-                   {Target("n150",
-                           {{"status", Str("KNOWN_FAILURE_XFAIL")},
-                            {"bringup_status", Str("FAILED_TTMLIR_COMPILATION")},
-                            {"reason", Str("error: 'ttir.conv2d' op expected bias shape")}})}),
-            "    status: EXPECTED_PASSING\n    arch_overrides:\n      n150:\n"
-            "        status: KNOWN_FAILURE_XFAIL\n"
-            "        bringup_status: FAILED_TTMLIR_COMPILATION\n"
-            "        reason: \"error: 'ttir.conv2d' op expected bias shape\"\n");
+  EXPECT_EQ(
+      Placed("    status: EXPECTED_PASSING\n", {"n150", "p150"},
+             {Target("n150", {{"status", Str("KNOWN_FAILURE_XFAIL")},
+                              {"bringup_status", Str("FAILED_TTMLIR_COMPILATION")},
+                              {"reason", Str("error: 'ttir.conv2d' op expected bias shape")}})}),
+      "    status: EXPECTED_PASSING\n    arch_overrides:\n      n150:\n"
+      "        status: KNOWN_FAILURE_XFAIL\n"
+      "        bringup_status: FAILED_TTMLIR_COMPILATION\n"
+      "        reason: \"error: 'ttir.conv2d' op expected bias shape\"\n");
   // Other fields: the top level keeps its value while an arch still wants it.
   const std::string off = "    status: EXPECTED_PASSING\n    assert_pcc: false\n";
   EXPECT_EQ(Placed(off, {"n150", "p150"}, {Target("p150", {{"assert_pcc", Bool(false)}})}), off);
@@ -136,8 +137,9 @@ TEST(NightlyPlacement, ARaiseNeedsEveryArchThatSharesTheField) {
 }
 
 TEST(NightlyPlacement, AnArchWithItsOwnThresholdKeepsIt) {
-  const std::string own = "    status: EXPECTED_PASSING\n    arch_overrides:\n      p150:\n"
-                          "        required_pcc: 0.95\n";
+  const std::string own =
+      "    status: EXPECTED_PASSING\n    arch_overrides:\n      p150:\n"
+      "        required_pcc: 0.95\n";
   EXPECT_EQ(Placed(own, {"n150", "p150"},
                    {Target("p150", {{"required_pcc", Num(0.97)}}, {}, "pcc 0.975 on p150")}),
             "    status: EXPECTED_PASSING\n    arch_overrides:\n      p150:\n"
@@ -146,8 +148,9 @@ TEST(NightlyPlacement, AnArchWithItsOwnThresholdKeepsIt) {
 
 TEST(NightlyPlacement, AnOverrideWritesTheDefaultItCannotInherit) {
   const std::string off = "    status: EXPECTED_PASSING\n    assert_pcc: false\n";
-  EXPECT_EQ(Placed(off, {"n150", "p150"}, {Target("n150", {}, {"assert_pcc"}, "pcc 0.999 on n150")}),
-            off + "    arch_overrides:\n      n150:\n        assert_pcc: true # pcc 0.999 on n150\n");
+  EXPECT_EQ(
+      Placed(off, {"n150", "p150"}, {Target("n150", {}, {"assert_pcc"}, "pcc 0.999 on n150")}),
+      off + "    arch_overrides:\n      n150:\n        assert_pcc: true # pcc 0.999 on n150\n");
 }
 
 TEST(NightlyPlacement, ATopLevelChangeNamesTheArchsNoRunCovered) {

@@ -42,8 +42,9 @@ std::string KindOf(const Judgement& j) {
   return "?";
 }
 
-constexpr char kXfail[] = "    status: KNOWN_FAILURE_XFAIL\n    bringup_status: FAILED_RUNTIME\n"
-                          "    reason: \"TT_FATAL @ buffer.cpp:12: bad page\"\n";
+constexpr char kXfail[] =
+    "    status: KNOWN_FAILURE_XFAIL\n    bringup_status: FAILED_RUNTIME\n"
+    "    reason: \"TT_FATAL @ buffer.cpp:12: bad page\"\n";
 constexpr char kPassing[] = "    status: EXPECTED_PASSING\n";
 
 TEST(NightlyBehaviour, ReadsTheRunnersRecords) {
@@ -96,9 +97,10 @@ TEST(NightlyRules, Row1NeedsEveryOneOfTheLatestPromoteRuns) {
   EXPECT_EQ(KindOf(JudgeOn(kXfail, {XfailPass()})), "promote");
   RuleOptions three;
   three.promote_runs = 3;
-  EXPECT_EQ(KindOf(JudgeOn(kXfail, {Fail("FAILED_RUNTIME", "x", v1::NightlyRecord::XFAILED),
-                                    XfailPass(), XfailPass()},
-                           three)),
+  EXPECT_EQ(KindOf(JudgeOn(
+                kXfail,
+                {Fail("FAILED_RUNTIME", "x", v1::NightlyRecord::XFAILED), XfailPass(), XfailPass()},
+                three)),
             "nothing");
 }
 
@@ -131,8 +133,9 @@ TEST(NightlyRules, Row5RaisesALoweredThresholdToTheFlooredWorstPcc) {
   EXPECT_EQ(KindOf(j), "raise_pcc");
   EXPECT_NE(j.candidate.rule().find("0.96"), std::string::npos);
   // No step gained: nothing.
-  EXPECT_EQ(KindOf(JudgeOn("    status: EXPECTED_PASSING\n    required_pcc: 0.96\n", {Pass(0.965)})),
-            "nothing");
+  EXPECT_EQ(
+      KindOf(JudgeOn("    status: EXPECTED_PASSING\n    required_pcc: 0.96\n", {Pass(0.965)})),
+      "nothing");
   // The default is never "raised": it is already 0.99.
   EXPECT_EQ(KindOf(JudgeOn(kPassing, {Pass(0.9999)})), "nothing");
 }
@@ -152,8 +155,7 @@ TEST(NightlyRules, Row8DemotesAFailureOfTheLatestRegressionRuns) {
   EXPECT_EQ(KindOf(JudgeOn(kPassing, {Pass(), Fail("FAILED_RUNTIME", "x")})), "nothing");
   RuleOptions one;
   one.regression_runs = 1;
-  EXPECT_EQ(KindOf(JudgeOn(kPassing, {Pass(), Fail("FAILED_RUNTIME", "x")}, one)),
-            "demote_xfail");
+  EXPECT_EQ(KindOf(JudgeOn(kPassing, {Pass(), Fail("FAILED_RUNTIME", "x")}, one)), "demote_xfail");
 }
 
 TEST(NightlyRules, Row9HangsAndCrashesAreSkippedNeverXfailed) {

@@ -118,9 +118,8 @@ TEST(NightlyMerge, ANewEntryNeedsEveryArchTheRunsRecordedItOn) {
   EXPECT_EQ(one.ttxla_patch, "");
   ASSERT_EQ(one.entries.size(), 1u);
   EXPECT_THAT(one.entries[0].review, ::testing::Contains(HasSubstr("not confirmed on p150")));
-  MergeOutput both =
-      MergeOf({Confirm(kNew, "n150", "", {Pass(), Pass()}, {Pass(), Pass()}, 1),
-               Confirm(kNew, "p150", "", {Pass(), Pass()}, {Pass(), Pass()}, 2)});
+  MergeOutput both = MergeOf({Confirm(kNew, "n150", "", {Pass(), Pass()}, {Pass(), Pass()}, 1),
+                              Confirm(kNew, "p150", "", {Pass(), Pass()}, {Pass(), Pass()}, 2)});
   EXPECT_THAT(both.ttxla_patch, HasSubstr("+\n+  n/pytorch-One-single_device-inference:\n"
                                           "+    status: EXPECTED_PASSING\n"));
   ASSERT_EQ(both.entries.size(), 1u);

@@ -28,9 +28,10 @@ inventory::Inventory Checkout() {
       "  a/pytorch-Two-single_device-inference:\n    status: KNOWN_FAILURE_XFAIL\n\n"
       "  b/pytorch-One-single_device-inference:\n    status: EXPECTED_PASSING\n\n"
       "  c/pytorch-One-single_device-inference:\n    status: EXPECTED_PASSING\n"));
-  inv.documents.push_back(inventory::Document::Parse(
-      kTp, "test_config:\n  t/pytorch-Big-tensor_parallel-inference:\n"
-           "    status: KNOWN_FAILURE_XFAIL\n"));
+  inv.documents.push_back(
+      inventory::Document::Parse(kTp,
+                                 "test_config:\n  t/pytorch-Big-tensor_parallel-inference:\n"
+                                 "    status: KNOWN_FAILURE_XFAIL\n"));
   for (const auto& d : inv.documents) EXPECT_TRUE(d.ok()) << d.diagnostics()[0].ToString();
   return inv;
 }
@@ -92,18 +93,20 @@ TEST(NightlyPlan, OneConfirmationShardPerLoaderArchAndDeviceNeed) {
   }
   using T = std::tuple<std::string, std::string, std::string, int>;
   const std::string la = "third_party/tt_forge_models/a/pytorch/loader.py";
-  EXPECT_THAT(shards, ::testing::ElementsAre(
-                          T{la, "n150", "queued", 1}, T{la, "p150", "queued", 1},
-                          T{"third_party/tt_forge_models/b/pytorch/loader.py", "n150", "queued", 1},
-                          // The host-memory kill on n150 while p150 ran it: flagged, decided now.
-                          T{"third_party/tt_forge_models/c/pytorch/loader.py", "n150", "succeeded",
-                            1},
-                          T{"third_party/tt_forge_models/t/pytorch/loader.py", "n300-llmbox",
-                            "queued", 8}));
-  EXPECT_EQ(Keys(plan.shards[0]), (std::vector<std::string>{"a/pytorch-One-single_device-inference",
-                                                            "a/pytorch-Two-single_device-inference"}));
+  EXPECT_THAT(
+      shards,
+      ::testing::ElementsAre(
+          T{la, "n150", "queued", 1}, T{la, "p150", "queued", 1},
+          T{"third_party/tt_forge_models/b/pytorch/loader.py", "n150", "queued", 1},
+          // The host-memory kill on n150 while p150 ran it: flagged, decided now.
+          T{"third_party/tt_forge_models/c/pytorch/loader.py", "n150", "succeeded", 1},
+          T{"third_party/tt_forge_models/t/pytorch/loader.py", "n300-llmbox", "queued", 8}));
+  EXPECT_EQ(Keys(plan.shards[0]),
+            (std::vector<std::string>{"a/pytorch-One-single_device-inference",
+                                      "a/pytorch-Two-single_device-inference"}));
   // The candidate knows every arch the runs recorded the test on (for the merge's placement).
-  EXPECT_THAT(plan.shards[0].spec.entries(0).nightly().archs(), ::testing::ElementsAre("n150", "p150"));
+  EXPECT_THAT(plan.shards[0].spec.entries(0).nightly().archs(),
+              ::testing::ElementsAre("n150", "p150"));
   // Two confirmation runs per entry of what the runs measured (12 s).
   EXPECT_DOUBLE_EQ(plan.shards[0].expected_seconds, 2 * 2 * 12);
   ASSERT_EQ(plan.decided.size(), 1u);
@@ -165,7 +168,8 @@ TEST(NightlyRequest, TheRunsAreCheckedAgainOnTheCoordinator) {
   v1::StartSweepRequest req = Request();
   EXPECT_TRUE(ValidateNightly(req).ok());
   v1::StartSweepRequest bad_key = req;
-  bad_key.mutable_nightly(0)->mutable_records(0)->set_key("../../x/pytorch-A-single_device-inference");
+  bad_key.mutable_nightly(0)->mutable_records(0)->set_key(
+      "../../x/pytorch-A-single_device-inference");
   EXPECT_THAT(std::string(ValidateNightly(bad_key).message()), HasSubstr("not a test-config key"));
   v1::StartSweepRequest bad_arch = req;
   bad_arch.mutable_nightly(0)->mutable_records(0)->set_arch("n999");
