@@ -83,6 +83,15 @@ void PrintSweep(std::ostream& out, const v1::Sweep& s) {
           << " loaders run\n";
     }
   }
+  if (s.has_nightly()) {
+    const auto& n = s.nightly();
+    out << "  nightly   " << n.runs() << " runs on " << util::StrJoin(n.archs(), ", ") << ": "
+        << n.records() << " records, " << n.mapped() << " mapped, " << n.unmapped()
+        << " unmapped, " << n.duplicates() << " duplicates, " << n.contradictory()
+        << " contradictory\n";
+    out << "  candidates " << Counts(n.candidates()) << "   already=" << n.already()
+        << " flagged=" << n.flagged() << " unconfirmed=" << n.unconfirmed() << "\n";
+  }
   if (!s.request_id().empty()) {
     out << "  request   " << s.request_id()
         << (s.existing() ? " (already started: this is the sweep it started)" : "") << "\n";
