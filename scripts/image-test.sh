@@ -67,7 +67,7 @@ for mode in host image; do
 done
 grep -q "containers: coordinator from $image" "$tmp/image.log" ||
   fail "the image sweep did not run in containers"
-for f in tt-xla.patch tt-forge-models.patch; do
+for f in tt-xla.patch tt-forge-models.patch nightly/tt-xla.patch; do
   [[ -s $tmp/host/$f ]] || fail "the host sweep wrote no $f"
   cmp -s "$tmp/host/$f" "$tmp/image/$f" || {
     diff "$tmp/host/$f" "$tmp/image/$f" | head -40 >&2
