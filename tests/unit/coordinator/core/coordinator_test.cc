@@ -2252,5 +2252,54 @@ TEST_F(CoordinatorTest, AnIncrementalSweepWithoutHashesOrBaseRunsEverything) {
   EXPECT_EQ(Drain("n"), 3);
 }
 
+// A nightly sweep (docs/nightly.md) through the front door: with --no-confirm every candidate is
+// decided when planned, so the sweep ends at once without a lease; its intake and results
+// survive a restart; and it is another kind of work: a playbook sweep's incremental base and
+// previous week are playbook sweeps only.
+TEST_F(CoordinatorTest, ANightlySweepIsDecidedWhenPlannedAndIsNoPlaybookSweepsBase) {
+  testing::TempDir tmp;
+  ASSERT_NO_FATAL_FAILURE(OpenFileStore(tmp.path() / "state.db", false));
+  RegisterAgent("n", "n150");
+  const v1::Sweep playbooks = Start();
+  EXPECT_EQ(Drain("n"), 3);
+
+  v1::StartSweepRequest req;
+  req.set_repo_path("/fake/tt-xla");
+  req.mutable_nightly_options()->set_no_confirm(true);
+  v1::NightlyRecord failed;
+  failed.set_test_function("test_all_models_torch");
+  failed.set_key("d/pytorch-single_device-training");
+  failed.set_arch("n150");
+  failed.set_outcome(v1::NightlyRecord::FAILED);
+  failed.set_bringup_status("FAILED_RUNTIME");
+  failed.set_error_message("TT_FATAL @ buffer.cpp:12: bad page");
+  *req.add_nightly()->add_records() = failed;
+  auto nightly = coord_->StartSweep(req, operator_);
+  ASSERT_TRUE(nightly.ok()) << nightly.status();
+  EXPECT_EQ(nightly->playbooks(0), "nightly");
+  EXPECT_EQ(nightly->nightly().candidates().at("demote_xfail"), 1);
+  EXPECT_EQ(coord_->GetSweep(nightly->id())->state(), "succeeded");
+  EXPECT_FALSE(LeaseNow("n").granted()) << "nothing to confirm";
+  auto results = coord_->Results(nightly->id());
+  ASSERT_TRUE(results.ok());
+  ASSERT_EQ(results->size(), 1u);
+  EXPECT_EQ(results->at(0).result.entries(0).nightly().decision(), "no_confirm");
+  EXPECT_TRUE(coord_->SweepInfo(nightly->id())->request.nightly().empty())
+      << "the runs are not kept, their digest is";
+
+  ASSERT_NO_FATAL_FAILURE(OpenFileStore(tmp.path() / "state.db", true));
+  auto recovered = coord_->GetSweep(nightly->id());
+  ASSERT_TRUE(recovered.ok());
+  EXPECT_EQ(recovered->nightly().candidates().at("demote_xfail"), 1);
+  EXPECT_EQ(coord_->Results(nightly->id())->size(), 1u);
+
+  v1::StartSweepRequest incremental;
+  incremental.set_repo_path("/fake/tt-xla");
+  incremental.set_incremental(true);
+  auto again = coord_->StartSweep(incremental, operator_);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->carry().base(), playbooks.id()) << "not the later nightly sweep";
+}
+
 }  // namespace
 }  // namespace triage::coord
