@@ -57,11 +57,11 @@ std::vector<const Coordinator::SweepRt*> Coordinator::EarlierSucceededLocked(
   for (const auto& [id, sw] : sweeps_) {
     // A nightly sweep's entries are another kind of work than a playbook sweep's: neither is the
     // other's base to carry from nor its previous week.
-    const bool same_kind = sw.rec.details.has_nightly() == like.details.has_nightly() &&
-                           sw.rec.request.nightly_digest().empty() ==
-                               like.request.nightly_digest().empty();
-    if (sw.rec.state != SweepState::kSucceeded || !SameRepository(sw.rec, like) ||
-        !same_kind || order(sw.rec) >= order(like)) {
+    const bool same_kind =
+        sw.rec.details.has_nightly() == like.details.has_nightly() &&
+        sw.rec.request.nightly_digest().empty() == like.request.nightly_digest().empty();
+    if (sw.rec.state != SweepState::kSucceeded || !SameRepository(sw.rec, like) || !same_kind ||
+        order(sw.rec) >= order(like)) {
       continue;
     }
     out.push_back(&sw);

@@ -86,9 +86,8 @@ void PrintSweep(std::ostream& out, const v1::Sweep& s) {
   if (s.has_nightly()) {
     const auto& n = s.nightly();
     out << "  nightly   " << n.runs() << " runs on " << util::StrJoin(n.archs(), ", ") << ": "
-        << n.records() << " records, " << n.mapped() << " mapped, " << n.unmapped()
-        << " unmapped, " << n.duplicates() << " duplicates, " << n.contradictory()
-        << " contradictory\n";
+        << n.records() << " records, " << n.mapped() << " mapped, " << n.unmapped() << " unmapped, "
+        << n.duplicates() << " duplicates, " << n.contradictory() << " contradictory\n";
     out << "  candidates " << Counts(n.candidates()) << "   already=" << n.already()
         << " flagged=" << n.flagged() << " unconfirmed=" << n.unconfirmed() << "\n";
   }
