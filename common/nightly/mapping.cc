@@ -65,10 +65,12 @@ Mapping MapRuns(const inventory::Inventory& inventory, const std::vector<v1::Nig
   const std::vector<const v1::NightlyRun*> ordered = OrderRuns(runs);
   intake.set_runs(static_cast<int>(ordered.size()));
 
-  // Files with validation errors are never edited.
+  // Files with errors of their own are never edited. An error that spans files (a key defined
+  // in two of them) concerns that key only: it is not mapped (below), the file's other entries
+  // are.
   std::set<std::string> bad_files;
-  for (const auto& d : inventory.diagnostics) {
-    if (d.severity == util::Severity::kError) bad_files.insert(d.file);
+  for (const auto& doc : inventory.documents) {
+    if (!doc.ok()) bad_files.insert(doc.path());
   }
   // framework -> key -> where it is defined.
   std::map<std::string, std::map<std::string, Defined>> defined;
