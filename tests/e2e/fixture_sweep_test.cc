@@ -50,36 +50,9 @@ class FixtureSweepTest : public testing::FixtureFarmTest {
                    const std::string& name = "") {
     const std::string prefix = name.empty() ? executor : name;
     for (const std::string arch : {"cpu", "n150", "p150"}) {
-      const std::string id = prefix + "-" + arch;
-      const auto ws = testing::CloneFixtureWorkspace(repo_, dir_ / ("ws-" + id));
-      ASSERT_FALSE(HasFailure());
-      std::vector<std::string> argv = {testing::kAgentBinary,
-                                       "--insecure",
-                                       "--coordinator",
-                                       Addr(agent_port_),
-                                       "--agent_id",
-                                       id,
-                                       "--workspace",
-                                       ws.string(),
-                                       "--data_dir",
-                                       (dir_ / ("data-" + id)).string(),
-                                       "--executors",
-                                       executor,
-                                       "--lease_wait_seconds",
-                                       "2",
-                                       "--pytest_timeout_seconds",
-                                       "240"};
-      if (arch == "cpu") {
-        argv.push_back("--cpu_only");
-      } else {
-        // The fixture emulates the device: a stand-in for /dev/tenstorrent with one device.
-        argv.insert(argv.end(), {"--arch", arch, "--device_path",
-                                 testing::FakeDevices(dir_ / ("dev-" + id)).string()});
-      }
-      if (!replay_dir.empty()) argv.insert(argv.end(), {"--replay_dir", replay_dir.string()});
-      auto a = std::make_unique<testing::ChildProcess>();
-      ASSERT_TRUE(a->Start(argv, dir_, dir_ / (id + ".log"), testing::GitTestEnv()));
-      agents_.push_back(std::move(a));
+      std::vector<std::string> more;
+      if (!replay_dir.empty()) more = {"--replay_dir", replay_dir.string()};
+      ASSERT_NO_FATAL_FAILURE(StartFixtureAgent(prefix + "-" + arch, arch, executor, more));
     }
     // Registered before the sweep: the coordinator plans probe phases for the cpu agent.
     ASSERT_TRUE(testing::WaitFor(

@@ -57,32 +57,9 @@ class NightlySweepTest : public testing::FixtureFarmTest {
   void StartAgents(const std::string& prefix, const std::string& executor,
                    const std::filesystem::path& replay_dir = {}) {
     for (const std::string arch : {"n150", "p150"}) {
-      const std::string id = prefix + "-" + arch;
-      const auto ws = testing::CloneFixtureWorkspace(repo_, dir_ / ("ws-" + id));
-      std::vector<std::string> argv = {testing::kAgentBinary,
-                                       "--insecure",
-                                       "--coordinator",
-                                       Addr(agent_port_),
-                                       "--agent_id",
-                                       id,
-                                       "--arch",
-                                       arch,
-                                       "--workspace",
-                                       ws.string(),
-                                       "--data_dir",
-                                       (dir_ / ("d-" + id)).string(),
-                                       "--executors",
-                                       executor,
-                                       "--lease_wait_seconds",
-                                       "2",
-                                       "--pytest_timeout_seconds",
-                                       "240",
-                                       "--device_path",
-                                       testing::FakeDevices(dir_ / ("dev-" + id)).string()};
-      if (!replay_dir.empty()) argv.insert(argv.end(), {"--replay_dir", replay_dir.string()});
-      auto a = std::make_unique<testing::ChildProcess>();
-      ASSERT_TRUE(a->Start(argv, dir_, dir_ / (id + ".log"), testing::GitTestEnv()));
-      agents_.push_back(std::move(a));
+      std::vector<std::string> more;
+      if (!replay_dir.empty()) more = {"--replay_dir", replay_dir.string()};
+      ASSERT_NO_FATAL_FAILURE(StartFixtureAgent(prefix + "-" + arch, arch, executor, more));
     }
   }
 

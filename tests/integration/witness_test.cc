@@ -25,35 +25,8 @@ class WitnessTest : public testing::FixtureFarmTest {
 
   // An n150 agent with the native executor in a clone of the fixture, one emulated device.
   void StartAgent(const std::string& id, const std::string& python) {
-    const auto ws = testing::CloneFixtureWorkspace(repo_, dir_ / ("ws-" + id));
-    ASSERT_FALSE(HasFailure());
-    auto a = std::make_unique<testing::ChildProcess>();
-    ASSERT_TRUE(a->Start({testing::kAgentBinary,
-                          "--insecure",
-                          "--coordinator",
-                          Addr(agent_port_),
-                          "--agent_id",
-                          id,
-                          "--arch",
-                          "n150",
-                          "--device_path",
-                          testing::FakeDevices(dir_ / ("dev-" + id)).string(),
-                          "--python",
-                          python,
-                          "--workspace",
-                          ws.string(),
-                          "--data_dir",
-                          (dir_ / ("data-" + id)).string(),
-                          "--executors",
-                          "native",
-                          "--lease_wait_seconds",
-                          "1",
-                          "--pytest_timeout_seconds",
-                          "240",
-                          "--metrics_address",
-                          ""},
-                         dir_, dir_ / (id + ".log"), testing::GitTestEnv()));
-    agents_.push_back(std::move(a));
+    ASSERT_NO_FATAL_FAILURE(
+        StartFixtureAgent(id, "n150", "native", {"--python", python, "--metrics_address", ""}));
   }
 
   // The agent's entry of `agents list -o json`, or null.

@@ -53,6 +53,41 @@ class FixtureFarmTest : public ::testing::Test {
 
   static std::string Addr(int port) { return "127.0.0.1:" + std::to_string(port); }
 
+  // Starts an agent `id` in its own clone of the fixture (ws-<id>, data-<id>), into agents_:
+  // arch "cpu" runs --cpu_only, any other arch has an emulated device (a stand-in for
+  // /dev/tenstorrent with one device); `more` is appended to its arguments.
+  void StartFixtureAgent(const std::string& id, const std::string& arch,
+                         const std::string& executor, std::vector<std::string> more = {}) {
+    const auto ws = CloneFixtureWorkspace(repo_, dir_ / ("ws-" + id));
+    ASSERT_FALSE(HasFailure());
+    std::vector<std::string> argv = {kAgentBinary,
+                                     "--insecure",
+                                     "--coordinator",
+                                     Addr(agent_port_),
+                                     "--agent_id",
+                                     id,
+                                     "--workspace",
+                                     ws.string(),
+                                     "--data_dir",
+                                     (dir_ / ("data-" + id)).string(),
+                                     "--executors",
+                                     executor,
+                                     "--lease_wait_seconds",
+                                     "2",
+                                     "--pytest_timeout_seconds",
+                                     "240"};
+    if (arch == "cpu") {
+      argv.push_back("--cpu_only");
+    } else {
+      argv.insert(argv.end(),
+                  {"--arch", arch, "--device_path", FakeDevices(dir_ / ("dev-" + id)).string()});
+    }
+    argv.insert(argv.end(), more.begin(), more.end());
+    auto a = std::make_unique<ChildProcess>();
+    ASSERT_TRUE(a->Start(argv, dir_, dir_ / (id + ".log"), GitTestEnv()));
+    agents_.push_back(std::move(a));
+  }
+
   int Ctl(std::vector<std::string> args, std::string* out) {
     return RunCtl(control_port_, std::move(args), dir_, out);
   }
