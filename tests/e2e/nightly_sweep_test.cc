@@ -230,7 +230,9 @@ TEST_F(NightlySweepTest, NoConfirmProposesFromTheNightlyAloneWithoutAnAgent) {
   const json report = json::parse(testing::ReadFileOrDie(dir_ / "out/report.json"));
   for (const auto& [section, lines] : report["nightly"]["sections"].items()) {
     for (const auto& l : lines) {
-      if (section != "flagged") EXPECT_EQ(l["decision"], "no_confirm") << l.dump();
+      if (section != "flagged") {
+        EXPECT_EQ(l["decision"], "no_confirm") << l.dump();
+      }
       EXPECT_TRUE(l["confirmations"].empty());
     }
   }

@@ -126,7 +126,9 @@ TEST(NightlyPlan, NoConfirmDecidesEveryCandidateWhenPlanned) {
   for (const auto& r : plan.decided) {
     for (const auto& o : r.result.entries()) {
       changed += o.changed();
-      if (o.changed()) EXPECT_EQ(o.nightly().decision(), "no_confirm");
+      if (o.changed()) {
+        EXPECT_EQ(o.nightly().decision(), "no_confirm");
+      }
     }
   }
   EXPECT_EQ(changed, 5);
