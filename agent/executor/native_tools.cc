@@ -10,6 +10,7 @@
 #include "common/process/process.h"
 #include "common/util/file.h"
 #include "common/util/strings.h"
+#include "common/util/text.h"
 
 namespace triage::agent {
 
@@ -88,6 +89,11 @@ absl::StatusOr<playbooks::PytestRun> NativeTools::Pytest(const std::vector<std::
               util::StrCat("--arch=", options_.arch),
               "-q",
               "-rA"};
+  // A run of one test has the log to itself: pytest captures only Python's streams, so what
+  // native code writes to the file descriptors goes straight to the log, where it outlives a
+  // process that dies (pytest's fd capture of a test is lost with it: a compiler's UNREACHABLE
+  // line would be). A shared run keeps fd capture, which files native output under its test.
+  if (keys.size() == 1) run.argv.push_back("--capture=sys");
   for (const auto& k : keys) {
     run.argv.push_back(util::StrCat((options_.workspace / "tests/runner/test_models.py").string(),
                                     "::", inventory::TestFunctionOfKey(k), "[", k, "]"));
@@ -143,6 +149,15 @@ absl::StatusOr<playbooks::PytestRun> NativeTools::Pytest(const std::vector<std::
     // the words of pytest-forked's report, so that the recorded evidence tells a replay what a
     // native run was told by the exit status (docs/evidence.md).
     std::ofstream append(log, std::ios::app);
+    // The runner deletes its stage file in the test's teardown, which a dead process never
+    // reached: the file still says where the dying test was (docs/junit.md, "Crashes").
+    if (auto stage = util::ReadFile(run_dir / "._bringup_stage.txt", 4096); stage.ok()) {
+      std::string_view s = util::TrimWhitespace(*stage);
+      s = util::TrimWhitespace(s.substr(0, s.find('\n')));
+      if (!s.empty()) {
+        append << "\n[triage-agent] the bringup stage file reads " << s;
+      }
+    }
     append << "\n[triage-agent] the pytest process CRASHED with signal " << res->signal << " ("
            << junit::SignalName(res->signal) << ")\n";
   }

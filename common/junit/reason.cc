@@ -479,7 +479,8 @@ std::string_view SignalName(int signal) {
   }
 }
 
-std::string CrashReason(int signal, std::string_view message, std::size_t max_bytes) {
+std::string CrashReason(int signal, std::string_view where, std::string_view message,
+                        std::size_t max_bytes) {
   std::string out = "crashed";
   if (signal > 0) {
     util::StrAppend(&out, " with signal ", signal);
@@ -487,9 +488,21 @@ std::string CrashReason(int signal, std::string_view message, std::size_t max_by
       util::StrAppend(&out, " (", name, ")");
     }
   }
+  if (!where.empty()) util::StrAppend(&out, " during ", where);
   if (std::string m = NormalizeReason(message, 0); !m.empty()) util::StrAppend(&out, ": ", m);
   if (max_bytes > 0) out = std::string(util::TrimWhitespace(util::TruncateUtf8(out, max_bytes)));
   return out;
+}
+
+std::string CrashReason(int signal, std::string_view message, std::size_t max_bytes) {
+  return CrashReason(signal, {}, message, max_bytes);
+}
+
+std::string_view CrashWhere(std::string_view stage) {
+  if (stage == "FAILED_FE_COMPILATION") return "FE compilation";
+  if (stage == "FAILED_TTMLIR_COMPILATION") return "TT-MLIR compilation";
+  if (stage == "FAILED_RUNTIME") return "runtime execution";
+  return {};
 }
 
 }  // namespace triage::junit

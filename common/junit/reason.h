@@ -41,10 +41,18 @@ std::string ReasonSignature(std::string_view reason);
 // "SIGABRT" for 6, "SIGSEGV" for 11, ...; "" for numbers without a standard Linux name.
 std::string_view SignalName(int signal);
 
-// A crash's reason: "crashed with signal 6 (SIGABRT)", then ": <message>" when the crash left a
-// message that says more than the signal (the message goes through NormalizeReason). signal 0
-// (unknown) reads "crashed". Cut at max_bytes like NormalizeReason.
+// A crash's reason: "crashed with signal 6 (SIGABRT)", then " during <where>" when the evidence
+// shows where the process was ("TT-MLIR compilation": CrashWhere), then ": <message>" when the
+// crash left a message that says more than the signal (the message goes through
+// NormalizeReason). signal 0 (unknown) reads "crashed". Cut at max_bytes like NormalizeReason.
+std::string CrashReason(int signal, std::string_view where, std::string_view message,
+                        std::size_t max_bytes = kMaxReasonBytes);
 std::string CrashReason(int signal, std::string_view message,
                         std::size_t max_bytes = kMaxReasonBytes);
+
+// The words a crash reason uses for a bringup stage: "FE compilation" for
+// FAILED_FE_COMPILATION, "TT-MLIR compilation" for FAILED_TTMLIR_COMPILATION, "runtime execution"
+// for FAILED_RUNTIME; "" for anything else.
+std::string_view CrashWhere(std::string_view stage);
 
 }  // namespace triage::junit

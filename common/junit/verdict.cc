@@ -4,6 +4,7 @@
 #include <span>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "common/inventory/value.h"
 #include "common/junit/python_literal.h"
 #include "common/junit/reason.h"
@@ -178,6 +179,33 @@ bool Wraps(std::span<const Line* const> outer, const Line& inner) {
 
 constexpr std::string_view kFatalPython = "Fatal Python error:";
 constexpr std::string_view kTerminate = "terminate called";
+// What LLVM and MLIR print before they abort: llvm_unreachable's "UNREACHABLE executed at
+// <file>:<line>!" and report_fatal_error's "LLVM ERROR: <message>". Only the compiler prints them.
+constexpr std::string_view kCompilerFatal[] = {"UNREACHABLE executed at", "LLVM ERROR:"};
+// The line the agent adds to a pytest log when the process died by a signal and the runner's
+// stage file was still there (agent/executor/native_tools.cc): where the dying test was.
+constexpr std::string_view kAgentStageLine = "[triage-agent] the bringup stage file reads ";
+
+// A C assert() that failed in compiler code: "<prog>: .../mlir/lib/IR/Verifier.cpp:42: <fn>:
+// Assertion `x' failed."; the file names LLVM or MLIR.
+bool IsCompilerAssertion(std::string_view t) {
+  if (!Contains(t, "Assertion `") || !Contains(t, "' failed")) return false;
+  const std::string lower = absl::AsciiStrToLower(std::string(t));
+  return Contains(lower, "mlir") || Contains(lower, "llvm");
+}
+
+// Where a compiler abort's own message starts in a line; npos when the line is none.
+std::size_t CompilerFatalAt(std::string_view t) {
+  for (std::string_view marker : kCompilerFatal) {
+    if (std::size_t at = t.find(marker); at != std::string_view::npos) return at;
+  }
+  if (IsCompilerAssertion(t)) {
+    // From the file, without the program name in front ("python3: ").
+    std::size_t at = t.find(": ");
+    return at != std::string_view::npos && at < t.find("Assertion `") ? at + 2 : 0;
+  }
+  return std::string_view::npos;
+}
 
 // The signal a crash report names: faulthandler's "Fatal Python error: Segmentation fault", the
 // shell's "Aborted (core dumped)"; 0 when it names none.
@@ -240,6 +268,9 @@ std::optional<std::string_view> FatalMessage(const Line& l) {
     return l.text.substr(at);
   }
   if (ContainsAny(l.text, kTtErrorMarkers)) return l.text;
+  if (std::size_t at = CompilerFatalAt(l.text); at != std::string_view::npos) {
+    return l.text.substr(at);
+  }
   if (std::size_t at = l.text.find(kTerminate); at != std::string_view::npos) {
     return l.text.substr(at);
   }
@@ -437,6 +468,36 @@ class Classifier {
     return true;
   }
 
+  // The generic text the failure left ("RuntimeError: Bad StatusOr access: INTERNAL: Error code:
+  // 13"), in SelectReason's order of evidence; false when it left none. Echoes of the old reason
+  // never count.
+  bool SelectGenericReason() {
+    auto generic = [](std::string_view line) { return !line.empty() && IsGeneric(line); };
+    if (const std::string* te = tc_->Property("triage_error")) {
+      if (std::string_view first = FirstLine(*te); generic(first)) {
+        SetReason(Clean(first), "triage_error");
+        return true;
+      }
+    }
+    if (const std::string* em = TrustedErrorMessage()) {
+      if (std::string_view first = FirstLine(*em); generic(first)) {
+        SetReason(Clean(first), "error_message");
+        return true;
+      }
+    }
+    for (const Line& l : CandidateLines(tc_->text, TextKind::kTraceback)) {
+      if (generic(l.text) && !IsEcho(l.text)) {
+        SetReason(Clean(l.text), "failure_text");
+        return true;
+      }
+    }
+    if (std::string_view first = FirstLine(tc_->message); generic(first)) {
+      SetReason(Clean(first), "failure_text");
+      return true;
+    }
+    return false;
+  }
+
   // Fills reason/reason_source from the best evidence; false when nothing usable exists.
   bool SelectReason() {
     if (const std::string* te = tc_->Property("triage_error")) {
@@ -577,11 +638,12 @@ class Classifier {
       for (std::string_view output :
            {std::string_view(tc_->system_err), std::string_view(tc_->system_out),
             LogOfTest(ctx_.log_text, tc_->key)}) {
-        if (auto message = LastFatalMessage(CandidateLines(output, TextKind::kLog))) {
-          return Crash(signal, *message, "log");
+        std::vector<Line> lines = CandidateLines(output, TextKind::kLog);
+        if (auto message = LastFatalMessage(lines)) {
+          return Crash(signal, *message, "log", output, lines);
         }
       }
-      return Crash(signal, {}, "failure_text");
+      return Crash(signal, {}, "failure_text", {}, {});
     }
 
     std::optional<std::string> timeout = FindLine(message_lines, kTimeoutMarker);
@@ -604,8 +666,16 @@ class Classifier {
 
     f_.verdict = Verdict::kFailure;
     if (!SelectReason()) {
-      f_.review.push_back(
-          "failure without a usable reason (only generic or echoed messages); read the log");
+      if (ctx_.old_reason_stale && SelectGenericReason()) {
+        f_.review.push_back(util::StrCat(
+            "generic reason: the device run reported only '", f_.reason, "', and the old reason '",
+            util::TrimWhitespace(ctx_.old_reason),
+            "' no longer reproduces; written so that the YAML does not keep a false reason; "
+            "find the real error in the log"));
+      } else {
+        f_.review.push_back(
+            "failure without a usable reason (only generic or echoed messages); read the log");
+      }
     }
     SelectStage();
     if (tc_->outcome == Outcome::kError) {
@@ -636,7 +706,8 @@ class Classifier {
       return f_;
     }
     std::string_view key = tc_ != nullptr ? std::string_view(tc_->key) : std::string_view();
-    std::vector<Line> lines = CandidateLines(LogOfTest(ctx_.log_text, key), TextKind::kLog);
+    const std::string_view log = LogOfTest(ctx_.log_text, key);
+    std::vector<Line> lines = CandidateLines(log, TextKind::kLog);
 
     // The signal: pytest-forked's number, else the first signal a crash report names
     // (faulthandler's "Fatal Python error: Segmentation fault", the shell's "Aborted (core
@@ -666,7 +737,8 @@ class Classifier {
     }
     // A process that died by a signal and printed nothing about it crashed all the same.
     if (reported || ctx_.exit_signal > 0) {
-      return Crash(signal, LastFatalMessage(lines).value_or(std::string_view()), "log");
+      return Crash(signal, LastFatalMessage(lines).value_or(std::string_view()), "log", log,
+                   lines);
     }
 
     if (std::optional<std::string> timeout = FindLine(lines, kTimeoutMarker)) {
@@ -693,12 +765,36 @@ class Classifier {
     return last;
   }
 
-  Finding Crash(int signal, std::string_view message, std::string_view source) {
+  // A crash. Its stage is where the dying test was: the runner's stage file as the agent found
+  // it after the death (kAgentStageLine in the log), else TT-MLIR compilation when the compiler
+  // aborted (an LLVM/MLIR assertion or UNREACHABLE line), else runtime execution, the default a
+  // signal alone gives. The reason names the signal, the stage when the evidence showed it, and
+  // the last fatal message (docs/junit.md, "Crashes").
+  Finding Crash(int signal, std::string_view message, std::string_view source,
+                std::string_view output, const std::vector<Line>& lines) {
     f_.verdict = Verdict::kCrash;
     f_.signal = signal;
     f_.stage = std::string(kRuntimeStage);
     f_.stage_source = "signal";
-    SetReason(CrashReason(signal, message, ctx_.max_reason_bytes), source);
+    std::string_view marker;
+    for (std::string_view line : util::SplitLines(output)) {
+      std::string_view t = util::TrimWhitespace(line);
+      if (std::size_t at = t.find(kAgentStageLine); at != std::string_view::npos) {
+        marker = util::TrimWhitespace(t.substr(at + kAgentStageLine.size()));
+      }
+    }
+    if (std::string_view stage = StageOfStageFile(marker); !stage.empty()) {
+      f_.stage = std::string(stage);
+      f_.stage_source = "stage_file";
+    } else if (std::any_of(lines.begin(), lines.end(), [](const Line& l) {
+                 return CompilerFatalAt(l.text) != std::string_view::npos;
+               })) {
+      f_.stage = std::string(kTtmlirStage);
+      f_.stage_source = "text";
+    }
+    const std::string_view where =
+        f_.stage_source == "signal" ? std::string_view() : CrashWhere(f_.stage);
+    SetReason(CrashReason(signal, where, message, ctx_.max_reason_bytes), source);
     return f_;
   }
 
@@ -757,7 +853,7 @@ Decision Decide(const Finding& f) {
       // Never an xfail: a crashing test would take the whole nightly job down with it.
       d.change = true;
       d.status = "NOT_SUPPORTED_SKIP";
-      d.bringup_status = std::string(kRuntimeStage);
+      d.bringup_status = f.stage.empty() ? std::string(kRuntimeStage) : f.stage;
       d.reason = f.reason;
       if (d.reason->empty()) d.reason = CrashReason(f.signal, "");
       break;

@@ -42,6 +42,10 @@ struct VerifyContext {
   // without writing XML) and the fallback when the testcase carries only a generic error.
   std::string log_text;
   std::size_t max_reason_bytes = kMaxReasonBytes;
+  // The probe showed the old reason to be false: it no longer reproduces on CPU, or a fix of
+  // this shard removed it. A failure that left only generic text ("Error code: 13") then gets
+  // that text as its reason, flagged for a better one, rather than keeping the old reason.
+  bool old_reason_stale = false;
   // The signal that killed the pytest process (0: it exited). With no testcase and nothing in
   // the log, this is the crash's only trace.
   int exit_signal = 0;
@@ -57,7 +61,8 @@ struct Finding {
   // One line of the evidence in the reason form of NormalizeReason (reason.h): the innermost
   // error, without logger headers, colour codes, absolute paths, addresses or process ids, cut at
   // a UTF-8 boundary when longer than max_reason_bytes. A crash reads "crashed with signal N
-  // (SIGNAME)[: <last fatal message>]" (CrashReason). Never "Error code 13".
+  // (SIGNAME)[ during <stage>][: <last fatal message>]" (CrashReason). "Error code 13" only when
+  // it is all the run left and ctx.old_reason_stale (docs/junit.md).
   std::string reason;
   // "triage_error" | "error_message" | "failure_text" | "log" | "".
   std::string reason_source;

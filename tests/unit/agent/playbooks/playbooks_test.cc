@@ -786,6 +786,53 @@ TEST_F(PlaybookRunTest, UnpackRegistryPathVerifiesAndDecidesEveryVariant) {
   EXPECT_EQ(b.edit().set(0).value().string_value(), "KNOWN_FAILURE_XFAIL");
 }
 
+// After the fix, B's device run reports only a status code. Its old reason is false now (the
+// registry line fixed it): the generic text replaces it, at the stage the run reached, flagged for
+// a better reason. Without the fix (the dtype playbook, whose probe reproduced the old error) the
+// same evidence leaves the entry as it is.
+TEST_F(PlaybookRunTest, AGenericErrorReplacesAReasonTheFixMadeFalse) {
+  ProbesOfARegisteredOutput();
+  junit::TestCase generic = Failed("RuntimeError: Bad StatusOr access: INTERNAL: Error code: 13");
+  generic.properties.push_back({"triage_stage", "RUNTIME_EXECUTION_START"});
+  tools_.cases["m/pytorch-B-single_device-training"] = generic;
+  auto r = Run("unpack_forward_output", "not_implemented");
+  ASSERT_TRUE(r.ok()) << r.status();
+  const auto& b = r->entries(1);
+  EXPECT_EQ(b.verdict(), "failure");
+  ASSERT_TRUE(b.changed()) << "the old reason is not kept";
+  EXPECT_EQ(b.edit().set(0).value().string_value(), "KNOWN_FAILURE_XFAIL");
+  EXPECT_EQ(b.stage(), "FAILED_RUNTIME");
+  EXPECT_EQ(b.reason(), "RuntimeError: Bad StatusOr access: INTERNAL: Error code: 13");
+  bool flagged = false;
+  for (const auto& note : b.review()) flagged |= note.find("generic reason") != std::string::npos;
+  EXPECT_TRUE(flagged) << "flagged for a better reason";
+}
+
+TEST_F(PlaybookRunTest, AGenericErrorKeepsAReasonTheProbeReproduced) {
+  junit::TestCase generic = Failed("RuntimeError: Bad StatusOr access: INTERNAL: Error code: 13");
+  generic.properties.push_back({"triage_stage", "RUNTIME_EXECUTION_START"});
+  EntryWork w;
+  v1::ShardEntry entry = spec_.entries(0);
+  v1::EntryOutcome out;
+  w.entry = &entry;
+  w.out = &out;
+  w.reason = "old";
+  ProbeDoc reproduced;
+  reproduced.ok = false;
+  w.probe = reproduced;
+  Verification v;
+  v.testcase = &generic;
+  DecideFromVerification(w, v);
+  EXPECT_EQ(out.verdict(), "failure");
+  EXPECT_FALSE(out.changed()) << "nothing shows the old reason false: a person decides";
+  w.fixed = true;
+  v1::EntryOutcome after_fix;
+  w.out = &after_fix;
+  DecideFromVerification(w, v);
+  EXPECT_TRUE(after_fix.changed());
+  EXPECT_EQ(after_fix.reason(), "RuntimeError: Bad StatusOr access: INTERNAL: Error code: 13");
+}
+
 // The informational inference run shares the verification's session (docs/playbooks.md,
 // "Verification"): one device session per shard, the inference entry last.
 TEST_F(PlaybookRunTest, TheInferenceEntryRunsLastInTheVerificationSession) {
@@ -1523,6 +1570,45 @@ TEST(ReplayTools, InputsModeAnswersTrainThenEvalAndRecordsBoth) {
   EXPECT_EQ(recorded.value("seq", -1), 0);
   EXPECT_EQ(recorded["forward"], train["forward"]) << "the inputs mode's members are recorded";
   EXPECT_EQ(recorded["requirements"], train["requirements"]);
+}
+
+// A pytest process that dies by a signal leaves the runner's stage file in its directory (the
+// teardown that deletes it never ran): NativeTools writes what it says into the log, so that the
+// verdict, native or replayed from the log, knows the stage the crashed test was in.
+TEST(NativeTools, ACrashLeavesTheStageFileInTheLog) {
+  testing::TempDir tmp;
+  const std::string key = "m/pytorch-A-single_device-training";
+  const auto python = tmp.path() / "fake-python";
+  testing::WriteFileOrDie(python,
+                          "#!/bin/sh\n"
+                          "printf 'TTMLIR_COMPILATION_START' > ._bringup_stage.txt\n"
+                          "echo 'UNREACHABLE executed at /src/tt-mlir/lib/X.cpp:7!' >&2\n"
+                          "kill -ABRT $$\n");
+  std::filesystem::permissions(python, std::filesystem::perms::owner_all);
+  agent::NativeToolsOptions options;
+  options.workspace = tmp.path() / "ws";
+  options.shard_dir = tmp.path() / "shard";
+  options.scripts_dir = tmp.path() / "scripts";
+  options.python = python.string();
+  agent::NativeTools tools(options);
+  auto run = tools.Pytest({key}, "verify");
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->signal, 6);
+  EXPECT_NE(run->log.find("[triage-agent] the bringup stage file reads TTMLIR_COMPILATION_START\n"
+                          "[triage-agent] the pytest process CRASHED with signal 6 (SIGABRT)"),
+            std::string::npos)
+      << run->log;
+  ASSERT_EQ(run->cases.size(), 1u);
+  junit::VerifyContext vc;
+  vc.log_text = run->log;
+  vc.exit_signal = run->signal;
+  const junit::Finding f = junit::Classify(&run->cases[0], vc);
+  EXPECT_EQ(f.verdict, junit::Verdict::kCrash);
+  EXPECT_EQ(f.stage, "FAILED_TTMLIR_COMPILATION");
+  EXPECT_EQ(f.stage_source, "stage_file");
+  EXPECT_EQ(f.reason,
+            "crashed with signal 6 (SIGABRT) during TT-MLIR compilation: UNREACHABLE executed at "
+            "X.cpp:7!");
 }
 
 // NativeTools runs the probe with the mode and records every document under its phase's name;

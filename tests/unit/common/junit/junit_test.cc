@@ -559,6 +559,49 @@ std::vector<ClassifyCase> ClassifyCases() {
   c.push_back({"MissingTestcaseUsesLog", missing, Ctx(false, "", "Fatal Python error: Bus error\n"),
                Verdict::kCrash, "FAILED_RUNTIME", "signal", "crashed with signal 7 (SIGBUS)", "log",
                7});
+  // Where the process died: the stage file the agent found after the death, else a compiler
+  // abort in the log (TT-MLIR compilation); the reason names it.
+  c.push_back({"NoXmlStageFileLineNamesTheStage", std::nullopt,
+               Ctx(false, "",
+                   "collected 1 item\nFatal Python error: Aborted\n\n[triage-agent] the bringup "
+                   "stage file reads RUNTIME_EXECUTION_START\n[triage-agent] the pytest process "
+                   "CRASHED with signal 6 (SIGABRT)\n"),
+               Verdict::kCrash, "FAILED_RUNTIME", "stage_file",
+               "crashed with signal 6 (SIGABRT) during runtime execution", "log", 6});
+  c.push_back({"NoXmlCompilerUnreachable", std::nullopt,
+               Ctx(false, "",
+                   "collected 1 item\nUnexpected tensor memory layout for operand 0\n"
+                   "UNREACHABLE executed at /opt/tt-mlir/lib/Dialect/TTNN/Transforms/"
+                   "TTNNLayout.cpp:317!\nFatal Python error: Aborted\n"),
+               Verdict::kCrash, "FAILED_TTMLIR_COMPILATION", "text",
+               "crashed with signal 6 (SIGABRT) during TT-MLIR compilation: UNREACHABLE executed "
+               "at TTNNLayout.cpp:317!",
+               "log", 6});
+  c.push_back({"NoXmlCompilerUnreachableWithStageFile", std::nullopt,
+               Ctx(false, "",
+                   "UNREACHABLE executed at /opt/tt-mlir/lib/Dialect/TTNN/Transforms/"
+                   "TTNNLayout.cpp:317!\nFatal Python error: Aborted\n\n[triage-agent] the "
+                   "bringup stage file reads TTMLIR_COMPILATION_START\n[triage-agent] the pytest "
+                   "process CRASHED with signal 6 (SIGABRT)\n"),
+               Verdict::kCrash, "FAILED_TTMLIR_COMPILATION", "stage_file",
+               "crashed with signal 6 (SIGABRT) during TT-MLIR compilation: UNREACHABLE executed "
+               "at TTNNLayout.cpp:317!",
+               "log", 6});
+  c.push_back({"NoXmlMlirAssertion", std::nullopt,
+               Ctx(false, "",
+                   "python3: /src/llvm-project/mlir/lib/IR/Verifier.cpp:42: void "
+                   "mlir::verify(): Assertion `op' failed.\nAborted (core dumped)\n"),
+               Verdict::kCrash, "FAILED_TTMLIR_COMPILATION", "text",
+               "crashed with signal 6 (SIGABRT) during TT-MLIR compilation: Verifier.cpp:42: void "
+               "mlir::verify(): Assertion `op' failed.",
+               "log", 6});
+  // A runtime assertion that is not the compiler's names no stage: the signal's default.
+  c.push_back({"NoXmlRuntimeAssertion", std::nullopt,
+               Ctx(false, "",
+                   "python3: /tt-metal/tt_metal/impl/device.cpp:9: void f(): Assertion `d' "
+                   "failed.\nAborted (core dumped)\n"),
+               Verdict::kCrash, "FAILED_RUNTIME", "signal", "crashed with signal 6 (SIGABRT)",
+               "log", 6});
   c.push_back({"NoXmlNoLog", std::nullopt, Ctx(), Verdict::kNoEvidence, "", "", "", "", 0,
                "no testcase and no log"});
   c.push_back({"NoXmlQuietLog", std::nullopt,
@@ -787,6 +830,28 @@ std::vector<ClassifyCase> ClassifyCases() {
                Failed("RuntimeError: Error code: 13", "E   RuntimeError: Error code: 13"), Ctx(),
                Verdict::kFailure, "FAILED_FE_COMPILATION", "text", "", "", 0,
                "without a usable reason"});
+  // Only generic text, but the probe showed the old reason to be false: the generic text is
+  // written, at the stage the run reached, and flagged.
+  {
+    VerifyContext stale = Ctx(false, "TypeError: forward() missing 1 required positional argument");
+    stale.old_reason_stale = true;
+    c.push_back(
+        {"OnlyGenericEvidenceAfterAStaleReason",
+         Failed("RuntimeError: Bad StatusOr access: INTERNAL: Error code: 13",
+                "E   RuntimeError: Bad StatusOr access: INTERNAL: Error code: 13",
+                {{"triage_error", "RuntimeError: Bad StatusOr access: INTERNAL: Error code: 13"},
+                 {"triage_stage", "RUNTIME_EXECUTION_START"}}),
+         stale, Verdict::kFailure, "FAILED_RUNTIME", "stage_file",
+         "RuntimeError: Bad StatusOr access: INTERNAL: Error code: 13", "triage_error", 0,
+         "generic reason"});
+    // A usable reason anywhere still wins over the generic text.
+    c.push_back({"StaleReasonStillPrefersARealOne",
+                 Failed("RuntimeError: Error code: 13",
+                        "E   ValueError: the cause\n\nE   RuntimeError: Error code: 13",
+                        {{"triage_stage", "RUNTIME_EXECUTION_START"}}),
+                 stale, Verdict::kFailure, "FAILED_RUNTIME", "stage_file", "ValueError: the cause",
+                 "failure_text"});
+  }
   {
     TestCase tc = Failed("failed on setup with \"RuntimeError: device busy\"",
                          "E   RuntimeError: device busy");
@@ -952,6 +1017,15 @@ std::vector<DecideCase> DecideCases() {
        "NOT_SUPPORTED_SKIP",
        "FAILED_RUNTIME",
        "crashed with signal 6 (SIGABRT)",
+       std::nullopt,
+       {}},
+      {"CrashInCompilationKeepsItsStage",
+       MakeFinding(Verdict::kCrash, "FAILED_TTMLIR_COMPILATION",
+                   "crashed with signal 6 (SIGABRT) during TT-MLIR compilation", 6),
+       true,
+       "NOT_SUPPORTED_SKIP",
+       "FAILED_TTMLIR_COMPILATION",
+       "crashed with signal 6 (SIGABRT) during TT-MLIR compilation",
        std::nullopt,
        {}},
       {"CrashWithoutReasonNamesSignal",
