@@ -737,8 +737,7 @@ class Classifier {
     }
     // A process that died by a signal and printed nothing about it crashed all the same.
     if (reported || ctx_.exit_signal > 0) {
-      return Crash(signal, LastFatalMessage(lines).value_or(std::string_view()), "log", log,
-                   lines);
+      return Crash(signal, LastFatalMessage(lines).value_or(std::string_view()), "log", log, lines);
     }
 
     if (std::optional<std::string> timeout = FindLine(lines, kTimeoutMarker)) {
