@@ -520,7 +520,7 @@ class Classifier {
     }
     for (std::string_view log :
          {std::string_view(tc_->system_err), std::string_view(tc_->system_out),
-          std::string_view(ctx_.log_text)}) {
+          LogOfTest(ctx_.log_text, tc_->key)}) {
       if (auto r = PickFromLines(CandidateLines(log, TextKind::kLog))) {
         SetReason(*std::move(r), "log");
         return true;
@@ -547,7 +547,7 @@ class Classifier {
     std::vector<Line> lines;
     for (std::string_view log :
          {std::string_view(tc_->system_err), std::string_view(tc_->system_out),
-          std::string_view(ctx_.log_text)}) {
+          LogOfTest(ctx_.log_text, tc_->key)}) {
       std::vector<Line> more = CandidateLines(log, TextKind::kLog);
       lines.insert(lines.end(), more.begin(), more.end());
     }

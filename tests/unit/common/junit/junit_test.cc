@@ -852,6 +852,29 @@ std::vector<ClassifyCase> ClassifyCases() {
                  stale, Verdict::kFailure, "FAILED_RUNTIME", "stage_file", "ValueError: the cause",
                  "failure_text"});
   }
+  // A shared run's log holds other tests' errors: only this test's section of it is evidence.
+  {
+    const std::string log =
+        "collected 2 items\n\n=================================== FAILURES "
+        "===================================\n"
+        "____________ test_all_models_torch[other/pytorch-single_device-training] ____________\n"
+        "E   AssertionError: PCC comparison failed. Calculated: pcc=0.96. Required: pcc=0.99\n"
+        "____________ test_all_models_torch[m/pytorch-v-single_device-training] ____________\n"
+        "E   RuntimeError: Bad StatusOr access: INTERNAL: Error code: 13\n"
+        "=========================== short test summary info ============================\n";
+    TestCase tc = Failed("RuntimeError: Bad StatusOr access: INTERNAL: Error code: 13",
+                         "E   RuntimeError: Bad StatusOr access: INTERNAL: Error code: 13",
+                         {{"triage_stage", "RUNTIME_EXECUTION_START"}});
+    c.push_back({"SharedLogOtherTestsErrorIsNotEvidence", tc, Ctx(false, "old", log),
+                 Verdict::kFailure, "FAILED_RUNTIME", "stage_file", "", "", 0,
+                 "without a usable reason"});
+    VerifyContext stale = Ctx(false, "old", log);
+    stale.old_reason_stale = true;
+    c.push_back({"SharedLogGenericAfterAStaleReason", tc, stale, Verdict::kFailure,
+                 "FAILED_RUNTIME", "stage_file",
+                 "RuntimeError: Bad StatusOr access: INTERNAL: Error code: 13", "failure_text", 0,
+                 "generic reason"});
+  }
   {
     TestCase tc = Failed("failed on setup with \"RuntimeError: device busy\"",
                          "E   RuntimeError: device busy");
