@@ -9,12 +9,20 @@ Imports a tt-forge-models loader the way tt-xla's runner does, runs it on CPU an
 document per phase on stdout, one per line. Everything else (loader prints, warnings, tracebacks)
 goes to stderr. Exit 0 when the phases ran (a failing phase is a result), 2 on usage errors.
 
+Each phase builds the model and its inputs as the runner builds a test: load_model (with
+dtype_override only when its signature names the parameter), train() or eval(), load_inputs (with
+dtype_override and batch_size only when named; **kwargs does not count). The training phases pass
+--batch-size, else the checkout runner's DEFAULT_TRAINING_BATCH_SIZE (found under tests/runner/
+with ast), else no batch; the eval phase passes --batch-size only. Every document's "built" says
+what was passed.
+
 Modes and their phases: structure -> structure; dtype -> bfloat16, float32; inputs -> train, eval.
 The inputs mode adds what a fix of the model's inputs needs (the forward's and load_inputs'
 signatures, how the inputs bind, the model's config, requirements files next to the loader, and
 where an error was raised); each of these is best-effort and null when it cannot be read.
 """
 import argparse
+import ast
 import dataclasses
 import fnmatch
 import importlib
@@ -29,6 +37,8 @@ import traceback
 SCHEMA = 1
 FORGE_REL = os.path.join("third_party", "tt_forge_models")
 FORGE_PACKAGE = "third_party.tt_forge_models"
+RUNNER_REL = os.path.join("tests", "runner")
+DEFAULT_BATCH_NAME = "DEFAULT_TRAINING_BATCH_SIZE"
 KEY_RE = re.compile(
     r"^(?P<model_path>.+?)/pytorch(?:-(?P<variant>.+?))?"
     r"-(?P<parallelism>single_device|data_parallel|tensor_parallel)"
@@ -138,12 +148,64 @@ def resolve_variant(module, target):
     )
 
 
-def accepted_kwargs(fn, candidates):
-    params = inspect.signature(fn).parameters.values()
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
-        return dict(candidates)
-    names = {p.name for p in params}
+def named_kwargs(fn, candidates):
+    """The candidates fn names as parameters, in the candidates' order: what tt-xla's runner
+    passes. A **kwargs parameter does not count (the runner checks the names only)."""
+    names = inspect.signature(fn).parameters
     return {k: v for k, v in candidates.items() if k in names}
+
+
+def training_default_batch(root):
+    """(batch, source) of the checkout's runner: the first DEFAULT_TRAINING_BATCH_SIZE = <int>
+    assigned at module or class level in a .py file under <root>/tests/runner/ (files in sorted
+    order, read with ast, never executed), source "<root-relative file>:<line>
+    DEFAULT_TRAINING_BATCH_SIZE"; (None, None) when there is none (a runner without a training
+    default passes no batch)."""
+    runner = os.path.join(root, RUNNER_REL)
+    paths = []
+    for dirpath, dirnames, filenames in os.walk(runner):
+        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+        paths += [os.path.join(dirpath, f) for f in filenames if f.endswith(".py")]
+    for path in sorted(paths):
+        try:
+            with open(path, "rb") as f:
+                module = ast.parse(f.read(), filename=path)
+        except (OSError, SyntaxError, ValueError) as e:
+            print(f"triage_probe: cannot read {path}: {e}", file=sys.stderr)
+            continue
+        line = default_batch_line(module.body)
+        if line is not None:
+            value, lineno = line
+            rel = os.path.relpath(path, root).replace(os.sep, "/")
+            return value, f"{rel}:{lineno} {DEFAULT_BATCH_NAME}"
+    return None, None
+
+
+def default_batch_line(body):
+    """(value, line) of `DEFAULT_TRAINING_BATCH_SIZE = <int>` in these statements or in the
+    bodies of the classes among them (nested classes included), else None."""
+    for node in body:
+        if isinstance(node, ast.ClassDef):
+            found = default_batch_line(node.body)
+            if found is not None:
+                return found
+            continue
+        if isinstance(node, ast.Assign):
+            targets, value = node.targets, node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            targets, value = [node.target], node.value
+        else:
+            continue
+        named = any(isinstance(t, ast.Name) and t.id == DEFAULT_BATCH_NAME for t in targets)
+        if (
+            named
+            and isinstance(value, ast.Constant)
+            and isinstance(value.value, int)
+            and not isinstance(value.value, bool)
+            and value.value >= 1
+        ):
+            return value.value, node.lineno
+    return None
 
 
 def forward(model, inputs):
@@ -455,12 +517,16 @@ class InputsExtras:
 
 
 def run_phase(
-    phase, target, key, variant_value, model_info, make_loader, dtype, batch_size, torch,
+    phase, target, key, variant_value, model_info, make_loader, dtype, batch, torch,
     import_error, extras=None,
 ):
-    """One phase. structure: train(), forward, unpack. bfloat16/float32: the same, then backward
-    of a tensor. train: as structure (no backward). eval: eval() and forward under no_grad only.
+    """One phase, built as tt-xla's runner builds a test: load_model (dtype_override only when
+    its signature names it), train() or eval(), load_inputs (dtype_override and batch_size only
+    when named; batch_size only when the phase has a batch). structure: forward, unpack.
+    bfloat16/float32: the same, then backward of a tensor. train: as structure (no backward).
+    eval: forward under no_grad only. batch: (batch_size, its source), both None without one.
     extras (the inputs mode): the document's extra members."""
+    batch_size, batch_source = batch
     doc = {
         "schema": SCHEMA,
         "key": key,
@@ -477,7 +543,18 @@ def run_phase(
     }
     if extras is not None:
         doc.update(extras.members())
-    print(f"===== triage_probe {key} phase={phase} dtype_override={dtype} =====", file=sys.stderr)
+    built = {
+        "load_model": None,
+        "load_inputs": None,
+        "batch_size": batch_size,
+        "batch_source": batch_source,
+    }
+    doc["built"] = built
+    print(
+        f"===== triage_probe {key} phase={phase} dtype_override={dtype} batch_size={batch_size}"
+        f" ({batch_source or 'none'}) =====",
+        file=sys.stderr,
+    )
     if import_error is not None:
         doc["error"] = error_of(import_error, extras)
         return doc
@@ -487,31 +564,35 @@ def run_phase(
         wanted = {}
         if dtype is not None:
             wanted["dtype_override"] = dtype
-        if batch_size is not None:
-            wanted["batch_size"] = batch_size
-        model = loader.load_model(**accepted_kwargs(loader.load_model, wanted))
+        model_kwargs = named_kwargs(loader.load_model, wanted)
+        built["load_model"] = list(model_kwargs)
+        model = loader.load_model(**model_kwargs)
         if extras is not None:
             doc["forward"] = best_effort("the forward's signature", extras.forward_of, model)
             doc["config"] = best_effort("the model's config", config_of, model)
+        if phase == "eval":
+            model.eval()
+        else:
+            model.train()
+        if batch_size is not None:
+            wanted["batch_size"] = batch_size
+        inputs_kwargs = named_kwargs(loader.load_inputs, wanted)
+        built["load_inputs"] = list(inputs_kwargs)
+        if extras is not None:
             doc["load_inputs"] = best_effort(
                 "load_inputs' signature",
-                lambda: {
-                    "params": params_of(loader.load_inputs),
-                    "passed": list(accepted_kwargs(loader.load_inputs, wanted)),
-                },
+                lambda: {"params": params_of(loader.load_inputs), "passed": list(inputs_kwargs)},
             )
-        inputs = loader.load_inputs(**accepted_kwargs(loader.load_inputs, wanted))
+        inputs = loader.load_inputs(**inputs_kwargs)
         doc["inputs"] = describe_inputs(inputs, torch)
         if extras is not None:
             doc["container"] = best_effort("the inputs' container", container_of, inputs, torch)
             extras.add_trees(doc["inputs"], inputs, torch)
             doc["binding"] = best_effort("the inputs' binding", binding_of, model, inputs)
         if phase == "eval":
-            model.eval()
             with torch.no_grad():
                 out = forward(model, inputs)
         else:
-            model.train()
             out = forward(model, inputs)
         doc["output"] = {
             "class": type(out).__name__,
@@ -580,10 +661,19 @@ def main(argv):
             "inputs": [("train", torch.bfloat16), ("eval", torch.bfloat16)],
         }[args.mode]
         extras = InputsExtras(root, target, member) if args.mode == "inputs" else None
+        training_batch = None  # the runner's training default, read once when a phase needs it
         for phase, dtype in phases:
+            if args.batch_size is not None:
+                batch = (args.batch_size, "--batch-size")
+            elif phase == "eval":
+                batch = (None, None)  # an inference test gets no batch but the YAML's
+            else:
+                if training_batch is None:
+                    training_batch = training_default_batch(root)
+                batch = training_batch
             doc = run_phase(
-                phase, target, key, variant_value, model_info, make_loader, dtype,
-                args.batch_size, torch, import_error, extras,
+                phase, target, key, variant_value, model_info, make_loader, dtype, batch,
+                torch, import_error, extras,
             )
             if args.seq is not None:
                 doc["seq"] = args.seq
