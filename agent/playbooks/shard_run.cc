@@ -98,6 +98,7 @@ absl::StatusOr<v1::ShardResult> ShardRun::Run() {
       if (!w.verify) continue;
       w.out->set_verdict("ready");
       w.out->set_disposition(v1::EntryOutcome::VERIFY);
+      w.out->set_old_reason_stale(OldReasonStale(w));  // for the VERIFY phase's decision
     }
   } else if (auto st = Verify(); !st.ok()) {
     return st;
@@ -400,13 +401,17 @@ absl::StatusOr<v1::ShardResult> ShardRun::Finish() {
   return result_;
 }
 
+bool OldReasonStale(const EntryWork& w) {
+  // The playbooks take entries whose reason is a CPU-side error: a probe that ran clean, or a
+  // fix of this shard, shows that reason to be false; a VERIFY phase has its PROBE phase's word.
+  return w.fixed || (w.probe && w.probe->ok) || (w.entry != nullptr && w.entry->old_reason_stale());
+}
+
 void DecideFromVerification(EntryWork& w, const Verification& v) {
   junit::VerifyContext vc;
   vc.forced_skip = w.status == "NOT_SUPPORTED_SKIP";
   vc.old_reason = w.reason;
-  // The playbooks take entries whose reason is a CPU-side error: a probe that ran clean, or a
-  // fix of this shard, shows that reason to be false.
-  vc.old_reason_stale = w.fixed || (w.probe && w.probe->ok);
+  vc.old_reason_stale = OldReasonStale(w);
   vc.log_text = v.log;
   vc.exit_signal = v.signal;
   junit::Finding f = junit::Classify(v.testcase, vc);

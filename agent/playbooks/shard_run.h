@@ -99,6 +99,9 @@ class ShardRun {
   std::optional<registry::RegistryFile> registry_;
 };
 
+// Whether the probe showed the entry's YAML reason to be false (EntryOutcome.old_reason_stale).
+bool OldReasonStale(const EntryWork& w);
+
 // The verification table's decision for one entry (docs/playbooks.md, "Decisions"): verdict,
 // stage, reason, review flags and, when the entry changes, its YAML edit. Disposition DONE.
 void DecideFromVerification(EntryWork& w, const Verification& verification);

@@ -460,10 +460,11 @@ void Coordinator::CascadeLocked(const ShardRecord& ended, const v1::ShardResult*
     const TimePoint now = clock_->Now();
     if (ended.state == ShardState::kSucceeded && result != nullptr) {
       // Only entries the earlier phase left for verification go on, each with the output
-      // class the probe saw (which registry lines its verification depends on).
-      std::map<std::string, std::string> keep;  // file + key -> output class
+      // class the probe saw (which registry lines its verification depends on) and whether the
+      // probe showed its reason to be false.
+      std::map<std::string, const v1::EntryOutcome*> keep;  // file + key -> its probe outcome
       for (const auto& o : result->entries()) {
-        if (NeedsVerification(o)) keep[o.file() + "\n" + o.key()] = o.output_class();
+        if (NeedsVerification(o)) keep[o.file() + "\n" + o.key()] = &o;
       }
       if (result->entries_size() > 0) {
         auto* entries = u.spec.mutable_entries();
@@ -472,7 +473,8 @@ void Coordinator::CascadeLocked(const ShardRecord& ended, const v1::ShardResult*
           if (k == keep.end()) {
             entries->DeleteSubrange(i, 1);
           } else {
-            entries->Mutable(i)->set_output_class(k->second);
+            entries->Mutable(i)->set_output_class(k->second->output_class());
+            entries->Mutable(i)->set_old_reason_stale(k->second->old_reason_stale());
           }
         }
         if (entries->empty()) {

@@ -808,6 +808,28 @@ TEST_F(PlaybookRunTest, AGenericErrorReplacesAReasonTheFixMadeFalse) {
   EXPECT_TRUE(flagged) << "flagged for a better reason";
 }
 
+// Split phases: the PROBE phase says the reason is false, the coordinator hands that to the
+// VERIFY phase on the entry (ShardEntry.old_reason_stale), which decides with it.
+TEST_F(PlaybookRunTest, AProbePhaseTellsItsVerifyPhaseTheReasonIsStale) {
+  spec_.set_phase(v1::PHASE_PROBE);
+  ProbesOfARegisteredOutput();
+  auto probe = Run("unpack_forward_output", "not_implemented");
+  ASSERT_TRUE(probe.ok()) << probe.status();
+  EXPECT_EQ(probe->entries(1).verdict(), "ready");
+  EXPECT_TRUE(probe->entries(1).old_reason_stale()) << "fixed by the registry line";
+
+  spec_.set_phase(v1::PHASE_VERIFY);
+  for (auto& e : *spec_.mutable_entries()) e.set_old_reason_stale(true);
+  junit::TestCase generic = Failed("RuntimeError: Bad StatusOr access: INTERNAL: Error code: 13");
+  generic.properties.push_back({"triage_stage", "RUNTIME_EXECUTION_START"});
+  tools_.cases["m/pytorch-B-single_device-training"] = generic;
+  auto verify = Run("unpack_forward_output", "not_implemented");
+  ASSERT_TRUE(verify.ok()) << verify.status();
+  EXPECT_TRUE(verify->entries(1).changed());
+  EXPECT_EQ(verify->entries(1).reason(),
+            "RuntimeError: Bad StatusOr access: INTERNAL: Error code: 13");
+}
+
 TEST_F(PlaybookRunTest, AGenericErrorKeepsAReasonTheProbeReproduced) {
   junit::TestCase generic = Failed("RuntimeError: Bad StatusOr access: INTERNAL: Error code: 13");
   generic.properties.push_back({"triage_stage", "RUNTIME_EXECUTION_START"});
