@@ -248,9 +248,11 @@ TEST_F(FixtureSweepTest, NativeSweepReachesTheGroundTruthAndReplayAgrees) {
   }
   for (const auto& kv : truth["entries"]) {
     if (kv.second["override"]) {
-      EXPECT_NE(forge_patch.find("+        " + kv.second["override"].as<std::string>()),
-                std::string::npos)
-          << kv.first.as<std::string>();
+      // One statement, or a block of them (lines joined with \n, relative to the method body).
+      for (auto line : util::SplitLines(kv.second["override"].as<std::string>())) {
+        EXPECT_NE(forge_patch.find("\n+        " + std::string(line) + "\n"), std::string::npos)
+            << kv.first.as<std::string>() << ": " << line;
+      }
     }
     if (kv.second["loader_edit"]) {
       // Every line the edit adds (an edit may span several lines) is an added line of the patch.

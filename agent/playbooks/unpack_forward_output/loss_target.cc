@@ -975,7 +975,15 @@ std::optional<std::string> HouseExpr(const Output& o, const Pick& pick, std::str
     }
     return std::nullopt;
   }
-  if (o.Named() && o.kind == "object") return std::nullopt;  // a named class: rule 1's
+  if (o.kind == "object") {
+    // A named class: only a container member holding the picked head and others beside it.
+    const Leaf& l = o.leaves[pick.leaves[0]];
+    const TopMember& m = o.members[l.member];
+    if (l.depth == 0 || m.aux || m.expr.empty() || m.leaves.size() < 2 || any_aux(m.leaves)) {
+      return std::nullopt;
+    }
+    return m.expr;
+  }
   std::vector<const TopMember*> main;
   std::size_t tensors = 0;
   for (const auto& m : o.members) {
@@ -1051,7 +1059,9 @@ LossTarget DecideLossTarget(const LossTargetInput& in) {
                         ? std::nullopt
                         : RegistryAttrPick(in, o, family.family, *pick, cls, &t.follows)) {
     pick = std::move(single);
-  } else if (in.house_override && (o.kind != "object" || pick->leaves.size() >= 2)) {
+  } else if (in.house_override &&
+             (o.kind != "object" || pick->leaves.size() >= 2 ||
+              (pick->leaves.size() == 1 && o.leaves[pick->leaves[0]].depth > 0))) {
     std::string skipped;
     if (auto sub = HouseExpr(o, *pick, &skipped)) {
       Pick h;

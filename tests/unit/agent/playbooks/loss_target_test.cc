@@ -723,6 +723,16 @@ TEST(HouseStyle, BareContainerOfSeveralHeadsFollowsTheHouseOverride) {
   EXPECT_NE(t.reason.find("not in the house form of heads_mini/pytorch/loader.py:10's override"),
             std::string::npos)
       << t.reason;
+  // A named class whose heads sit in one container member (MGP-STR's three logits): the house
+  // form over that member (an override: a registry line cannot name a container).
+  in = In(Obj("MgpstrModelOutput",
+              {{"logits", Tuple({T({1, 27, 38}), T({1, 27, 50257}), T({1, 27, 30522})})},
+               {"attentions", None()}}));
+  in.house_override = House();
+  t = DecideLossTarget(in);
+  EXPECT_TRUE(t.house_form);
+  EXPECT_EQ(t.expr, "forward_output.logits");
+  EXPECT_TRUE(t.attr.empty());
   // One tensor: nothing to reduce.
   in = In(Tuple({T({1, 3})}), "", "cv_image_cls");
   in.house_override = House();
