@@ -249,7 +249,8 @@ TEST_F(FixtureSweepTest, NativeSweepReachesTheGroundTruthAndReplayAgrees) {
   for (const auto& kv : truth["entries"]) {
     if (kv.second["override"]) {
       // One statement, or a block of them (lines joined with \n, relative to the method body).
-      for (auto line : util::SplitLines(kv.second["override"].as<std::string>())) {
+      const std::string statements = kv.second["override"].as<std::string>();
+      for (auto line : util::SplitLines(statements)) {
         EXPECT_NE(forge_patch.find("\n+        " + std::string(line) + "\n"), std::string::npos)
             << kv.first.as<std::string>() << ": " << line;
       }
