@@ -183,6 +183,23 @@ absl::StatusOr<std::string> AddMethodToModelLoader(const std::string& text,
   return Join(lines, text.empty() || text.back() == '\n');
 }
 
+absl::StatusOr<std::string> RemoveMethodFromModelLoader(const std::string& text,
+                                                        std::string_view method_name) {
+  std::vector<std::string> lines = Lines(text);
+  const auto span = FindModelLoaderMethod(lines, method_name);
+  if (!span) {
+    return absl::NotFoundError(util::StrCat("ModelLoader defines no ", method_name));
+  }
+  int first = span->def_line;
+  while (first > 0 && util::TrimWhitespace(lines[first - 1]).starts_with("@") &&
+         util::IndentOf(lines[first - 1]) == span->indent) {
+    --first;
+  }
+  while (first > 0 && IsBlank(lines[first - 1])) --first;
+  lines.erase(lines.begin() + first, lines.begin() + span->last + 1);
+  return Join(lines, text.empty() || text.back() == '\n');
+}
+
 std::string EnsureImportTorch(const std::string& text) {
   std::vector<std::string> lines = Lines(text);
   int last_import = -1;

@@ -40,6 +40,11 @@ absl::StatusOr<std::string> AddMethodToModelLoader(const std::string& text,
                                                    const std::string& method_name,
                                                    const std::string& method);
 
+// Removes a method of `class ModelLoader` (its decorators, its lines and the blank lines before
+// it). NotFound when ModelLoader does not define it directly.
+absl::StatusOr<std::string> RemoveMethodFromModelLoader(const std::string& text,
+                                                        std::string_view method_name);
+
 // Adds `import torch` after the module's imports unless it is already imported.
 std::string EnsureImportTorch(const std::string& text);
 

@@ -43,6 +43,8 @@ class ShardRun {
 
   // --- for the playbooks' ProbeAndFix and Decide
   const v1::ShardSpec& spec() const { return spec_; }
+  // The prepared workspace (the tt-xla checkout the shard runs in).
+  const std::filesystem::path& workspace() const { return ctx_.workspace; }
   PlaybookTools& tools() { return *ctx_.tools; }
   // The entries the running playbook works on: every entry of the shard, or, while a chained
   // playbook runs, the entries whose stop named it.

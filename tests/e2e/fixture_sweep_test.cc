@@ -248,9 +248,12 @@ TEST_F(FixtureSweepTest, NativeSweepReachesTheGroundTruthAndReplayAgrees) {
   }
   for (const auto& kv : truth["entries"]) {
     if (kv.second["override"]) {
-      EXPECT_NE(forge_patch.find("+        " + kv.second["override"].as<std::string>()),
-                std::string::npos)
-          << kv.first.as<std::string>();
+      // One statement, or a block of them (lines joined with \n, relative to the method body).
+      const std::string statements = kv.second["override"].as<std::string>();
+      for (auto line : util::SplitLines(statements)) {
+        EXPECT_NE(forge_patch.find("\n+        " + std::string(line) + "\n"), std::string::npos)
+            << kv.first.as<std::string>() << ": " << line;
+      }
     }
     if (kv.second["loader_edit"]) {
       // Every line the edit adds (an edit may span several lines) is an added line of the patch.

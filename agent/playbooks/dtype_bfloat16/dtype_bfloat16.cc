@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "agent/playbooks/missing_inputs/missing_inputs.h"
 #include "agent/playbooks/python_edit.h"
 #include "agent/playbooks/shard_run.h"
 #include "common/util/strings.h"
@@ -173,6 +174,7 @@ absl::Status DtypeBfloat16::Fix(ShardRun& run, const std::vector<EntryWork*>& pr
   run.loader_text() = fix->text;
   if (auto st = run.WriteLoader(); !st.ok()) return st;
   bool revert = false;
+  std::vector<EntryWork*> needs_inputs;  // the fix holds, and the forward now needs inputs
   for (EntryWork* w : proceeding) {
     run.Progress("re-probe", w->entry->key());
     auto docs = run.tools().Probe(w->entry->key(), "dtype");
@@ -226,6 +228,11 @@ absl::Status DtypeBfloat16::Fix(ShardRun& run, const std::vector<EntryWork*>& pr
       w->out->set_why_not_other(
           "the fix removed the dtype mismatch; the new CPU error is the "
           "reason now");
+      // A failure missing_inputs fixes: that playbook runs next on the fixed loader
+      // (docs/playbooks.md, "Chaining"), not a verification of a known problem.
+      if (b.error && missing_inputs::HasMissingInputsSignature(b.error->message)) {
+        needs_inputs.push_back(w);
+      }
     }
   }
   if (revert) {
@@ -236,6 +243,9 @@ absl::Status DtypeBfloat16::Fix(ShardRun& run, const std::vector<EntryWork*>& pr
       w->out->set_fix_path("none");
     }
     return absl::OkStatus();
+  }
+  for (EntryWork* w : needs_inputs) {
+    ShardRun::Stop(*w, "needs_inputs", v1::EntryOutcome::NEEDS_PLAYBOOK, "missing_inputs");
   }
   // A loader fix changes inference too: a KFX inference entry with a bfloat16 reason is stale.
   for (EntryWork* w : proceeding) {

@@ -114,6 +114,14 @@ SubPattern ClassifyInputs(const ProbeDoc& train, const ProbeDoc& eval) {
   return SubPattern::kMismatched;
 }
 
+bool HasMissingInputsSignature(std::string_view message) {
+  for (std::string_view sig : {kDecoderMissing, kBatchNormSingleton, kTorchvisionTargets,
+                               std::string_view("Model expects targets to be passed")}) {
+    if (Contains(message, sig)) return true;
+  }
+  return false;
+}
+
 std::string PipFlagsFor(std::string_view file) {
   if (file == "requirements.nodeps.nobuildisolation.txt") {
     return "pip install --no-deps --no-build-isolation -r";

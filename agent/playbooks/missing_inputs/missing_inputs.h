@@ -35,6 +35,11 @@ bool Fixable(SubPattern p);
 
 SubPattern ClassifyInputs(const ProbeDoc& train, const ProbeDoc& eval);
 
+// Whether an error message is one of the training-input failures this playbook fixes (decoder
+// inputs, a BatchNorm batch of one, detection targets): another playbook whose re-probe shows it
+// stops the entry for missing_inputs (docs/playbooks.md, "Chaining").
+bool HasMissingInputsSignature(std::string_view message);
+
 // pip's flags for a requirements file next to a loader, by its name ("-r", "--no-deps -r", ...).
 std::string PipFlagsFor(std::string_view requirements_file);
 

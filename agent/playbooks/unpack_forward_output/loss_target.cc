@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <set>
 #include <tuple>
@@ -835,6 +836,172 @@ std::vector<LossCandidate> NotChosen(const Output& o, const std::set<std::size_t
   return out;
 }
 
+// ---------------------------------------------------------------------------------------------
+// The checkout's house style (docs/playbooks.md, "Which attribute is registered")
+
+// The family an output class's name gives (the class needles; none for a shared base class).
+LossFamily FamilyOfClass(std::string_view cls) {
+  if (IsSharedBaseClass(cls)) return LossFamily::kUnknown;
+  for (const auto& n : kClassNeedles) {
+    if (Has(cls, n.text)) return n.family;
+  }
+  return LossFamily::kUnknown;
+}
+
+// The single attributes a registry line can name for a family whose loss target combines
+// several (question answering's two ends, detection's class logits and boxes), primary first.
+std::vector<std::string_view> SingleAttrsOf(LossFamily f) {
+  std::vector<std::string_view> out;
+  if (f == LossFamily::kQuestionAnswering) {
+    out = {"start_logits", "end_logits"};
+  } else if (f == LossFamily::kDetection) {
+    out.assign(std::begin(kClassScoreNames), std::end(kClassScoreNames));
+    out.insert(out.end(), std::begin(kBoxNames), std::end(kBoxNames));
+  }
+  return out;
+}
+
+// Attribute names only that family's outputs carry (a line for a class of no known family
+// counts for the family when it registers one of them).
+bool IsDistinctiveAttr(LossFamily f, std::string_view attr) {
+  if (f == LossFamily::kQuestionAnswering) return attr == "start_logits" || attr == "end_logits";
+  if (f == LossFamily::kDetection) {
+    const bool class_scores = attr != "logits" && attr != "scores" &&
+                              std::find(std::begin(kClassScoreNames), std::end(kClassScoreNames),
+                                        attr) != std::end(kClassScoreNames);
+    return class_scores ||
+           std::find(std::begin(kBoxNames), std::end(kBoxNames), attr) != std::end(kBoxNames);
+  }
+  return false;
+}
+
+std::string CiteLine(const LossTargetInput::RegistryLine& l) {
+  return util::StrCat("training_utils.py:", l.line, " `_register_attr(\"", l.cls, "\", \"", l.attr,
+                      "\")`");
+}
+
+// The existing registry lines of the family with an attribute this output has as a top-level
+// tensor: the attribute most of them name (then the earliest line), and the first line naming
+// it.
+std::optional<std::pair<std::string, const LossTargetInput::RegistryLine*>> HouseAttr(
+    const LossTargetInput& in, const Output& o, LossFamily family,
+    const std::vector<std::string_view>& allowed) {
+  std::map<std::string, std::pair<int, const LossTargetInput::RegistryLine*>> uses;
+  for (const auto& l : in.registry) {
+    const LossFamily f = FamilyOfClass(l.cls);
+    const bool same =
+        f == family || (f == LossFamily::kUnknown && IsDistinctiveAttr(family, l.attr));
+    if (!same || !TopTensor(o, l.attr)) continue;
+    if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), l.attr) == allowed.end()) {
+      continue;
+    }
+    auto& u = uses[l.attr];
+    ++u.first;
+    if (u.second == nullptr || l.line < u.second->line) u.second = &l;
+  }
+  if (uses.empty()) return std::nullopt;
+  auto best = uses.begin();
+  for (auto it = uses.begin(); it != uses.end(); ++it) {
+    if (it->second.first > best->second.first ||
+        (it->second.first == best->second.first &&
+         it->second.second->line < best->second.second->line)) {
+      best = it;
+    }
+  }
+  return std::make_pair(best->first, best->second.second);
+}
+
+// Rule 1: a named output whose family target combines several attributes gets the one
+// attribute a registry line can name: the one the checkout's lines of the family name, else the
+// family's primary (question answering: start_logits; detection: the class logits).
+std::optional<Pick> RegistryAttrPick(const LossTargetInput& in, const Output& o, LossFamily family,
+                                     const Pick& combined, const std::string& cls,
+                                     std::string* follows) {
+  const std::vector<std::string_view> singles = SingleAttrsOf(family);
+  if (singles.empty() || !o.Named() || o.kind != "object" || combined.leaves.size() < 2) {
+    return std::nullopt;
+  }
+  for (auto i : combined.leaves) {
+    if (o.leaves[i].depth != 0) return std::nullopt;  // a container member: no registry line
+  }
+  const Leaf* chosen = nullptr;
+  std::string why;
+  if (auto house = HouseAttr(in, o, family, singles)) {
+    chosen = TopTensor(o, house->first);
+    *follows = CiteLine(*house->second);
+    why = util::StrCat("named as the checkout's registry lines of the family name it: follows ",
+                       *follows);
+  } else {
+    for (auto k : singles) {
+      if (!chosen) chosen = TopTensor(o, k);
+    }
+    why =
+        util::StrCat("the family's primary single attribute (training_utils.py registers no other ",
+                     FamilyLabel(family), " class to follow)");
+  }
+  if (!chosen) return std::nullopt;
+  Pick p = Single(o, *chosen, "");
+  p.what =
+      util::StrCat(Quoted(*chosen), ", one attribute so that a registry line (global for ", cls,
+                   ") fixes every loader returning the class, ", why, "; the family's full target ",
+                   combined.expr, " would be a per-loader override");
+  return p;
+}
+
+// Rule 2: the part of the output the house-form override reduces (the whole output, or the one
+// member holding the heads), or nullopt with why not in *skipped.
+std::optional<std::string> HouseExpr(const Output& o, const Pick& pick, std::string* skipped) {
+  auto any_aux = [&](const std::vector<std::size_t>& leaves) {
+    return std::any_of(leaves.begin(), leaves.end(),
+                       [&](std::size_t i) { return o.leaves[i].aux; });
+  };
+  std::vector<std::size_t> all;
+  for (std::size_t i = 0; i < o.leaves.size(); ++i) all.push_back(i);
+  if (pick.leaves.size() >= 2) {
+    // The heads the family combines: the output's own elements, or one member's.
+    const std::size_t member = o.leaves[pick.leaves[0]].member;
+    const bool top = std::all_of(pick.leaves.begin(), pick.leaves.end(),
+                                 [&](std::size_t i) { return o.leaves[i].depth == 0; });
+    const bool one_member = std::all_of(pick.leaves.begin(), pick.leaves.end(), [&](std::size_t i) {
+      return o.leaves[i].depth == 1 && o.leaves[i].member == member;
+    });
+    if (top && !o.Named()) {
+      if (!any_aux(all)) return std::string("forward_output");
+      *skipped = "it would reduce the output's auxiliary members too";
+      return std::nullopt;
+    }
+    if (one_member && !o.members[member].expr.empty() && !any_aux(o.members[member].leaves)) {
+      return o.members[member].expr;
+    }
+    return std::nullopt;
+  }
+  if (o.kind == "object") {
+    // A named class: only a container member holding the picked head and others beside it.
+    const Leaf& l = o.leaves[pick.leaves[0]];
+    const TopMember& m = o.members[l.member];
+    if (l.depth == 0 || m.aux || m.expr.empty() || m.leaves.size() < 2 || any_aux(m.leaves)) {
+      return std::nullopt;
+    }
+    return m.expr;
+  }
+  std::vector<const TopMember*> main;
+  std::size_t tensors = 0;
+  for (const auto& m : o.members) {
+    if (m.aux || m.leaves.empty()) continue;
+    main.push_back(&m);
+    tensors += m.leaves.size();
+  }
+  if (tensors < 2) return std::nullopt;  // one head: nothing to reduce
+  if (!any_aux(all)) return std::string("forward_output");
+  if (main.size() == 1 && !main[0]->expr.empty() && !any_aux(main[0]->leaves)) {
+    return main[0]->expr;
+  }
+  *skipped =
+      "it reduces one container, and the heads here sit next to auxiliary outputs it would "
+      "reduce too";
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::string_view LossFamilyName(LossFamily family) {
@@ -886,13 +1053,64 @@ LossTarget DecideLossTarget(const LossTargetInput& in) {
     t.reason = util::StrCat(family_text, "; the output holds no tensor");
     return t;
   }
+  // The checkout's house style (docs/playbooks.md, "Which attribute is registered").
+  std::string house_note;
+  if (auto single = IsSharedBaseClass(cls)
+                        ? std::nullopt
+                        : RegistryAttrPick(in, o, family.family, *pick, cls, &t.follows)) {
+    pick = std::move(single);
+  } else if (in.house_override &&
+             (o.kind != "object" || pick->leaves.size() >= 2 ||
+              (pick->leaves.size() == 1 && o.leaves[pick->leaves[0]].depth > 0))) {
+    std::string skipped;
+    if (auto sub = HouseExpr(o, *pick, &skipped)) {
+      Pick h;
+      for (std::size_t i = 0; i < o.leaves.size(); ++i) {
+        const std::string& e = o.leaves[i].expr;
+        if (*sub == "forward_output" || e == *sub || e.starts_with(*sub + "[") ||
+            e.starts_with(*sub + ".")) {
+          h.leaves.push_back(i);
+        }
+      }
+      h.expr = *sub;
+      h.torch = true;
+      std::vector<std::string> shapes;
+      for (auto i : h.leaves) shapes.push_back(ShapeText(o.leaves[i].dims));
+      t.follows = in.house_override->Citation();
+      t.house_form = true;
+      h.what =
+          util::StrCat("every tensor of `", *sub, "` (", util::StrJoin(shapes, ", "),
+                       "), flattened and concatenated the way the checkout's overrides reduce "
+                       "an output of several heads, so that every head gets a gradient: follows ",
+                       t.follows);
+      if (pick->leaves.size() == 1) {
+        h.what += util::StrCat(" (the family table alone would take ",
+                               Quoted(o.leaves[pick->leaves[0]]), ")");
+      }
+      pick = std::move(h);
+    } else if (!skipped.empty()) {
+      house_note =
+          util::StrCat("; not in the house form of ", in.house_override->Citation(), ": ", skipped);
+    }
+  } else if (o.kind == "object" && !pick->attr.empty()) {
+    // A single attribute: cite a line of the family that names the same one.
+    const LossFamily f = FamilyOfClass(cls);
+    if (f != LossFamily::kUnknown) {
+      for (const auto& l : in.registry) {
+        if (l.attr == pick->attr && FamilyOfClass(l.cls) == f && l.cls != cls) {
+          t.follows = CiteLine(l);
+          house_note = util::StrCat("; as ", t.follows);
+          break;
+        }
+      }
+    }
+  }
   t.expr = pick->expr;
   t.attr = pick->attr;
   t.needs_torch = pick->torch;
-  t.by_rule = pick->by_rule;
-  t.per_loader = t.family == LossFamily::kEmbedding && IsSharedBaseClass(cls) && !t.attr.empty() &&
-                 t.attr != "last_hidden_state";
-  t.reason = util::StrCat(lead, ": ", pick->what);
+  t.by_rule = pick->by_rule || t.house_form;
+  t.per_loader = IsSharedBaseClass(cls) && !t.attr.empty() && t.attr != "last_hidden_state";
+  t.reason = util::StrCat(lead, ": ", pick->what, house_note);
   std::set<std::size_t> chosen(pick->leaves.begin(), pick->leaves.end());
   for (auto i : pick->leaves) t.chosen.push_back({o.leaves[i].name, ShapeText(o.leaves[i].dims)});
   t.not_chosen = NotChosen(o, chosen);

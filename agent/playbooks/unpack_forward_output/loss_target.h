@@ -4,10 +4,12 @@
 // training (docs/playbooks.md, "Which attribute is registered"). A pure function of what is known
 // offline: the CPU probe's output tree and class, the loader's model_info task and its docstring.
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "agent/playbooks/unpack_forward_output/house_style.h"
 #include "nlohmann/json.hpp"
 
 namespace triage::playbooks {
@@ -36,6 +38,15 @@ struct LossTargetInput {
   nlohmann::json tree;        // the probe's NODE of the forward output (docs/probe.md)
   std::string task;           // the loader's model_info task ("" when unknown)
   std::string loader_doc;     // the loader's docstring and leading comments ("" when unknown)
+  // The checkout's house style: training_utils.py's registry lines (line 1-based) and the
+  // house-form override other loaders of the checkout carry (ChooseHouseOverride), if any.
+  struct RegistryLine {
+    std::string cls;
+    std::string attr;
+    int line = 0;
+  };
+  std::vector<RegistryLine> registry;
+  std::optional<HouseOverride> house_override;
 };
 
 // A tensor, or a member holding tensors, of the forward output.
@@ -61,6 +72,13 @@ struct LossTarget {
   // class such as BaseModelOutputWithPooling): an override, never a registry line.
   bool per_loader = false;
   std::string reason;  // one sentence without a final period
+  // The existing registry line or override the choice follows, as the reason cites it
+  // ("training_utils.py:41 `_register_attr(\"X\", \"start_logits\")`",
+  // "heads_mini/pytorch/loader.py:40's override"); "" when it follows none.
+  std::string follows;
+  // true: the override is the house form (LossTargetInput::house_override) reducing every tensor
+  // of expr (forward_output, or the one part of it holding the heads, e.g. forward_output[1]).
+  bool house_form = false;
   std::vector<LossCandidate> chosen;
   std::vector<LossCandidate> not_chosen;
 };

@@ -1,13 +1,18 @@
 #include "agent/playbooks/unpack_forward_output/unpack_forward_output.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <set>
 
+#include "agent/playbooks/dtype_bfloat16/dtype_bfloat16.h"
+#include "agent/playbooks/missing_inputs/missing_inputs.h"
 #include "agent/playbooks/python_edit.h"
 #include "agent/playbooks/shard_run.h"
+#include "common/util/file.h"
 #include "common/util/strings.h"
+#include "common/util/text.h"
 
 namespace triage::playbooks {
 namespace {
@@ -43,7 +48,7 @@ std::string MinimalCandidateFlag(const LossTarget& t) {
 // Decision tables
 
 UnpackPlan PlanUnpack(const ProbeDoc& doc, const registry::RegistryFile* reg,
-                      std::string_view loader_doc) {
+                      std::string_view loader_doc, const std::optional<HouseOverride>& house) {
   UnpackPlan p;
   const nlohmann::json& tree = doc.tree;
   p.structure = DescribeTree(tree);
@@ -61,10 +66,23 @@ UnpackPlan PlanUnpack(const ProbeDoc& doc, const registry::RegistryFile* reg,
     in.tree = tree;
     in.task = doc.model_info ? doc.model_info->task : "";
     in.loader_doc = std::string(loader_doc);
+    if (reg != nullptr) {
+      for (const auto& r : reg->registrations()) {
+        if (!r.attr.empty()) in.registry.push_back({r.cls, r.attr, r.line + 1});
+      }
+    }
+    in.house_override = house;
     p.loss_target = DecideLossTarget(in);
     const LossTarget& t = *p.loss_target;
     p.expr = t.expr;
     p.needs_torch = t.needs_torch;
+    if (t.house_form && house) {
+      p.house = house;
+      // The house statements import torch themselves, or read the loader's import.
+      p.needs_torch = std::none_of(
+          house->body.begin(), house->body.end(),
+          [](const std::string& l) { return util::TrimWhitespace(l) == "import torch"; });
+    }
     p.selected = Selected(t);
     if (!t.expr.empty() && !t.by_rule) p.review.push_back(MinimalCandidateFlag(t));
     return t;
@@ -124,7 +142,8 @@ UnpackPlan PlanUnpack(const ProbeDoc& doc, const registry::RegistryFile* reg,
       p.why_not_other = util::StrCat(
           "a named output class whose loss target is one attribute: a "
           "registry line (global for ",
-          p.cls, ") needs no per-loader code");
+          p.cls, ") needs no per-loader code",
+          t.follows.empty() ? "" : util::StrCat("; follows ", t.follows));
       return p;
     }
     p.kind = UnpackPlan::Kind::kOverride;
@@ -138,6 +157,11 @@ UnpackPlan PlanUnpack(const ProbeDoc& doc, const registry::RegistryFile* reg,
           "no family rule decided the loss target: a registry line (global for ", p.cls,
           ") would carry a guess to every model returning it, so this "
           "loader gets an override until a person confirms the choice");
+    } else if (t.house_form) {
+      p.why_not_other = util::StrCat("the heads sit in a container member (", t.expr,
+                                     "), not one tensor attribute a registry line can name; "
+                                     "written in the checkout's house form: follows ",
+                                     t.follows);
     } else {
       p.why_not_other = util::StrCat("the loss target (", t.expr,
                                      ") is more than one attribute lookup, which is all a "
@@ -153,6 +177,10 @@ UnpackPlan PlanUnpack(const ProbeDoc& doc, const registry::RegistryFile* reg,
     }
     p.kind = UnpackPlan::Kind::kOverride;
     p.why_not_other = no_registry_for_bare;
+    if (p.loss_target->house_form) {
+      util::StrAppend(&p.why_not_other, "; written in the checkout's house form: follows ",
+                      p.loss_target->follows);
+    }
     return p;
   }
   p.kind = UnpackPlan::Kind::kNoFix;
@@ -160,7 +188,9 @@ UnpackPlan PlanUnpack(const ProbeDoc& doc, const registry::RegistryFile* reg,
   return p;
 }
 
-std::string RenderOverride(const UnpackPlan& plan) {
+std::string RenderOverride(const UnpackPlan& plan, std::string_view loader) {
+  std::optional<std::vector<std::string>> house;
+  if (plan.house) house = HouseStatementsFor(*plan.house, loader, plan.expr);
   std::string out =
       "    def unpack_forward_output(self, forward_output):\n"
       "        \"\"\"Select the loss-relevant tensor of the forward output for training.\n"
@@ -170,8 +200,31 @@ std::string RenderOverride(const UnpackPlan& plan) {
   util::StrAppend(&out, "        What is selected and why:\n");
   util::StrAppend(&out, "            ", plan.selected, ".\n");
   util::StrAppend(&out, "        \"\"\"\n");
-  util::StrAppend(&out, "        return ", plan.expr, "\n");
+  if (house) {
+    for (const auto& l : *house) util::StrAppend(&out, "        ", l, "\n");
+  } else {
+    util::StrAppend(&out, "        return ", plan.expr, "\n");
+  }
   return out;
+}
+
+bool OverrideRaised(const ProbeDoc& doc, std::string_view loader_path) {
+  if (!doc.has_unpacked || doc.unpacked_ok || !doc.error) return false;
+  const ProbeDoc::Error& e = *doc.error;
+  if (e.site_function == "unpack_forward_output" && !e.site_file.empty() &&
+      std::string_view(loader_path).ends_with(e.site_file)) {
+    return true;
+  }
+  // `  File ".../m/pytorch/loader.py", line 40, in unpack_forward_output`
+  for (auto line : util::SplitLines(e.traceback)) {
+    line = util::TrimWhitespace(line);
+    if (!line.starts_with("File \"") || !line.ends_with(", in unpack_forward_output")) continue;
+    const std::size_t close = line.find('"', 6);
+    if (close == std::string_view::npos) continue;
+    const std::string_view file = line.substr(6, close - 6);
+    if (file.ends_with(util::StrCat("/", loader_path)) || file == loader_path) return true;
+  }
+  return false;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -186,26 +239,64 @@ class UnpackForwardOutput : public Playbook {
   absl::Status ProbeAndFix(ShardRun& run) const override;
 };
 
+constexpr std::string_view kForgeRoot = "third_party/tt_forge_models/";
+
+// The loader's path relative to the tt-forge-models root.
+std::string ForgeRelative(std::string_view loader) {
+  return std::string(loader.starts_with(kForgeRoot) ? loader.substr(kForgeRoot.size()) : loader);
+}
+
+// The house-form override of the checkout's other loaders (docs/playbooks.md, "Which attribute is
+// registered") that can be moved to `own`, if any.
+std::optional<HouseOverride> FindHouseOverride(const std::filesystem::path& workspace,
+                                               const std::string& own) {
+  namespace fs = std::filesystem;
+  const fs::path root = workspace / kForgeRoot;
+  std::vector<HouseOverride> found;
+  std::error_code ec;
+  fs::recursive_directory_iterator it(root, fs::directory_options::skip_permission_denied, ec);
+  for (; !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    const fs::path& path = it->path();
+    if (it->is_directory(ec) && path.filename().string().starts_with(".")) {
+      it.disable_recursion_pending();
+      continue;
+    }
+    if (path.filename() != "loader.py") continue;
+    const std::string rel = path.lexically_relative(root).generic_string();
+    if (rel == own) continue;
+    auto text = util::ReadFile(path, 1 << 20);
+    if (!text.ok()) continue;
+    auto h = ParseHouseOverride(rel, *text);
+    if (h && HouseStatementsFor(*h, own, "forward_output")) found.push_back(std::move(*h));
+  }
+  return ChooseHouseOverride(std::move(found));
+}
+
+// The playbook a re-probe's failure belongs to (docs/playbooks.md, "Chaining"): "" when none.
+std::string NextPlaybookFor(const ProbeDoc& d) {
+  if (!d.error) return "";
+  const std::string& m = d.error->message;
+  if (HasBf16Signature(m) && m.find("BFloat16") != std::string::npos) return "dtype_bfloat16";
+  if (missing_inputs::HasMissingInputsSignature(m)) return "missing_inputs";
+  return "";
+}
+
 }  // namespace
 
 // docs/playbooks.md, "unpack_forward_output".
 absl::Status UnpackForwardOutput::ProbeAndFix(ShardRun& run) const {
-  // Cheap early exit: the loader already overrides unpack_forward_output.
-  if (auto line = registry::FindUnpackOverride(run.loader_text())) {
-    for (auto& w : run.entries()) {
-      w.out->set_probe_finding(
-          util::StrCat("the loader already defines unpack_forward_output (loader.py:", *line,
-                       "): the YAML reason is stale"));
-      w.out->set_fix_path("none");
-      w.out->set_why_not_other("nothing to fix");
-    }
-    return absl::OkStatus();
-  }
+  // The loader's own override: probed like any other output. Working, the YAML reason is stale;
+  // raising in it, the override itself is what gets fixed (replaced).
+  const std::optional<int> existing = registry::FindUnpackOverride(run.loader_text());
+  const std::string loader_rel = ForgeRelative(run.spec().loader());
+  bool replace_existing = false;
+  std::vector<EntryWork*> working_override;
   std::map<std::string, std::string> adds;  // cls -> attr
   std::set<std::string> removes;
   std::optional<UnpackPlan> override_plan;
   std::vector<std::pair<EntryWork*, UnpackPlan>> plans;
   const std::string loader_doc = LoaderDocOf(run.loader_text());
+  std::optional<std::optional<HouseOverride>> house;  // read once, when first needed
   for (auto& w : run.entries()) {
     if (run.Cancelled()) return absl::CancelledError("cancelled");
     run.Progress("probe", w.entry->key());
@@ -222,13 +313,43 @@ absl::Status UnpackForwardOutput::ProbeAndFix(ShardRun& run) const {
       run.Stop(w, "probe_failed");
       continue;
     }
-    UnpackPlan plan = PlanUnpack(d, run.registry(), loader_doc);
+    if (existing) {
+      if (d.unpacked_ok) {
+        w.out->set_probe_finding(
+            util::StrCat("the loader already defines unpack_forward_output (loader.py:", *existing,
+                         "), which returns a ", d.unpacked_kind, ": the YAML reason is stale"));
+        w.out->set_fix_path("none");
+        w.out->set_why_not_other("nothing to fix");
+        working_override.push_back(&w);
+        continue;
+      }
+      // The override itself raises: replaced by the one the rules below choose.
+      if (!OverrideRaised(d, run.spec().loader())) {
+        run.Review(w,
+                   util::StrCat("the loader defines unpack_forward_output (loader.py:", *existing,
+                                "), and unpacking failed outside it: ", d.unpacked_error));
+        w.out->set_probe_finding(util::StrCat("forward output: ", DescribeTree(d.tree)));
+        w.out->set_fix_path("none");
+        run.Stop(w, "no_fix");
+        continue;
+      }
+      replace_existing = true;
+    }
+    if (!house) house = FindHouseOverride(run.workspace(), loader_rel);
+    UnpackPlan plan = PlanUnpack(d, run.registry(), loader_doc, *house);
     w.out->set_probe_finding(util::StrCat("forward output: ", plan.structure));
+    if (existing) {
+      w.out->set_probe_finding(util::StrCat(
+          w.out->probe_finding(), "; the loader's own unpack_forward_output (loader.py:", *existing,
+          ") raises ", d.unpacked_error, ": it is replaced"));
+    }
     if (plan.loss_target && !plan.loss_target->expr.empty()) {
       const LossTarget& t = *plan.loss_target;
       auto* lt = w.out->mutable_loss_target();
       lt->set_family(std::string(LossFamilyName(t.family)));
-      lt->set_chosen(plan.kind == UnpackPlan::Kind::kRegistryAdd ? plan.attr : t.expr);
+      lt->set_chosen(plan.kind == UnpackPlan::Kind::kRegistryAdd ? plan.attr
+                     : t.house_form ? util::StrCat("every tensor of ", t.expr, " (house form)")
+                                    : t.expr);
       lt->set_reason(t.reason);
       lt->set_by_rule(t.by_rule);
       for (const auto& c : t.not_chosen) {
@@ -265,6 +386,13 @@ absl::Status UnpackForwardOutput::ProbeAndFix(ShardRun& run) const {
     }
     plans.emplace_back(&w, plan);
   }
+  if (replace_existing) {
+    for (EntryWork* w : working_override) {
+      run.Review(*w,
+                 "the loader's unpack_forward_output works for this variant and raises for "
+                 "another: it is replaced for all of them; verify this one with the new one");
+    }
+  }
   // Apply the fixes: registry lines (global), then one override for the loader.
   run.Progress("fix");
   bool changed_registry = false;
@@ -298,20 +426,38 @@ absl::Status UnpackForwardOutput::ProbeAndFix(ShardRun& run) const {
   if (changed_registry) {
     if (auto st = run.WriteRegistry(); !st.ok()) return st;
   }
-  if (override_plan) {
+  bool replaced = false;
+  if (override_plan || replace_existing) {
     std::string text = run.loader_text();
-    if (override_plan->needs_torch) text = EnsureImportTorch(text);
-    auto added =
-        AddMethodToModelLoader(text, "unpack_forward_output", RenderOverride(*override_plan));
-    if (!added.ok()) {
+    absl::Status failed;
+    if (replace_existing) {
+      auto removed = RemoveMethodFromModelLoader(text, "unpack_forward_output");
+      if (removed.ok()) {
+        text = *removed;
+      } else {
+        failed = removed.status();
+      }
+    }
+    if (failed.ok() && override_plan) {
+      if (override_plan->needs_torch) text = EnsureImportTorch(text);
+      auto added = AddMethodToModelLoader(text, "unpack_forward_output",
+                                          RenderOverride(*override_plan, loader_rel));
+      if (added.ok()) {
+        text = *added;
+      } else {
+        failed = added.status();
+      }
+    }
+    if (!failed.ok()) {
       for (auto& [w, plan] : plans) {
-        if (plan.kind != UnpackPlan::Kind::kRegistryAdd) {
-          run.Review(*w, util::StrCat("override not written: ", util::MessageOf(added.status())));
+        if (plan.kind != UnpackPlan::Kind::kRegistryAdd || replace_existing) {
+          run.Review(*w, util::StrCat("override not written: ", util::MessageOf(failed)));
           run.Stop(*w, "");
         }
       }
     } else {
-      run.loader_text() = *added;
+      replaced = replace_existing;
+      run.loader_text() = text;
       if (auto st = run.WriteLoader(); !st.ok()) return st;
     }
   }
@@ -321,7 +467,7 @@ absl::Status UnpackForwardOutput::ProbeAndFix(ShardRun& run) const {
     switch (plan.kind) {
       case UnpackPlan::Kind::kRegistryAdd:
         w->fixed = true;
-        w->out->set_fix_path("registry");
+        w->out->set_fix_path(replaced ? "override_remove+registry" : "registry");
         w->out->set_why_not_other(plan.why_not_other);
         w->out->set_probe_finding(util::StrCat(w->out->probe_finding(), "; registry line ",
                                                plan.cls, " -> ", plan.attr, ": ", plan.selected));
@@ -329,11 +475,15 @@ absl::Status UnpackForwardOutput::ProbeAndFix(ShardRun& run) const {
       case UnpackPlan::Kind::kRemoveAndOverride:
       case UnpackPlan::Kind::kOverride:
         w->fixed = true;
-        w->out->set_fix_path(plan.kind == UnpackPlan::Kind::kOverride ? "override"
-                                                                      : "registry_remove+override");
+        w->out->set_fix_path(replaced ? "override_replace"
+                             : plan.kind == UnpackPlan::Kind::kOverride
+                                 ? "override"
+                                 : "registry_remove+override");
         w->out->set_why_not_other(plan.why_not_other);
-        w->out->set_probe_finding(util::StrCat(w->out->probe_finding(), "; override returns ",
-                                               plan.expr, ": ", plan.selected));
+        w->out->set_probe_finding(util::StrCat(
+            w->out->probe_finding(), "; override returns ",
+            plan.house ? util::StrCat("every tensor of ", plan.expr, " concatenated") : plan.expr,
+            ": ", plan.selected));
         break;
       default:
         break;
@@ -349,9 +499,22 @@ absl::Status UnpackForwardOutput::ProbeAndFix(ShardRun& run) const {
       run.Review(*w, "no probe result after the fix");
       continue;
     }
-    if (!docs->front().unpacked_ok) {
+    const ProbeDoc& after = docs->front();
+    // The fix holds and the re-probe fails on: the playbook for that failure runs next on the
+    // edited loader (docs/playbooks.md, "Chaining"), rather than a verification of a known
+    // problem.
+    if (!after.ok && (!after.has_unpacked || after.unpacked_ok)) {
+      if (const std::string next = NextPlaybookFor(after); !next.empty()) {
+        w->out->set_probe_finding(util::StrCat(
+            w->out->probe_finding(), "; after the fix the probe fails: ", after.error->Line()));
+        run.Stop(*w, next == "dtype_bfloat16" ? "needs_dtype" : "needs_inputs",
+                 v1::EntryOutcome::NEEDS_PLAYBOOK, next);
+        continue;
+      }
+    }
+    if (!after.unpacked_ok) {
       run.Review(*w, util::StrCat("after the fix unpack_forward_output still fails: ",
-                                  docs->front().unpacked_error));
+                                  after.unpacked_error));
       run.Stop(*w, "fix_failed");
     }
   }

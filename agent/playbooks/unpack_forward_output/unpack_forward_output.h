@@ -35,13 +35,23 @@ struct UnpackPlan {
   std::vector<std::string> review;
   // How the loss target was chosen (loss_target.h); unset for a stale entry or no output.
   std::optional<LossTarget> loss_target;
+  // Set when the override is written in the checkout's house form (LossTarget::house_form).
+  std::optional<HouseOverride> house;
 };
-// loader_doc: the loader's docstring and leading comments (LoaderDocOf), a family hint.
+// loader_doc: the loader's docstring and leading comments (LoaderDocOf), a family hint. house:
+// the house-form override of the checkout's other loaders (ChooseHouseOverride), if any.
 UnpackPlan PlanUnpack(const ProbeDoc& structure, const registry::RegistryFile* registry,
-                      std::string_view loader_doc = "");
+                      std::string_view loader_doc = "",
+                      const std::optional<HouseOverride>& house = std::nullopt);
 
-// The override method (with the two-section docstring) for a plan of kind override.
-std::string RenderOverride(const UnpackPlan& plan);
+// The override method (with the two-section docstring) for a plan of kind override. loader: the
+// loader it goes into, relative to the tt-forge-models root (a house-form override's relative
+// imports are anchored there).
+std::string RenderOverride(const UnpackPlan& plan, std::string_view loader = "");
+
+// Whether a probe document shows the loader's own unpack_forward_output raising (the error's
+// site, or a frame of its traceback, in that function of the loader file).
+bool OverrideRaised(const ProbeDoc& doc, std::string_view loader_path);
 
 namespace unpack_forward_output {
 

@@ -181,13 +181,13 @@ std::vector<Row> Rows() {
                                            {"attentions", None()}});
 
   return {
-      {"DETR: class logits and boxes, concatenated; auxiliary outputs dropped",
+      {"DETR: the class logits, one attribute a registry line names; auxiliary outputs dropped",
        In(detr, "transformers.models.detr.modeling_detr"),
        LossFamily::kDetection,
-       "torch.cat((forward_output.logits, forward_output.pred_boxes), dim=-1)",
-       "",
+       "forward_output.logits",
+       "logits",
        true,
-       {"auxiliary_outputs", "encoder_last_hidden_state", "last_hidden_state"}},
+       {"auxiliary_outputs", "encoder_last_hidden_state", "last_hidden_state", "pred_boxes"}},
       {"SegFormer: the per-pixel logits",
        In(segformer),
        LossFamily::kSegmentation,
@@ -217,13 +217,13 @@ std::vector<Row> Rows() {
        "pred_masks",
        true,
        {"last_hidden_state", "logits", "pred_boxes"}},
-      {"QA: start and end logits, stacked",
+      {"QA: start_logits, one attribute a registry line names",
        In(qa),
        LossFamily::kQuestionAnswering,
-       "torch.stack((forward_output.start_logits, forward_output.end_logits), dim=-1)",
-       "",
+       "forward_output.start_logits",
+       "start_logits",
        true,
-       {}},
+       {"end_logits"}},
       {"QA tuple (return_dict=False)",
        In(Tuple({T({2, 384}), T({2, 384})}), "", "nlp_qa"),
        LossFamily::kQuestionAnswering,
@@ -354,8 +354,8 @@ TEST(LossTarget, AlternativesCarryTheirShapes) {
     return LossTarget{};
   };
   const LossTarget detr = row("DETR:");
-  EXPECT_EQ(Names(detr.chosen), (std::vector<std::string>{"logits", "pred_boxes"}));
-  EXPECT_EQ(detr.chosen[1].shape, "(2, 100, 4)");
+  EXPECT_EQ(Names(detr.chosen), (std::vector<std::string>{"logits"}));
+  EXPECT_EQ(ShapeOf(detr, "pred_boxes"), "(2, 100, 4)");
   EXPECT_EQ(ShapeOf(detr, "auxiliary_outputs"), "list of 10 tensors (2, 100, 92), (2, 100, 4)");
   EXPECT_EQ(ShapeOf(detr, "last_hidden_state"), "(2, 100, 256)");
   EXPECT_NE(detr.reason.find("output class DetrObjectDetectionOutput"), std::string::npos);
@@ -494,10 +494,18 @@ TEST(LossTarget, PlanFollowsTheTarget) {
   EXPECT_EQ(p.attr, "logits");
   ASSERT_TRUE(p.loss_target.has_value());
   EXPECT_TRUE(p.review.empty());
-  // Two attributes: an override, even for a named class.
+  // A family whose full target is two attributes: still a registry line for a named class,
+  // naming the family's primary attribute.
   p = PlanUnpack(doc(Obj("QuestionAnsweringModelOutput",
                          {{"start_logits", T({1, 16})}, {"end_logits", T({1, 16})}})),
                  nullptr);
+  EXPECT_EQ(p.kind, UnpackPlan::Kind::kRegistryAdd);
+  EXPECT_EQ(p.attr, "start_logits");
+  // On a shared base class (other models of the class train on another attribute): the
+  // family's full target, in an override.
+  p = PlanUnpack(
+      doc(Obj("BaseModelOutput", {{"start_logits", T({1, 16})}, {"end_logits", T({1, 16})}})),
+      nullptr);
   EXPECT_EQ(p.kind, UnpackPlan::Kind::kOverride);
   EXPECT_EQ(p.expr,
             "torch.stack((forward_output.start_logits, forward_output.end_logits), dim=-1)");
@@ -527,6 +535,238 @@ TEST(LossTarget, PlanFollowsTheTarget) {
                  "clip_mini: a text/image contrastive model");
   EXPECT_TRUE(p.review.empty());
   EXPECT_EQ(p.loss_target->family, LossFamily::kContrastive);
+}
+
+// --- the checkout's house style (docs/playbooks.md, "Which attribute is registered")
+
+// The house form of tt-forge-models: the whole output to an imported helper, concatenated.
+constexpr char kHouseLoader[] = R"(import torch
+
+from ...base import ModelLoader as BaseModelLoader
+
+
+class ModelLoader(BaseModelLoader):
+    def load_model(self, dtype_override=None, **kwargs):
+        return None
+
+    def unpack_forward_output(self, fwd_output):
+        """Every head gets a gradient."""
+        import torch
+        from ...tools.utils import extract_tensors_recursive
+
+        tensors = []
+        extract_tensors_recursive(fwd_output, tensors)
+        if tensors:
+            return torch.cat([t.flatten() for t in tensors])
+)";
+
+HouseOverride House() {
+  auto h = ParseHouseOverride("heads_mini/pytorch/loader.py", kHouseLoader);
+  EXPECT_TRUE(h.has_value());
+  return h.value_or(HouseOverride{});
+}
+
+TEST(HouseStyle, ParsesTheHouseOverride) {
+  const HouseOverride h = House();
+  EXPECT_EQ(h.line, 10);
+  EXPECT_EQ(h.param, "fwd_output");
+  EXPECT_EQ(h.helper, "extract_tensors_recursive");
+  EXPECT_EQ(h.body, (std::vector<std::string>{
+                        "import torch",
+                        "from ...tools.utils import extract_tensors_recursive",
+                        "tensors = []",
+                        "extract_tensors_recursive(fwd_output, tensors)",
+                        "if tensors:",
+                        "    return torch.cat([t.flatten() for t in tensors])",
+                    }));
+  EXPECT_EQ(h.Citation(), "heads_mini/pytorch/loader.py:10's override");
+  // A helper that returns the list is the same form.
+  EXPECT_TRUE(ParseHouseOverride(
+      "a/pytorch/loader.py",
+      "class ModelLoader:\n    def unpack_forward_output(self, out):\n"
+      "        from ...tools.utils import extract_tensors_recursive\n"
+      "        return torch.cat([t.flatten() for t in extract_tensors_recursive(out)])\n"));
+  // Not the house form: one element, a helper on a part only, no concatenation, or self.
+  for (const char* body :
+       {"        return out[0]\n",
+        "        from ...tools.utils import extract_tensors_recursive\n"
+        "        return torch.cat([t.flatten() for t in extract_tensors_recursive(out[1])])\n",
+        "        from ...tools.utils import extract_tensors_recursive\n"
+        "        return extract_tensors_recursive(out)[0]\n",
+        "        from ...tools.utils import extract_tensors_recursive\n"
+        "        return torch.cat(extract_tensors_recursive(out)[: self.n])\n"}) {
+    SCOPED_TRACE(body);
+    EXPECT_FALSE(ParseHouseOverride(
+        "a/pytorch/loader.py",
+        std::string("class ModelLoader:\n    def unpack_forward_output(self, out):\n") + body));
+  }
+  EXPECT_FALSE(ParseHouseOverride("a/pytorch/loader.py", "class ModelLoader:\n    pass\n"));
+}
+
+TEST(HouseStyle, StatementsAreMovedToAnotherLoader) {
+  const HouseOverride h = House();
+  // The parameter renamed, the relative import re-anchored at the target's depth.
+  auto same = HouseStatementsFor(h, "yolo_mini/pytorch/loader.py", "forward_output");
+  ASSERT_TRUE(same.has_value());
+  EXPECT_EQ((*same)[1], "from ...tools.utils import extract_tensors_recursive");
+  EXPECT_EQ((*same)[3], "extract_tensors_recursive(forward_output, tensors)");
+  EXPECT_EQ((*same)[5], "    return torch.cat([t.flatten() for t in tensors])");
+  auto deeper = HouseStatementsFor(h, "bert/token_cls/pytorch/loader.py", "forward_output[1]");
+  ASSERT_TRUE(deeper.has_value());
+  EXPECT_EQ((*deeper)[1], "from ....tools.utils import extract_tensors_recursive");
+  EXPECT_EQ((*deeper)[3], "extract_tensors_recursive(forward_output[1], tensors)");
+  // An import from the house loader's own model directory does not move.
+  HouseOverride local = h;
+  local.body[1] = "from ..utils import extract_tensors_recursive";
+  EXPECT_FALSE(HouseStatementsFor(local, "yolo_mini/pytorch/loader.py", "forward_output"));
+  EXPECT_TRUE(HouseStatementsFor(local, "heads_mini/pytorch/loader.py", "forward_output"));
+  // The most common form wins, then the first loader.
+  HouseOverride other = h;
+  other.loader = "a_mini/pytorch/loader.py";
+  other.body.back() = "    return torch.cat([t.reshape(-1) for t in tensors])";
+  HouseOverride third = h;
+  third.loader = "z_mini/pytorch/loader.py";
+  third.param = "out";
+  third.body[3] = "extract_tensors_recursive(out, tensors)";
+  EXPECT_EQ(ChooseHouseOverride({other, h, third})->loader, "heads_mini/pytorch/loader.py");
+  EXPECT_EQ(ChooseHouseOverride({other, h})->loader, "a_mini/pytorch/loader.py");
+  EXPECT_FALSE(ChooseHouseOverride({}));
+}
+
+// Rule 1: a named class whose family target combines attributes gets a registry line naming
+// the attribute the checkout's lines of the family name.
+TEST(HouseStyle, NamedCombinationIsARegistryLineNamedAsTheCheckoutNamesIt) {
+  const json qa = Obj("BertQuestionAnsweringOutput",
+                      {{"start_logits", T({1, 16})}, {"end_logits", T({1, 16})}});
+  LossTargetInput in = In(qa);
+  LossTarget t = DecideLossTarget(in);
+  EXPECT_EQ(t.attr, "start_logits") << "the family's primary attribute";
+  EXPECT_TRUE(t.follows.empty());
+  EXPECT_NE(t.reason.find("registers no other question answering class"), std::string::npos)
+      << t.reason;
+  // The checkout registers another QA class with end_logits: that naming is followed.
+  in.registry = {{"MiniCausalLMOutput", "logits", 40},
+                 {"XLNetQuestionAnsweringSimpleOutput", "end_logits", 44}};
+  t = DecideLossTarget(in);
+  EXPECT_EQ(t.attr, "end_logits");
+  EXPECT_EQ(t.expr, "forward_output.end_logits");
+  EXPECT_EQ(t.follows,
+            "training_utils.py:44 `_register_attr(\"XLNetQuestionAnsweringSimpleOutput\", "
+            "\"end_logits\")`");
+  EXPECT_NE(t.reason.find("follows " + t.follows), std::string::npos) << t.reason;
+  EXPECT_EQ(Names(t.not_chosen), (std::vector<std::string>{"start_logits"}));
+  EXPECT_TRUE(t.by_rule);
+  // Detection: a class of no known family that registers a distinctive attribute counts; a
+  // language model's `logits` line does not.
+  const json det =
+      Obj("MiniDetOutput", {{"pred_logits", T({1, 64, 5})}, {"pred_boxes", T({1, 64, 4})}});
+  in = In(det, "x.detection.outputs");
+  in.registry = {{"MiniCausalLMOutput", "logits", 40}};
+  t = DecideLossTarget(in);
+  EXPECT_EQ(t.attr, "pred_logits") << "the class logits, the family's primary";
+  in.registry.push_back({"MiniBoxesOutput", "pred_boxes", 41});
+  t = DecideLossTarget(in);
+  EXPECT_EQ(t.attr, "pred_boxes");
+  EXPECT_NE(t.follows.find("training_utils.py:41"), std::string::npos);
+  // A single-attribute family cites the family's line naming the same attribute.
+  in = In(Obj("MiniSequenceClassifierOutput", {{"logits", T({1, 3})}}));
+  in.registry = {{"MiniImageClassifierOutput", "logits", 42}};
+  t = DecideLossTarget(in);
+  EXPECT_EQ(t.attr, "logits");
+  EXPECT_EQ(t.follows,
+            "training_utils.py:42 `_register_attr(\"MiniImageClassifierOutput\", \"logits\")`");
+}
+
+// Rule 2: a bare container of several heads follows the checkout's house-form override.
+TEST(HouseStyle, BareContainerOfSeveralHeadsFollowsTheHouseOverride) {
+  const json yolo = List(Repeat(3, T({1, 6, 8, 8})));
+  LossTargetInput in = In(yolo, "", "cv_object_det");
+  LossTarget t = DecideLossTarget(in);
+  EXPECT_FALSE(t.house_form) << "no house override in the checkout: the family table";
+  EXPECT_EQ(t.expr, "torch.cat([t.flatten(1) for t in forward_output], dim=1)");
+  in.house_override = House();
+  t = DecideLossTarget(in);
+  EXPECT_TRUE(t.house_form);
+  EXPECT_EQ(t.expr, "forward_output");
+  EXPECT_EQ(t.follows, "heads_mini/pytorch/loader.py:10's override");
+  EXPECT_NE(t.reason.find("follows heads_mini/pytorch/loader.py:10's override"), std::string::npos)
+      << t.reason;
+  EXPECT_EQ(t.chosen.size(), 3u);
+  EXPECT_TRUE(t.by_rule);
+  // The family table's single pick is overruled: every head of a tuple.
+  in = In(Tuple({T({1, 3}), T({1, 6})}), "", "cv_image_cls");
+  in.house_override = House();
+  t = DecideLossTarget(in);
+  EXPECT_TRUE(t.house_form);
+  EXPECT_EQ(t.expr, "forward_output");
+  EXPECT_NE(t.reason.find("the family table alone would take `[0]`"), std::string::npos)
+      << t.reason;
+  EXPECT_TRUE(t.not_chosen.empty());
+  // YOLO in eval mode: the heads member only, the decoded predictions stay out.
+  in = In(Tuple({T({1, 84, 6}), List(Repeat(3, T({1, 6, 8, 8})))}), "", "cv_object_det");
+  in.house_override = House();
+  t = DecideLossTarget(in);
+  EXPECT_TRUE(t.house_form);
+  EXPECT_EQ(t.expr, "forward_output[1]");
+  EXPECT_EQ(Names(t.not_chosen), (std::vector<std::string>{"[0]"}));
+  // An auxiliary head by name stays out: one main tensor, the family's pick.
+  in = In(Dict({{"out", T({1, 3, 8, 8})}, {"aux", T({1, 3, 8, 8})}}), "", "cv_image_seg");
+  in.house_override = House();
+  t = DecideLossTarget(in);
+  EXPECT_FALSE(t.house_form);
+  EXPECT_EQ(t.expr, "forward_output[\"out\"]");
+  // Several main heads next to an auxiliary one: the house form would reduce it too.
+  in = In(Dict({{"a", T({1, 3})}, {"b", T({1, 4})}, {"aux", T({1, 3})}}), "", "");
+  in.house_override = House();
+  t = DecideLossTarget(in);
+  EXPECT_FALSE(t.house_form);
+  EXPECT_NE(t.reason.find("not in the house form of heads_mini/pytorch/loader.py:10's override"),
+            std::string::npos)
+      << t.reason;
+  // A named class whose heads sit in one container member (MGP-STR's three logits): the house
+  // form over that member (an override: a registry line cannot name a container).
+  in = In(Obj("MgpstrModelOutput",
+              {{"logits", Tuple({T({1, 27, 38}), T({1, 27, 50257}), T({1, 27, 30522})})},
+               {"attentions", None()}}));
+  in.house_override = House();
+  t = DecideLossTarget(in);
+  EXPECT_TRUE(t.house_form);
+  EXPECT_EQ(t.expr, "forward_output.logits");
+  EXPECT_TRUE(t.attr.empty());
+  // One tensor: nothing to reduce.
+  in = In(Tuple({T({1, 3})}), "", "cv_image_cls");
+  in.house_override = House();
+  EXPECT_FALSE(DecideLossTarget(in).house_form);
+}
+
+TEST(HouseStyle, PlanRendersTheHouseForm) {
+  ProbeDoc d;
+  d.key = "k";
+  d.phase = "structure";
+  d.has_output = true;
+  d.output_class = "list";
+  d.output_module = "builtins";
+  d.tree = List(Repeat(3, T({1, 6, 8, 8})));
+  d.has_unpacked = true;
+  const UnpackPlan p = PlanUnpack(d, nullptr, "a detector", House());
+  EXPECT_EQ(p.kind, UnpackPlan::Kind::kOverride);
+  ASSERT_TRUE(p.house.has_value());
+  EXPECT_FALSE(p.needs_torch) << "the house statements import torch themselves";
+  EXPECT_NE(p.why_not_other.find("follows heads_mini/pytorch/loader.py:10's override"),
+            std::string::npos)
+      << p.why_not_other;
+  const std::string method = RenderOverride(p, "yolo_mini/pytorch/loader.py");
+  EXPECT_NE(method.find("    def unpack_forward_output(self, forward_output):\n"),
+            std::string::npos);
+  EXPECT_NE(method.find("        \"\"\"\n"
+                        "        import torch\n"
+                        "        from ...tools.utils import extract_tensors_recursive\n"
+                        "        tensors = []\n"
+                        "        extract_tensors_recursive(forward_output, tensors)\n"
+                        "        if tensors:\n"
+                        "            return torch.cat([t.flatten() for t in tensors])\n"),
+            std::string::npos)
+      << method;
 }
 
 }  // namespace

@@ -730,6 +730,15 @@ class PlaybookRunTest : public ::testing::Test {
     }
   }
 
+  // Both entries' probes: the loader's own override unpacks the output to a tensor.
+  void ProbesOfAWorkingOverride() {
+    const json out = {{"type", "tuple"}, {"items", {Tensor({1, 3}), Tensor({1, 6})}}};
+    for (const char* k :
+         {"m/pytorch-A-single_device-training", "m/pytorch-B-single_device-training"}) {
+      tools_.probes[k] = {{Doc(k, "structure", out, true)}};
+    }
+  }
+
   // Variant A's inference entry, passing.
   void WriteInferenceEntry() {
     testing::WriteFileOrDie(
@@ -924,16 +933,18 @@ TEST_F(PlaybookRunTest, UnpackOverridePathWritesTheLoaderAndIsolatesACrash) {
   EXPECT_NE(r->entries(0).review(0).find("alternatives: [1]"), std::string::npos);
 }
 
-TEST_F(PlaybookRunTest, ExistingOverrideSkipsTheProbe) {
+TEST_F(PlaybookRunTest, ExistingOverrideThatWorksIsStale) {
   testing::WriteFileOrDie(ws_ / "third_party/tt_forge_models/m/pytorch/loader.py",
                           "class ModelLoader:\n    def unpack_forward_output(self, o):\n"
                           "        return o[0]\n");
+  ProbesOfAWorkingOverride();
   auto r = Run("unpack_forward_output", "not_implemented");
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_TRUE(tools_.probes.empty()) << "no probe was run";
   EXPECT_NE(r->entries(0).probe_finding().find("already defines unpack_forward_output"),
             std::string::npos);
+  EXPECT_EQ(r->entries(0).fix_path(), "none");
   EXPECT_EQ(r->entries(0).verdict(), "pass");
+  EXPECT_EQ(r->file_edits_size(), 0) << "a working override is left as it is";
 }
 
 TEST_F(PlaybookRunTest, ProbePhaseFixesButDoesNotVerify) {
@@ -1046,6 +1057,7 @@ TEST_F(PlaybookRunTest, DispositionVerifyPhaseAndExistingOverrideAreDone) {
   testing::WriteFileOrDie(ws_ / "third_party/tt_forge_models/m/pytorch/loader.py",
                           "class ModelLoader:\n    def unpack_forward_output(self, o):\n"
                           "        return o[0]\n");
+  ProbesOfAWorkingOverride();
   ExpectDispositions(Run("unpack_forward_output", "not_implemented"),
                      {{"pass", v1::EntryOutcome::DONE}, {"pass", v1::EntryOutcome::DONE}});
   spec_.set_phase(v1::PHASE_VERIFY);
@@ -1180,6 +1192,108 @@ TEST_F(PlaybookRunTest, DtypeFixThenUnpackOnTheFixedLoaderThenOneDecision) {
   EXPECT_EQ(tools_.pytest_calls[0], std::vector<std::string>{"m/pytorch-A-single_device-training"});
   EXPECT_TRUE(a.changed());
   EXPECT_EQ(a.edit().set(0).value().string_value(), "EXPECTED_PASSING");
+}
+
+// An override that raises is what needs fixing: replaced by the rules' choice, here the house
+// form another loader of the checkout uses (docs/playbooks.md, "unpack_forward_output").
+TEST_F(PlaybookRunTest, AnOverrideThatRaisesIsReplacedInTheHouseForm) {
+  testing::WriteFileOrDie(ws_ / "third_party/tt_forge_models/heads/multi/pytorch/loader.py",
+                          "class ModelLoader:\n"
+                          "    def unpack_forward_output(self, fwd_output):\n"
+                          "        import torch\n"
+                          "        from ....tools.utils import extract_tensors_recursive\n"
+                          "        tensors = []\n"
+                          "        extract_tensors_recursive(fwd_output, tensors)\n"
+                          "        if tensors:\n"
+                          "            return torch.cat([t.flatten() for t in tensors])\n");
+  testing::WriteFileOrDie(ws_ / "third_party/tt_forge_models/m/pytorch/loader.py",
+                          "import torch\n\n\nclass ModelLoader:\n"
+                          "    def load_model(self):\n        return None\n\n"
+                          "    def unpack_forward_output(self, fwd):\n"
+                          "        return fwd.logits\n");
+  const json out = {{"type", "list"}, {"items", {Tensor({1, 6, 8, 8}), Tensor({1, 6, 4, 4})}}};
+  for (const char* k :
+       {"m/pytorch-A-single_device-training", "m/pytorch-B-single_device-training"}) {
+    ProbeDoc raising = Doc(k, "structure", out, false,
+                           ProbeError("AttributeError", "'list' object has no attribute 'logits'"));
+    raising.error->traceback =
+        "Traceback (most recent call last):\n"
+        "  File \"/w/agent/scripts/triage_probe.py\", line 300, in run_phase\n"
+        "    unpacked = loader.unpack_forward_output(output)\n"
+        "  File \"/ws/third_party/tt_forge_models/m/pytorch/loader.py\", line 9, in "
+        "unpack_forward_output\n"
+        "    return fwd.logits\n"
+        "AttributeError: 'list' object has no attribute 'logits'\n";
+    raising.unpacked_error = "AttributeError: 'list' object has no attribute 'logits'";
+    tools_.probes[k] = {{raising}, {Doc(k, "structure", out, true)}};
+  }
+  auto r = Run("unpack_forward_output", "not_implemented");
+  ExpectDispositions(r, {{"pass", v1::EntryOutcome::DONE}, {"pass", v1::EntryOutcome::DONE}});
+  const auto& a = r->entries(0);
+  EXPECT_EQ(a.fix_path(), "override_replace");
+  EXPECT_NE(a.probe_finding().find("own unpack_forward_output (loader.py:8) raises"),
+            std::string::npos)
+      << a.probe_finding();
+  EXPECT_NE(a.loss_target().reason().find("follows heads/multi/pytorch/loader.py:2's override"),
+            std::string::npos)
+      << a.loss_target().reason();
+  ASSERT_EQ(r->file_edits_size(), 1);
+  const std::string& diff = r->file_edits(0).diff();
+  EXPECT_NE(diff.find("-        return fwd.logits"), std::string::npos) << diff;
+  EXPECT_NE(diff.find("+        from ...tools.utils import extract_tensors_recursive\n"),
+            std::string::npos)
+      << diff;
+  EXPECT_NE(diff.find("+        extract_tensors_recursive(forward_output, tensors)\n"),
+            std::string::npos)
+      << diff;
+  const std::string loader =
+      testing::ReadFileOrDie(ws_ / "third_party/tt_forge_models/m/pytorch/loader.py");
+  EXPECT_EQ(loader.find("fwd.logits"), std::string::npos);
+  EXPECT_EQ(loader.find("def unpack_forward_output"), loader.rfind("def unpack_forward_output"))
+      << "one override";
+}
+
+// A fix whose re-probe fails on with another playbook's failure stops for that playbook
+// (docs/playbooks.md, "Chaining") instead of being verified with the failure left in it.
+TEST_F(PlaybookRunTest, UnpackReprobeShowingADtypeErrorStopsForDtypeBfloat16) {
+  const json out = Object("MiniOutput", {{"logits", Tensor({1, 4})}});
+  for (const char* k :
+       {"m/pytorch-A-single_device-training", "m/pytorch-B-single_device-training"}) {
+    tools_.probes[k] = {
+        {Doc(k, "structure", out, false)},
+        {Doc(k, "structure", json(), false,
+             ProbeError("RuntimeError", "expected scalar type BFloat16 but found Float"))}};
+  }
+  chain_ = [](std::string_view) -> const Playbook* { return nullptr; };
+  auto r = Run("unpack_forward_output", "not_implemented");
+  ExpectDispositions(r, {{"needs_dtype", v1::EntryOutcome::NEEDS_PLAYBOOK},
+                         {"needs_dtype", v1::EntryOutcome::NEEDS_PLAYBOOK}});
+  EXPECT_EQ(r->entries(0).needs_playbook(), "dtype_bfloat16");
+  EXPECT_EQ(r->registry_ops_size(), 1) << "the fix is kept for the next playbook";
+  EXPECT_TRUE(tools_.pytest_calls.empty());
+}
+
+TEST_F(PlaybookRunTest, DtypeReprobeShowingMissingInputsStopsForMissingInputs) {
+  const std::string a = "m/pytorch-A-single_device-training";
+  const std::string b = "m/pytorch-B-single_device-training";
+  ProbeDoc bf16 = Doc(a, "bfloat16", json(), true,
+                      ProbeError("RuntimeError", "expected scalar type BFloat16 but found Float"));
+  bf16.inputs = {ProbeInput("decoder_input_values", "torch.float32", "tensor")};
+  const json tensor = Tensor({1, 4});
+  ProbeDoc after = Doc(a, "bfloat16", json(), true,
+                       ProbeError("ValueError",
+                                  "You have to specify either decoder_input_ids or "
+                                  "decoder_inputs_embeds"));
+  tools_.probes[a] = {{bf16, Doc(a, "float32", tensor, true)},
+                      {after, Doc(a, "float32", tensor, true)}};
+  tools_.probes[b] = {{Doc(b, "bfloat16", tensor, true), Doc(b, "float32", tensor, true)}};
+  chain_ = [](std::string_view) -> const Playbook* { return nullptr; };
+  auto r = Run("dtype_bfloat16", "cross_dtype");
+  ExpectDispositions(r, {{"needs_inputs", v1::EntryOutcome::NEEDS_PLAYBOOK},
+                         {"not_reproduced", v1::EntryOutcome::NEEDS_REVIEW}});
+  EXPECT_EQ(r->entries(0).needs_playbook(), "missing_inputs");
+  EXPECT_EQ(r->entries(0).fix_path(), "loader_dtype") << "the dtype fix is kept";
+  EXPECT_EQ(r->file_edits_size(), 1);
 }
 
 TEST_F(PlaybookRunTest, ChainInAProbePhaseLeavesTheEntryReadyForVerification) {
@@ -1322,6 +1436,7 @@ TEST_F(PlaybookRunTest, ImpossibleJUnitTimesAreNotMeasured) {
   testing::WriteFileOrDie(ws_ / "third_party/tt_forge_models/m/pytorch/loader.py",
                           "class ModelLoader:\n    def unpack_forward_output(self, o):\n"
                           "        return o[0]\n");
+  ProbesOfAWorkingOverride();
   tools_.cases["m/pytorch-A-single_device-training"].time_seconds = -4;
   tools_.cases["m/pytorch-B-single_device-training"].time_seconds = std::nan("");
   auto r = Run("unpack_forward_output", "not_implemented");
@@ -1336,6 +1451,13 @@ TEST_F(PlaybookRunTest, ImpossibleJUnitTimesAreNotMeasured) {
 // given. A (2.5 s) passes; B is left out of a run of several keys, as a crash leaves it, and
 // fails in 6 s when run alone.
 constexpr char kFakePytest[] = R"(#!/bin/sh
+case "$*" in
+  *--mode\ structure*)
+    # The probe: the loader's own override returns a tensor.
+    key=$(echo "$*" | sed 's/.*--key \([^ ]*\).*/\1/')
+    echo '{"schema": 1, "key": "'"$key"'", "phase": "structure", "ok": true, "error": null, "inputs": [], "output": {"class": "tuple", "module": "builtins", "tree": {"type": "tuple", "items": [{"type": "tensor", "shape": [1, 2], "dtype": "torch.bfloat16"}]}}, "unpacked": {"ok": true, "kind": "tensor", "error": null}, "backward": "skipped"}'
+    exit 0 ;;
+esac
 xml=""
 keys=""
 for a in "$@"; do
@@ -1390,7 +1512,7 @@ TEST_F(PlaybookRunTest, NativeAndReplayRunsMeasureTheSameTimes) {
   EXPECT_DOUBLE_EQ(r->entries(0).duration_seconds(), 2.5);
   EXPECT_EQ(r->entries(1).verdict(), "failure") << "decided by its run alone";
   EXPECT_DOUBLE_EQ(r->entries(1).duration_seconds(), 6.0) << "the time of that run";
-  ASSERT_TRUE(std::filesystem::is_regular_file(options.shard_dir / "junit/02-verify-alone.xml"));
+  ASSERT_TRUE(std::filesystem::is_regular_file(options.shard_dir / "junit/04-verify-alone.xml"));
 
   auto replay = ReplayTools::Load(options.shard_dir, tmp_.path() / "replayed");
   ASSERT_TRUE(replay.ok()) << replay.status();
