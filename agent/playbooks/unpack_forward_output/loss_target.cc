@@ -948,9 +948,45 @@ std::optional<Pick> RegistryAttrPick(const LossTargetInput& in, const Output& o,
   return p;
 }
 
+// Whether tensors are heads of one prediction: each predicts for every sample, so they share
+// the leading (batch) dimension. A similarity matrix and its transpose, or per-text embeddings
+// next to per-image ones, do not: reducing them all would train on what the loss never reads.
+bool SameBatch(const Output& o, const std::vector<std::size_t>& leaves) {
+  if (leaves.empty()) return false;
+  for (std::size_t i : leaves) {
+    if (o.leaves[i].dims.empty() || o.leaves[i].dims[0] != o.leaves[leaves[0]].dims[0]) {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::optional<std::string> HouseExprOf(const Output& o, const Pick& pick, std::string* skipped);
+
 // Rule 2: the part of the output the house-form override reduces (the whole output, or the one
-// member holding the heads), or nullopt with why not in *skipped.
+// member holding the heads), or nullopt with why not in *skipped. Only heads of one prediction
+// (SameBatch) are reduced together.
 std::optional<std::string> HouseExpr(const Output& o, const Pick& pick, std::string* skipped) {
+  std::optional<std::string> sub = HouseExprOf(o, pick, skipped);
+  if (!sub) return sub;
+  std::vector<std::size_t> leaves;
+  for (std::size_t i = 0; i < o.leaves.size(); ++i) {
+    const std::string& e = o.leaves[i].expr;
+    if (*sub == "forward_output" || e == *sub || e.starts_with(*sub + "[") ||
+        e.starts_with(*sub + ".")) {
+      leaves.push_back(i);
+    }
+  }
+  if (!SameBatch(o, leaves)) {
+    *skipped = util::StrCat("the tensors of `", *sub,
+                            "` do not share their leading (batch) dimension, so they are not "
+                            "heads of one prediction");
+    return std::nullopt;
+  }
+  return sub;
+}
+
+std::optional<std::string> HouseExprOf(const Output& o, const Pick& pick, std::string* skipped) {
   auto any_aux = [&](const std::vector<std::size_t>& leaves) {
     return std::any_of(leaves.begin(), leaves.end(),
                        [&](std::size_t i) { return o.leaves[i].aux; });

@@ -723,6 +723,16 @@ TEST(HouseStyle, BareContainerOfSeveralHeadsFollowsTheHouseOverride) {
   EXPECT_NE(t.reason.find("not in the house form of heads_mini/pytorch/loader.py:10's override"),
             std::string::npos)
       << t.reason;
+  // CLIP's tuple at a batch of 2 with 3 texts: the similarity matrices are each other's
+  // transpose and the embeddings are per text or per image. They share no batch dimension, so
+  // they are not heads of one prediction: the family's pick, not the house form.
+  in = In(Tuple({T({2, 3}), T({3, 2}), T({3, 6}), T({2, 6})}), "", "mm_image_text_sim");
+  in.house_override = House();
+  t = DecideLossTarget(in);
+  EXPECT_FALSE(t.house_form);
+  EXPECT_EQ(t.expr, "forward_output[0]");
+  EXPECT_NE(t.reason.find("do not share their leading (batch) dimension"), std::string::npos)
+      << t.reason;
   // A named class whose heads sit in one container member (MGP-STR's three logits): the house
   // form over that member (an override: a registry line cannot name a container).
   in = In(Obj("MgpstrModelOutput",
