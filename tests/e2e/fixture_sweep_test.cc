@@ -255,10 +255,11 @@ TEST_F(FixtureSweepTest, NativeSweepReachesTheGroundTruthAndReplayAgrees) {
             << kv.first.as<std::string>() << ": " << line;
       }
     }
-    if (kv.second["loader_edit"]) {
+    for (const char* field : {"loader_edit", "chained_loader_edit"}) {
+      if (!kv.second[field]) continue;
       // Every line the edit adds (an edit may span several lines) is an added line of the patch.
-      const std::string before = kv.second["loader_edit"]["before"].as<std::string>();
-      const std::string after = kv.second["loader_edit"]["after"].as<std::string>();
+      const std::string before = kv.second[field]["before"].as<std::string>();
+      const std::string after = kv.second[field]["after"].as<std::string>();
       const auto before_lines = util::SplitLines(before);
       for (auto line : util::SplitLines(after)) {
         if (std::find(before_lines.begin(), before_lines.end(), line) != before_lines.end()) {

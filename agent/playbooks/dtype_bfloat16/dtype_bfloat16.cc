@@ -49,8 +49,14 @@ DtypeRow ClassifyDtype(const ProbeDoc& bf16, const ProbeDoc& f32) {
   // torch words some of these errors without "BFloat16").
   if (!bf16.error || !HasBf16Signature(bf16.error->message)) return DtypeRow::kOtherError;
   // A float32 phase that fails only in unpack_forward_output ran the forward pass: the dtype row
-  // goes on, and the unpack_forward_output playbook follows it on the fixed loader.
-  if (!f32.ok && !UnpackFailed(f32)) return DtypeRow::kEscalate;
+  // goes on, and the unpack_forward_output playbook follows it on the fixed loader. One that
+  // fails for a missing training input (missing_inputs' signatures) fails on what another
+  // playbook fixes, not on the dtype: the dtype row goes on too, and its re-probe decides
+  // (the mismatch gone and that failure in its place: missing_inputs runs next).
+  if (!f32.ok && !UnpackFailed(f32) &&
+      !(f32.error && missing_inputs::HasMissingInputsSignature(f32.error->message))) {
+    return DtypeRow::kEscalate;
+  }
   return DtypeRow::kProceed;
 }
 

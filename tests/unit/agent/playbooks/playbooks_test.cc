@@ -570,6 +570,11 @@ TEST(ClassifyDtype, DecisionTable) {
       {"no signature, float32 fails only to unpack", phase("bfloat16", err("CUDA out of memory")),
        phase("float32", err("No handler for class X exists in `unpack_forward_output`"), false),
        DtypeRow::kOtherError},
+      {"bf16 signature, float32 fails for a missing input: proceed, missing_inputs decides next",
+       phase("bfloat16", err("mat1 and mat2 must have the same dtype")),
+       phase("float32",
+             err("You have to specify either decoder_input_ids or decoder_inputs_embeds.")),
+       DtypeRow::kProceed},
   };
   for (const auto& c : cases) EXPECT_EQ(ClassifyDtype(c.bf16, c.f32), c.row) << c.name;
   EXPECT_TRUE(UnpackFailed(cases[5].f32));
