@@ -11,10 +11,11 @@ goes to stderr. Exit 0 when the phases ran (a failing phase is a result), 2 on u
 
 Each phase builds the model and its inputs as the runner builds a test: load_model (with
 dtype_override only when its signature names the parameter), train() or eval(), load_inputs (with
-dtype_override and batch_size only when named; **kwargs does not count). The training phases pass
---batch-size, else the checkout runner's DEFAULT_TRAINING_BATCH_SIZE (found under tests/runner/
-with ast), else no batch; the eval phase passes --batch-size only. Every document's "built" says
-what was passed.
+dtype_override and batch_size only when named; **kwargs does not count). A phase offers
+--batch-size, else the batch_size of the test's YAML entry (the key's, or for the eval phase its
+inference entry's), else for a training phase the checkout runner's DEFAULT_TRAINING_BATCH_SIZE
+(found under tests/runner/ with ast), else no batch. Every document's "built" says what was
+passed.
 
 Modes and their phases: structure -> structure; dtype -> bfloat16, float32; inputs -> train, eval.
 The inputs mode adds what a fix of the model's inputs needs (the forward's and load_inputs'
@@ -178,6 +179,42 @@ def training_default_batch(root):
             value, lineno = line
             rel = os.path.relpath(path, root).replace(os.sep, "/")
             return value, f"{rel}:{lineno} {DEFAULT_BATCH_NAME}"
+    return None, None
+
+
+def yaml_batch(root, key):
+    """(batch, source) of the test's own YAML entry, as the runner reads it: the entry `key` of
+    a test_config mapping in a .yaml file under <root>/tests/runner/test_config/ (files in sorted
+    order, the first that defines the key), its top-level `batch_size` when that is a positive
+    int, source "<root-relative file> batch_size"; (None, None) otherwise. arch_overrides are not
+    read (the probe has no arch)."""
+    config = os.path.join(root, RUNNER_REL, "test_config")
+    paths = []
+    for dirpath, dirnames, filenames in os.walk(config):
+        dirnames.sort()
+        paths += [os.path.join(dirpath, f) for f in filenames if f.endswith(".yaml")]
+    try:
+        import yaml
+    except ImportError as e:
+        print(f"triage_probe: no YAML reader, the entry's batch_size is not read: {e}", file=sys.stderr)
+        return None, None
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    for path in sorted(paths):
+        try:
+            with open(path, "rb") as f:
+                document = yaml.load(f, Loader=loader)
+        except (OSError, yaml.YAMLError) as e:
+            print(f"triage_probe: cannot read {path}: {e}", file=sys.stderr)
+            continue
+        entries = document.get("test_config") if isinstance(document, dict) else None
+        if not isinstance(entries, dict) or key not in entries:
+            continue
+        entry = entries[key]
+        batch = entry.get("batch_size") if isinstance(entry, dict) else None
+        if isinstance(batch, int) and not isinstance(batch, bool) and batch >= 1:
+            rel = os.path.relpath(path, root).replace(os.sep, "/")
+            return batch, f"{rel} batch_size"
+        return None, None
     return None, None
 
 
@@ -663,8 +700,13 @@ def main(argv):
         extras = InputsExtras(root, target, member) if args.mode == "inputs" else None
         training_batch = None  # the runner's training default, read once when a phase needs it
         for phase, dtype in phases:
+            # The test the phase stands for: the key's own (training) entry, or for the eval
+            # phase the inference entry of the same model and variant.
+            test_key = key.rsplit("-", 1)[0] + ("-inference" if phase == "eval" else "-training")
             if args.batch_size is not None:
                 batch = (args.batch_size, "--batch-size")
+            elif (from_yaml := yaml_batch(root, test_key))[0] is not None:
+                batch = from_yaml
             elif phase == "eval":
                 batch = (None, None)  # an inference test gets no batch but the YAML's
             else:
