@@ -794,6 +794,7 @@ class Classifier {
     const std::string_view where =
         f_.stage_source == "signal" ? std::string_view() : CrashWhere(f_.stage);
     SetReason(CrashReason(signal, where, message, ctx_.max_reason_bytes), source);
+    f_.crash_message = std::string(message);
     return f_;
   }
 

@@ -67,6 +67,9 @@ struct Finding {
   // "triage_error" | "error_message" | "failure_text" | "log" | "".
   std::string reason_source;
   int signal = 0;  // crashes: the signal number when known
+  // Crashes: the last fatal message the reason quotes ("" when none), without the signal and
+  // the stage (nightly maintenance writes its own reason form from it: docs/nightly.md).
+  std::string crash_message;
   // Human-review flags; they do not change the verdict.
   std::vector<std::string> review;
 };

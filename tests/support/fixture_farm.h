@@ -59,7 +59,11 @@ class FixtureFarmTest : public ::testing::Test {
   void StartFixtureAgent(const std::string& id, const std::string& arch,
                          const std::string& executor, std::vector<std::string> more = {}) {
     const auto ws = CloneFixtureWorkspace(repo_, dir_ / ("ws-" + id));
-    ASSERT_FALSE(HasFailure());
+    // This clone's own failure, not an earlier expectation's: an agent must start either way, or
+    // the sweep it serves would wait for it until the test times out.
+    ASSERT_TRUE(std::filesystem::is_directory(ws / "third_party/tt_forge_models/.git") ||
+                std::filesystem::is_regular_file(ws / "third_party/tt_forge_models/.git"))
+        << "no workspace at " << ws;
     std::vector<std::string> argv = {kAgentBinary,
                                      "--insecure",
                                      "--coordinator",

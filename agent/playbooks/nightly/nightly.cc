@@ -80,7 +80,12 @@ absl::StatusOr<v1::NightlyRecord> RecordOfRun(const std::string& key, const juni
     r.set_outcome(v1::NightlyRecord::FAILED);
     r.set_bringup_status("UNKNOWN");
     r.set_real_error(f.reason);
-    if (f.verdict == junit::Verdict::kCrash) r.set_crash_signal(f.signal > 0 ? f.signal : 6);
+    if (f.verdict == junit::Verdict::kCrash) {
+      r.set_crash_signal(f.signal > 0 ? f.signal : 6);
+      // The fatal message alone: the record's reason is then the nightly form a CI record of the
+      // same crash gives (rule R), whether or not the fleet confirmed it.
+      r.set_real_error(f.crash_message);
+    }
     if (f.verdict == junit::Verdict::kTimeout || run.timed_out) r.set_timed_out(true);
     if (f.verdict != junit::Verdict::kCrash && !r.timed_out()) {
       return absl::UnavailableError(util::StrCat("the confirmation run of ", key,
