@@ -181,4 +181,123 @@ absl::StatusOr<std::string> ApplyFileDiff(std::string_view original, const FileD
   return result;
 }
 
+namespace {
+
+// A hunk's lines split into what it needs (preimage) and what it leaves (postimage).
+struct Images {
+  std::vector<Line> pre;
+  std::vector<Line> post;
+  int leading = 0;   // context lines before the first change
+  int trailing = 0;  // context lines after the last change
+};
+
+Images SplitImages(const Hunk& h) {
+  Images im;
+  bool changed = false;
+  for (std::size_t i = 0; i < h.lines.size(); ++i) {
+    std::string_view line = h.lines[i];
+    const bool no_newline = i + 1 < h.lines.size() && h.lines[i + 1].starts_with("\\ No newline");
+    const char tag = line.empty() ? ' ' : line[0];
+    Line l{std::string(line.empty() ? line : line.substr(1)), !no_newline};
+    if (tag == ' ') {
+      im.pre.push_back(l);
+      im.post.push_back(l);
+      if (changed) {
+        ++im.trailing;
+      } else {
+        ++im.leading;
+      }
+    } else {
+      changed = true;
+      im.trailing = 0;
+      if (tag == '-') im.pre.push_back(std::move(l));
+      if (tag == '+') im.post.push_back(std::move(l));
+    }
+    if (no_newline) ++i;
+  }
+  return im;
+}
+
+bool MatchesAt(const std::vector<Line>& text, const std::vector<Line>& pre, int at) {
+  if (at < 0 || at + static_cast<int>(pre.size()) > static_cast<int>(text.size())) return false;
+  for (std::size_t k = 0; k < pre.size(); ++k) {
+    if (text[at + k].text != pre[k].text) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+PartialApply ApplyHunksNear(std::string_view original, const std::vector<Hunk>& hunks,
+                            const std::vector<LineWindow>& windows) {
+  PartialApply result;
+  std::vector<Line> text = ToLines(original);
+  int floor = 0;  // lines above this belong to an applied hunk (or precede it)
+  int shift = 0;  // lines the applied hunks added (removed: negative)
+  for (std::size_t i = 0; i < hunks.size(); ++i) {
+    const Hunk& h = hunks[i];
+    Images im = SplitImages(h);
+    const int n = static_cast<int>(text.size());
+    const int expected = (h.old_count == 0 ? h.old_start : h.old_start - 1) + shift;
+    // As git apply: a hunk that starts the file stays at the top, one without trailing context
+    // stays at the end.
+    const bool at_top = h.old_start <= 1;
+    const LineWindow window = i < windows.size() ? windows[i] : LineWindow{};
+    // The nearest start in [lo, hi] where pre matches (and ends at end_at, when >= 0); -1: none.
+    const auto find = [&](const std::vector<Line>& pre, bool at_end, int end_at) {
+      const int size = static_cast<int>(pre.size());
+      const int lo = std::max(floor, window.begin + shift);
+      const int hi = std::min(n, window.end + shift) - size;
+      for (int d = 0; expected - d >= lo || expected + d <= hi; ++d) {
+        for (int at : {expected - d, expected + d}) {
+          if (at < lo || at > hi || (at_top && at != 0) || (at_end && at + size != n) ||
+              (end_at >= 0 && at + size != end_at)) {
+            continue;
+          }
+          if (MatchesAt(text, pre, at)) return at;
+        }
+      }
+      return -1;
+    };
+    int found = find(im.pre, im.trailing == 0, -1);
+    const int change_end = h.old_start - 1 + static_cast<int>(im.pre.size()) - im.trailing;
+    if (found < 0 && i < windows.size() && im.trailing > 0 && window.old_end == change_end) {
+      // The trailing context lies past the window (the change reached the end of its entry,
+      // and the next line is another entry's): without it the hunk must end where the window
+      // does.
+      std::vector<Line> pre(im.pre.begin(), im.pre.end() - im.trailing);
+      const int end_at = window.end + shift;
+      if (end_at <= n) {
+        found = find(pre, false, end_at);
+        if (found >= 0) {
+          im.pre = std::move(pre);
+          im.post.resize(im.post.size() - im.trailing);
+        }
+      }
+    }
+    const int size = static_cast<int>(im.pre.size());
+    HunkPlacement placed;
+    if (found < 0) {
+      placed.why = util::StrCat("hunk '", h.header, "': its ", size,
+                                " lines of context and removals are not in the file",
+                                i < windows.size() ? " where its entry is" : "");
+      result.hunks.push_back(std::move(placed));
+      continue;
+    }
+    text.erase(text.begin() + found, text.begin() + found + size);
+    text.insert(text.begin() + found, im.post.begin(), im.post.end());
+    placed.applied = true;
+    placed.line = found + 1;
+    result.hunks.push_back(std::move(placed));
+    const int delta = static_cast<int>(im.post.size()) - size;
+    shift += delta;
+    floor = found + static_cast<int>(im.post.size());
+  }
+  for (std::size_t k = 0; k < text.size(); ++k) {
+    result.text += text[k].text;
+    if (text[k].newline || k + 1 < text.size()) result.text.push_back('\n');
+  }
+  return result;
+}
+
 }  // namespace triage::diff

@@ -40,4 +40,38 @@ absl::StatusOr<std::vector<Hunk>> ParseHunks(const FileDiff& diff);
 // without fuzz. An error names the hunk and the line that did not match.
 absl::StatusOr<std::string> ApplyFileDiff(std::string_view original, const FileDiff& diff);
 
+// A window of lines [begin, end) (0-based, in the text as it was before any hunk was applied)
+// where a hunk's preimage must lie entirely; the default is the whole file.
+struct LineWindow {
+  int begin = 0;
+  int end = 1 << 30;
+  // The window's end in the text the diff was made from, or -1. When a hunk's changes end there
+  // (its trailing context is the next window's first line), the hunk may match without its
+  // trailing context, ending where this window ends: a line added after the window does not
+  // break it.
+  int old_end = -1;
+};
+
+// Where each hunk of ApplyHunksNear went.
+struct HunkPlacement {
+  bool applied = false;
+  int line = 0;     // 1-based line of the text where its preimage started (applied)
+  std::string why;  // not applied: what did not match
+};
+
+struct PartialApply {
+  std::string text;
+  std::vector<HunkPlacement> hunks;  // one per hunk, in order
+};
+
+// Applies hunks (of one file, in file order) to a text that may have moved on since the diff was
+// made, each where its preimage (context and removed lines, exactly) matches nearest to where
+// the diff says, shifted by the hunks applied before it, and below the previous applied hunk, as
+// `git apply` places hunks without fuzz: a hunk that starts at line 1 must match at the top, one
+// without trailing context at the end. A hunk that matches nowhere
+// (or nowhere inside its window, when windows has one per hunk) is left out and the others are
+// still applied: the caller decides whether a partial result is usable.
+PartialApply ApplyHunksNear(std::string_view text, const std::vector<Hunk>& hunks,
+                            const std::vector<LineWindow>& windows = {});
+
 }  // namespace triage::diff

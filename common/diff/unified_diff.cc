@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "common/diff/blob_id.h"
 #include "common/util/strings.h"
 
 namespace triage::diff {
@@ -124,26 +125,22 @@ std::string Range(int start, int count) {
   return util::StrCat(start + 1, ",", count);
 }
 
-// The git-style header and the hunks of an edit script over a and b.
-std::string Render(std::string_view path, const std::vector<Line>& a, const std::vector<Line>& b,
-                   const std::vector<Edit>& edits, const DiffOptions& options, bool old_exists,
-                   bool new_exists) {
-  std::string out;
-  util::StrAppend(&out, "diff --git a/", path, " b/", path, "\n");
-  if (!old_exists) util::StrAppend(&out, "new file mode 100644\n");
-  if (!new_exists) util::StrAppend(&out, "deleted file mode 100644\n");
-  util::StrAppend(&out, "--- ", old_exists ? util::StrCat("a/", path) : "/dev/null", "\n");
-  util::StrAppend(&out, "+++ ", new_exists ? util::StrCat("b/", path) : "/dev/null", "\n");
+// Hunks as [begin, end) ranges of edit indexes, context included.
+struct Span {
+  int begin = 0;
+  int end = 0;
+};
 
-  const int ctx = std::max(0, options.context);
+// The usual hunks: context lines around each change, and changes within 2*context equal lines of
+// each other in one hunk.
+std::vector<Span> ContextSpans(const std::vector<Edit>& edits, int ctx) {
+  std::vector<Span> spans;
   const int total = static_cast<int>(edits.size());
   int i = 0;
   while (i < total) {
-    // Find the next change.
     while (i < total && edits[i].op == Op::kEqual) ++i;
     if (i >= total) break;
     int start = std::max(0, i - ctx);
-    // Extend the hunk while changes are within 2*ctx equal lines of each other.
     int end = i;
     while (true) {
       while (end < total && edits[end].op != Op::kEqual) ++end;
@@ -155,6 +152,72 @@ std::string Render(std::string_view path, const std::vector<Line>& a, const std:
       }
       end += run;
     }
+    spans.push_back({start, end});
+    i = end;
+  }
+  return spans;
+}
+
+// One hunk per region with a change (regions: [begin, end) edit ranges, in order). Leading
+// context stays inside the region, at most ctx lines; trailing context is `trailing` lines after
+// the last change (fewer at the end of the file). No two hunks share a line: the earlier hunk's
+// trailing context comes first. A hunk that would have no context at all takes the line before
+// it when that line is free (git apply anchors a context-free hunk only at the file's ends).
+std::vector<Span> RegionSpans(const std::vector<Edit>& edits, const std::vector<Span>& regions,
+                              int ctx, int trailing) {
+  struct Change {
+    int region_begin, first, last;
+  };
+  std::vector<Change> changes;
+  for (const Span& r : regions) {
+    int first = -1, last = -1;
+    for (int k = r.begin; k < r.end; ++k) {
+      if (edits[k].op == Op::kEqual) continue;
+      if (first < 0) first = k;
+      last = k;
+    }
+    if (first < 0) continue;
+    // A change right after the previous one could not have trailing context: one hunk.
+    if (!changes.empty() && changes.back().last + 1 == first) {
+      changes.back().last = last;
+    } else {
+      changes.push_back({r.begin, first, last});
+    }
+  }
+  std::vector<Span> spans;
+  const int total = static_cast<int>(edits.size());
+  int used = 0;  // edits before this index belong to an earlier hunk
+  for (std::size_t h = 0; h < changes.size(); ++h) {
+    const Change& c = changes[h];
+    const int next_first = h + 1 < changes.size() ? changes[h + 1].first : total;
+    int begin = std::max({c.first - ctx, c.region_begin, used});
+    int end = std::min(c.last + 1 + trailing, next_first);
+    if (begin == c.first && end == c.last + 1 && c.first > used) --begin;
+    spans.push_back({begin, end});
+    used = end;
+  }
+  return spans;
+}
+
+// The git-style header (with an index line naming both blobs when asked) and the given hunks of
+// an edit script over a and b.
+std::string Render(std::string_view path, std::string_view old_text, std::string_view new_text,
+                   const std::vector<Line>& a, const std::vector<Line>& b,
+                   const std::vector<Edit>& edits, const std::vector<Span>& spans,
+                   const DiffOptions& options, bool old_exists, bool new_exists) {
+  std::string out;
+  util::StrAppend(&out, "diff --git a/", path, " b/", path, "\n");
+  if (!old_exists) util::StrAppend(&out, "new file mode 100644\n");
+  if (!new_exists) util::StrAppend(&out, "deleted file mode 100644\n");
+  if (options.index_line) {
+    util::StrAppend(&out, "index ", old_exists ? GitBlobId(old_text) : std::string(kNullBlobId),
+                    "..", new_exists ? GitBlobId(new_text) : std::string(kNullBlobId), "\n");
+  }
+  util::StrAppend(&out, "--- ", old_exists ? util::StrCat("a/", path) : "/dev/null", "\n");
+  util::StrAppend(&out, "+++ ", new_exists ? util::StrCat("b/", path) : "/dev/null", "\n");
+
+  for (const Span& span : spans) {
+    const int start = span.begin, end = span.end;
     int old_start = -1, new_start = -1, old_count = 0, new_count = 0;
     for (int k = start; k < end; ++k) {
       const Edit& e = edits[k];
@@ -185,7 +248,6 @@ std::string Render(std::string_view path, const std::vector<Line>& a, const std:
           break;
       }
     }
-    i = end;
   }
   return out;
 }
@@ -215,7 +277,8 @@ std::string UnifiedDiff(std::string_view path, std::string_view old_text, std::s
   }
   for (int i = 0; i < suffix; ++i) edits.push_back({Op::kEqual, n - suffix + i, m - suffix + i});
 
-  return Render(path, a, b, edits, options, old_exists, new_exists);
+  return Render(path, old_text, new_text, a, b, edits,
+                ContextSpans(edits, std::max(0, options.context)), options, old_exists, new_exists);
 }
 
 std::string UnifiedDiffOfRegions(std::string_view path, std::string_view old_text,
@@ -229,6 +292,7 @@ std::string UnifiedDiffOfRegions(std::string_view path, std::string_view old_tex
   edits.reserve(static_cast<std::size_t>(n + m));
   int i = 0, j = 0;
   bool in_step = true;
+  std::vector<Span> region_edits;
   for (const Region& r : regions) {
     if (r.old_begin < i || r.new_begin < j || r.old_end < r.old_begin || r.new_end < r.new_begin ||
         r.old_end > n || r.new_end > m || r.old_begin - i != r.new_begin - j) {
@@ -243,11 +307,13 @@ std::string UnifiedDiffOfRegions(std::string_view path, std::string_view old_tex
       in_step = false;
       break;
     }
+    const int region_begin = static_cast<int>(edits.size());
     if (!Myers(a, r.old_begin, r.old_end, b, r.new_begin, r.new_end, options.max_edit_distance,
                edits)) {
       for (int k = r.old_begin; k < r.old_end; ++k) edits.push_back({Op::kDelete, k, r.new_begin});
       for (int k = r.new_begin; k < r.new_end; ++k) edits.push_back({Op::kInsert, r.old_end, k});
     }
+    region_edits.push_back({region_begin, static_cast<int>(edits.size())});
     i = r.old_end;
     j = r.new_end;
   }
@@ -258,7 +324,12 @@ std::string UnifiedDiffOfRegions(std::string_view path, std::string_view old_tex
     }
   }
   if (!in_step || i != n || j != m) return UnifiedDiff(path, old_text, new_text, options);
-  return Render(path, a, b, edits, options, true, true);
+  const int ctx = std::max(0, options.context);
+  return Render(path, old_text, new_text, a, b, edits,
+                options.hunk_per_region
+                    ? RegionSpans(edits, region_edits, ctx, std::max(0, options.trailing_context))
+                    : ContextSpans(edits, ctx),
+                options, true, true);
 }
 
 }  // namespace triage::diff

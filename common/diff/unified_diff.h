@@ -11,6 +11,15 @@ struct DiffOptions {
   // Above this many differing lines the middle of the file is emitted as one replace hunk
   // instead of a minimal edit script (still correct, just not minimal), bounding memory.
   int max_edit_distance = 20000;
+  // An `index <old blob>..<new blob>` line after "diff --git": `git apply --3way` finds the
+  // preimage by it when the file moved on since.
+  bool index_line = false;
+  // UnifiedDiffOfRegions only: one hunk per region that changed, whose leading context (at most
+  // `context` lines) stays inside its region and whose trailing context is `trailing_context`
+  // lines; hunks never share a line. With a region per YAML entry, an upstream edit of one entry
+  // breaks only its own hunk (docs/report.md, "The patches").
+  bool hunk_per_region = false;
+  int trailing_context = 1;
 };
 
 // A git-style unified diff of one file ("diff --git a/P b/P", "--- a/P", "+++ b/P", hunks) that

@@ -368,7 +368,10 @@ absl::Status EditYamlFile(MergeState& st, const std::string& file,
   for (const auto& b : detail.blocks) {
     regions.push_back({b.old_first, b.old_end, b.new_first, b.new_end});
   }
-  st.out.ttxla_patch += diff::UnifiedDiffOfRegions(file, *base, *edited, regions);
+  // One hunk per entry, anchored in the entry's own lines, with index lines (docs/report.md,
+  // "The patches"): an upstream edit of one entry breaks only its hunk.
+  st.out.ttxla_patch += diff::UnifiedDiffOfRegions(file, *base, *edited, regions,
+                                                   {.index_line = true, .hunk_per_region = true});
   st.out.changed_files.push_back(util::StrCat("tt-xla/", file));
   return absl::OkStatus();
 }
@@ -525,7 +528,8 @@ absl::StatusOr<MergeOutput> Merge(const MergeInput& input) {
   MergeLoaderEdits(st);
   // tt-forge-models.patch: the registry file and the loaders, in path order.
   for (const auto& [path, text] : st.forge_after) {
-    st.out.forge_patch += diff::UnifiedDiff(path, st.forge_before[path], text);
+    st.out.forge_patch +=
+        diff::UnifiedDiff(path, st.forge_before[path], text, {.index_line = true});
     st.out.changed_files.push_back(util::StrCat("tt_forge_models/", path));
   }
   // Entries in file order (then key): the report's order.
