@@ -64,6 +64,7 @@ Mapping MapRuns(const inventory::Inventory& inventory, const std::vector<v1::Nig
   v1::NightlyIntake& intake = out.intake;
   const std::vector<const v1::NightlyRun*> ordered = OrderRuns(runs);
   intake.set_runs(static_cast<int>(ordered.size()));
+  for (const v1::NightlyRun* run : ordered) intake.add_run_labels(run->label());
 
   // Files with errors of their own are never edited. An error that spans files (a key defined
   // in two of them) concerns that key only: it is not mapped (below), the file's other entries

@@ -231,6 +231,8 @@ NightlySections BuildNightlySections(const MergeOutput& merge, const v1::Nightly
 
   json intake_json = {
       {"runs", intake.runs()},
+      {"run_labels",
+       std::vector<std::string>(intake.run_labels().begin(), intake.run_labels().end())},
       {"archs", std::vector<std::string>(intake.archs().begin(), intake.archs().end())},
       {"testcases", intake.testcases()},
       {"records", intake.records()},

@@ -9,6 +9,7 @@
 #include "common/config/config.h"
 #include "coordinator/triagectl/farm_common.h"
 #include "coordinator/triagectl/farm_durations_cmd.h"
+#include "coordinator/triagectl/farm_land_cmd.h"
 #include "coordinator/triagectl/farm_oncall_cmd.h"
 #include "coordinator/triagectl/farm_results_cmd.h"
 #include "coordinator/triagectl/farm_sweep_cmd.h"
@@ -19,18 +20,21 @@ namespace {
 
 // Each command Register adds, by the name Run knows it by.
 constexpr std::pair<std::string_view, farm::Verb> kVerbs[] = {
-    {"sweep start", farm::RunSweepStart},      {"sweep list", farm::RunSweepList},
-    {"sweep status", farm::RunSweepStatus},    {"sweep cancel", farm::RunSweepCancel},
-    {"sweep resume", farm::RunSweepResume},    {"sweep watch", farm::RunSweepWatch},
-    {"sweep patch", farm::RunSweepPatch},      {"sweep report", farm::RunSweepReport},
-    {"sweep apply", farm::RunSweepApply},      {"shards list", farm::RunShardsList},
-    {"shard requeue", farm::RunShardRequeue},  {"shard cancel", farm::RunShardCancel},
-    {"agents list", farm::RunAgentsList},      {"agents drain", farm::RunAgentDrain},
-    {"agents undrain", farm::RunAgentUndrain}, {"sweep diff", farm::RunSweepDiff}};
+    {"sweep start", farm::RunSweepStart},   {"sweep list", farm::RunSweepList},
+    {"sweep status", farm::RunSweepStatus}, {"sweep cancel", farm::RunSweepCancel},
+    {"sweep resume", farm::RunSweepResume}, {"sweep watch", farm::RunSweepWatch},
+    {"sweep patch", farm::RunSweepPatch},   {"sweep report", farm::RunSweepReport},
+    {"shards list", farm::RunShardsList},   {"shard requeue", farm::RunShardRequeue},
+    {"shard cancel", farm::RunShardCancel}, {"agents list", farm::RunAgentsList},
+    {"agents drain", farm::RunAgentDrain},  {"agents undrain", farm::RunAgentUndrain},
+    {"sweep diff", farm::RunSweepDiff}};
 
-// The verbs registered by a Register function of their own (RegisterSweepDurations).
+// The verbs registered by a Register function of their own (RegisterSweepDurations,
+// RegisterSweepLand).
 constexpr std::pair<std::string_view, farm::Verb> kOwnVerbs[] = {
-    {"sweep durations", farm::RunSweepDurations}};
+    {"sweep durations", farm::RunSweepDurations},
+    {"sweep apply", farm::RunSweepApply},
+    {"sweep pr-body", farm::RunSweepPrBody}};
 
 // --stuck-minutes: a number of minutes above 0, at most a year.
 CLI::Validator StuckMinutes() {
@@ -226,11 +230,7 @@ void FarmCommands::RegisterSweep(CLI::App& app) {
                    "YAML/JSON: failure cluster id (c-xxxxxxxx) or entry key -> tracking URL, "
                    "appended to the reasons the sweep writes (docs/nightly.md)")
       ->check(CLI::ExistingFile);
-  auto* apply =
-      AddCommand(sweep, "apply",
-                 "Apply both patches to a clean checkout at the sweep's commits (never commits)");
-  apply->add_option("ID", o_.id, "Sweep id")->required();
-  apply->add_option("--repo", o_.repo, "The tt-xla checkout (with its submodule)")->required();
+  RegisterSweepLand(sweep);
   auto* report = AddCommand(sweep, "report", "Write report.md and report.json");
   report->add_option("ID", o_.id, "Sweep id")->required();
   report->add_option("--out", o_.out_dir, "Output directory (default: .)");
@@ -243,6 +243,49 @@ void FarmCommands::RegisterSweep(CLI::App& app) {
   diff->add_option("B", o_.other_id, "The newer sweep's id")->required();
   diff->add_flag("--all", o_.all, "List still_passing and still_failing entries too");
   RegisterSweepDurations(sweep);
+}
+
+void FarmCommands::RegisterSweepLand(CLI::App* sweep) {
+  auto* apply = AddCommand(
+      sweep, "apply",
+      "Apply a sweep to a clean checkout: uncommitted at the sweep's commits by default; with "
+      "--branch (and --commit, --push) as the two branches of its pull requests");
+  apply->add_option("ID", o_.id, "Sweep id")->required();
+  apply->add_option("--repo", o_.repo, "The tt-xla checkout (with its submodule)")->required();
+  apply->add_option("--branch", o_.branch,
+                    "Check out a new branch NAME in both repositories (tt-forge-models only when "
+                    "the sweep changed it) at their bases, and apply there");
+  apply->add_flag("--commit", o_.commit,
+                  "Commit on the branches: tt-forge-models first, then tt-xla with the YAML and "
+                  "the submodule moved to that commit (needs --branch)");
+  apply->add_option("--push", o_.push_remote,
+                    "Push both branches to this remote of each repository (needs --commit)");
+  apply->add_flag("--force", o_.force, "Reset an existing branch NAME (and force the push)");
+  apply->add_option("--onto", o_.onto,
+                    "Apply onto this later tt-xla commit instead of the sweep's, entry by entry; "
+                    "entries changed upstream since the sweep are left out and listed");
+  apply->add_option("--forge-onto", o_.forge_onto,
+                    "The tt-forge-models base (default: the gitlink of --onto, else the sweep's)");
+  apply
+      ->add_option("--exclude", o_.exclude, "Leave out these entry keys (repeat or comma-separate)")
+      ->delimiter(',');
+  apply->add_flag("--exclude-review", o_.exclude_review,
+                  "Leave out every entry the sweep flagged for a person");
+  apply->add_option("--author", o_.author, "Commit author, \"Name <email>\" (default: git's)");
+  apply->add_option("--committer", o_.committer,
+                    "Committer, \"Name <email>\" (default: git's user.name and user.email)");
+  apply->add_option("--evidence-url", o_.evidence_url,
+                    "Prefix of the evidence links in the commit messages (default: local paths)");
+  auto* body = AddCommand(sweep, "pr-body",
+                          "Print the pull-request descriptions of a sweep (markdown, from its "
+                          "report): tt-forge-models' and tt-xla's");
+  body->add_option("ID", o_.id, "Sweep id")->required();
+  body->add_option("--repo", o_.pr_repo, "Only this one: tt-xla or forge")
+      ->check(CLI::IsMember({"tt-xla", "forge"}));
+  body->add_option("--evidence-url", o_.evidence_url,
+                   "Prefix of the evidence links (where `sweep report --out` was published)");
+  body->add_option("--exclude", o_.exclude, "As for sweep apply")->delimiter(',');
+  body->add_flag("--exclude-review", o_.exclude_review, "As for sweep apply");
 }
 
 void FarmCommands::RegisterShards(CLI::App& app) {

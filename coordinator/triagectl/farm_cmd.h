@@ -76,6 +76,19 @@ struct FarmOptions {
   std::string durations_arch;   // "" = the sweep's first target arch
   std::string durations_out;    // "" = stdout
   std::string durations_merge;  // an existing .test_durations file to update
+  // sweep apply: landing on branches (docs/landing.md); sweep pr-body
+  std::string branch;
+  bool commit = false;
+  std::string push_remote;
+  bool force = false;
+  std::string onto;
+  std::string forge_onto;
+  std::vector<std::string> exclude;  // entry keys
+  bool exclude_review = false;
+  std::string author;     // "Name <email>"
+  std::string committer;  // "Name <email>"
+  std::string pr_repo;    // pr-body: tt-xla, forge or "" (both)
+  std::string evidence_url;
 };
 
 // Registers `sweep`, `shards`, `shard` and `agents` on app; Run executes the parsed one.
@@ -93,6 +106,7 @@ class FarmCommands {
   void RegisterSweep(CLI::App& app);
   void RegisterSweepStart(CLI::App* sweep);
   void RegisterSweepDurations(CLI::App* sweep);
+  void RegisterSweepLand(CLI::App* sweep);  // apply and pr-body
   void RegisterShards(CLI::App& app);
   void RegisterAgents(CLI::App& app);
 

@@ -1,16 +1,9 @@
 #include "coordinator/triagectl/farm_results_cmd.h"
 
-#include <cerrno>
-#include <cstdlib>
-#include <cstring>
-
 #include <map>
-#include <optional>
 #include <string_view>
-#include <tuple>
 #include <utility>
 
-#include "common/git/git.h"
 #include "common/util/file.h"
 #include "common/util/strings.h"
 #include "common/util/text.h"
@@ -54,73 +47,6 @@ absl::StatusOr<int> WriteEvidence(const v1::Report& r, const std::filesystem::pa
     ++evidence;
   }
   return evidence;
-}
-
-// Refuses anything but a clean checkout at exactly the sweep's commits. The submodule's
-// gitlink may differ from its HEAD (a sweep of a moved submodule leaves tt-xla showing
-// `M third_party/tt_forge_models`): what counts is that its HEAD is the sweep's commit.
-// The exit code when a checkout is refused (said on err); nullopt when both will do.
-std::optional<int> CheckCheckouts(const std::filesystem::path& repo,
-                                  const std::filesystem::path& forge, const v1::Patch& p,
-                                  std::ostream& err) {
-  for (const auto& [dir, commit, name] : {std::tuple{repo, p.ttxla_commit(), "tt-xla"},
-                                          std::tuple{forge, p.forge_commit(), "tt_forge_models"}}) {
-    const git::Git g(dir);
-    auto head = g.RevParse("HEAD");
-    if (!head.ok()) {
-      err << "triagectl: " << dir.string()
-          << " is not a git checkout: " << util::MessageOf(head.status()) << "\n";
-      return kExitProblems;
-    }
-    if (*head != commit) {
-      err << "triagectl: " << name << " in " << dir.string() << " is at " << head->substr(0, 12)
-          << ", the sweep read " << commit.substr(0, 12) << ": check out the sweep's commits first"
-          << " (git -C " << dir.string() << " checkout " << commit << ")\n";
-      return kExitProblems;
-    }
-    auto changes = g.WorkTreeChanges();
-    if (!changes.ok()) return Error(err, changes.status());
-    if (!changes->empty()) {
-      err << "triagectl: " << name << " checkout " << dir.string()
-          << " has local changes; apply needs a clean tree:\n";
-      for (const auto& c : *changes) err << "  " << c << "\n";
-      return kExitProblems;
-    }
-  }
-  return std::nullopt;
-}
-
-// One patch of `sweep apply` and the checkout it goes to.
-struct ApplyStep {
-  std::filesystem::path dir;
-  std::string patch;
-  std::string name;
-};
-
-// Writes the patches to tmp and applies them, checking both before changing either; each applied
-// one is said on out (without json) and added to applied. Why one failed, or nullopt.
-std::optional<std::string> ApplySteps(const std::vector<ApplyStep>& steps,
-                                      const std::filesystem::path& tmp, bool json,
-                                      nlohmann::json& applied, std::ostream& out) {
-  for (const auto& s : steps) {
-    if (s.patch.empty()) continue;
-    if (auto st = util::WriteFileAtomic(tmp / s.name, s.patch); !st.ok()) {
-      return util::StrCat(util::MessageOf(st), "\n");
-    }
-    if (auto r = git::Git(s.dir).Run({"apply", "--check", (tmp / s.name).string()}); !r.ok()) {
-      return util::StrCat(s.name, " does not apply to ", s.dir.string(), ":\n",
-                          util::MessageOf(r.status()), "\n");
-    }
-  }
-  for (const auto& s : steps) {
-    if (s.patch.empty()) continue;
-    if (auto r = git::Git(s.dir).Run({"apply", (tmp / s.name).string()}); !r.ok()) {
-      return util::StrCat("applying ", s.name, " failed:\n", util::MessageOf(r.status()), "\n");
-    }
-    if (!json) out << "applied " << s.name << " to " << s.dir.string() << "\n";
-    applied.push_back({{"patch", s.name}, {"repo", s.dir.string()}});
-  }
-  return std::nullopt;
 }
 
 // A sweep's report.json, through GetReport (which builds the outputs of a finished sweep when
@@ -277,51 +203,6 @@ int RunSweepReport(Client& client, const FarmOptions& o, std::ostream& out, std:
                         {"evidence_files", *evidence},
                         {"totals", field("totals")}};
     out << j.dump(2) << "\n";
-  }
-  return kExitOk;
-}
-
-int RunSweepApply(Client& client, const FarmOptions& o, std::ostream& out, std::ostream& err) {
-  const bool json = o.output == "json";
-  nlohmann::json applied = nlohmann::json::array();
-  v1::GetPatchRequest req;
-  req.set_sweep_id(o.id);
-  if (!o.issue_links.empty()) {
-    std::map<std::string, std::string> links;
-    if (auto rc = ReadIssueLinks(o.issue_links, links, err)) return *rc;
-    req.mutable_issue_links()->insert(links.begin(), links.end());
-  }
-  auto p = client.Call<v1::GetPatchRequest, v1::Patch>(&Stub::GetPatch, req);
-  if (!p.ok()) return Error(err, p.status());
-  const std::filesystem::path repo = o.repo;
-  const std::filesystem::path forge = repo / git::kForgeSubmodulePath;
-  if (auto rc = CheckCheckouts(repo, forge, *p, err)) return *rc;
-  std::string tmpl = (std::filesystem::temp_directory_path() / "triage-apply-XXXXXX").string();
-  if (mkdtemp(tmpl.data()) == nullptr) {
-    return Error(err, absl::FailedPreconditionError(
-                          util::StrCat("cannot create a temporary directory: ", strerror(errno))));
-  }
-  const std::filesystem::path tmp = tmpl;
-  const std::vector<ApplyStep> steps = {{repo, p->ttxla_patch(), "tt-xla.patch"},
-                                        {forge, p->forge_patch(), "tt-forge-models.patch"}};
-  const std::optional<std::string> failure = ApplySteps(steps, tmp, json, applied, out);
-  std::error_code ec;
-  std::filesystem::remove_all(tmp, ec);
-  if (failure) {
-    err << "triagectl: " << *failure;
-    return kExitProblems;
-  }
-  if (!p->partial().empty()) err << "triagectl: warning: partial patches: " << p->partial() << "\n";
-  if (json) {
-    out << nlohmann::json{{"sweep", p->sweep_id()},
-                          {"applied", applied},
-                          {"partial", p->partial().empty() ? nlohmann::json(nullptr)
-                                                           : nlohmann::json(p->partial())},
-                          {"committed", false}}
-               .dump(2)
-        << "\n";
-  } else {
-    out << "nothing was committed: review with `git diff` in both repositories\n";
   }
   return kExitOk;
 }

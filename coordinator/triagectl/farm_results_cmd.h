@@ -1,7 +1,7 @@
 #pragma once
 
 // The sweep verbs that take a sweep's results: patch and report write them to a directory,
-// apply puts the patches on a checkout, diff compares two sweeps' reports.
+// diff compares two sweeps' reports (apply and pr-body: farm_land_cmd.h).
 
 #include <filesystem>
 #include <ostream>
@@ -19,9 +19,6 @@ std::string OutDirProblem(const std::filesystem::path& path);
 int RunSweepPatch(Client& client, const FarmOptions& o, std::ostream& out, std::ostream& err);
 // `sweep report ID [--out DIR]`: report.md, report.json and the evidence files in DIR.
 int RunSweepReport(Client& client, const FarmOptions& o, std::ostream& out, std::ostream& err);
-// `sweep apply ID --repo CHECKOUT`: both patches onto a clean checkout at the sweep's commits;
-// nothing committed.
-int RunSweepApply(Client& client, const FarmOptions& o, std::ostream& out, std::ostream& err);
 // `sweep diff A B [--all]`: the two reports compared (docs/report.md, "Comparing two sweeps").
 int RunSweepDiff(Client& client, const FarmOptions& o, std::ostream& out, std::ostream& err);
 

@@ -48,26 +48,10 @@ class FixtureSweepTest : public testing::FixtureFarmTest {
   // Three agents (cpu, n150, p150) named <name>-<arch>.
   void StartAgents(const std::string& executor, const std::filesystem::path& replay_dir,
                    const std::string& name = "") {
-    const std::string prefix = name.empty() ? executor : name;
-    for (const std::string arch : {"cpu", "n150", "p150"}) {
-      std::vector<std::string> more;
-      if (!replay_dir.empty()) more = {"--replay_dir", replay_dir.string()};
-      ASSERT_NO_FATAL_FAILURE(StartFixtureAgent(prefix + "-" + arch, arch, executor, more));
-    }
-    // Registered before the sweep: the coordinator plans probe phases for the cpu agent.
-    ASSERT_TRUE(testing::WaitFor(
-        [&] {
-          std::string out;
-          if (Ctl({"agents", "list", "-o", "json"}, &out) != 0) return false;
-          auto j = json::parse(out, nullptr, false);
-          int live = 0;
-          for (const auto& a : j.value("agents", json::array())) {
-            live += a.value("state", "") != "offline" &&
-                    a["dimensions"].value("agent_id", "").starts_with(prefix + "-");
-          }
-          return live == 3;
-        },
-        30s));
+    std::vector<std::string> more;
+    if (!replay_dir.empty()) more = {"--replay_dir", replay_dir.string()};
+    ASSERT_NO_FATAL_FAILURE(StartFixtureAgents(name.empty() ? executor : name, executor,
+                                               {"cpu", "n150", "p150"}, more));
   }
 
   // Starts a sweep (planned with a .test_durations file when given) and follows it to its end;

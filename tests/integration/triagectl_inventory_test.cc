@@ -370,7 +370,7 @@ TEST_F(TriagectlTest, UnknownSubcommandListsTheKnownOnes) {
   EXPECT_EQ(Run({"sweep", "frobnicate"}, &out), 2);
   EXPECT_EQ(out,
             "triagectl: unknown subcommand 'frobnicate' of 'sweep'; expected one of: start, list, "
-            "status, watch, cancel, resume, patch, apply, report, diff, durations\n");
+            "status, watch, cancel, resume, patch, apply, pr-body, report, diff, durations\n");
   EXPECT_EQ(Run({"agents", "frobnicate", "--insecure"}, &out), 2);
   EXPECT_EQ(out,
             "triagectl: unknown subcommand 'frobnicate' of 'agents'; expected one of: list, drain, "

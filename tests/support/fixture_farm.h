@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "tests/support/test_support.h"
 
 namespace triage::testing {
@@ -94,6 +95,29 @@ class FixtureFarmTest : public ::testing::Test {
 
   int Ctl(std::vector<std::string> args, std::string* out) {
     return RunCtl(control_port_, std::move(args), dir_, out);
+  }
+
+  // Starts one agent per arch of archs ("cpu" included), named <prefix>-<arch>, and waits until
+  // they are registered (the coordinator plans probe phases for a cpu agent it knows).
+  void StartFixtureAgents(const std::string& prefix, const std::string& executor,
+                          const std::vector<std::string>& archs,
+                          const std::vector<std::string>& more = {}) {
+    for (const std::string& arch : archs) {
+      ASSERT_NO_FATAL_FAILURE(StartFixtureAgent(prefix + "-" + arch, arch, executor, more));
+    }
+    ASSERT_TRUE(WaitFor(
+        [&] {
+          std::string out;
+          if (Ctl({"agents", "list", "-o", "json"}, &out) != 0) return false;
+          auto j = nlohmann::json::parse(out, nullptr, false);
+          std::size_t live = 0;
+          for (const auto& a : j.value("agents", nlohmann::json::array())) {
+            live += a.value("state", "") != "offline" &&
+                    a["dimensions"].value("agent_id", "").starts_with(prefix + "-");
+          }
+          return live == archs.size();
+        },
+        std::chrono::seconds(30)));
   }
 
   TempDir tmp_;

@@ -1,0 +1,149 @@
+// What lands where (docs/landing.md, "Onto a later main"): a table of bases that moved on since
+// the sweep, and what each leaves out.
+
+#include "coordinator/triagectl/land_plan.h"
+
+#include "common/diff/unified_diff.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace triage::ctl::land {
+namespace {
+
+using nlohmann::json;
+
+constexpr char kYaml[] = "tests/runner/test_config/torch/test_config_training_single_device.yaml";
+
+std::string Entry(const std::string& key, const std::string& status, const std::string& reason) {
+  std::string s = "  " + key + ":\n    status: " + status + "\n";
+  if (!reason.empty()) s += "    reason: \"" + reason + "\"\n";
+  return s;
+}
+
+struct Sweep {
+  std::string yaml_before, yaml_after;
+  std::map<std::string, std::string> forge_before, forge_after;  // path -> text
+  json report;
+  std::string ttxla_patch, forge_patch;
+};
+
+// a and b were xfails; the sweep promotes both, b with a loader fix. loaders: key -> loader dir.
+Sweep MakeSweep(const std::map<std::string, std::string>& loaders) {
+  Sweep s;
+  s.yaml_before = "test_config:\n" + Entry("a/pytorch-A", "KNOWN_FAILURE_XFAIL", "x") +
+                  Entry("b/pytorch-B", "KNOWN_FAILURE_XFAIL", "y");
+  s.yaml_after = "test_config:\n" + Entry("a/pytorch-A", "EXPECTED_PASSING", "") +
+                 Entry("b/pytorch-B", "EXPECTED_PASSING", "");
+  const std::vector<diff::Region> regions = {{1, 4, 1, 3}, {4, 7, 3, 5}};
+  s.ttxla_patch = diff::UnifiedDiffOfRegions(kYaml, s.yaml_before, s.yaml_after, regions,
+                                             {.index_line = true, .hunk_per_region = true});
+  s.report = {{"sweep", "sw-1"}, {"commits", json::object()}, {"entries", json::array()}};
+  for (const auto& [key, loader] : loaders) {
+    s.report["entries"].push_back(
+        {{"key", key},
+         {"file", kYaml},
+         {"loader", "third_party/tt_forge_models/" + loader + "/loader.py"},
+         {"fix_path", key == "b/pytorch-B" ? "loader_dtype" : "none"},
+         {"review", json::array()}});
+  }
+  const std::string path = loaders.at("b/pytorch-B") + "/loader.py";
+  s.forge_before[path] = "class ModelLoader:\n    def load_model(self):\n        return M()\n";
+  s.forge_after[path] =
+      "class ModelLoader:\n    def load_model(self, dtype_override=None):\n        return M()\n";
+  s.forge_patch =
+      diff::UnifiedDiff(path, s.forge_before[path], s.forge_after[path], {.index_line = true});
+  return s;
+}
+
+ReadFile Files(std::map<std::string, std::string> files) {
+  return [files](const std::string& path) -> absl::StatusOr<std::string> {
+    auto it = files.find(path);
+    return it == files.end() ? std::string() : it->second;
+  };
+}
+
+Plan Land(const Sweep& s, const std::string& yaml_target,
+          const std::map<std::string, std::string>& forge_target,
+          std::map<std::string, std::string> excluded = {}) {
+  PlanInput in;
+  in.ttxla_patch = s.ttxla_patch;
+  in.forge_patch = s.forge_patch;
+  in.report = &s.report;
+  in.ttxla_at_sweep = Files({{kYaml, s.yaml_before}});
+  in.ttxla_target = Files({{kYaml, yaml_target}});
+  in.forge_target = Files(forge_target);
+  in.excluded = std::move(excluded);
+  auto plan = PlanLanding(in);
+  EXPECT_TRUE(plan.ok()) << plan.status();
+  return plan.ok() ? *plan : Plan{};
+}
+
+std::string YamlOf(const Plan& p) { return p.ttxla.empty() ? "" : p.ttxla.front().text; }
+
+TEST(PlanLanding, AtTheSweepsCommitsEverythingLands) {
+  const Sweep s = MakeSweep({{"a/pytorch-A", "a/pytorch"}, {"b/pytorch-B", "b/pytorch"}});
+  const Plan p = Land(s, s.yaml_before, s.forge_before);
+  EXPECT_EQ(YamlOf(p), s.yaml_after);
+  ASSERT_EQ(p.forge.size(), 1u);
+  EXPECT_EQ(p.forge[0].text, s.forge_after.begin()->second);
+  EXPECT_EQ(p.landed, (std::set<std::string>{"a/pytorch-A", "b/pytorch-B"}));
+  EXPECT_TRUE(p.left_out.empty());
+}
+
+TEST(PlanLanding, AnEntryEditedUpstreamIsLeftOutWithTheLoaderOnlyItNeeded) {
+  const Sweep s = MakeSweep({{"a/pytorch-A", "a/pytorch"}, {"b/pytorch-B", "b/pytorch"}});
+  std::string later = s.yaml_before;
+  later.replace(later.find("\"y\""), 3, "\"y (tracked in #7)\"");
+  later.insert(later.find("  a/"), "  # moved on\n");
+  const Plan p = Land(s, later, s.forge_before);
+  ASSERT_EQ(p.left_out.count("b/pytorch-B"), 1u);
+  EXPECT_NE(p.left_out.at("b/pytorch-B").find("changed upstream since the sweep"),
+            std::string::npos);
+  EXPECT_TRUE(p.forge.empty()) << "b's loader fix lands only with b";
+  EXPECT_EQ(YamlOf(p), "test_config:\n  # moved on\n" +
+                           Entry("a/pytorch-A", "EXPECTED_PASSING", "") +
+                           Entry("b/pytorch-B", "KNOWN_FAILURE_XFAIL", "y (tracked in #7)"));
+}
+
+TEST(PlanLanding, ALoaderChangedUpstreamLeavesOutItsEntrysYaml) {
+  const Sweep s = MakeSweep({{"a/pytorch-A", "a/pytorch"}, {"b/pytorch-B", "b/pytorch"}});
+  auto forge = s.forge_before;
+  forge.begin()->second =
+      "class ModelLoader:\n    def load_model(self, **kw):\n        return M()\n";
+  const Plan p = Land(s, s.yaml_before, forge);
+  ASSERT_EQ(p.left_out.count("b/pytorch-B"), 1u);
+  EXPECT_NE(p.left_out.at("b/pytorch-B").find("its loader change (b/pytorch/loader.py)"),
+            std::string::npos)
+      << p.left_out.at("b/pytorch-B");
+  EXPECT_TRUE(p.forge.empty());
+  EXPECT_EQ(YamlOf(p), "test_config:\n" + Entry("a/pytorch-A", "EXPECTED_PASSING", "") +
+                           Entry("b/pytorch-B", "KNOWN_FAILURE_XFAIL", "y"));
+}
+
+TEST(PlanLanding, ASharedLoaderLandsForTheEntryThatStays) {
+  const Sweep s = MakeSweep({{"a/pytorch-A", "ab/pytorch"}, {"b/pytorch-B", "ab/pytorch"}});
+  Plan p = Land(s, s.yaml_before, s.forge_before, {{"a/pytorch-A", "excluded (--exclude)"}});
+  EXPECT_EQ(p.left_out,
+            (std::map<std::string, std::string>{{"a/pytorch-A", "excluded (--exclude)"}}));
+  EXPECT_EQ(p.forge.size(), 1u) << "the loader serves b too";
+  EXPECT_EQ(YamlOf(p), "test_config:\n" + Entry("a/pytorch-A", "KNOWN_FAILURE_XFAIL", "x") +
+                           Entry("b/pytorch-B", "EXPECTED_PASSING", ""));
+  // Both excluded: nothing of either lands.
+  p = Land(s, s.yaml_before, s.forge_before,
+           {{"a/pytorch-A", "excluded"}, {"b/pytorch-B", "excluded"}});
+  EXPECT_TRUE(p.forge.empty());
+  EXPECT_TRUE(p.ttxla.empty());
+  EXPECT_TRUE(p.landed.empty());
+}
+
+TEST(PlanLanding, AnEntryRemovedUpstreamIsNamed) {
+  const Sweep s = MakeSweep({{"a/pytorch-A", "a/pytorch"}, {"b/pytorch-B", "b/pytorch"}});
+  const std::string later = "test_config:\n" + Entry("b/pytorch-B", "KNOWN_FAILURE_XFAIL", "y");
+  const Plan p = Land(s, later, s.forge_before);
+  ASSERT_EQ(p.left_out.count("a/pytorch-A"), 1u);
+  EXPECT_NE(p.left_out.at("a/pytorch-A").find("removed upstream"), std::string::npos);
+  EXPECT_EQ(YamlOf(p), "test_config:\n" + Entry("b/pytorch-B", "EXPECTED_PASSING", ""));
+}
+
+}  // namespace
+}  // namespace triage::ctl::land
