@@ -61,6 +61,8 @@ class BatchAnswers : public playbooks::PlaybookTools {
     return own_.Probe(key, mode);
   }
 
+  void SetPytestTimeout(std::chrono::seconds limit) override { own_.SetPytestTimeout(limit); }
+
   absl::StatusOr<playbooks::PytestRun> Pytest(const std::vector<std::string>& keys,
                                               const std::string& label) override {
     if ((label != "verify" && label != "inference") || keys.empty()) {

@@ -100,6 +100,9 @@ absl::StatusOr<playbooks::PytestRun> NativeTools::Pytest(const std::vector<std::
   }
   run.cwd = run_dir;
   run.timeout = options_.pytest_timeout;
+  if (limit_.count() > 0 && (run.timeout.count() <= 0 || limit_ < run.timeout)) {
+    run.timeout = limit_;
+  }
   run.log_path = log;
   run.cancelled = options_.cancelled;
   // The plugin's JUnit file of the tests finished so far: what is left of a session that died.

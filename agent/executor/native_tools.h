@@ -51,9 +51,11 @@ class NativeTools : public playbooks::PlaybookTools {
   absl::StatusOr<playbooks::PytestRun> Pytest(const std::vector<std::string>& keys,
                                               const std::string& label) override;
   std::map<std::string, std::filesystem::path> Evidence() const override { return evidence_; }
+  void SetPytestTimeout(std::chrono::seconds limit) override { limit_ = limit; }
 
  private:
   NativeToolsOptions options_;
+  std::chrono::seconds limit_{0};   // SetPytestTimeout (0: options_.pytest_timeout)
   std::map<std::string, int> seq_;  // key + phase -> calls so far
   std::map<std::string, std::filesystem::path> evidence_;
   int runs_ = 0;

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <chrono>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -41,6 +42,10 @@ class PlaybookTools {
   // inventory::TestFunctionOfKey).
   virtual absl::StatusOr<PytestRun> Pytest(const std::vector<std::string>& keys,
                                            const std::string& label) = 0;
+  // The longest the following Pytest calls may run, when shorter than the agent's own limit
+  // (0: the agent's); a session cut short leaves its unfinished tests timed out. Tools that run
+  // nothing ignore it.
+  virtual void SetPytestTimeout(std::chrono::seconds) {}
   // The evidence recorded so far (name -> file), to send with the result.
   virtual std::map<std::string, std::filesystem::path> Evidence() const = 0;
 };

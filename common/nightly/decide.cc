@@ -122,12 +122,12 @@ bool Change(std::string kind, const v1::NightlyCandidate& c,
     }
     pcc_comment();
     out.set_stage("INCORRECT_RESULT");
-  } else if (kind == "demote_xfail" || kind == "refresh_reason") {
+  } else if (kind == "demote_xfail" || kind == "refresh_reason" || kind == "unskip_xfail") {
     const v1::NightlyRecord& r = Freshest(c, confirmations);
     std::string stage = FailureStage(r);
     const std::string reason = ErrorReason(r);
     if (reason.empty()) return false;
-    if (kind == "demote_xfail") {
+    if (kind == "demote_xfail" || kind == "unskip_xfail") {
       SetString(e, "status", "KNOWN_FAILURE_XFAIL");
       SetString(e, "bringup_status", stage.empty() ? "UNKNOWN" : stage);
     } else {
@@ -139,7 +139,7 @@ bool Change(std::string kind, const v1::NightlyCandidate& c,
     SetString(e, "reason", reason);
     out.set_stage(stage);
     out.set_reason(reason);
-  } else if (kind == "demote_skip") {
+  } else if (kind == "demote_skip" || kind == "refresh_skip") {
     const v1::NightlyRecord& r = Freshest(c, confirmations);
     const Behaviour b = BehaviourOf(r);
     std::string stage = FailureStage(r);
@@ -178,10 +178,10 @@ bool Agree(const v1::NightlyCandidate& c, const std::vector<v1::NightlyRecord>& 
   if (kind == "lower_pcc" || kind == "disable_pcc") {
     return AllOf(runs, [](Behaviour b) { return b == Behaviour::kIncorrect; });
   }
-  if (kind == "demote_xfail" || kind == "refresh_reason") {
+  if (kind == "demote_xfail" || kind == "refresh_reason" || kind == "unskip_xfail") {
     return AllOf(runs, [](Behaviour b) { return b == Behaviour::kFail; });
   }
-  if (kind == "demote_skip") return AllOf(runs, KillsTheJob);
+  if (kind == "demote_skip" || kind == "refresh_skip") return AllOf(runs, KillsTheJob);
   return false;
 }
 
@@ -274,6 +274,53 @@ v1::EntryOutcome DecideNightly(const v1::ShardEntry& entry,
     out.add_review("proposed from the nightly alone (--no-confirm): not confirmed on the fleet");
   } else {
     f.set_decision("confirmed");
+  }
+  return out;
+}
+
+std::string RecheckKind(const std::vector<v1::NightlyRecord>& runs) {
+  if (AllOf(runs, RanToEnd)) return "promote";
+  if (AllOf(runs, [](Behaviour b) { return b == Behaviour::kFail; })) return "unskip_xfail";
+  if (AllOf(runs, KillsTheJob)) return "refresh_skip";
+  return "";
+}
+
+v1::EntryOutcome DecideRecheck(const v1::ShardEntry& entry,
+                               const std::vector<v1::NightlyRecord>& runs,
+                               const RuleOptions& options) {
+  v1::ShardEntry decided = entry;
+  v1::NightlyCandidate& c = *decided.mutable_nightly();
+  const std::string kind = RecheckKind(runs);
+  if (kind.empty() || runs.size() < 2) {
+    // Runs that disagree (or a single run): the skip stays; what they showed is reported.
+    v1::EntryOutcome out = DecideNightly(entry, runs, options, DecideMode::kConfirm);
+    out.clear_review();
+    out.set_verdict("flaky");
+    out.mutable_nightly()->set_decision("flaky");
+    out.set_changed(false);
+    out.clear_edit();
+    out.add_review(util::StrCat(
+        "recheck: ", runs.size() < 2 ? "one run is not a confirmation" : "the runs disagreed", " (",
+        Seen(runs), "); the skip stays"));
+    return out;
+  }
+  c.set_kind(kind);
+  c.set_expect(std::string(BehaviourName(BehaviourOf(runs.front()))));
+  c.set_rule(kind == "promote"        ? "NOT_SUPPORTED_SKIP, ran to its end in every recheck run"
+             : kind == "unskip_xfail" ? "NOT_SUPPORTED_SKIP, a clean failure in every recheck run: "
+                                        "KNOWN_FAILURE_XFAIL with its reason"
+                                      : "NOT_SUPPORTED_SKIP, still hangs or crashes in every "
+                                        "recheck run: the skip stays, its reason refreshed");
+  v1::EntryOutcome out = DecideNightly(decided, runs, options, DecideMode::kConfirm);
+  out.set_flavor("recheck");
+  if (kind == "refresh_skip" && out.changed() &&
+      std::string(WithoutUrl(entry.nightly().reason())) == out.reason() &&
+      entry.nightly().bringup_status() == out.stage()) {
+    // The skip's reason says what the runs show already.
+    out.set_changed(false);
+    out.clear_edit();
+    out.set_verdict("already");
+    out.mutable_nightly()->set_decision("already");
   }
   return out;
 }

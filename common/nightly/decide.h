@@ -27,6 +27,18 @@ v1::EntryOutcome DecideNightly(const v1::ShardEntry& entry,
                                const std::vector<v1::NightlyRecord>& confirmations,
                                const RuleOptions& options, DecideMode mode);
 
+// A recheck of a NOT_SUPPORTED_SKIP entry (kind "recheck", docs/nightly.md, "Rechecking skipped
+// entries"): the fleet's runs with --force-run are the only records, and they pick the kind:
+// every run ran to its end -> promote (PCC as rule P), every run a clean failure ->
+// unskip_xfail (KNOWN_FAILURE_XFAIL, bringup_status and the reason of rule R), every run hung,
+// crashed or was killed -> refresh_skip (the skip stays, bringup_status and reason refreshed).
+// Runs that disagree, or fewer than two, change nothing (flaky).
+v1::EntryOutcome DecideRecheck(const v1::ShardEntry& entry,
+                               const std::vector<v1::NightlyRecord>& runs,
+                               const RuleOptions& options);
+// The kind all runs agree on ("" when they do not).
+std::string RecheckKind(const std::vector<v1::NightlyRecord>& runs);
+
 // The outcome of a judgement that is only reported (capacity, already): never a change.
 v1::EntryOutcome ReportOnly(const v1::ShardEntry& entry);
 

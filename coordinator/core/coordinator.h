@@ -149,6 +149,9 @@ class Coordinator {
   // Accepted results of a sweep, in acceptance order (for the patch and the report).
   absl::StatusOr<std::vector<ResultRecord>> Results(const std::string& sweep_id);
   absl::StatusOr<SweepRecord> SweepInfo(const std::string& sweep_id);
+  // When each entry-arch of like's repository was last rechecked (RecheckKey -> unix ms): the
+  // accepted runs of every recheck sweep (docs/nightly.md, "Rechecking skipped entries").
+  std::map<std::string, std::int64_t> RecheckedLocked(const SweepRecord& like) const;
   // The succeeded sweeps of like's repository (SameRepository) created before it, newest first
   // (by creation time, then sequence): the week-over-week comparison and the incremental base.
   std::vector<SweepRecord> EarlierSucceeded(const SweepRecord& like);

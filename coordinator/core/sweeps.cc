@@ -71,6 +71,23 @@ std::vector<const Coordinator::SweepRt*> Coordinator::EarlierSucceededLocked(
   return out;
 }
 
+std::map<std::string, std::int64_t> Coordinator::RecheckedLocked(const SweepRecord& like) const {
+  std::map<std::string, std::int64_t> out;
+  for (const auto& [id, sw] : sweeps_) {
+    if (!sw.rec.request.recheck_skipped() || !SameRepository(sw.rec, like)) continue;
+    // Every accepted run counts, a cancelled sweep's too: the check happened.
+    for (const ResultRecord& r : sw.results) {
+      const std::int64_t at = ToUnixMillis(r.accepted_at);
+      for (const auto& o : r.result.entries()) {
+        if (!o.has_nightly() || o.nightly().confirmations().empty()) continue;
+        auto& last = out[RecheckKey(o.file(), o.key(), o.arch())];
+        last = std::max(last, at);
+      }
+    }
+  }
+  return out;
+}
+
 std::vector<SweepRecord> Coordinator::EarlierSucceeded(const SweepRecord& like) {
   std::lock_guard lock(mu_);
   std::vector<SweepRecord> out;
@@ -125,6 +142,7 @@ SweepRecord RunningSweepRecord(const v1::StartSweepRequest& req, const std::stri
     rec.playbooks = {"nightly"};
     *rec.details.mutable_nightly() = *plan.nightly;
   }
+  if (plan.recheck) *rec.details.mutable_recheck() = *plan.recheck;
   for (const auto& d : input.inventory.diagnostics) {
     if (d.severity == util::Severity::kError) rec.problems.push_back(d.ToString());
   }
@@ -177,6 +195,14 @@ absl::StatusOr<v1::Sweep> Coordinator::StartSweep(const v1::StartSweepRequest& r
       base = *found;
     }
     plan_options.split_probe = table_.AnyCpuAgentServing();
+    std::map<std::string, std::int64_t> rechecked;
+    if (req.recheck_skipped()) {
+      SweepRecord like;
+      like.repo = input->repo;
+      like.request = req;
+      rechecked = RecheckedLocked(like);
+      plan_options.rechecked = &rechecked;
+    }
     const TimePoint now = clock_->Now();
     char id[32];
     std::snprintf(id, sizeof(id), "sw-%04lld", static_cast<long long>(next_sweep_++));
@@ -440,6 +466,7 @@ v1::Sweep Coordinator::ViewLocked(const SweepRt& s) const {
   v.set_over_budget(s.over_budget);
   if (r.details.has_carry()) *v.mutable_carry() = r.details.carry();
   if (r.details.has_nightly()) *v.mutable_nightly() = r.details.nightly();
+  if (r.details.has_recheck()) *v.mutable_recheck() = r.details.recheck();
   if (r.state == SweepState::kRunning && s.blocked) v.set_state("blocked");
   // ETA: measured on this sweep only (docs/farm.md), unknown until enough shards finished.
   v.set_eta_seconds(r.state == SweepState::kRunning ? EstimateEta(s.lanes, clock_->Now()) : 0);

@@ -27,11 +27,19 @@ struct Section {
 };
 
 constexpr Section kSections[] = {
-    {"promoted", "Promoted", "KNOWN_FAILURE_XFAIL tests that pass now: EXPECTED_PASSING."},
+    {"promoted", "Promoted",
+     "KNOWN_FAILURE_XFAIL (or rechecked NOT_SUPPORTED_SKIP) tests that pass now: "
+     "EXPECTED_PASSING."},
     {"demoted", "Demoted", "EXPECTED_PASSING tests that fail now: KNOWN_FAILURE_XFAIL."},
     {"skipped", "Skipped",
      "Tests that hang, crash or are killed: NOT_SUPPORTED_SKIP (an xfail would still take the "
      "CI job down)."},
+    {"unskipped", "Unskipped",
+     "Rechecked NOT_SUPPORTED_SKIP tests that now fail cleanly: KNOWN_FAILURE_XFAIL with their "
+     "failure."},
+    {"skips_refreshed", "Skips refreshed",
+     "Rechecked NOT_SUPPORTED_SKIP tests that still hang or crash: the skip stays, its reason "
+     "says what the runs showed."},
     {"thresholds", "Thresholds changed", "PCC checks enabled, raised, lowered or disabled."},
     {"reasons", "Reasons refreshed", "Still failing, but not as the reason said."},
     {"new_entries", "New entries", "Tests without an entry that pass: added as EXPECTED_PASSING."},
@@ -135,6 +143,8 @@ std::string NightlySection(const v1::EntryOutcome& o) {
   if (v == "promote") return "promoted";
   if (v == "demote_xfail") return "demoted";
   if (v == "demote_skip") return "skipped";
+  if (v == "unskip_xfail") return "unskipped";
+  if (v == "refresh_skip") return "skips_refreshed";
   if (v == "refresh_reason") return "reasons";
   if (v == "add_config") return "new_entries";
   if (v == "enable_pcc" || v == "raise_pcc" || v == "lower_pcc" || v == "disable_pcc") {

@@ -279,8 +279,12 @@ PrText TtXlaText(const json& report, const PrOptions& o) {
     title_counts += util::StrCat(title_counts.empty() ? "" : ", ", g.lines.size(), " ", g.title);
   }
   PrText t;
-  t.title = util::StrCat(nightly ? "Nightly maintenance " : "Triage sweep ", Str(report, "sweep"),
-                         ": ", title_counts.empty() ? "no YAML changes" : Short(title_counts, 120));
+  const bool recheck = report.contains("recheck") && report["recheck"].is_object();
+  t.title = util::StrCat(recheck   ? "Skipped entries rechecked "
+                         : nightly ? "Nightly maintenance "
+                                   : "Triage sweep ",
+                         Str(report, "sweep"), ": ",
+                         title_counts.empty() ? "no YAML changes" : Short(title_counts, 120));
   std::string md = "## Summary\n\n" + SummaryHead(report, o);
   md += util::StrCat("\nThis PR edits ", changed, " entries in ", files.size(), " test-config file",
                      files.size() == 1 ? "" : "s");

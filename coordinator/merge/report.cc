@@ -202,6 +202,27 @@ BuiltReport BuildReport(const ReportInput& in) {
     j["nightly"] = std::move(n.json);
     nightly_md = std::move(n.markdown);
   }
+  // A recheck sweep: how much of the skipped set it and the earlier ones covered.
+  if (sweep.details.has_recheck()) {
+    const v1::RecheckCoverage& r = sweep.details.recheck();
+    j["recheck"] = {
+        {"skipped", r.skipped()},
+        {"selected", r.selected()},
+        {"left", r.left()},
+        {"checked_before", r.checked_before()},
+        {"never_checked", r.never_checked()},
+        {"oldest_check_unix_ms",
+         r.oldest_check_unix_ms() > 0 ? json(r.oldest_check_unix_ms()) : json(nullptr)}};
+    nightly_md = util::StrCat(
+        "\n## Skipped entries rechecked\n\n", r.selected(), " of ", r.skipped(),
+        " NOT_SUPPORTED_SKIP entry-archs rechecked by this sweep (", r.checked_before(),
+        " were checked by earlier recheck sweeps, ", r.never_checked(), " never); ", r.left(),
+        " left for a later sweep by the device-time budget",
+        r.oldest_check_unix_ms() > 0 ? util::StrCat(", the oldest of them last checked at unix ms ",
+                                                    r.oldest_check_unix_ms())
+                                     : "",
+        ".\n", nightly_md);
+  }
 
   BuiltReport out;
   out.json = DumpJson(j);

@@ -249,4 +249,122 @@ Plan PlanNightly(const inventory::Inventory& inventory, const v1::StartSweepRequ
   return plan;
 }
 
+Plan PlanRecheck(const inventory::Inventory& inventory, const v1::StartSweepRequest& request,
+                 const PlanOptions& options, const std::string& sweep_id,
+                 const std::string& ttxla_commit, const std::string& forge_commit, TimePoint now) {
+  Plan plan;
+  nightly::RuleOptions rules = nightly::RuleOptionsFrom(request.nightly_options());
+  rules.confirm = std::max(2, rules.confirm);  // a pass is confirmed before a promotion
+  rules.no_confirm = false;
+  const v1::NightlyOptions written = nightly::ToProto(rules);
+  std::vector<std::string> archs = options.archs;
+  if (archs.empty()) archs = {"n150"};
+  v1::RecheckCoverage coverage;
+
+  struct Pick {
+    Item item;
+    std::int64_t last = 0;  // unix ms of the last recheck (0: never)
+  };
+  std::vector<Pick> picks;
+  for (const auto& doc : inventory.documents) {
+    if (doc.is_placeholders()) continue;
+    if (!doc.ok()) {
+      plan.problems.push_back(
+          util::StrCat(doc.path(), ": not rechecked, the file has validation errors"));
+      continue;
+    }
+    for (const auto& entry : doc.entries()) {
+      if (!entry.parts) continue;
+      // The archs it is skipped on: the merge places their outcomes over them together.
+      std::vector<std::string> skipped_on;
+      for (const auto& arch : archs) {
+        if (nightly::Resolve(&entry, arch).status == "NOT_SUPPORTED_SKIP")
+          skipped_on.push_back(arch);
+      }
+      for (const auto& arch : skipped_on) {
+        const nightly::OnArch yaml = nightly::Resolve(&entry, arch);
+        coverage.set_skipped(coverage.skipped() + 1);
+        v1::NightlyCandidate c;
+        c.set_kind("recheck");
+        c.set_arch(arch);
+        c.set_test_function(std::string(inventory::TestFunctionOfKey(entry.key)));
+        c.set_status(yaml.status);
+        c.set_reason(yaml.reason);
+        c.set_bringup_status(yaml.bringup_status);
+        if (yaml.required_pcc) c.set_required_pcc(*yaml.required_pcc);
+        if (!yaml.assert_pcc) c.set_assert_pcc(false);
+        c.set_min_devices(nightly::MinDevices(entry.parts->parallelism, arch));
+        c.set_rule("NOT_SUPPORTED_SKIP: rechecked with --force-run");
+        for (const auto& a : skipped_on) c.add_archs(a);
+        // A recorded duration sets the runs' time limit (the playbook's); an estimate only plans.
+        double one = 0;
+        if (auto d = options.durations.find(NodeId(doc, entry));
+            d != options.durations.end() && d->second >= options.min_trusted_seconds) {
+          one = d->second;
+          c.set_expected_seconds(one);
+        } else if (auto e = options.playbook_estimates.find(std::string(kPlaybook));
+                   e != options.playbook_estimates.end()) {
+          one = e->second;
+        } else {
+          one = options.default_estimate;
+        }
+        Pick p;
+        p.item.entry.set_key(entry.key);
+        p.item.entry.set_file(doc.path());
+        p.item.entry.set_flavor("recheck");
+        p.item.entry.set_status(yaml.status);
+        p.item.entry.set_reason(yaml.reason);
+        p.item.entry.set_bringup_status(yaml.bringup_status);
+        p.item.min_devices = std::max(1, c.min_devices());
+        *p.item.entry.mutable_nightly() = std::move(c);
+        p.item.loader = !entry.loader.empty() ? entry.loader : entry.parts->LoaderPath();
+        p.item.arch = arch;
+        p.item.seconds = one * rules.confirm;
+        p.item.entry.set_expected_seconds(p.item.seconds);
+        if (options.rechecked != nullptr) {
+          if (auto it = options.rechecked->find(RecheckKey(doc.path(), entry.key, arch));
+              it != options.rechecked->end()) {
+            p.last = it->second;
+          }
+        }
+        picks.push_back(std::move(p));
+      }
+    }
+  }
+  // Never checked first, then the longest ago; the file order within.
+  std::stable_sort(picks.begin(), picks.end(),
+                   [](const Pick& a, const Pick& b) { return a.last < b.last; });
+  double left = rules.max_device_hours > 0 ? rules.max_device_hours * 3600 : -1;
+  std::vector<Item> items;
+  std::set<std::pair<std::string, std::string>> entries_seen;
+  for (auto& p : picks) {
+    if (p.last > 0) coverage.set_checked_before(coverage.checked_before() + 1);
+    if (left >= 0 && p.item.seconds > left) {
+      coverage.set_left(coverage.left() + 1);
+      if (p.last == 0) coverage.set_never_checked(coverage.never_checked() + 1);
+      if (p.last > 0 &&
+          (coverage.oldest_check_unix_ms() == 0 || p.last < coverage.oldest_check_unix_ms())) {
+        coverage.set_oldest_check_unix_ms(p.last);
+      }
+      continue;
+    }
+    if (left >= 0) left -= p.item.seconds;
+    coverage.set_selected(coverage.selected() + 1);
+    if (entries_seen.insert({p.item.entry.file(), p.item.entry.key()}).second) {
+      plan.entries.push_back(p.item.entry);
+      plan.entry_playbooks.emplace_back(kPlaybook);
+    }
+    items.push_back(std::move(p.item));
+  }
+  v1::NightlyIntake intake;
+  for (const auto& a : archs) intake.add_archs(a);
+  if (coverage.selected() > 0) (*intake.mutable_candidates())["recheck"] = coverage.selected();
+  Sharder sharder(options, written, sweep_id, ttxla_commit, forge_commit, now);
+  for (auto& i : items) sharder.Add(std::move(i));
+  sharder.Into(plan, rules);
+  plan.nightly = std::move(intake);
+  plan.recheck = std::move(coverage);
+  return plan;
+}
+
 }  // namespace triage::coord

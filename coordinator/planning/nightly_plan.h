@@ -20,4 +20,14 @@ Plan PlanNightly(const inventory::Inventory& inventory, const v1::StartSweepRequ
                  const PlanOptions& options, const std::string& sweep_id,
                  const std::string& ttxla_commit, const std::string& forge_commit, TimePoint now);
 
+// A recheck of the skipped entries (docs/nightly.md, "Rechecking skipped entries"): every
+// NOT_SUPPORTED_SKIP entry of every test-config file, on each of the request's archs where it
+// resolves to NOT_SUPPORTED_SKIP, becomes a candidate of kind "recheck" confirmed at least twice
+// on the fleet. The entry-archs checked longest ago (never first) go first; with
+// nightly_options.max_device_hours, those that do not fit are left for a later sweep (counted in
+// plan.recheck, not planned). plan.nightly holds the intake (no runs).
+Plan PlanRecheck(const inventory::Inventory& inventory, const v1::StartSweepRequest& request,
+                 const PlanOptions& options, const std::string& sweep_id,
+                 const std::string& ttxla_commit, const std::string& forge_commit, TimePoint now);
+
 }  // namespace triage::coord

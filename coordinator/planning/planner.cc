@@ -243,12 +243,19 @@ Plan PlanSweep(const inventory::Inventory& inventory, const classify::Classifier
   return plan;
 }
 
+std::string RecheckKey(std::string_view file, std::string_view key, std::string_view arch) {
+  return util::StrCat(file, "\n", key, "\n", arch);
+}
+
 Plan PlanEntries(const inventory::Inventory& inventory, const classify::Classifier& rules,
                  const v1::StartSweepRequest& request, const PlanOptions& options,
                  const std::string& sweep_id, const std::string& ttxla_commit,
                  const std::string& forge_commit, TimePoint now) {
   if (!request.nightly().empty()) {
     return PlanNightly(inventory, request, options, sweep_id, ttxla_commit, forge_commit, now);
+  }
+  if (request.recheck_skipped()) {
+    return PlanRecheck(inventory, request, options, sweep_id, ttxla_commit, forge_commit, now);
   }
   return PlanSweep(inventory, rules, options, sweep_id, ttxla_commit, forge_commit);
 }

@@ -32,7 +32,13 @@ struct PlanOptions {
   // The pinned commits' trees: every selected entry gets its input hash (ShardEntry.input_hash).
   // nullptr: the inputs could not be read, and no entry has a hash.
   const InputTrees* inputs = nullptr;
+  // A recheck sweep (docs/nightly.md, "Rechecking skipped entries"): when each skipped
+  // entry-arch was last rechecked (RecheckKey -> unix ms), from the earlier recheck sweeps.
+  const std::map<std::string, std::int64_t>* rechecked = nullptr;
 };
+
+// The key of an entry on an arch in PlanOptions::rechecked.
+std::string RecheckKey(std::string_view file, std::string_view key, std::string_view arch);
 
 struct Plan {
   std::vector<ShardRecord> shards;           // ids assigned, states waiting/queued
@@ -42,7 +48,8 @@ struct Plan {
   // Results decided when the sweep was planned (a nightly sweep's --no-confirm, budget and
   // report-only outcomes), for shards of shards that succeeded without a lease.
   std::vector<ResultRecord> decided;
-  std::optional<v1::NightlyIntake> nightly;  // a nightly sweep's intake and the rules' counts
+  std::optional<v1::NightlyIntake> nightly;    // a nightly sweep's intake and the rules' counts
+  std::optional<v1::RecheckCoverage> recheck;  // a recheck sweep's coverage of the skipped set
 };
 
 // The pytest node id of an entry, as .test_durations keys it.
@@ -59,10 +66,10 @@ Plan PlanSweep(const inventory::Inventory& inventory, const classify::Classifier
                const PlanOptions& options, const std::string& sweep_id,
                const std::string& ttxla_commit, const std::string& forge_commit);
 
-// The planning step: which entries a sweep runs and its first shards. Two kinds: a nightly
+// The planning step: which entries a sweep runs and its first shards. Three kinds: a nightly
 // sweep's candidates from its runs (PlanNightly, coordinator/planning/nightly_plan.h;
-// docs/nightly.md), else the entries the selected playbooks' classification rules take
-// (PlanSweep).
+// docs/nightly.md), a recheck of the skipped entries (PlanRecheck, the same file), else the
+// entries the selected playbooks' classification rules take (PlanSweep).
 Plan PlanEntries(const inventory::Inventory& inventory, const classify::Classifier& rules,
                  const v1::StartSweepRequest& request, const PlanOptions& options,
                  const std::string& sweep_id, const std::string& ttxla_commit,

@@ -80,7 +80,12 @@ v1::StartSweepRequest WithoutNightlyRuns(const v1::StartSweepRequest& req) {
 
 absl::Status ValidateNightly(const v1::StartSweepRequest& req) {
   const v1::NightlyOptions& o = req.nightly_options();
-  if (req.nightly().empty()) {
+  if (req.recheck_skipped() && !req.nightly().empty()) {
+    return absl::InvalidArgumentError(
+        "recheck_skipped and nightly are two kinds of sweep: start them separately");
+  }
+  const char* kind = req.recheck_skipped() ? "a recheck sweep" : "a nightly sweep";
+  if (req.nightly().empty() && !req.recheck_skipped()) {
     if (o.ByteSizeLong() > 0) {
       return absl::InvalidArgumentError(
           "nightly_options are for a nightly sweep: give its runs (nightly)");
@@ -89,10 +94,10 @@ absl::Status ValidateNightly(const v1::StartSweepRequest& req) {
   }
   if (!req.playbooks().empty()) {
     return absl::InvalidArgumentError(
-        "a nightly sweep's entries are the rules' candidates: playbooks do not apply");
+        util::StrCat(kind, "'s entries are the rules' candidates: playbooks do not apply"));
   }
   if (req.incremental()) {
-    return absl::InvalidArgumentError("incremental does not apply to a nightly sweep");
+    return absl::InvalidArgumentError(util::StrCat("incremental does not apply to ", kind));
   }
   auto range = [](std::string_view name, double v, double lo, double hi) -> absl::Status {
     if (v < lo || v > hi || std::isnan(v)) {

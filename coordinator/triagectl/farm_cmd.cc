@@ -142,6 +142,10 @@ void FarmCommands::RegisterSweepStart(CLI::App* sweep) {
                    "--incremental: the sweep to carry from (default: the latest succeeded "
                    "sweep of the same repository)")
       ->needs("--incremental");
+  start->add_flag("--recheck-skipped", o_.recheck_skipped,
+                  "Recheck every NOT_SUPPORTED_SKIP entry on the sweep's archs with --force-run "
+                  "under the nightly rules (docs/nightly.md, \"Rechecking skipped entries\"); "
+                  "with --max-device-hours, the entries checked longest ago first");
   start->add_option("--nightly", o_.nightly,
                     "A nightly sweep (docs/nightly.md): one CI run's downloaded test reports, a "
                     "directory of JUnit XML (found recursively; .zip/.tar.gz in it too) or an "

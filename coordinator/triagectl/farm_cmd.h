@@ -51,6 +51,7 @@ struct FarmOptions {
   std::string since;
   // sweep start --nightly (docs/nightly.md): the runs and the rules' options (0 = default)
   std::vector<std::string> nightly;
+  bool recheck_skipped = false;  // sweep start --recheck-skipped
   int confirm = 0;
   bool no_confirm = false;
   double max_device_hours = 0;

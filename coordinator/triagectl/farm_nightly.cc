@@ -15,24 +15,37 @@ std::optional<int> AddNightly(const FarmOptions& o, v1::StartSweepRequest& req, 
   const bool asked_options = o.confirm > 0 || o.no_confirm || o.max_device_hours > 0 ||
                              o.pcc_margin > 0 || o.pcc_step > 0 || o.pcc_far_below > 0 ||
                              o.regression_runs > 0 || o.promote_runs > 0;
-  if (o.nightly.empty()) {
+  if (o.recheck_skipped && !o.nightly.empty()) {
+    err << "triagectl: --recheck-skipped and --nightly are two kinds of sweep: start them "
+           "separately\n";
+    return kExitUsage;
+  }
+  const char* flag = o.recheck_skipped ? "--recheck-skipped" : "--nightly";
+  if (o.nightly.empty() && !o.recheck_skipped) {
     if (asked_options) {
       err << "triagectl: --confirm, --no-confirm, --max-device-hours and the PCC and run "
-             "options are for nightly sweeps: give --nightly DIR\n";
+             "options are for nightly sweeps: give --nightly DIR (or --recheck-skipped)\n";
       return kExitUsage;
     }
     return std::nullopt;
   }
   if (!o.playbooks.empty()) {
-    err << "triagectl: a nightly sweep's entries are the rules' candidates: --playbooks does not "
-           "apply to --nightly\n";
+    err << "triagectl: a " << (o.recheck_skipped ? "recheck" : "nightly")
+        << " sweep's entries are the rules' candidates: --playbooks does not apply to " << flag
+        << "\n";
     return kExitUsage;
   }
   if (o.incremental) {
-    err << "triagectl: --incremental does not apply to --nightly (every candidate is confirmed "
-           "at the sweep's commits)\n";
+    err << "triagectl: --incremental does not apply to " << flag
+        << " (every candidate is confirmed at the sweep's commits)\n";
     return kExitUsage;
   }
+  if (o.recheck_skipped && o.no_confirm) {
+    err << "triagectl: --no-confirm does not apply to --recheck-skipped: no run has shown "
+           "anything yet\n";
+    return kExitUsage;
+  }
+  req.set_recheck_skipped(o.recheck_skipped);
   if (o.no_confirm && (o.confirm > 0 || o.max_device_hours > 0)) {
     err << "triagectl: --no-confirm runs nothing on the fleet: --confirm and --max-device-hours "
            "do not apply\n";

@@ -91,6 +91,17 @@ void PrintSweep(std::ostream& out, const v1::Sweep& s) {
     out << "  candidates " << Counts(n.candidates()) << "   already=" << n.already()
         << " flagged=" << n.flagged() << " unconfirmed=" << n.unconfirmed() << "\n";
   }
+  if (s.has_recheck()) {
+    const auto& r = s.recheck();
+    out << "  recheck   " << r.selected() << " of " << r.skipped()
+        << " skipped entry-archs this sweep; " << r.checked_before()
+        << " checked by earlier sweeps, " << r.never_checked() << " never checked, " << r.left()
+        << " left for later";
+    if (r.oldest_check_unix_ms() > 0) {
+      out << "; oldest check left " << Time(r.oldest_check_unix_ms());
+    }
+    out << "\n";
+  }
   if (!s.request_id().empty()) {
     out << "  request   " << s.request_id()
         << (s.existing() ? " (already started: this is the sweep it started)" : "") << "\n";

@@ -3,6 +3,8 @@
 // into a record and decides each candidate with nightly::DecideNightly. It probes nothing and
 // edits no file: its only output is per-arch YAML targets.
 
+#include <algorithm>
+#include <chrono>
 #include <map>
 #include <memory>
 #include <optional>
@@ -97,6 +99,23 @@ absl::StatusOr<v1::NightlyRecord> RecordOfRun(const std::string& key, const juni
   return r;
 }
 
+// A recheck run's time limit from a test's recorded duration (docs/nightly.md, "Rechecking
+// skipped entries"): kRecheckMultiple times it, at least kRecheckFloor; none (the agent's own
+// limit) when nothing was recorded. A run cut short is a hang.
+constexpr double kRecheckMultiple = 5;
+constexpr std::chrono::seconds kRecheckFloor{300};
+
+std::chrono::seconds RecheckLimit(const std::vector<const v1::ShardEntry*>& entries) {
+  std::chrono::seconds total{0};
+  for (const v1::ShardEntry* e : entries) {
+    const double one = e->nightly().expected_seconds();
+    if (e->nightly().kind() != "recheck" || one <= 0) return std::chrono::seconds{0};
+    total += std::max(kRecheckFloor,
+                      std::chrono::seconds(static_cast<std::int64_t>(kRecheckMultiple * one)));
+  }
+  return total;
+}
+
 class NightlyPlaybook : public Playbook {
  public:
   const CatalogEntry& Catalog() const override { return kCatalog; }
@@ -109,7 +128,9 @@ class NightlyPlaybook : public Playbook {
     const triage::nightly::RuleOptions options =
         triage::nightly::RuleOptionsFrom(spec.nightly_options());
     std::vector<std::string> keys;
+    std::map<std::string, const v1::ShardEntry*> by_key;
     for (const auto& e : spec.entries()) {
+      by_key[e.key()] = &e;
       if (!e.has_nightly()) {
         return absl::InvalidArgumentError(util::StrCat(
             "nightly shard ", spec.shard_id(), ": entry ", e.key(), " carries no candidate"));
@@ -121,6 +142,9 @@ class NightlyPlaybook : public Playbook {
       if (ctx.cancelled && ctx.cancelled()) return absl::CancelledError("cancelled");
       const std::string label = util::StrCat("confirm-", i);
       if (ctx.progress) ctx.progress(label, "");
+      std::vector<const v1::ShardEntry*> all;
+      for (const auto& e : spec.entries()) all.push_back(&e);
+      ctx.tools->SetPytestTimeout(RecheckLimit(all));
       auto session = ctx.tools->Pytest(keys, label);
       if (!session.ok()) return session.status();
       if (std::string why = InfraFailure(*session); !why.empty()) {
@@ -137,6 +161,7 @@ class NightlyPlaybook : public Playbook {
       for (const auto& k : keys) {
         if (answers[k].first.outcome != junit::Outcome::kMissing || keys.size() == 1) continue;
         if (ctx.progress) ctx.progress(label + "-alone", k);
+        ctx.tools->SetPytestTimeout(RecheckLimit({by_key[k]}));
         auto alone = ctx.tools->Pytest({k}, label + "-alone");
         if (!alone.ok()) return alone.status();
         if (std::string why = InfraFailure(*alone); !why.empty()) {
@@ -154,9 +179,12 @@ class NightlyPlaybook : public Playbook {
     }
     v1::ShardResult result;
     result.set_status(v1::ShardResult::SUCCEEDED);
+    ctx.tools->SetPytestTimeout(std::chrono::seconds{0});
     for (const auto& e : spec.entries()) {
       *result.add_entries() =
-          triage::nightly::DecideNightly(e, runs[e.key()], options, DecideMode::kConfirm);
+          e.nightly().kind() == "recheck"
+              ? triage::nightly::DecideRecheck(e, runs[e.key()], options)
+              : triage::nightly::DecideNightly(e, runs[e.key()], options, DecideMode::kConfirm);
     }
     AttachEvidence(*ctx.tools, result);
     return result;

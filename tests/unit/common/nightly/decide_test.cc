@@ -165,3 +165,77 @@ TEST(NightlyDecide, ARefreshNeedsTheFleetToSeeTheNewFailureToo) {
 
 }  // namespace
 }  // namespace triage::nightly
+
+namespace triage::nightly {
+namespace {
+
+using namespace testing;  // NOLINT
+
+// A recheck of a NOT_SUPPORTED_SKIP entry (docs/nightly.md, "Rechecking skipped entries").
+v1::ShardEntry Recheck(const std::string& reason = "Hang",
+                       const std::string& bringup = "FAILED_RUNTIME") {
+  v1::ShardEntry se;
+  se.set_key("m/pytorch-Base-single_device-inference");
+  se.set_file("tests/runner/test_config/torch/test_config_inference_single_device.yaml");
+  v1::NightlyCandidate& c = *se.mutable_nightly();
+  c.set_kind("recheck");
+  c.set_arch("n150");
+  c.set_status("NOT_SUPPORTED_SKIP");
+  c.set_reason(reason);
+  c.set_bringup_status(bringup);
+  return se;
+}
+
+TEST(DecideRecheck, TheRunsPickTheKind) {
+  struct Row {
+    const char* what;
+    std::vector<v1::NightlyRecord> runs;
+    const char* verdict;  // the outcome's verdict
+    bool changed;
+    const char* edit;  // EditText of the outcome
+  };
+  const std::vector<Row> rows = {
+      {"passes twice",
+       {Pass(), Pass()},
+       "promote",
+       true,
+       "set status=EXPECTED_PASSING; del reason; del bringup_status; "},
+      {"a near miss twice",
+       {Incorrect(0.975), Incorrect(0.976)},
+       "promote",
+       true,
+       "set status=EXPECTED_PASSING; set required_pcc=0.97; del reason; del bringup_status; "},
+      {"fails cleanly twice",
+       {Fail("FAILED_TTMLIR_COMPILATION", "error: 'ttir.conv' op bad"),
+        Fail("FAILED_TTMLIR_COMPILATION", "error: 'ttir.conv' op bad")},
+       "unskip_xfail",
+       true,
+       "set status=KNOWN_FAILURE_XFAIL; set bringup_status=FAILED_TTMLIR_COMPILATION; set "
+       "reason=error: 'ttir.conv' op bad; "},
+      {"crashes twice", {Crash(6), Crash(6)}, "refresh_skip", true, ""},
+      {"hangs twice, as its reason says", {Hang(), Hang()}, "already", false, ""},
+      {"pass then fail", {Pass(), Fail("FAILED_RUNTIME", "boom")}, "flaky", false, ""},
+      {"one pass is no confirmation", {Pass()}, "flaky", false, ""},
+  };
+  for (const auto& row : rows) {
+    SCOPED_TRACE(row.what);
+    const v1::EntryOutcome o = DecideRecheck(Recheck(), row.runs, {});
+    EXPECT_EQ(o.verdict(), row.verdict);
+    EXPECT_EQ(o.changed(), row.changed);
+    if (std::string(row.edit).size() > 0) EXPECT_EQ(EditText(o), row.edit);
+    if (!row.changed) EXPECT_EQ(o.edit().set_size(), 0);
+  }
+  // A crash refreshes the skip's reason to the crash's line, and stays NOT_SUPPORTED_SKIP.
+  const v1::EntryOutcome crash = DecideRecheck(Recheck(), {Crash(6), Crash(6)}, {});
+  EXPECT_NE(EditText(crash).find("set status=NOT_SUPPORTED_SKIP; "), std::string::npos)
+      << EditText(crash);
+  EXPECT_NE(crash.reason().find("signal 6"), std::string::npos) << crash.reason();
+  EXPECT_EQ(crash.nightly().kind(), "refresh_skip");
+  // Runs that disagree say so.
+  const v1::EntryOutcome flaky = DecideRecheck(Recheck(), {Pass(), Crash(6)}, {});
+  ASSERT_EQ(flaky.review_size(), 1);
+  EXPECT_NE(flaky.review(0).find("recheck: the runs disagreed"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace triage::nightly

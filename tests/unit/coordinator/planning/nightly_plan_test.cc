@@ -201,3 +201,119 @@ TEST(NightlyRequest, TheKeptRequestHoldsTheRunsDigestAndARepeatIsTheSame) {
 
 }  // namespace
 }  // namespace triage::coord
+
+namespace triage::coord {
+namespace {
+
+// Three skipped entries, one of them skipped on n150 only.
+inventory::Inventory Skipped() {
+  inventory::Inventory inv;
+  inv.documents.push_back(inventory::Document::Parse(
+      kInference,
+      "test_config:\n"
+      "  a/pytorch-One-single_device-inference:\n    status: NOT_SUPPORTED_SKIP\n"
+      "    reason: \"Hang\"\n"
+      "  a/pytorch-Two-single_device-inference:\n    status: NOT_SUPPORTED_SKIP\n"
+      "  b/pytorch-One-single_device-inference:\n    status: KNOWN_FAILURE_XFAIL\n"
+      "  c/pytorch-One-single_device-inference:\n    status: EXPECTED_PASSING\n"
+      "    arch_overrides:\n      n150:\n        status: NOT_SUPPORTED_SKIP\n"));
+  EXPECT_TRUE(inv.documents[0].ok());
+  return inv;
+}
+
+v1::StartSweepRequest RecheckRequest(double hours = 0) {
+  v1::StartSweepRequest req;
+  req.set_repo_path("/repo");
+  req.set_recheck_skipped(true);
+  if (hours > 0) req.mutable_nightly_options()->set_max_device_hours(hours);
+  return req;
+}
+
+std::vector<std::string> Planned(const Plan& plan) {
+  std::vector<std::string> out;
+  for (const auto& s : plan.shards) {
+    for (const auto& e : s.spec.entries()) out.push_back(e.key() + "@" + s.spec.arch());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+TEST(PlanRecheck, EverySkippedEntryArchIsConfirmedTwice) {
+  PlanOptions options;
+  options.archs = {"n150", "p150"};
+  const Plan plan = PlanRecheck(Skipped(), RecheckRequest(), options, "sw-1", "t", "f", {});
+  EXPECT_EQ(Planned(plan),
+            (std::vector<std::string>{"a/pytorch-One-single_device-inference@n150",
+                                      "a/pytorch-One-single_device-inference@p150",
+                                      "a/pytorch-Two-single_device-inference@n150",
+                                      "a/pytorch-Two-single_device-inference@p150",
+                                      "c/pytorch-One-single_device-inference@n150"}));
+  ASSERT_TRUE(plan.recheck.has_value());
+  EXPECT_EQ(plan.recheck->skipped(), 5);
+  EXPECT_EQ(plan.recheck->selected(), 5);
+  EXPECT_EQ(plan.recheck->never_checked(), 0);
+  for (const auto& s : plan.shards) {
+    EXPECT_EQ(s.spec.nightly_options().confirm(), 2);
+    EXPECT_EQ(s.spec.playbook(), "nightly");
+    for (const auto& e : s.spec.entries()) {
+      EXPECT_EQ(e.nightly().kind(), "recheck");
+      // The archs the entry is skipped on, for the merge to place over.
+      EXPECT_EQ(e.nightly().archs_size(), e.key().starts_with("c/") ? 1 : 2) << e.key();
+    }
+  }
+  EXPECT_EQ(plan.entries.size(), 3u);
+}
+
+TEST(PlanRecheck, ABudgetTakesTheLongestUncheckedFirst) {
+  PlanOptions options;
+  options.archs = {"n150"};
+  options.default_estimate = 600;  // two runs: 20 minutes an entry-arch
+  // a/One was checked a week ago, c/One yesterday, a/Two never.
+  const std::map<std::string, std::int64_t> checked = {
+      {RecheckKey(kInference, "a/pytorch-One-single_device-inference", "n150"), 1000},
+      {RecheckKey(kInference, "c/pytorch-One-single_device-inference", "n150"), 2000}};
+  options.rechecked = &checked;
+  const Plan plan =
+      PlanRecheck(Skipped(), RecheckRequest(0.7), options, "sw-2", "t", "f", {});  // 42 minutes
+  EXPECT_EQ(Planned(plan),
+            (std::vector<std::string>{"a/pytorch-One-single_device-inference@n150",
+                                      "a/pytorch-Two-single_device-inference@n150"}));
+  ASSERT_TRUE(plan.recheck.has_value());
+  EXPECT_EQ(plan.recheck->skipped(), 3);
+  EXPECT_EQ(plan.recheck->selected(), 2);
+  EXPECT_EQ(plan.recheck->left(), 1);
+  EXPECT_EQ(plan.recheck->checked_before(), 2);
+  EXPECT_EQ(plan.recheck->oldest_check_unix_ms(), 2000);  // of those left for later
+}
+
+TEST(PlanRecheck, RecordedDurationsSetTheRunsTimeLimitEstimatesDoNot) {
+  PlanOptions options;
+  options.archs = {"n150"};
+  options.durations = {
+      {"tests/runner/test_models.py::test_all_models_torch[a/pytorch-One-single_device-inference]",
+       40.0}};
+  const Plan plan = PlanRecheck(Skipped(), RecheckRequest(), options, "sw-3", "t", "f", {});
+  for (const auto& s : plan.shards) {
+    for (const auto& e : s.spec.entries()) {
+      EXPECT_EQ(e.nightly().expected_seconds(), e.key().starts_with("a/pytorch-One") ? 40.0 : 0.0)
+          << e.key();
+    }
+  }
+}
+
+TEST(PlanRecheck, TheRequestIsCheckedAsANightlySweepIs) {
+  v1::StartSweepRequest req = RecheckRequest();
+  req.add_playbooks("unpack_forward_output");
+  auto st = ValidateStartRequest(req, {});
+  ASSERT_FALSE(st.ok());
+  EXPECT_THAT(std::string(st.status().message()), HasSubstr("a recheck sweep"));
+  req = RecheckRequest();
+  req.add_nightly()->set_label("n");
+  st = ValidateStartRequest(req, {});
+  ASSERT_FALSE(st.ok());
+  EXPECT_THAT(std::string(st.status().message()), HasSubstr("two kinds of sweep"));
+  EXPECT_TRUE(ValidateStartRequest(RecheckRequest(1.5), {}).ok());
+}
+
+}  // namespace
+}  // namespace triage::coord
