@@ -7,6 +7,7 @@
 
 #include "agent/executor/native_tools.h"
 #include "agent/playbooks/playbook.h"
+#include "agent/playbooks/tools.h"
 #include "agent/workspace/workspace.h"
 #include "common/inventory/document.h"
 #include "common/junit/reason.h"
@@ -172,6 +173,19 @@ void ApplyFarmVerification(const v1::ShardSpec& spec, lift::PinnedFiles& base_fi
     return fields;
   };
   const std::string arch = spec.arch().empty() ? "n150" : spec.arch();
+  // The session logs (logs/NN-verify.log: named after no key) concern every entry the session
+  // ran: each outcome links them beside its JUnit files, so the run that replaced a command's
+  // decision is one click from the flag.
+  std::vector<std::string> session_logs;
+  for (const auto& ev : farm.evidence()) {
+    if (!std::string_view(ev.name()).starts_with("logs/")) continue;
+    bool keyed = false;
+    for (const auto& e : spec.entries()) {
+      keyed |= ev.name().find(e.key()) != std::string::npos ||
+               ev.name().find(playbooks::KeyFileName(e.key())) != std::string::npos;
+    }
+    if (!keyed) session_logs.push_back(ev.name());
+  }
   for (auto& o : *result.mutable_entries()) {
     const v1::EntryOutcome* f = nullptr;
     for (const auto& candidate : farm.entries()) {
@@ -184,11 +198,13 @@ void ApplyFarmVerification(const v1::ShardSpec& spec, lift::PinnedFiles& base_fi
     o.set_duration_seconds(f->duration_seconds());
     o.set_inference_outcome(f->inference_outcome());
     for (const auto& r : f->review()) AddReview(o, r);
-    for (const auto& name : f->evidence()) {
+    auto link = [&o](const std::string& name) {
       if (std::find(o.evidence().begin(), o.evidence().end(), name) == o.evidence().end()) {
         o.add_evidence(name);
       }
-    }
+    };
+    for (const auto& name : f->evidence()) link(name);
+    for (const auto& name : session_logs) link(name);
     if (f->verdict() == "no_evidence") {
       o.set_command_check("not verified");
       AddReview(o, util::StrCat("the farm's run on ", arch,

@@ -95,7 +95,8 @@ class CommandVerifySweepTest : public testing::FixtureFarmTest {
          std::filesystem::recursive_directory_iterator(dir_ / "data-command-n150")) {
       if (!f.path().filename().string().starts_with("command-env-")) continue;
       ++files;
-      for (auto name : util::SplitLines(testing::ReadFileOrDie(f.path()))) {
+      const std::string names = testing::ReadFileOrDie(f.path());
+      for (auto name : util::SplitLines(names)) {
         if (name.empty()) continue;
         EXPECT_TRUE(allowed.count(std::string(name)))
             << f.path().filename() << ": the command saw " << name;
