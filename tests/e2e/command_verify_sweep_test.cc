@@ -78,6 +78,12 @@ class CommandVerifySweepTest : public testing::FixtureFarmTest {
     return json::parse(testing::ReadFileOrDie(dir_ / "out/report.json"), nullptr, false);
   }
 
+  // The value at a JSON pointer ("/verdicts/n150/verdict"); null when absent.
+  static json At(const json& j, const std::string& pointer) {
+    const json::json_pointer p(pointer);
+    return j.contains(p) ? j.at(p) : json();
+  }
+
   static std::map<std::string, json> ByKey(const json& report) {
     std::map<std::string, json> out;
     for (const auto& e : report.value("entries", json::array())) out[e["key"]] = e;
@@ -122,22 +128,24 @@ TEST_F(CommandVerifySweepTest, RightDecisionIsAcceptedAndWrongOneReplacedByTheFa
 
   // The right decision: the command's edit stands, verified by the farm's run.
   const json& speech = entries[kSpeech];
-  EXPECT_EQ(speech["arch_outcomes"]["n150"], (json{{"status", "EXPECTED_PASSING"},
-                                                   {"bringup_status", nullptr},
-                                                   {"reason", nullptr},
-                                                   {"assert_pcc", nullptr},
-                                                   {"markers", nullptr}}))
+  EXPECT_EQ(At(speech, "/arch_outcomes/n150"), (json{{"status", "EXPECTED_PASSING"},
+                                                     {"bringup_status", nullptr},
+                                                     {"reason", nullptr},
+                                                     {"assert_pcc", nullptr},
+                                                     {"markers", nullptr}}))
       << speech.dump(2);
-  EXPECT_EQ(speech["verdicts"]["n150"]["verdict"], "pass") << speech.dump(2);
-  EXPECT_EQ(speech["verdicts"]["n150"]["command_check"], "verified by the farm") << speech.dump(2);
+  EXPECT_EQ(At(speech, "/verdicts/n150/verdict"), json("pass")) << speech.dump(2);
+  EXPECT_EQ(At(speech, "/verdicts/n150/command_check"), json("verified by the farm"))
+      << speech.dump(2);
   EXPECT_EQ(Reviews(speech).find("command wrote"), std::string::npos) << Reviews(speech);
 
   // The wrong decision: replaced by what the farm's run shows, and flagged with both.
   const json& densenet = entries[kDensenet];
-  EXPECT_EQ(densenet["arch_outcomes"]["n150"]["status"], "KNOWN_FAILURE_XFAIL") << densenet.dump(2);
-  EXPECT_EQ(densenet["arch_outcomes"]["n150"]["reason"], kDensenetReason) << densenet.dump(2);
-  EXPECT_EQ(densenet["verdicts"]["n150"]["verdict"], "failure") << densenet.dump(2);
-  EXPECT_EQ(densenet["verdicts"]["n150"]["command_check"], "replaced by the farm's decision")
+  EXPECT_EQ(At(densenet, "/arch_outcomes/n150/status"), json("KNOWN_FAILURE_XFAIL"))
+      << densenet.dump(2);
+  EXPECT_EQ(At(densenet, "/arch_outcomes/n150/reason"), json(kDensenetReason)) << densenet.dump(2);
+  EXPECT_EQ(At(densenet, "/verdicts/n150/verdict"), json("failure")) << densenet.dump(2);
+  EXPECT_EQ(At(densenet, "/verdicts/n150/command_check"), json("replaced by the farm's decision"))
       << densenet.dump(2);
   EXPECT_THAT(Reviews(densenet),
               HasSubstr(util::StrCat("command wrote status EXPECTED_PASSING, no reason; the "
@@ -160,9 +168,9 @@ TEST_F(CommandVerifySweepTest, RightDecisionIsAcceptedAndWrongOneReplacedByTheFa
     const std::string path = n.get<std::string>();
     names.insert(path.substr(path.rfind('/', path.rfind('/') - 1) + 1));
   }
-  EXPECT_TRUE(names.count("logs/command-1.log")) << densenet["evidence"].dump(2);
-  EXPECT_TRUE(names.count("junit/01-verify.xml")) << densenet["evidence"].dump(2);
-  EXPECT_TRUE(names.count("logs/01-verify.log")) << densenet["evidence"].dump(2);
+  EXPECT_TRUE(names.count("logs/command-1.log")) << At(densenet, "/evidence").dump(2);
+  EXPECT_TRUE(names.count("junit/01-verify.xml")) << At(densenet, "/evidence").dump(2);
+  EXPECT_TRUE(names.count("logs/01-verify.log")) << At(densenet, "/evidence").dump(2);
 
   ExpectScrubbedEnvironment();
 }
@@ -176,9 +184,10 @@ TEST_F(CommandVerifySweepTest, WithoutVerifyTheCommandsDecisionStands) {
   auto entries = ByKey(report);
   ASSERT_TRUE(entries.count(kDensenet)) << report.dump(2).substr(0, 3000);
   const json& densenet = entries[kDensenet];
-  EXPECT_EQ(densenet["arch_outcomes"]["n150"]["status"], "EXPECTED_PASSING") << densenet.dump(2);
-  EXPECT_EQ(densenet["verdicts"]["n150"]["verdict"], "command") << densenet.dump(2);
-  EXPECT_FALSE(densenet["verdicts"]["n150"].contains("command_check")) << densenet.dump(2);
+  EXPECT_EQ(At(densenet, "/arch_outcomes/n150/status"), json("EXPECTED_PASSING"))
+      << densenet.dump(2);
+  EXPECT_EQ(At(densenet, "/verdicts/n150/verdict"), json("command")) << densenet.dump(2);
+  EXPECT_TRUE(At(densenet, "/verdicts/n150/command_check").is_null()) << densenet.dump(2);
   EXPECT_EQ(Reviews(densenet).find("command wrote"), std::string::npos) << Reviews(densenet);
   ExpectScrubbedEnvironment();
 }
