@@ -15,6 +15,7 @@
 #include "agent/executor/replay_tools.h"
 #include "agent/metrics/prometheus_agent_metrics.h"
 #include "agent/workspace/workspace.h"
+#include "common/command/command_params.h"
 #include "common/config/config.h"
 #include "common/daemon/daemon.h"
 #include "common/inventory/schema.h"
@@ -60,6 +61,7 @@ struct AgentConfig {
   std::int64_t pytest_timeout_seconds = 3600;
   std::int64_t probe_nice = 10;
   std::int64_t command_timeout_seconds = 0;
+  std::vector<std::string> command_env_allow;
   std::int64_t lease_wait_seconds = 20;
   std::string metrics_address;
   bool exit_when_drained = false;
@@ -114,6 +116,9 @@ struct AgentConfig {
     s.Add("command_timeout_seconds", &command_timeout_seconds,
           "kill a command-executor run after this long (0: the shard's timeout)",
           Range{0, kMaxSeconds});
+    s.Add("command_env_allow", &command_env_allow,
+          "environment variables a command-executor run may see besides the built-in allow-list "
+          "(names only; docs/farm.md, \"Executors\")");
     s.Add("lease_wait_seconds", &lease_wait_seconds, "long-poll wait per Lease call",
           Range{1, 3600});
     s.Add("metrics_address", &metrics_address, "host:port of /metrics (\"\" = off)",
@@ -236,6 +241,12 @@ int main(int argc, char** argv) {
       }
     }
   }
+  for (const auto& name : cfg.command_env_allow) {
+    if (!command::ValidEnvName(name)) {
+      return Fail(util::StrCat("command_env_allow: '", name,
+                               "' is not an environment variable name (letters, digits, _)"));
+    }
+  }
   if (!cfg.executors.empty() && cfg.workspace.empty()) {
     return Fail("--executors " + util::StrJoin(cfg.executors, ",") +
                 " need a --workspace (the agent's tt-xla checkout)");
@@ -282,7 +293,7 @@ int main(int argc, char** argv) {
   }
 
   if (cfg.scripts_dir.empty()) cfg.scripts_dir = FindScripts(argv[0]);
-  agent::CommandExecutor command;
+  agent::CommandExecutor command(cfg.scripts_dir);
   agent::NativeExecutor native(cfg.scripts_dir);
   agent::NativeExecutor replay(cfg.scripts_dir, cfg.replay_dir);
   std::map<std::string, agent::Executor*> executors;
@@ -325,6 +336,7 @@ int main(int argc, char** argv) {
   options.exec.pytest_timeout = std::chrono::seconds(cfg.pytest_timeout_seconds);
   options.exec.probe_nice = static_cast<int>(cfg.probe_nice);
   options.exec.command_timeout = std::chrono::seconds(cfg.command_timeout_seconds);
+  options.exec.command_env_allow = cfg.command_env_allow;
   options.exec.playbooks = cfg.playbooks;
   options.exit_when_drained = cfg.exit_when_drained;
   options.max_shards = static_cast<int>(cfg.max_shards);

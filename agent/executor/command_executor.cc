@@ -2,12 +2,15 @@
 
 #include <algorithm>
 
+#include "agent/executor/command_verify.h"
 #include "agent/workspace/workspace.h"
 #include "common/command/command_params.h"
 #include "common/lift/lift.h"
 #include "common/process/process.h"
 #include "common/util/file.h"
 #include "common/util/strings.h"
+
+extern char** environ;
 
 namespace triage::agent {
 namespace {
@@ -51,6 +54,16 @@ class WorkspacePinnedFiles : public lift::PinnedFiles {
 };
 
 }  // namespace
+
+CommandExecutor::CommandExecutor(std::filesystem::path scripts_dir)
+    : scripts_dir_(std::move(scripts_dir)) {}
+
+std::vector<std::pair<std::string, std::string>> CommandExecutor::Environment(
+    const std::vector<std::string>& extra_allow) {
+  std::vector<std::string> own;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) own.emplace_back(*e);
+  return command::AllowedEnvironment(extra_allow, own);
+}
 
 std::vector<std::string> CommandExecutor::BuildArgv(
     const std::vector<std::string>& command, const std::map<std::string, std::string>& values,
@@ -130,9 +143,13 @@ absl::StatusOr<v1::ShardResult> CommandExecutor::Run(ExecContext& ctx) {
     opts.timeout = timeout;
     opts.log_path = log;
     opts.cancelled = ctx.cancelled;
-    opts.env = {{"TRIAGE_SHARD_DIR", ctx.shard_dir.string()},
-                {"TRIAGE_JUNIT", values["junit"]},
-                {"TRIAGE_KEY", values.count("key") ? values["key"] : ""}};
+    // A scrubbed environment: the allow-list and the executor's own variables, never the agent's
+    // whole environment (no API tokens, no cloud credentials; docs/farm.md, "Executors").
+    opts.inherit_env = false;
+    opts.env = Environment(ctx.settings.command_env_allow);
+    opts.env.insert(opts.env.end(), {{"TRIAGE_SHARD_DIR", ctx.shard_dir.string()},
+                                     {"TRIAGE_JUNIT", values["junit"]},
+                                     {"TRIAGE_KEY", values.count("key") ? values["key"] : ""}});
     auto res = process::Run(opts);
     if (!res.ok()) return res.status();  // could not start: the agent's setup is wrong
     if (res->cancelled) return absl::CancelledError("lease revoked");
@@ -142,11 +159,15 @@ absl::StatusOr<v1::ShardResult> CommandExecutor::Run(ExecContext& ctx) {
       result.set_exit_code(res->exit_code != 0 ? res->exit_code : -1);
     }
     if (ctx.progress) ctx.progress("command", label, process::TailLines(log, 10));
+    // The run's transcript (stdout and stderr) is evidence: logs/command-<n>.log
+    // (docs/evidence.md), its last 256 KiB as the native executor's logs.
     v1::Evidence* ev = result.add_evidence();
     ev->set_name(util::StrCat("logs/", log.filename().string()));
     ev->set_kind("log");
-    auto tail = process::TailLines(log, 200);
-    ev->set_content(util::StrJoin(tail, "\n"));
+    auto text = util::ReadFile(log, 64 << 20);
+    std::string content = text.ok() ? std::move(*text) : "";
+    if (content.size() > (256u << 10)) content.erase(0, content.size() - (256u << 10));
+    ev->set_content(std::move(content));
   }
 
   // What the command changed, and what it recorded.
@@ -205,6 +226,20 @@ absl::StatusOr<v1::ShardResult> CommandExecutor::Run(ExecContext& ctx) {
     }
     ctx.progress("lift", "", lines);
   }
+  // A probe phase runs on a CPU agent, which has no device to verify on.
+  if (!params->verify || spec.phase() == v1::PHASE_PROBE) return result;
+  // The farm's own verification of what the command decided (docs/farm.md, "Executors"): the
+  // native playbooks' pytest session and decision, in the workspace as the command left it.
+  std::filesystem::path scripts = scripts_dir_;
+  if (scripts.empty()) scripts = ctx.settings.probe_script.parent_path();
+  if (scripts.empty()) {
+    return absl::FailedPreconditionError(
+        "params.verify: the command executor's verification needs the agent's scripts_dir "
+        "(triage_pytest_plugin.py)");
+  }
+  auto farm = RunFarmVerification(ctx, scripts);
+  if (!farm.ok()) return farm.status();
+  ApplyFarmVerification(spec, pinned, *farm, result);
   return result;
 }
 

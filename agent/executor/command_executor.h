@@ -1,7 +1,9 @@
 #pragma once
 
+#include <filesystem>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -18,15 +20,24 @@ namespace triage::agent {
 //            one argv element per entry key (per-shard mode).
 //   per      "entry" (default) or "shard".
 //   timeout_seconds  per command run (default: the agent's command_timeout, else the shard's).
+//   verify   "true" (default) or "false": the farm's own verification afterwards (below).
+// The command runs with a scrubbed environment: the variables of command::kEnvAllowList and of
+// the agent's command_env_allow, taken from the agent's environment, plus TRIAGE_SHARD_DIR,
+// TRIAGE_JUNIT and TRIAGE_KEY; nothing else of the agent's environment (tokens, credentials).
 // Afterwards both repos' diffs against the pinned commits (new files included) are lifted into
 // the structured edits a native result carries (common/lift/lift.h: entry edits, registry
 // operations, loader file edits against the pinned commit), reading the base files at the pinned
 // commits from the workspace's git; the result carries no raw diff. Every JUnit file under the
 // shard's junit/ directory and the exit status travel in the result too. A non-zero exit, a
 // timeout (the whole process group is killed) or a change that could not be lifted flags the
-// entries for review.
+// entries for review. With verify on, each entry is then verified by the farm on the shard's arch
+// and the command's YAML edit checked against the farm's decision (agent/executor/
+// command_verify.h; docs/farm.md, "Executors"): the farm's decision wins where they differ.
 class CommandExecutor : public Executor {
  public:
+  // scripts_dir: agent/scripts (the pytest plugin the verification runs with); empty: the
+  // directory of ExecSettings::probe_script.
+  explicit CommandExecutor(std::filesystem::path scripts_dir = {});
   std::string name() const override { return "command"; }
   absl::StatusOr<v1::ShardResult> Run(ExecContext& ctx) override;
 
@@ -34,6 +45,14 @@ class CommandExecutor : public Executor {
   static std::vector<std::string> BuildArgv(const std::vector<std::string>& command,
                                             const std::map<std::string, std::string>& values,
                                             const std::vector<std::string>& keys);
+
+  // The environment of a run before the executor's TRIAGE_* variables: the allow-listed
+  // variables of this process's environment (command::AllowedEnvironment).
+  static std::vector<std::pair<std::string, std::string>> Environment(
+      const std::vector<std::string>& extra_allow);
+
+ private:
+  std::filesystem::path scripts_dir_;
 };
 
 }  // namespace triage::agent

@@ -23,7 +23,10 @@ struct ExecSettings {
   // device sessions they yield the CPU to them (docs/farm.md, "Probe niceness").
   int probe_nice = 10;
   std::chrono::seconds command_timeout{0};  // 0: the shard's timeout
-  std::filesystem::path probe_script;       // agent/scripts/triage_probe.py
+  // Environment variables a command run may see besides command::kEnvAllowList (the agent's
+  // command_env_allow; docs/farm.md, "Executors").
+  std::vector<std::string> command_env_allow;
+  std::filesystem::path probe_script;  // agent/scripts/triage_probe.py
   // The playbooks this agent runs (empty: all): a shard's chain (docs/playbooks.md, "Chaining")
   // goes on only with these.
   std::vector<std::string> playbooks;

@@ -1,5 +1,6 @@
 #include "common/command/command_params.h"
 
+#include <algorithm>
 #include <charconv>
 
 #include "common/util/strings.h"
@@ -53,7 +54,46 @@ absl::StatusOr<Params> ParseParams(const std::map<std::string, std::string>& par
     }
     out.timeout = std::chrono::seconds(v);
   }
+  if (const std::string* v = get("verify"); v != nullptr && !v->empty()) {
+    if (*v != "true" && *v != "false") {
+      return absl::InvalidArgumentError(
+          util::StrCat("params.verify must be true or false, got '", *v, "'"));
+    }
+    out.verify = *v == "true";
+  }
   return out;
+}
+
+std::vector<std::pair<std::string, std::string>> AllowedEnvironment(
+    const std::vector<std::string>& extra_allow, const std::vector<std::string>& env) {
+  auto allowed = [&](std::string_view name) {
+    for (std::string_view a : kEnvAllowList) {
+      if (a == name) return true;
+    }
+    return std::find(extra_allow.begin(), extra_allow.end(), name) != extra_allow.end();
+  };
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const std::string& item : env) {
+    const std::size_t eq = item.find('=');
+    if (eq == std::string::npos || eq == 0) continue;
+    std::string name = item.substr(0, eq);
+    if (!allowed(name)) continue;
+    // The first of duplicate items wins, as getenv reads them.
+    bool seen = false;
+    for (const auto& kv : out) seen |= kv.first == name;
+    if (!seen) out.emplace_back(std::move(name), item.substr(eq + 1));
+  }
+  return out;
+}
+
+bool ValidEnvName(std::string_view name) {
+  if (name.empty() || (name[0] >= '0' && name[0] <= '9')) return false;
+  for (char c : name) {
+    const bool ok =
+        c == '_' || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+    if (!ok) return false;
+  }
+  return true;
 }
 
 }  // namespace triage::command

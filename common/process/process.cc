@@ -192,7 +192,9 @@ std::string_view KeyOf(std::string_view entry) { return entry.substr(0, entry.fi
 
 absl::StatusOr<std::vector<std::string>> BuildEnv(const RunOptions& options) {
   std::vector<std::string> env;
-  for (char** e = environ; e != nullptr && *e != nullptr; ++e) env.emplace_back(*e);
+  if (options.inherit_env) {
+    for (char** e = environ; e != nullptr && *e != nullptr; ++e) env.emplace_back(*e);
+  }
   auto remove_key = [&env](std::string_view key) {
     std::erase_if(env, [key](const std::string& entry) { return KeyOf(entry) == key; });
   };

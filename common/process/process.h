@@ -24,6 +24,9 @@ struct RunOptions {
   std::filesystem::path cwd;
   // Set or override on top of the inherited environment.
   std::vector<std::pair<std::string, std::string>> env;
+  // false: the child inherits nothing of this process's environment, only `env` (the command
+  // executor's scrubbed environment, docs/farm.md "Executors").
+  bool inherit_env = true;
   std::vector<std::string> unset_env;
   // 0 = none. On expiry the whole process group is killed (SIGTERM, then SIGKILL).
   std::chrono::milliseconds timeout{0};

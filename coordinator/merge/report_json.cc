@@ -116,6 +116,10 @@ json EntryJson(const EntryMerge& e, const EntryFacts& f, const std::vector<std::
       verdicts[t] = {{"verdict", o->second.verdict()},
                      {"stage", o->second.stage()},
                      {"reason", o->second.reason()}};
+      // The command executor's check by the farm (docs/farm.md, "Executors"), when it ran.
+      if (!o->second.command_check().empty()) {
+        verdicts[t]["command_check"] = o->second.command_check();
+      }
     }
   }
   entry["arch_outcomes"] = arch_outcomes;

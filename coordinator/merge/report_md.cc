@@ -292,7 +292,8 @@ std::string EntryMd(const EntryMerge& e, const EntryFacts& f,
   for (const auto& [arch, o] : e.outcomes) {
     util::StrAppend(&md, "- **pytest (", arch.empty() ? "cpu" : arch, ")** ", o.verdict(),
                     o.stage().empty() ? "" : util::StrCat(", ", o.stage()),
-                    o.reason().empty() ? "" : util::StrCat(": `", o.reason(), "`"), "\n");
+                    o.reason().empty() ? "" : util::StrCat(": `", o.reason(), "`"),
+                    o.command_check().empty() ? "" : util::StrCat(" · ", o.command_check()), "\n");
   }
   if (!f.inference.empty()) util::StrAppend(&md, "- **inference** ", Md(f.inference), "\n");
   md += YamlLinesMd(e);

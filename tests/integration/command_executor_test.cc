@@ -12,8 +12,10 @@
 
 #include "agent/workspace/workspace.h"
 #include "common/clock/clock.h"
+#include "common/command/command_params.h"
 #include "common/git/git.h"
 #include "common/util/file.h"
+#include "common/util/text.h"
 #include "coordinator/core/coordinator.h"
 #include "coordinator/persistence/sqlite_store.h"
 #include "gtest/gtest.h"
@@ -66,10 +68,13 @@ class CommandExecutorTest : public ::testing::Test {
     std::filesystem::permissions(path, std::filesystem::perms::owner_all);
   }
 
+  // verify is off: these repositories have no runner to verify with (the farm's verification
+  // is tested on the fixture: tests/e2e/command_verify_sweep_test.cc).
   absl::StatusOr<v1::ShardResult> Run(const std::string& command_json, const std::string& per,
                                       const std::string& timeout = "") {
     (*spec_.mutable_params())["command"] = command_json;
     (*spec_.mutable_params())["per"] = per;
+    (*spec_.mutable_params())["verify"] = "false";
     if (!timeout.empty()) (*spec_.mutable_params())["timeout_seconds"] = timeout;
     auto dir = ws_->Prepare(spec_);
     if (!dir.ok()) return dir.status();
@@ -77,6 +82,7 @@ class CommandExecutorTest : public ::testing::Test {
     ctx.spec = &spec_;
     ctx.workspace = ws_.get();
     ctx.shard_dir = *dir;
+    ctx.settings = settings_;
     ctx.progress = [&](const std::string& step, const std::string& entry,
                        const std::vector<std::string>&) { steps_.push_back(step + " " + entry); };
     CommandExecutor executor;
@@ -87,6 +93,7 @@ class CommandExecutorTest : public ::testing::Test {
   std::filesystem::path repo_, ws_path_;
   std::unique_ptr<workspace::Workspace> ws_;
   v1::ShardSpec spec_;
+  ExecSettings settings_;
   std::vector<std::string> steps_;
 };
 
@@ -266,6 +273,7 @@ TEST_F(CommandExecutorTest, ARegistryLineFromACommandStartsTheReverificationWave
   start.set_executor("command");
   (*start.mutable_params())["command"] = "[\"" + (tmp_.path() / "register.sh").string() + "\"]";
   (*start.mutable_params())["per"] = "shard";
+  (*start.mutable_params())["verify"] = "false";  // no runner in this repo
   start.set_reason("test");
   auto sweep = coordinator.StartSweep(start, coord::Caller{"alice", "operator"});
   ASSERT_TRUE(sweep.ok()) << sweep.status();
@@ -325,6 +333,49 @@ TEST_F(CommandExecutorTest, ARegistryLineFromACommandStartsTheReverificationWave
   ASSERT_TRUE(utils.ok());
   EXPECT_NE(utils->find("_register_attr(\"SharedOutput\", \"logits\")"), std::string::npos)
       << *utils;
+}
+
+// The command runs with the allow-listed variables and the executor's own, never the agent's
+// whole environment (docs/farm.md, "Executors"); the operator's command_env_allow adds names.
+TEST_F(CommandExecutorTest, TheCommandSeesOnlyTheAllowListedEnvironment) {
+  ::setenv("ANTHROPIC_API_KEY", "x", 1);
+  ::setenv("AWS_SECRET_ACCESS_KEY", "y", 1);
+  ::setenv("TRIAGE_AGENT_TOKEN", "t", 1);
+  ::setenv("MY_TOOL_HOME", "/opt/tool", 1);
+  auto names_seen = [&](const v1::ShardResult& r) {
+    std::set<std::string> names;
+    for (const auto& e : r.evidence()) {
+      if (e.name() != "logs/command-1.log") continue;
+      for (auto line : util::SplitLines(e.content())) {
+        const auto eq = line.find('=');
+        if (eq != std::string_view::npos) names.insert(std::string(line.substr(0, eq)));
+      }
+    }
+    return names;
+  };
+  std::set<std::string> allowed = {"TRIAGE_SHARD_DIR", "TRIAGE_JUNIT", "TRIAGE_KEY"};
+  for (std::string_view n : command::kEnvAllowList) allowed.insert(std::string(n));
+  auto r = Run("[\"/usr/bin/env\"]", "shard");
+  ASSERT_TRUE(r.ok()) << r.status();
+  std::set<std::string> seen = names_seen(*r);
+  EXPECT_TRUE(seen.count("PATH")) << "allow-listed";
+  EXPECT_TRUE(seen.count("TRIAGE_SHARD_DIR"));
+  for (const auto& name : seen) EXPECT_TRUE(allowed.count(name)) << "the command saw " << name;
+  EXPECT_FALSE(seen.count("ANTHROPIC_API_KEY"));
+  EXPECT_FALSE(seen.count("MY_TOOL_HOME"));
+
+  settings_.command_env_allow = {"MY_TOOL_HOME"};
+  r = Run("[\"/usr/bin/env\"]", "shard");
+  ASSERT_TRUE(r.ok()) << r.status();
+  seen = names_seen(*r);
+  EXPECT_TRUE(seen.count("MY_TOOL_HOME")) << "the operator's addition";
+  EXPECT_FALSE(seen.count("ANTHROPIC_API_KEY"));
+  EXPECT_FALSE(seen.count("AWS_SECRET_ACCESS_KEY"));
+  EXPECT_FALSE(seen.count("TRIAGE_AGENT_TOKEN"));
+  for (const char* n :
+       {"ANTHROPIC_API_KEY", "AWS_SECRET_ACCESS_KEY", "TRIAGE_AGENT_TOKEN", "MY_TOOL_HOME"}) {
+    ::unsetenv(n);
+  }
 }
 
 TEST_F(CommandExecutorTest, AMissingCommandIsAnInfrastructureError) {

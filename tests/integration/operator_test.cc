@@ -94,6 +94,7 @@ class PinTest : public ::testing::Test {
             "--executor", "command",
             "--command",  "[\"" + script_.string() + "\", \"{workspace}/{loader_dir}\", \"{key}\"]",
             "--per",      "shard",
+            "--param",    "verify=false",  // the repo has no runner to verify with
             "--reason",   "pin test"};
   }
 

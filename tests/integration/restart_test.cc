@@ -94,7 +94,7 @@ TEST_F(RestartTest, CoordinatorKilledMidSweepFinishesWithEveryResultOnce) {
   std::string out;
   ASSERT_EQ(Ctl({"sweep", "start", "--repo", repo_.string(), "--executor", "command", "--command",
                  "[\"" + script_.string() + "\", \"{workspace}/{loader_dir}\", \"{key}\"]", "--per",
-                 "shard", "--reason", "restart test", "-o", "json"},
+                 "shard", "--param", "verify=false", "--reason", "restart test", "-o", "json"},
                 &out),
             0)
       << out;

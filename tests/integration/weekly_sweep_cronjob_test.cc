@@ -159,7 +159,8 @@ class WeeklySweepCronJobTest : public ::testing::Test {
     for (const std::string& a :
          {std::string("--executor"), std::string("command"), std::string("--command"),
           "[\"" + tool_.string() + "\", \"{workspace}/{loader_dir}\", \"{key}\"]",
-          std::string("--per"), std::string("shard")}) {
+          std::string("--per"), std::string("shard"), std::string("--param"),
+          std::string("verify=false")}) {
       w["extraArgs"].push_back(a);
     }
     const fs::path path = tmp_.path() / "values.yaml";

@@ -24,6 +24,62 @@ TEST(CommandParamsTest, ValidParameters) {
   EXPECT_EQ(p->timeout, std::chrono::seconds(90));
 }
 
+TEST(CommandParamsTest, VerifyIsOnUnlessSetToFalse) {
+  auto p = ParseParams({{"command", R"(["t"])"}});
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_TRUE(p->verify) << "the default";
+  p = ParseParams({{"command", R"(["t"])"}, {"verify", ""}});
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_TRUE(p->verify);
+  p = ParseParams({{"command", R"(["t"])"}, {"verify", "true"}});
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_TRUE(p->verify);
+  p = ParseParams({{"command", R"(["t"])"}, {"verify", "false"}});
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_FALSE(p->verify);
+  for (const char* bad : {"yes", "no", "1", "0", "True", "FALSE", " true"}) {
+    p = ParseParams({{"command", R"(["t"])"}, {"verify", bad}});
+    ASSERT_FALSE(p.ok()) << bad;
+    EXPECT_TRUE(absl::IsInvalidArgument(p.status())) << p.status();
+    EXPECT_THAT(util::MessageOf(p.status()),
+                HasSubstr(util::StrCat("params.verify must be true or false, got '", bad, "'")));
+  }
+}
+
+// The command's environment: the allow-list and the operator's additions, nothing else.
+TEST(CommandParamsTest, OnlyAllowListedVariablesReachTheCommand) {
+  const std::vector<std::string> agent_env = {
+      "PATH=/usr/bin:/bin",
+      "HOME=/home/agent",
+      "ANTHROPIC_API_KEY=x",
+      "AWS_SECRET_ACCESS_KEY=y",
+      "GOOGLE_APPLICATION_CREDENTIALS=/secret.json",
+      "TRIAGE_AGENT_TOKEN=t",
+      "LANG=C.UTF-8",
+      "PYTHONPATH=/opt/py",
+      "MY_TOOL_HOME=/opt/tool",
+      "PATH=/second",
+      "NOEQUALS",
+      "=empty",
+  };
+  using Env = std::vector<std::pair<std::string, std::string>>;
+  EXPECT_EQ(AllowedEnvironment({}, agent_env), (Env{{"PATH", "/usr/bin:/bin"},
+                                                    {"HOME", "/home/agent"},
+                                                    {"LANG", "C.UTF-8"},
+                                                    {"PYTHONPATH", "/opt/py"}}));
+  EXPECT_EQ(AllowedEnvironment({"MY_TOOL_HOME"}, agent_env), (Env{{"PATH", "/usr/bin:/bin"},
+                                                                  {"HOME", "/home/agent"},
+                                                                  {"LANG", "C.UTF-8"},
+                                                                  {"PYTHONPATH", "/opt/py"},
+                                                                  {"MY_TOOL_HOME", "/opt/tool"}}));
+  EXPECT_TRUE(AllowedEnvironment({}, {}).empty());
+  for (std::string_view name : kEnvAllowList) EXPECT_TRUE(ValidEnvName(name)) << name;
+  for (const char* good : {"A", "_X", "MY_VAR_2", "lower"}) EXPECT_TRUE(ValidEnvName(good)) << good;
+  for (const char* bad : {"", "2X", "A=B", "A B", "A-B", "PATH\n"}) {
+    EXPECT_FALSE(ValidEnvName(bad)) << bad;
+  }
+}
+
 TEST(CommandParamsTest, EachBadValueNamesItsParameter) {
   const std::string ok = R"(["t"])";
   const struct {

@@ -144,6 +144,18 @@ TEST(ProcessTest, EnvSetAndUnset) {
   ::unsetenv("TRIAGE_PROCESS_TEST_UNSET");
 }
 
+// inherit_env = false: the child sees only what options.env gives it.
+TEST(ProcessTest, WithoutInheritingTheChildSeesOnlyItsOwnEnvironment) {
+  ::setenv("ANTHROPIC_API_KEY", "x", 1);
+  RunOptions options = Cmd({"/usr/bin/env"});
+  options.inherit_env = false;
+  options.env = {{"TRIAGE_PROCESS_TEST_ONLY", "1"}, {"PATH", "/usr/bin:/bin"}};
+  EXPECT_EQ(RunOk(options).output, "TRIAGE_PROCESS_TEST_ONLY=1\nPATH=/usr/bin:/bin\n");
+  options.inherit_env = true;
+  EXPECT_THAT(RunOk(options).output, HasSubstr("ANTHROPIC_API_KEY=x"));
+  ::unsetenv("ANTHROPIC_API_KEY");
+}
+
 TEST(ProcessTest, PathFromChildEnvironment) {
   testing::TempDir dir;
   testing::WriteFileOrDie(dir.path() / "triage-hello", "#!/bin/sh\necho hello from path\n");

@@ -230,6 +230,11 @@ const std::vector<Row>& Rows() {
          Command(r, {{"command", R"(["tool"])"}, {"per", "sweep"}});
        },
        "params.per must be entry or shard, got 'sweep'"},
+      {"verify neither true nor false",
+       [](auto& r) {
+         Command(r, {{"command", R"(["tool"])"}, {"verify", "yes"}});
+       },
+       "params.verify must be true or false, got 'yes'"},
       {"timeout_seconds zero",
        [](auto& r) {
          Command(r, {{"command", R"(["tool"])"}, {"timeout_seconds", "0"}});

@@ -1,0 +1,196 @@
+// A coding agent's fix, verified by the farm (docs/farm.md, "Executors", the `command` bullet),
+// with real processes on the ttxla-mini fixture: a coordinator and an n150 agent with the command
+// executor over gRPC on loopback, triagectl, real torch and pytest. The command is a stand-in
+// coding agent (tests/fixtures/coding_agent_standin.py) that fixes two loaders and promotes both
+// entries to EXPECTED_PASSING: right for speech_mini (its test then passes), wrong for
+// densenet_mini (its test still fails). The merged report and patch keep the command's decision for
+// the first, "verified by the farm", and replace the second with the farm's, flagged with both
+// decisions. The agent's environment holds an API key, which the command never sees.
+
+#include <set>
+#include <string>
+
+#include "common/util/strings.h"
+#include "common/util/text.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/support/fixture_farm.h"
+#include "tests/support/test_support.h"
+
+namespace triage {
+namespace {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+using ::testing::HasSubstr;
+
+const std::string kSrc = TRIAGE_SOURCE_DIR;
+constexpr char kSpeech[] = "speech_mini/pytorch-Tts-single_device-training";
+constexpr char kDensenet[] = "densenet_mini/pytorch-Xray-single_device-training";
+constexpr char kDensenetReason[] =
+    "RuntimeError: \"hardshrink_backward_cpu\" not implemented for 'BFloat16'";
+
+class CommandVerifySweepTest : public testing::FixtureFarmTest {
+ protected:
+  CommandVerifySweepTest()
+      : FixtureFarmTest({"--tick_ms", "200", "--heartbeat_interval_seconds", "2"}) {}
+
+  void TearDown() override {
+    FixtureFarmTest::TearDown();
+    ::unsetenv("ANTHROPIC_API_KEY");
+  }
+
+  // Runs the dtype_bfloat16 entries of the fixture through the stand-in coding agent on n150 with
+  // the given extra sweep arguments; the report.json of the finished sweep (patches in out/).
+  json Sweep(const std::vector<std::string>& extra) {
+    std::vector<std::string> args = {
+        "sweep",
+        "start",
+        "--repo",
+        repo_.string(),
+        "--arch",
+        "n150",
+        "--playbooks",
+        "dtype_bfloat16",
+        "--executor",
+        "command",
+        "--command",
+        json::array({"/usr/bin/python3", kSrc + "/tests/fixtures/coding_agent_standin.py",
+                     "{workspace}", "{key}"})
+            .dump(),
+        "--per",
+        "entry",
+        "--reason",
+        "e2e: command verified by the farm",
+        "-o",
+        "json"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    std::string out;
+    EXPECT_EQ(Ctl(args, &out), 0) << out;
+    const std::string id = json::parse(out, nullptr, false).value("id", "");
+    EXPECT_FALSE(id.empty()) << out;
+    if (id.empty()) return {};
+    EXPECT_EQ(Ctl({"sweep", "watch", id}, &out), 0)
+        << out << testing::ReadFileOrDie(dir_ / "coordinator.log");
+    EXPECT_EQ(Ctl({"sweep", "report", id, "--out", (dir_ / "out").string()}, &out), 0) << out;
+    EXPECT_EQ(Ctl({"sweep", "patch", id, "--out", (dir_ / "out").string()}, &out), 0) << out;
+    return json::parse(testing::ReadFileOrDie(dir_ / "out/report.json"), nullptr, false);
+  }
+
+  // The value at a JSON pointer ("/verdicts/n150/verdict"); null when absent.
+  static json At(const json& j, const std::string& pointer) {
+    const json::json_pointer p(pointer);
+    return j.contains(p) ? j.at(p) : json();
+  }
+
+  static std::map<std::string, json> ByKey(const json& report) {
+    std::map<std::string, json> out;
+    for (const auto& e : report.value("entries", json::array())) out[e["key"]] = e;
+    return out;
+  }
+
+  // The command's environment held the allow-list and the executor's own variables only: the
+  // stand-in recorded the names it was given, and the agent's ANTHROPIC_API_KEY is not among them.
+  void ExpectScrubbedEnvironment() {
+    std::set<std::string> allowed = {
+        "PATH", "HOME",    "LANG", "LC_ALL",     "LC_CTYPE",         "TZ",           "TMPDIR",
+        "USER", "LOGNAME", "TERM", "PYTHONPATH", "TRIAGE_SHARD_DIR", "TRIAGE_JUNIT", "TRIAGE_KEY"};
+    int files = 0;
+    for (const auto& f :
+         std::filesystem::recursive_directory_iterator(dir_ / "data-command-n150")) {
+      if (!f.path().filename().string().starts_with("command-env-")) continue;
+      ++files;
+      const std::string names = testing::ReadFileOrDie(f.path());
+      for (auto name : util::SplitLines(names)) {
+        if (name.empty()) continue;
+        EXPECT_TRUE(allowed.count(std::string(name)))
+            << f.path().filename() << ": the command saw " << name;
+      }
+    }
+    EXPECT_GE(files, 2) << "the stand-in recorded its environment";
+  }
+
+  static std::string Reviews(const json& entry) {
+    std::string out;
+    for (const auto& r : entry.value("review", json::array())) out += r.get<std::string>() + "\n";
+    return out;
+  }
+};
+
+TEST_F(CommandVerifySweepTest, RightDecisionIsAcceptedAndWrongOneReplacedByTheFarms) {
+  ::setenv("ANTHROPIC_API_KEY", "x", 1);  // the agent's; the command must not see it
+  ASSERT_NO_FATAL_FAILURE(StartFixtureAgent("command-n150", "n150", "command"));
+  const json report = Sweep({});
+  ASSERT_TRUE(report.is_object());
+  auto entries = ByKey(report);
+  ASSERT_TRUE(entries.count(kSpeech) && entries.count(kDensenet)) << report.dump(2).substr(0, 3000);
+
+  // The right decision: the command's edit stands, verified by the farm's run.
+  const json& speech = entries[kSpeech];
+  EXPECT_EQ(At(speech, "/arch_outcomes/n150"), (json{{"status", "EXPECTED_PASSING"},
+                                                     {"bringup_status", nullptr},
+                                                     {"reason", nullptr},
+                                                     {"assert_pcc", nullptr},
+                                                     {"markers", nullptr}}))
+      << speech.dump(2);
+  EXPECT_EQ(At(speech, "/verdicts/n150/verdict"), json("pass")) << speech.dump(2);
+  EXPECT_EQ(At(speech, "/verdicts/n150/command_check"), json("verified by the farm"))
+      << speech.dump(2);
+  EXPECT_EQ(Reviews(speech).find("command wrote"), std::string::npos) << Reviews(speech);
+
+  // The wrong decision: replaced by what the farm's run shows, and flagged with both.
+  const json& densenet = entries[kDensenet];
+  EXPECT_EQ(At(densenet, "/arch_outcomes/n150/status"), json("KNOWN_FAILURE_XFAIL"))
+      << densenet.dump(2);
+  EXPECT_EQ(At(densenet, "/arch_outcomes/n150/reason"), json(kDensenetReason)) << densenet.dump(2);
+  EXPECT_EQ(At(densenet, "/verdicts/n150/verdict"), json("failure")) << densenet.dump(2);
+  EXPECT_EQ(At(densenet, "/verdicts/n150/command_check"), json("replaced by the farm's decision"))
+      << densenet.dump(2);
+  EXPECT_THAT(Reviews(densenet),
+              HasSubstr(util::StrCat("command wrote status EXPECTED_PASSING, no reason; the "
+                                     "farm's run on n150 shows failure (",
+                                     kDensenetReason,
+                                     "): the farm writes status "
+                                     "KNOWN_FAILURE_XFAIL, reason '",
+                                     kDensenetReason, "'")));
+
+  // The patches: both loader fixes (the farm verified with them), the YAML as decided.
+  const std::string forge = testing::ReadFileOrDie(dir_ / "out/tt-forge-models.patch");
+  EXPECT_THAT(forge, HasSubstr("+        decoder_input_values = torch.zeros((1, 4, 8), "
+                               "dtype=dtype_override)"));
+  EXPECT_THAT(forge, HasSubstr("+        buffer = torch.zeros(2, 16, dtype=dtype_override)"));
+  const std::string xla = testing::ReadFileOrDie(dir_ / "out/tt-xla.patch");
+  EXPECT_THAT(xla, HasSubstr("hardshrink_backward_cpu")) << xla;
+  // The verification run's JUnit and log are the entries' evidence, with the command's log.
+  std::set<std::string> names;
+  for (const auto& n : densenet.value("evidence", json::array())) {
+    const std::string path = n.get<std::string>();
+    names.insert(path.substr(path.rfind('/', path.rfind('/') - 1) + 1));
+  }
+  EXPECT_TRUE(names.count("logs/command-1.log")) << At(densenet, "/evidence").dump(2);
+  EXPECT_TRUE(names.count("junit/01-verify.xml")) << At(densenet, "/evidence").dump(2);
+  EXPECT_TRUE(names.count("logs/01-verify.log")) << At(densenet, "/evidence").dump(2);
+
+  ExpectScrubbedEnvironment();
+}
+
+// verify=false: the command's decisions stand as they are, unchecked.
+TEST_F(CommandVerifySweepTest, WithoutVerifyTheCommandsDecisionStands) {
+  ::setenv("ANTHROPIC_API_KEY", "x", 1);
+  ASSERT_NO_FATAL_FAILURE(StartFixtureAgent("command-n150", "n150", "command"));
+  const json report = Sweep({"--param", "verify=false"});
+  ASSERT_TRUE(report.is_object());
+  auto entries = ByKey(report);
+  ASSERT_TRUE(entries.count(kDensenet)) << report.dump(2).substr(0, 3000);
+  const json& densenet = entries[kDensenet];
+  EXPECT_EQ(At(densenet, "/arch_outcomes/n150/status"), json("EXPECTED_PASSING"))
+      << densenet.dump(2);
+  EXPECT_EQ(At(densenet, "/verdicts/n150/verdict"), json("command")) << densenet.dump(2);
+  EXPECT_TRUE(At(densenet, "/verdicts/n150/command_check").is_null()) << densenet.dump(2);
+  EXPECT_EQ(Reviews(densenet).find("command wrote"), std::string::npos) << Reviews(densenet);
+  ExpectScrubbedEnvironment();
+}
+
+}  // namespace
+}  // namespace triage
