@@ -5,6 +5,7 @@
 #include <optional>
 #include <utility>
 
+#include "agent/executor/native_executor.h"
 #include "agent/executor/native_tools.h"
 #include "agent/playbooks/playbook.h"
 #include "agent/playbooks/tools.h"
@@ -117,18 +118,8 @@ DecisionCheck CheckCommandDecision(const EntryFields& base, const v1::EntryOutco
 
 absl::StatusOr<v1::ShardResult> RunFarmVerification(ExecContext& ctx,
                                                     const std::filesystem::path& scripts_dir) {
-  // As NativeExecutor::ToolsOptions: the same subprocesses, timeouts and evidence layout.
-  NativeToolsOptions o;
-  o.workspace = ctx.workspace->root();
-  o.shard_dir = ctx.shard_dir;
-  o.scripts_dir = scripts_dir;
-  o.python = ctx.settings.python;
-  o.arch = ctx.spec->arch().empty() ? "n150" : ctx.spec->arch();
-  o.probe_timeout = ctx.settings.probe_timeout;
-  o.probe_nice = ctx.settings.probe_nice;
-  o.pytest_timeout = ctx.settings.pytest_timeout;
-  o.cancelled = ctx.cancelled;
-  NativeTools tools(o);
+  // The native executor's: the same subprocesses, timeouts and evidence layout.
+  NativeTools tools(NativeExecutor::ToolsOptionsFor(ctx, scripts_dir));
   // A verify phase: the loader may be gone (the command's doing), which verification tolerates.
   v1::ShardSpec spec = *ctx.spec;
   spec.set_phase(v1::PHASE_VERIFY);

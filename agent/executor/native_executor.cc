@@ -135,11 +135,12 @@ class SessionOnly : public playbooks::PlaybookTools {
 
 }  // namespace
 
-NativeToolsOptions NativeExecutor::ToolsOptions(const ExecContext& ctx) const {
+NativeToolsOptions NativeExecutor::ToolsOptionsFor(const ExecContext& ctx,
+                                                   const std::filesystem::path& scripts_dir) {
   NativeToolsOptions o;
   o.workspace = ctx.workspace->root();
   o.shard_dir = ctx.shard_dir;
-  o.scripts_dir = scripts_dir_;
+  o.scripts_dir = scripts_dir;
   o.python = ctx.settings.python;
   o.arch = ctx.spec->arch().empty() ? "n150" : ctx.spec->arch();
   o.probe_timeout = ctx.settings.probe_timeout;

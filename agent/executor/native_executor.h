@@ -27,8 +27,15 @@ class NativeExecutor : public Executor {
   std::vector<absl::StatusOr<v1::ShardResult>> RunBatch(
       ExecContext& ctx, const std::vector<const v1::ShardSpec*>& specs) override;
 
+  // The tools' options for a shard: the agent's settings (python, timeouts, niceness), the
+  // shard's arch, workspace and evidence directory, and the agent's scripts.
+  static NativeToolsOptions ToolsOptionsFor(const ExecContext& ctx,
+                                            const std::filesystem::path& scripts_dir);
+
  private:
-  NativeToolsOptions ToolsOptions(const ExecContext& ctx) const;
+  NativeToolsOptions ToolsOptions(const ExecContext& ctx) const {
+    return ToolsOptionsFor(ctx, scripts_dir_);
+  }
   absl::StatusOr<v1::ShardResult> RunWith(ExecContext& ctx, playbooks::PlaybookTools& tools);
 
   std::filesystem::path scripts_dir_;
