@@ -390,7 +390,10 @@ void Coordinator::RefreshProblemsLocked(Effects& after) {
           "device crashed or hung", listed.empty() ? "" : ": ", util::StrJoin(listed, ", "),
           sw.device_down.size() > listed.size() ? ", ..." : "",
           "), so no more shards are leased; look at the agents, then `triagectl sweep resume ", id,
-          " --max-failed-shards N` or `triagectl sweep cancel ", id, "`"));
+          " --max-failed-shards ",
+          FailedShards(sw) + std::max(1, sw.rec.request.max_failed_shards()),
+          " --reason \"agents checked\"` or `triagectl sweep cancel ", id,
+          " --reason \"failure budget spent\"`"));
     }
     const int active = sw.by_state[static_cast<int>(ShardState::kLeased)] +
                        sw.by_state[static_cast<int>(ShardState::kRunning)];

@@ -1,5 +1,6 @@
 #include "coordinator/merge/pr_text.h"
 
+#include <cctype>
 #include <set>
 #include <vector>
 
@@ -71,7 +72,10 @@ std::string Verdicts(const json& e) {
   std::vector<std::string> parts;
   for (const auto& [arch, v] : e["verdicts"].items()) {
     std::string s = arch + " " + Str(v, "verdict");
-    if (!Str(v, "stage").empty() && Str(v, "stage") != "PASSED") s += " at " + Str(v, "stage");
+    std::string upper = Str(v, "verdict");
+    for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    const std::string stage = Str(v, "stage");
+    if (!stage.empty() && stage != "PASSED" && stage != upper) s += " at " + stage;
     parts.push_back(s);
   }
   return util::StrJoin(parts, "; ");
@@ -154,6 +158,21 @@ std::string NightlyLine(const json& item) {
   if (!Str(item, "decision").empty()) why.push_back("decision " + Str(item, "decision"));
   if (!why.empty()) line += ". Why: " + util::StrJoin(why, "; ");
   return line + "\n";
+}
+
+// A group's name in a title line ("14 promoted, 8 xfail").
+std::string ShortKind(const std::string& title) {
+  static constexpr std::pair<std::string_view, std::string_view> kShort[] = {
+      {"Promoted", "promoted"},         {"Demoted", "demoted"},
+      {"Skipped", "skipped"},           {"Unskipped", "unskipped"},
+      {"Skips", "skips refreshed"},     {"Thresholds", "thresholds"},
+      {"Reasons", "reasons refreshed"}, {"New entries", "new entries"},
+      {"KNOWN_FAILURE_XFAIL", "xfail"}, {"NOT_SUPPORTED_SKIP", "skip"},
+      {"Per-arch", "per-arch"}};
+  for (const auto& [prefix, name] : kShort) {
+    if (title.starts_with(prefix)) return std::string(name);
+  }
+  return title;
 }
 
 struct Group {
@@ -258,6 +277,8 @@ PrText TtXlaText(const json& report, const PrOptions& o) {
         {"promoted", "Promoted"},
         {"demoted", "Demoted to KNOWN_FAILURE_XFAIL"},
         {"skipped", "Skipped (NOT_SUPPORTED_SKIP)"},
+        {"unskipped", "Unskipped (NOT_SUPPORTED_SKIP to KNOWN_FAILURE_XFAIL)"},
+        {"skips_refreshed", "Skips with refreshed reasons"},
         {"thresholds", "Thresholds changed"},
         {"reasons", "Reasons refreshed"},
         {"new_entries", "New entries"}};
@@ -276,7 +297,8 @@ PrText TtXlaText(const json& report, const PrOptions& o) {
   }
   std::string title_counts;
   for (const auto& g : groups) {
-    title_counts += util::StrCat(title_counts.empty() ? "" : ", ", g.lines.size(), " ", g.title);
+    title_counts +=
+        util::StrCat(title_counts.empty() ? "" : ", ", g.lines.size(), " ", ShortKind(g.title));
   }
   PrText t;
   const bool recheck = report.contains("recheck") && report["recheck"].is_object();
@@ -284,7 +306,7 @@ PrText TtXlaText(const json& report, const PrOptions& o) {
                          : nightly ? "Nightly maintenance "
                                    : "Triage sweep ",
                          Str(report, "sweep"), ": ",
-                         title_counts.empty() ? "no YAML changes" : Short(title_counts, 120));
+                         title_counts.empty() ? "no YAML changes" : title_counts);
   std::string md = "## Summary\n\n" + SummaryHead(report, o);
   md += util::StrCat("\nThis PR edits ", changed, " entries in ", files.size(), " test-config file",
                      files.size() == 1 ? "" : "s");

@@ -215,8 +215,10 @@ int Watch(Client& client, const std::string& id, bool json, std::ostream& out, s
     if (tty) out << "\n";
     (json ? err : out) << "sweep " << id << " stopped at its failure budget ("
                        << last.failed_shards() << " shards failed, max " << last.max_failed_shards()
-                       << "): `triagectl sweep resume " << id
-                       << " --max-failed-shards N` or `triagectl sweep cancel " << id << "`\n";
+                       << "): `triagectl sweep resume " << id << " --max-failed-shards "
+                       << last.failed_shards() + std::max(1, last.max_failed_shards())
+                       << " --reason \"agents checked\"` or `triagectl sweep cancel " << id
+                       << " --reason \"failure budget spent\"`\n";
     return kExitProblems;
   }
   grpc::Status st = reader->Finish();

@@ -486,11 +486,15 @@ TEST_F(FixtureSweepTest, ABrokenDeviceStopsTheSweepAtItsFailureBudget) {
   EXPECT_TRUE(later.value("over_budget", false)) << out;
   EXPECT_GE(later.value("failed_shards", 0), 2) << out;
   EXPECT_EQ(later.value("max_failed_shards", 0), 1) << out;
-  bool said = false;
+  std::string problem;
   for (const auto& p : later.value("problems", json::array())) {
-    said |= p.get<std::string>().starts_with("failure budget spent: ");
+    if (p.get<std::string>().starts_with("failure budget spent: ")) problem = p.get<std::string>();
   }
-  EXPECT_TRUE(said) << out;
+  ASSERT_FALSE(problem.empty()) << out;
+  // Its hints run as printed.
+  const std::vector<std::string> hints = testing::BacktickedCommands(problem);
+  ASSERT_EQ(hints.size(), 2u) << problem;
+  EXPECT_EQ(hints[1].rfind("triagectl sweep cancel " + id + " --reason ", 0), 0u) << hints[1];
 
   // A retried job: the same request id re-attaches to the stopped sweep and fails again.
   EXPECT_EQ(Ctl(start, &out), 1) << out;
@@ -502,13 +506,15 @@ TEST_F(FixtureSweepTest, ABrokenDeviceStopsTheSweepAtItsFailureBudget) {
   // A person raises the budget (not below what failed), then gives up on the machine.
   EXPECT_NE(Ctl({"sweep", "resume", id, "--max-failed-shards", "1", "--reason", "x"}, &out), 0);
   EXPECT_NE(out.find("above the sweep's"), std::string::npos) << out;
-  ASSERT_EQ(
-      Ctl({"sweep", "resume", id, "--max-failed-shards", "1000", "--reason", "retry", "-o", "json"},
-          &out),
-      0)
-      << out;
+  std::vector<std::string> resume = testing::ShellWords(hints[0]);
+  ASSERT_GE(resume.size(), 2u);
+  resume.erase(resume.begin());  // triagectl
+  resume.insert(resume.end(), {"-o", "json"});
+  ASSERT_EQ(Ctl(resume, &out), 0) << hints[0] << ": " << out;
   EXPECT_FALSE(json::parse(out, nullptr, false).value("over_budget", true)) << out;
-  ASSERT_EQ(Ctl({"sweep", "cancel", id, "--reason", "broken device"}, &out), 0) << out;
+  std::vector<std::string> cancel = testing::ShellWords(hints[1]);
+  cancel.erase(cancel.begin());
+  ASSERT_EQ(Ctl(cancel, &out), 0) << hints[1] << ": " << out;
 }
 
 // The emulated device's change between the two sweeps of SweepDiffNamesWhatTheDeviceChanged:

@@ -291,4 +291,47 @@ std::filesystem::path CloneWorkspace(const std::filesystem::path& repo,
   return dest;
 }
 
+std::vector<std::string> BacktickedCommands(std::string_view text) {
+  std::vector<std::string> out;
+  for (std::size_t at = text.find('`'); at != std::string_view::npos;) {
+    const std::size_t end = text.find('`', at + 1);
+    if (end == std::string_view::npos) break;
+    out.emplace_back(text.substr(at + 1, end - at - 1));
+    at = text.find('`', end + 1);
+  }
+  return out;
+}
+
+std::vector<std::string> ShellWords(std::string_view line) {
+  std::vector<std::string> words;
+  std::string word;
+  bool in_word = false;
+  char quote = 0;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (quote != 0) {
+      if (c == quote) {
+        quote = 0;
+      } else if (quote == '"' && c == '\\' && i + 1 < line.size() && line[i + 1] == '"') {
+        word.push_back('"');
+        ++i;
+      } else {
+        word.push_back(c);
+      }
+    } else if (c == '"' || c == '\'') {
+      quote = c;
+      in_word = true;
+    } else if (c == ' ' || c == '\t') {
+      if (in_word) words.push_back(std::move(word));
+      word.clear();
+      in_word = false;
+    } else {
+      word.push_back(c);
+      in_word = true;
+    }
+  }
+  if (in_word) words.push_back(std::move(word));
+  return words;
+}
+
 }  // namespace triage::testing

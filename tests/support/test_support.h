@@ -89,6 +89,12 @@ inline int RunCtl(int control_port, std::vector<std::string> args, const std::fi
 }
 #endif
 
+// The commands a message quotes between backticks, in order ("run `triagectl x` or `y`").
+std::vector<std::string> BacktickedCommands(std::string_view text);
+// A command line split as a POSIX shell splits words: blanks separate, double and single quotes
+// group (no expansion, no escapes but \" inside double quotes).
+std::vector<std::string> ShellWords(std::string_view line);
+
 // Polls cond every 20 ms until it holds or timeout passes.
 bool WaitFor(const std::function<bool()>& cond, std::chrono::milliseconds timeout);
 

@@ -63,9 +63,7 @@ json TriageReport() {
 TEST(PrText, TtXlaGroupsChangesByKindWithWhy) {
   auto t = BuildPrText(TriageReport(), PrRepo::kTtXla, {.evidence_url = "https://ci/x"});
   ASSERT_TRUE(t.ok()) << t.status();
-  EXPECT_EQ(t->title,
-            "Triage sweep sw-0007: 1 Promoted to EXPECTED_PASSING, 1 KNOWN_FAILURE_XFAIL with the "
-            "failure the device shows");
+  EXPECT_EQ(t->title, "Triage sweep sw-0007: 1 promoted, 1 xfail");
   EXPECT_NE(t->body.find("read tt-xla `aaaaaaaaaaaa` and tt-forge-models `bbbbbbbbbbbb`"),
             std::string::npos)
       << t->body;
@@ -145,7 +143,7 @@ TEST(PrText, NightlySectionsCarryTagsFiguresAndRuns) {
                        {"confirmations", json::array()}}}}}}};
   auto t = BuildPrText(r, PrRepo::kTtXla);
   ASSERT_TRUE(t.ok());
-  EXPECT_EQ(t->title, "Nightly maintenance sw-0007: 1 Promoted");
+  EXPECT_EQ(t->title, "Nightly maintenance sw-0007: 1 promoted");
   EXPECT_NE(t->body.find("Nightly runs (oldest first): `nightly-100`, `nightly-101`."),
             std::string::npos)
       << t->body;
