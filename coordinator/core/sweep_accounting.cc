@@ -48,7 +48,9 @@ void Coordinator::OnShardChanged(const ShardRecord* old, const ShardRecord& upda
   if (d_terminal != 0 || d_active != 0 || old == nullptr) {
     for (const auto& e : updated.spec.entries()) {
       EntryRt& rt = sw.entries[EntryKey(e)];
-      std::string before = old == nullptr ? "" : EntryStateName(rt);
+      // A new shard of an entry another shard already counted moves it from its state (a later
+      // phase or wave reopens it); only an entry's first shard brings it into the gauge.
+      std::string before = old == nullptr && rt.shards == 0 ? "" : EntryStateName(rt);
       if (old == nullptr) {
         rt.playbook = updated.spec.playbook();
         ++rt.shards;

@@ -95,11 +95,16 @@ class RecordingMetrics : public CoordinatorMetrics {
     unservable[std::string(arch) + "/" + std::string(reason)] = n;
   }
   void BlockedSweeps(int n) override { blocked = n; }
+  void EntryStateChanged(std::string_view playbook, std::string_view from,
+                         std::string_view to) override {
+    if (!from.empty()) --entries[std::string(playbook) + "/" + std::string(from)];
+    if (!to.empty()) ++entries[std::string(playbook) + "/" + std::string(to)];
+  }
   void VerifyBatch(std::string_view arch, int n) override {
     verify_batches.push_back(std::string(arch) + "/" + std::to_string(n));
   }
   std::vector<std::string> verify_batches;  // arch/shards per verify grant, in order
-  std::map<std::string, int> expired, requeued, stale, shards, agents, unservable;
+  std::map<std::string, int> expired, requeued, stale, shards, agents, unservable, entries;
   int blocked = 0;
 };
 
@@ -1218,6 +1223,50 @@ TEST_F(CoordinatorTest, CancelShardCascadesAndCancelSweepRevokes) {
   EXPECT_EQ(Beat("n", {lease.lease_id()}).revoked_lease_ids_size(), 1);
   EXPECT_FALSE(CompleteLease("n", lease, Succeeded(lease.shard())).accepted());
   EXPECT_FALSE(coord_->CancelSweep(lease.shard().sweep_id(), "again", operator_).ok());
+}
+
+// triage_entries{state}: once a sweep has ended, its entries are counted done only, however it
+// ended (every shard run, its shards cancelled, the sweep cancelled) and after a restart.
+TEST_F(CoordinatorTest, EntriesOfAnEndedSweepAreCountedDoneOnly) {
+  RegisterAgent("cpu", "", true);
+  RegisterAgent("n", "n150");
+  auto nonzero = [](std::map<std::string, int> m) {
+    std::erase_if(m, [](const auto& kv) { return kv.second == 0; });
+    return m;
+  };
+  auto only_done = [&](const std::string& when) {
+    for (const auto& [k, v] : nonzero(metrics_.entries)) {
+      EXPECT_TRUE(k.ends_with("/done")) << when << ": " << k << "=" << v;
+    }
+  };
+  const v1::Sweep first = Start({"n150", "p150"});
+  ProbeEverything("cpu");
+  for (int i = 0; i < 50; ++i) {
+    auto lease = LeaseNow("n");
+    if (!lease.granted()) break;
+    ASSERT_TRUE(CompleteLease("n", lease, Succeeded(lease.shard())).accepted());
+  }
+  // p150 has no agent: its verify shards stay queued until cancelled by hand.
+  const auto listed = coord_->ListShards({});
+  ASSERT_TRUE(listed.ok());
+  for (const auto& s : *listed) {
+    if (s.state() == "queued" || s.state() == "waiting") {
+      (void)coord_->CancelShard(s.id(), "no p150 today", operator_);
+    }
+  }
+  ASSERT_EQ(coord_->GetSweep(first.id())->state(), "succeeded");
+  only_done("after the first sweep");
+  int done = 0;
+  for (const auto& [k, v] : metrics_.entries) done += v;
+  EXPECT_EQ(done, first.entries().total());
+
+  const v1::Sweep second = Start({"n150"});
+  auto lease = LeaseNow("cpu");
+  ASSERT_TRUE(lease.granted());
+  ASSERT_TRUE(coord_->CancelSweep(second.id(), "wrong commit", operator_).ok());
+  only_done("after a cancelled sweep");
+  Make();  // a restart rebuilds the gauge from the store
+  only_done("after a restart");
 }
 
 TEST_F(CoordinatorTest, StuckShardsAreListed) {
