@@ -123,15 +123,7 @@ absl::StatusOr<v1::ShardResult> RunFarmVerification(ExecContext& ctx,
   // A verify phase: the loader may be gone (the command's doing), which verification tolerates.
   v1::ShardSpec spec = *ctx.spec;
   spec.set_phase(v1::PHASE_VERIFY);
-  playbooks::PlaybookContext pc;
-  pc.spec = &spec;
-  pc.workspace = ctx.workspace->root();
-  pc.tools = &tools;
-  pc.progress = [&ctx](const std::string& step, const std::string& entry) {
-    if (ctx.progress) ctx.progress(step, entry, {});
-  };
-  pc.cancelled = ctx.cancelled;
-  pc.chain = [](std::string_view) -> const playbooks::Playbook* { return nullptr; };
+  playbooks::PlaybookContext pc = NativeExecutor::ContextFor(ctx, spec, tools);
   static const FarmVerification kFarm;
   // JUnit files and logs are input from subprocesses: a shape the code did not expect fails this
   // shard with the reason, never the agent (as NativeExecutor::RunWith).

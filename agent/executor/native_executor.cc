@@ -301,9 +301,8 @@ std::vector<absl::StatusOr<v1::ShardResult>> NativeExecutor::RunBatch(
   return out;
 }
 
-absl::StatusOr<v1::ShardResult> NativeExecutor::RunWith(ExecContext& ctx,
-                                                        playbooks::PlaybookTools& tools) {
-  const v1::ShardSpec& spec = *ctx.spec;
+playbooks::PlaybookContext NativeExecutor::ContextFor(ExecContext& ctx, const v1::ShardSpec& spec,
+                                                      playbooks::PlaybookTools& tools) {
   playbooks::PlaybookContext pc;
   pc.spec = &spec;
   pc.workspace = ctx.workspace->root();
@@ -312,6 +311,14 @@ absl::StatusOr<v1::ShardResult> NativeExecutor::RunWith(ExecContext& ctx,
     if (ctx.progress) ctx.progress(step, entry, {});
   };
   pc.cancelled = ctx.cancelled;
+  pc.chain = [](std::string_view) -> const playbooks::Playbook* { return nullptr; };
+  return pc;
+}
+
+absl::StatusOr<v1::ShardResult> NativeExecutor::RunWith(ExecContext& ctx,
+                                                        playbooks::PlaybookTools& tools) {
+  const v1::ShardSpec& spec = *ctx.spec;
+  playbooks::PlaybookContext pc = ContextFor(ctx, spec, tools);
   // A chain goes on with the playbooks this agent runs, as its leases do.
   const std::vector<std::string>& mine = ctx.settings.playbooks;
   pc.chain = [&mine](std::string_view name) -> const playbooks::Playbook* {

@@ -5,6 +5,7 @@
 
 #include "agent/executor/executor.h"
 #include "agent/executor/native_tools.h"
+#include "agent/playbooks/playbook.h"
 
 namespace triage::agent {
 
@@ -31,6 +32,10 @@ class NativeExecutor : public Executor {
   // shard's arch, workspace and evidence directory, and the agent's scripts.
   static NativeToolsOptions ToolsOptionsFor(const ExecContext& ctx,
                                             const std::filesystem::path& scripts_dir);
+  // A playbook's context for spec in ctx's workspace with tools: progress and cancellation
+  // are ctx's; the chain is left for the caller (no chain).
+  static playbooks::PlaybookContext ContextFor(ExecContext& ctx, const v1::ShardSpec& spec,
+                                               playbooks::PlaybookTools& tools);
 
  private:
   NativeToolsOptions ToolsOptions(const ExecContext& ctx) const {
