@@ -3,6 +3,7 @@
 // PlaybookTools answering from tables: probe documents per key in order, a testcase per key,
 // and keys whose pytest run crashes (leaves no XML). For playbook tests without torch.
 
+#include <chrono>
 #include <deque>
 #include <filesystem>
 #include <map>
@@ -35,7 +36,10 @@ class FakeTools : public PlaybookTools {
   std::map<std::string, std::deque<std::vector<ProbeDoc>>> probes;  // key -> answers in order
   std::map<std::string, junit::TestCase> cases;                     // key -> testcase
   std::vector<std::vector<std::string>> pytest_calls;
-  std::set<std::string> crash;  // keys whose run leaves no XML
+  std::vector<std::chrono::seconds> pytest_limits;  // SetPytestTimeout's limit at each call
+  std::set<std::string> crash;                      // keys whose run leaves no XML
+
+  void SetPytestTimeout(std::chrono::seconds limit) override { limit_ = limit; }
 
   absl::StatusOr<std::vector<ProbeDoc>> Probe(const std::string& key,
                                               const std::string& /*mode*/) override {
@@ -48,6 +52,7 @@ class FakeTools : public PlaybookTools {
   absl::StatusOr<PytestRun> Pytest(const std::vector<std::string>& keys,
                                    const std::string&) override {
     pytest_calls.push_back(keys);
+    pytest_limits.push_back(limit_);
     PytestRun run;
     bool crashed = false;
     for (const auto& k : keys) crashed |= crash.count(k) > 0;
@@ -67,6 +72,9 @@ class FakeTools : public PlaybookTools {
     return run;
   }
   std::map<std::string, std::filesystem::path> Evidence() const override { return {}; }
+
+ private:
+  std::chrono::seconds limit_{0};
 };
 
 }  // namespace triage::playbooks
