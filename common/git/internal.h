@@ -1,0 +1,23 @@
+#pragma once
+
+// What git.cc and pin.cc share of git's argument checks; not for use outside common/git.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+
+namespace triage::git::internal {
+
+// A 40- or 64-digit lowercase hex object id.
+bool IsHexSha(std::string_view s);
+// Revisions are passed as arguments: one starting with '-', or holding a NUL or newline, is
+// refused (InvalidArgument naming `what`).
+absl::Status CheckRev(std::string_view what, std::string_view rev);
+// "a/b/" and "./a/b" -> "a/b"; "." and "" -> "".
+std::string NormalizeDir(std::string_view dir);
+// FNV-1a 64-bit of s (cache directory names).
+std::uint64_t Fnv1a(std::string_view s);
+
+}  // namespace triage::git::internal
