@@ -36,7 +36,7 @@ std::string internal::SafeName(std::string_view s) {
     std::optional<std::size_t> bad = util::FirstInvalidUtf8(s);
     std::string_view good = s.substr(0, bad.value_or(s.size()));
     for (char c : good) {
-      const auto u = static_cast<unsigned char>(c);
+      const auto u = static_cast<unsigned char>(c);  // a control character
       out.push_back(u < 0x20 || u == 0x7f ? '?' : c);
     }
     if (!bad) break;
@@ -58,8 +58,6 @@ namespace fs = std::filesystem;
 
 // Bytes handed to expat at a time (and read from a file or an archive member at a time).
 constexpr std::size_t kBlockBytes = 64 * 1024;
-
-bool IsControl(unsigned char c) { return c < 0x20 || c == 0x7f; }
 
 bool EndsWith(std::string_view s, std::string_view suffix) { return s.ends_with(suffix); }
 
