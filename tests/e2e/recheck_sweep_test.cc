@@ -94,7 +94,9 @@ TEST_F(RecheckSweepTest, TwoBudgetedSweepsTakeTheLongestUncheckedFirst) {
         EXPECT_TRUE(e["outcome"].is_null());
       }
       // The hang of the fixture's slow model stays a skip.
-      if (key.starts_with("slow_mini/")) EXPECT_NE(verdict, "unskip_xfail");
+      if (key.starts_with("slow_mini/")) {
+        EXPECT_NE(verdict, "unskip_xfail");
+      }
       ++decided;
     }
     EXPECT_EQ(decided, per_sweep);

@@ -222,8 +222,12 @@ TEST(DecideRecheck, TheRunsPickTheKind) {
     const v1::EntryOutcome o = DecideRecheck(Recheck(), row.runs, {});
     EXPECT_EQ(o.verdict(), row.verdict);
     EXPECT_EQ(o.changed(), row.changed);
-    if (std::string(row.edit).size() > 0) EXPECT_EQ(EditText(o), row.edit);
-    if (!row.changed) EXPECT_EQ(o.edit().set_size(), 0);
+    if (std::string(row.edit).size() > 0) {
+      EXPECT_EQ(EditText(o), row.edit);
+    }
+    if (!row.changed) {
+      EXPECT_EQ(o.edit().set_size(), 0);
+    }
   }
   // A crash refreshes the skip's reason to the crash's line, and stays NOT_SUPPORTED_SKIP.
   const v1::EntryOutcome crash = DecideRecheck(Recheck(), {Crash(6), Crash(6)}, {});

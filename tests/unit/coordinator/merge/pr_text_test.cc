@@ -61,7 +61,9 @@ json TriageReport() {
 }
 
 TEST(PrText, TtXlaGroupsChangesByKindWithWhy) {
-  auto t = BuildPrText(TriageReport(), PrRepo::kTtXla, {.evidence_url = "https://ci/x"});
+  PrOptions options;
+  options.evidence_url = "https://ci/x";
+  auto t = BuildPrText(TriageReport(), PrRepo::kTtXla, options);
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_EQ(t->title, "Triage sweep sw-0007: 1 promoted, 1 xfail");
   EXPECT_NE(t->body.find("read tt-xla `aaaaaaaaaaaa` and tt-forge-models `bbbbbbbbbbbb`"),
@@ -82,10 +84,11 @@ TEST(PrText, TtXlaGroupsChangesByKindWithWhy) {
 }
 
 TEST(PrText, LeftOutEntriesMoveToTheirOwnSection) {
-  auto t = BuildPrText(TriageReport(), PrRepo::kTtXla,
-                       {.left_out = {{"m/pytorch-B", "the entry changed upstream"}},
-                        .ttxla_base = std::string(40, 'c'),
-                        .forge_commit = std::string(40, 'd')});
+  PrOptions options;
+  options.left_out = {{"m/pytorch-B", "the entry changed upstream"}};
+  options.ttxla_base = std::string(40, 'c');
+  options.forge_commit = std::string(40, 'd');
+  auto t = BuildPrText(TriageReport(), PrRepo::kTtXla, options);
   ASSERT_TRUE(t.ok());
   EXPECT_EQ(t->body.find("### KNOWN_FAILURE_XFAIL"), std::string::npos) << t->body;
   EXPECT_NE(
