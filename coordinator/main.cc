@@ -342,7 +342,7 @@ int main(int argc, char** argv) {
   if (!store.ok()) return Fail(util::MessageOf(store.status()));
 
   auto registry = std::make_shared<prometheus::Registry>();
-  coord::PrometheusMetrics metrics(registry);
+  coord::PrometheusMetrics metrics(registry, config::ProjectVersion());
   std::unique_ptr<metrics::MetricsServer> metrics_server;
   if (!cfg.metrics_address.empty()) {
     auto m = metrics::MetricsServer::Start(cfg.metrics_address, registry);

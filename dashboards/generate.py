@@ -84,7 +84,9 @@ SWEEP = dashboard(
     [
         panel("Entries decided by outcome and stage",
               f'sum by (outcome, stage) (increase(triage_entry_outcomes_total{{playbook=~"$playbook"}}[{RI}]))',
-              legend="{{outcome}} {{stage}}"),
+              legend="{{outcome}} {{stage}}",
+              description="Each entry counted once, when it is done, under the label sweep status "
+                          "and report.json count it under (docs/farm.md, \"Decided entries\")."),
         panel("Entries remaining",
               'sum by (state) (triage_entries{playbook=~"$playbook", state!="done"})',
               legend="{{state}}"),
@@ -110,6 +112,12 @@ SWEEP = dashboard(
               description="Entries in the ten largest failure clusters of the latest finished "
                           "sweep (report.md, \"Failure clusters\"); triagectl sweep diff A B "
                           "shows how they moved between two sweeps."),
+        # The one per-sweep family: running sweeps only, so the label set stays bounded.
+        panel("Running sweeps", 'sum by (sweep, state) (triage_running_sweep_entries)',
+              legend="{{sweep}} {{state}}",
+              description="Entries of each running sweep by state, as triagectl sweep status "
+                          "counts them; a sweep leaves the panel when it ends (docs/farm.md, "
+                          "\"Which sweep\")."),
     ],
     ["arch", "playbook"])
 

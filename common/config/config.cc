@@ -318,6 +318,8 @@ std::string Schema::Describe() const {
   return out;
 }
 
+std::string_view ProjectVersion() { return TRIAGE_VERSION; }
+
 std::optional<int> ParseCommandLine(Schema& schema, CLI::App& app, int argc, char** argv,
                                     std::string_view program) {
   schema.AddFlags(app);

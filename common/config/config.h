@@ -114,6 +114,9 @@ class Schema {
 std::optional<int> ParseCommandLine(Schema& schema, CLI::App& app, int argc, char** argv,
                                     std::string_view program);
 
+// The project's version ("0.1.0"), as --version prints it and the build-info metrics carry it.
+std::string_view ProjectVersion();
+
 // The one warning line about an old-style variable that is set but no longer read.
 std::string LegacyEnvWarning(std::string_view old_name, std::string_view new_name);
 

@@ -83,7 +83,7 @@ inline constexpr MetricDef kEntries{
 inline constexpr MetricDef kEntryOutcomesTotal{
     .name = "triage_entry_outcomes_total",
     .type = MetricType::kCounter,
-    .help = "Decided entries by outcome and stage",
+    .help = "Decided entries by outcome and stage, each counted once when it is done",
     .labels = {"playbook", "outcome", "stage"},
 };
 
@@ -273,6 +273,21 @@ inline constexpr MetricDef kFailureClusterEntries{
     .labels = {"rank", "signature"},
 };
 
+inline constexpr MetricDef kRunningSweepEntries{
+    .name = "triage_running_sweep_entries",
+    .type = MetricType::kGauge,
+    .help =
+        "Entries of each running sweep by state (queued, running, done); ended sweeps have none",
+    .labels = {"sweep", "state"},
+};
+
+inline constexpr MetricDef kCoordinatorBuildInfo{
+    .name = "triage_coordinator_build_info",
+    .type = MetricType::kGauge,
+    .help = "Always 1; the label carries the version",
+    .labels = {"version"},
+};
+
 // Every family the coordinator registers.
 inline constexpr auto kCoordinatorMetrics = std::to_array<const MetricDef*>({
     &kSweeps,
@@ -302,6 +317,8 @@ inline constexpr auto kCoordinatorMetrics = std::to_array<const MetricDef*>({
     &kStoreCommitMutations,
     &kStoreCommitFailuresTotal,
     &kFailureClusterEntries,
+    &kRunningSweepEntries,
+    &kCoordinatorBuildInfo,
 });
 
 // ---- agent -----------------------------------------------------------------------------------

@@ -423,11 +423,6 @@ absl::StatusOr<v1::CompleteResponse> Coordinator::RecordResultLocked(ShardRecord
   if (auto st = CommitLocked(m, shards, agents, after); !st.ok()) return st;
   metrics_->ShardCompleted(arch, playbook, "succeeded");
   metrics_->ShardAttempts(playbook, attempts);
-  const auto& entries = sweeps_.at(sweep_id).entries;
-  for (const auto& o : result.entries()) {
-    auto e = entries.find(o.file() + "\n" + o.key());
-    if (e != entries.end()) metrics_->EntryDecided(e->second.playbook, OutcomeLabel(o), o.stage());
-  }
   EmitLocked(sweep_id, util::StrCat("shard ", id, " completed by ", lease.agent_id), after);
   for (const auto& line : splits) EmitLocked(sweep_id, line, after);
   if (first_phase && !ahead && wave == sweep.wave) {
@@ -525,6 +520,7 @@ absl::Status Coordinator::Recover() {
 
 void Coordinator::RecoverLocked(Snapshot snap, Effects& after) {
   const TimePoint now = clock_->Now();
+  recovering_ = true;
   for (auto& a : snap.agents) table_.Recovered(std::move(a), now);
   for (auto& r : snap.sweeps) {
     next_seq_ = std::max(next_seq_, r.seq + 1);
@@ -546,6 +542,7 @@ void Coordinator::RecoverLocked(Snapshot snap, Effects& after) {
     table_.Recovered(std::move(s), now);
   }
   for (const auto& r : snap.results) ApplyResultLocked(r);
+  recovering_ = false;
   for (auto& [id, sw] : sweeps_) MaybeFinishSweepLocked(id, after);
 }
 

@@ -194,7 +194,10 @@ class Coordinator {
     int active = 0;
     std::map<std::string, std::string> decided;  // arch -> OutcomeLabel of its latest result
     std::map<std::string, int> decided_wave;     // arch -> the wave of that result
+    std::map<std::string, std::string> stage;    // arch -> the stage of that result
     bool review = false;                         // a result flagged it for human review
+    // triage_entry_outcomes_total counted it (CountDecidedLocked): once per entry.
+    bool counted = false;
   };
   struct SweepRt {
     SweepRecord rec;
@@ -316,6 +319,9 @@ class Coordinator {
   void GateAheadLocked(const SweepRt& sweep, std::vector<ShardRecord>& shards) const;
   // A result's outcomes into its sweep's per-entry status (the latest wave's stands).
   void NoteDecidedLocked(SweepRt& sweep, const ResultRecord& r, int wave);
+  // An entry that is done and has a decision is counted in triage_entry_outcomes_total under
+  // the label reports count it under, once (docs/farm.md, "Metrics").
+  void CountDecidedLocked(const SweepRt& sweep, EntryRt& e);
   // The queued verify phases of `wave` with the entries in `again` (those the wave after it
   // verifies) taken out, as updated copies: those left with none are succeeded (superseded).
   std::vector<ShardRecord> SupersededLocked(const SweepRt& sweep, int wave,
@@ -392,6 +398,9 @@ class Coordinator {
   std::int64_t next_seq_ = 1;
   std::int64_t next_sweep_ = 1;
   std::map<std::string, SweepRt> sweeps_;
+  // Set while RecoverLocked replays the store: counters count what happens from now on, so
+  // entries decided before the restart are marked counted without counting them again.
+  bool recovering_ = false;
   std::set<std::string> finishing_;  // sweeps whose FinishSweep is scheduled or running
   std::map<int, std::pair<std::string, WatchCallback>> watchers_;
   int next_watch_ = 1;

@@ -344,6 +344,7 @@ void Coordinator::RefreshProblemsLocked(Effects& after) {
   std::map<std::string, std::vector<Unservable>> by_sweep;
   for (auto& u : table_.FindUnservable()) by_sweep[u.sweep_id].push_back(std::move(u));
   int blocked_sweeps = 0;
+  std::vector<SweepProgress> running;
   for (auto& [id, sw] : sweeps_) {
     if (sw.rec.state != SweepState::kRunning) {
       sw.live_problems.clear();
@@ -351,6 +352,8 @@ void Coordinator::RefreshProblemsLocked(Effects& after) {
       CheckBudgetLocked(sw);  // an ended sweep holds nothing
       continue;
     }
+    const v1::EntryCounts counts = CountLocked(sw, nullptr);
+    running.push_back({id, counts.queued(), counts.running(), counts.done()});
     std::vector<std::string> problems;
     int unservable = 0;
     for (auto& [lane, p] : sw.lanes) p.unservable = false;
@@ -414,6 +417,7 @@ void Coordinator::RefreshProblemsLocked(Effects& after) {
     }
   }
   metrics_->BlockedSweeps(blocked_sweeps);
+  metrics_->RunningSweeps(running);
 }
 
 void Coordinator::Tick() {

@@ -43,6 +43,7 @@ void Coordinator::OnShardChanged(const ShardRecord* old, const ShardRecord& upda
       rt.terminal += 1;
       std::string after = EntryStateName(rt);
       if (before != after) metrics_->EntryStateChanged(rt.playbook, before, after);
+      CountDecidedLocked(sw, rt);
     }
   }
   if (d_terminal != 0 || d_active != 0 || old == nullptr) {
@@ -59,6 +60,7 @@ void Coordinator::OnShardChanged(const ShardRecord* old, const ShardRecord& upda
       rt.active += d_active;
       std::string after = EntryStateName(rt);
       if (before != after) metrics_->EntryStateChanged(rt.playbook, before, after);
+      CountDecidedLocked(sw, rt);
     }
   }
   if (old == nullptr) {
@@ -197,7 +199,22 @@ void Coordinator::NoteDecidedLocked(SweepRt& sweep, const ResultRecord& r, int w
     if (!first && at->second > wave) continue;
     at->second = wave;
     e->second.decided[o.arch()] = OutcomeLabel(o);
+    e->second.stage[o.arch()] = o.stage();
+    CountDecidedLocked(sweep, e->second);
   }
+}
+
+// Counted when the entry is done and decided, whichever comes last (a carried result is
+// recorded after its shard ended), under ForFirstArch's label as CountLocked counts it. An
+// entry a later wave reopens keeps the count it has: a counter only goes up.
+void Coordinator::CountDecidedLocked(const SweepRt& sweep, EntryRt& e) {
+  if (e.counted || EntryStateName(e) != "done") return;
+  const std::string* label = ForFirstArch(e.decided, sweep.rec.archs);
+  if (label == nullptr) return;
+  e.counted = true;
+  if (recovering_) return;
+  const std::string* stage = ForFirstArch(e.stage, sweep.rec.archs);
+  metrics_->EntryDecided(e.playbook, *label, stage != nullptr ? *stage : "");
 }
 
 // The entries a verification measured (a testcase's time) that planning had only an estimate

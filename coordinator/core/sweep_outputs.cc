@@ -297,7 +297,8 @@ std::string SweepOutputs::PartialReason(const std::string& sweep_id) {
   return util::StrCat("sweep ", sweep_id, " ", view->state(),
                       view->error().empty() ? "" : util::StrCat(" (", view->error(), ")"),
                       ": the patches hold only the results accepted before it ended (",
-                      view->entries().done(), " of ", view->entries().total(), " entries decided)");
+                      view->entries().decided(), " of ", view->entries().total(),
+                      " entries decided)");
 }
 
 absl::StatusOr<v1::Report> SweepOutputs::Report(const std::string& sweep_id,
@@ -314,7 +315,8 @@ absl::StatusOr<v1::Report> SweepOutputs::Report(const std::string& sweep_id,
     auto js = util::ReadFile(dir / "report.json", 256 << 20);
     if (!md.ok()) return md.status();
     if (!js.ok()) return js.status();
-    built = {std::move(*md), std::move(*js)};
+    built.markdown = std::move(*md);
+    built.json = std::move(*js);
     auto sweep = coordinator_->SweepInfo(sweep_id);
     if (!sweep.ok()) return sweep.status();
     if (!links.empty()) {

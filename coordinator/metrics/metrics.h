@@ -12,6 +12,14 @@ struct ClusterSize {
   int entries = 0;
 };
 
+// One running sweep's entries by state, as `sweep status` counts them (CountEntries).
+struct SweepProgress {
+  std::string sweep_id;
+  int queued = 0;
+  int running = 0;
+  int done = 0;
+};
+
 // The coordinator's metric hooks (names and labels: common/metrics/metric_catalog.h, documented in
 // docs/farm.md#metrics). The core calls these on every transition; coordinator/metrics implements
 // them with prometheus-cpp. The defaults do nothing, for tests that don't look at metrics.
@@ -53,6 +61,9 @@ class CoordinatorMetrics {
   virtual void UnservableShards(std::string_view /*arch*/, std::string_view /*reason*/,
                                 int /*shards*/) {}
   virtual void BlockedSweeps(int /*sweeps*/) {}
+  // Every tick: the running sweeps' entries by state. They replace the previous tick's, so a
+  // sweep that ended leaves the board (the exporter keeps the oldest kExportedSweeps).
+  virtual void RunningSweeps(const std::vector<SweepProgress>& /*sweeps*/) {}
   // Every tick, per arch: the live agents whose self-check found they cannot run tt-xla's runner
   // (AgentDimensions.runner_problem). Archs seen once keep reporting (as 0).
   virtual void RunnerProblems(std::string_view /*arch*/, int /*agents*/) {}

@@ -30,6 +30,9 @@ Histogram::BucketBoundaries CommitBuckets() {
 // a label set that stays small whatever the sweep leaves failing.
 constexpr std::size_t kExportedClusters = 10;
 constexpr std::size_t kSignatureLabelBytes = 100;
+// Running sweeps exported per sweep (the oldest first): a farm runs a few at once, and the label
+// set stays bounded even if a script starts many.
+constexpr std::size_t kExportedSweeps = 20;
 
 }  // namespace
 
@@ -61,7 +64,9 @@ struct PrometheusMetrics::Families {
         commit_seconds(r, CommitBuckets()),
         commit_mutations(r, {1, 2, 5, 10, 20, 50, 100, 200, 500, 1000}),
         commit_failures(r),
-        clusters(r) {
+        clusters(r),
+        running_sweeps(r),
+        build_info(r) {
     last_success_gauge = &last_success.Add();
     blocked_gauge = &blocked.Add();
     commit_seconds_hist = &commit_seconds.Add();
@@ -95,6 +100,8 @@ struct PrometheusMetrics::Families {
   CatalogFamily<catalog::kStoreCommitMutations> commit_mutations;
   CatalogFamily<catalog::kStoreCommitFailuresTotal> commit_failures;
   CatalogFamily<catalog::kFailureClusterEntries> clusters;
+  CatalogFamily<catalog::kRunningSweepEntries> running_sweeps;
+  CatalogFamily<catalog::kCoordinatorBuildInfo> build_info;
   prometheus::Gauge* last_success_gauge;
   prometheus::Gauge* blocked_gauge;
   Histogram* commit_seconds_hist;
@@ -102,6 +109,8 @@ struct PrometheusMetrics::Families {
   prometheus::Counter* commit_failures_counter;
   std::mutex clusters_mu;
   std::vector<prometheus::Gauge*> cluster_series;  // the latest sweep's, rank order
+  std::mutex running_mu;
+  std::vector<prometheus::Gauge*> running_series;  // the latest tick's
 
   // The first time an arch shows up, every series of its label sets is created at 0, so that
   // dashboards and alerts see "0 quarantined" rather than nothing.
@@ -134,8 +143,10 @@ struct PrometheusMetrics::Families {
   std::set<std::string> archs;
 };
 
-PrometheusMetrics::PrometheusMetrics(std::shared_ptr<prometheus::Registry> registry)
+PrometheusMetrics::PrometheusMetrics(std::shared_ptr<prometheus::Registry> registry,
+                                     std::string_view version)
     : f_(std::make_unique<Families>(*registry)) {
+  f_->build_info.Add(version).Set(1);
   // Series that dashboards and alerts expect to exist from the start.
   f_->merge_seconds.Add();
   for (const char* reason : {"fencing", "unknown_lease", "disallowed_file"}) {
@@ -264,6 +275,22 @@ void PrometheusMetrics::FailureClusters(const std::vector<ClusterSize>& clusters
         std::to_string(i + 1), util::TruncateUtf8(clusters[i].signature, kSignatureLabelBytes));
     g.Set(clusters[i].entries);
     f_->cluster_series.push_back(&g);
+  }
+}
+
+void PrometheusMetrics::RunningSweeps(const std::vector<SweepProgress>& sweeps) {
+  std::lock_guard lock(f_->running_mu);
+  for (prometheus::Gauge* g : f_->running_series) f_->running_sweeps.Remove(g);
+  f_->running_series.clear();
+  for (std::size_t i = 0; i < sweeps.size() && i < kExportedSweeps; ++i) {
+    const SweepProgress& s = sweeps[i];
+    for (const auto& [state, n] : {std::pair<const char*, int>{"queued", s.queued},
+                                   {"running", s.running},
+                                   {"done", s.done}}) {
+      prometheus::Gauge& g = f_->running_sweeps.Add(s.sweep_id, state);
+      g.Set(n);
+      f_->running_series.push_back(&g);
+    }
   }
 }
 

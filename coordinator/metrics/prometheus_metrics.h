@@ -15,7 +15,8 @@ namespace triage::coord {
 // prometheus-cpp registry.
 class PrometheusMetrics : public CoordinatorMetrics {
  public:
-  explicit PrometheusMetrics(std::shared_ptr<prometheus::Registry> registry);
+  // version: the build-info metric's label (config::ProjectVersion() in the daemon).
+  PrometheusMetrics(std::shared_ptr<prometheus::Registry> registry, std::string_view version);
   ~PrometheusMetrics() override;
 
   void SweepStateChanged(std::string_view from, std::string_view to) override;
@@ -42,6 +43,7 @@ class PrometheusMetrics : public CoordinatorMetrics {
   void MergeConflict(std::string_view kind) override;
   void UnservableShards(std::string_view arch, std::string_view reason, int shards) override;
   void BlockedSweeps(int sweeps) override;
+  void RunningSweeps(const std::vector<SweepProgress>& sweeps) override;
   void RunnerProblems(std::string_view arch, int agents) override;
   void OnCallAges(std::string_view arch, double max_progress_age_seconds,
                   double oldest_queued_seconds) override;

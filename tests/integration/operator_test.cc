@@ -244,7 +244,16 @@ TEST_F(PinTest, PatchOfACancelledSweepSaysItIsPartial) {
       << out;
   const auto j = nlohmann::json::parse(out.substr(out.find('{')));
   EXPECT_EQ(j["state"], "cancelled") << out;
-  EXPECT_TRUE(j["partial"].is_string()) << out;
+  ASSERT_TRUE(j["partial"].is_string()) << out;
+  // One count of decided entries: the patch's warning says what `sweep status` says (a cancelled
+  // sweep's entries are done, yet none of them was decided here).
+  const auto status = Status(id);
+  const std::string decided = std::to_string(status["entries"].value("decided", 0)) + " of " +
+                              std::to_string(status["entries"].value("total", 0)) +
+                              " entries decided";
+  EXPECT_NE(j["partial"].get<std::string>().find(decided), std::string::npos)
+      << j["partial"] << " vs " << status.dump(2);
+  EXPECT_NE(j["partial"].get<std::string>().find("(0 of "), std::string::npos) << j["partial"];
   ASSERT_EQ(Ctl({"sweep", "report", id, "--out", (tmp_.path() / "out").string()}, &out), 0) << out;
   const auto report =
       nlohmann::json::parse(testing::ReadFileOrDie(tmp_.path() / "out" / "report.json"));

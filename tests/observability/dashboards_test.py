@@ -8,7 +8,9 @@ a coordinator, three agents (n150, p150, cpu_only) on the ttxla-mini fixture, an
 Prometheus scraping all four every second. Runs a native sweep to the end, then
   - for every target of every panel of dashboards/*.json: substitutes $arch / $playbook with
     values Prometheus has seen and $__rate_interval with 2m, queries /api/v1/query, and fails on
-    an error or an empty result;
+    an error or an empty result at the end and in the middle of the sweep (a panel of running
+    sweeps has data only while one runs);
+  - triage_running_sweep_entries names the sweep in its middle and has no series at its end;
   - for every alert of dashboards/alerts.yaml: the expression must evaluate without error and
     every metric it names must have series (a threshold makes the expression itself empty when
     nothing is wrong).
@@ -121,8 +123,11 @@ def main():
         prom = "http://127.0.0.1:%d" % prom_port
         wait_for(lambda: "Ready" in get(prom + "/-/ready"), 60, "Prometheus ready")
 
-        def query(expr):
-            return json.loads(get(prom + "/api/v1/query?" + urllib.parse.urlencode({"query": expr})))
+        def query(expr, at=None):
+            args = {"query": expr}
+            if at is not None:
+                args["time"] = "%.3f" % at
+            return json.loads(get(prom + "/api/v1/query?" + urllib.parse.urlencode(args)))
 
         def all_up():
             r = query('up{job=~"triage.*"} == 1')["data"]["result"]
@@ -138,7 +143,8 @@ def main():
         sweep = json.loads(out)["id"]
         t0 = time.time()
         w = subprocess.run([CTL, "sweep", "watch", sweep] + ctl[1:], capture_output=True, text=True)
-        print("sweep %s ended in %.0fs (exit %d)" % (sweep, time.time() - t0, w.returncode), flush=True)
+        t1 = time.time()
+        print("sweep %s ended in %.0fs (exit %d)" % (sweep, t1 - t0, w.returncode), flush=True)
         if w.returncode != 0:
             fail("the sweep did not succeed: " + w.stdout[-500:] + w.stderr[-500:])
         time.sleep(4)  # a few more scrapes after the end
@@ -152,6 +158,14 @@ def main():
             return
         subst = {"$arch": archs[0], "$playbook": playbooks[0], "$__rate_interval": "2m"}
         print("variables: %s" % subst, flush=True)
+        mid = (t0 + t1) / 2  # the sweep was running then
+
+        # The running sweeps' gauge names the sweep while it runs and drops it when it ends.
+        running = query("triage_running_sweep_entries", mid)["data"]["result"]
+        if {r["metric"].get("sweep") for r in running} != {sweep}:
+            fail("triage_running_sweep_entries mid-sweep: %s" % running)
+        if query("triage_running_sweep_entries")["data"]["result"]:
+            fail("triage_running_sweep_entries still has series after the sweep ended")
 
         checked = 0
         for name in sorted(os.listdir(os.path.join(SRC, "dashboards"))):
@@ -178,10 +192,14 @@ def main():
                                                             e.read().decode()[:300]))
                         continue
                     checked += 1
+                    if r.get("status") == "success" and not r["data"]["result"]:
+                        # A panel of running sweeps only has data while one runs.
+                        r = query(expr, mid)
                     if r.get("status") != "success":
                         fail("%s / %s: %s -> %s" % (name, p["title"], expr, r))
                     elif not r["data"]["result"]:
-                        fail("%s / %s: %s -> no series" % (name, p["title"], expr))
+                        fail("%s / %s: %s -> no series at the end or in the middle of the sweep"
+                             % (name, p["title"], expr))
         print("dashboard expressions evaluated: %d" % checked, flush=True)
         if checked < 20:
             fail("only %d dashboard expressions found" % checked)

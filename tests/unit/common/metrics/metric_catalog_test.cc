@@ -144,10 +144,13 @@ TEST(MetricCatalogTest, NamesFollowPrometheusConventions) {
 }
 
 TEST(MetricCatalogTest, HelpAndLabelsAreSet) {
-  // docs/farm.md#metrics: no label ever carries a test, shard, sweep or agent id.
+  // docs/farm.md#metrics: no label ever carries a test, shard, sweep or agent id; the one
+  // exception is the running sweeps' gauge, whose exporter keeps at most 20 sweeps' series and
+  // drops a sweep's when it ends (docs/farm.md, "Which sweep"; tested below).
   const std::set<std::string> id_labels = {"id",    "test",  "shard", "sweep",
                                            "agent", "lease", "entry", "loader"};
   for (const MetricDef* m : AllMetrics()) {
+    if (m == &catalog::kRunningSweepEntries) continue;
     const std::string where = std::string(m->name) + " (" + std::string(kCatalogueFile) + ")";
     EXPECT_FALSE(m->help.empty()) << where << ": help text is empty";
     std::set<std::string_view> seen;
@@ -422,7 +425,7 @@ void ExpectRegistryMatches(prometheus::Registry& registry,
 
 TEST(MetricCatalogExportersTest, CoordinatorRegistersItsEntries) {
   auto registry = std::make_shared<prometheus::Registry>();
-  coord::PrometheusMetrics metrics(registry);
+  coord::PrometheusMetrics metrics(registry, "v-version");
   metrics.SweepStateChanged("", "v-state");
   metrics.SweepSucceeded(1);
   metrics.EntryStateChanged("v-playbook", "", "v-state");
@@ -443,6 +446,7 @@ TEST(MetricCatalogExportersTest, CoordinatorRegistersItsEntries) {
   metrics.OnCallAges("v-arch", 1, 1);
   metrics.UnservableShards("v-arch", "v-reason", 1);
   metrics.BlockedSweeps(1);
+  metrics.RunningSweeps({{"v-sweep", 1, 1, 1}});
   metrics.StoreCommit(0.001, 1, true);
   metrics.StoreCommit(0.001, 1, false);
   metrics.Rpc("v-method", "v-code", 1);
@@ -451,11 +455,43 @@ TEST(MetricCatalogExportersTest, CoordinatorRegistersItsEntries) {
                         "kCoordinatorMetrics");
 }
 
+// triage_running_sweep_entries: the latest tick's running sweeps only, at most 20 of them.
+TEST(MetricCatalogExportersTest, CoordinatorExportsAtMostTwentyRunningSweeps) {
+  auto registry = std::make_shared<prometheus::Registry>();
+  coord::PrometheusMetrics metrics(registry, "v-version");
+  const auto series = [&] {
+    std::map<std::string, double> out;  // "sweep/state" -> entries
+    for (const prometheus::MetricFamily& family : registry->Collect()) {
+      if (family.name != catalog::kRunningSweepEntries.name) continue;
+      for (const prometheus::ClientMetric& m : family.metric) {
+        std::map<std::string, std::string> labels;
+        for (const auto& l : m.label) labels[l.name] = l.value;
+        out[labels["sweep"] + "/" + labels["state"]] = m.gauge.value;
+      }
+    }
+    return out;
+  };
+  std::vector<coord::SweepProgress> many;
+  for (int i = 1; i <= 25; ++i) many.push_back({"sw-" + std::to_string(100 + i), i, 1, 2});
+  metrics.RunningSweeps(many);
+  auto got = series();
+  EXPECT_EQ(got.size(), 60u) << "20 sweeps, three states each";
+  EXPECT_EQ(got["sw-101/queued"], 1);
+  EXPECT_EQ(got["sw-120/done"], 2);
+  EXPECT_EQ(got.count("sw-121/queued"), 0u);
+  metrics.RunningSweeps({{"sw-125", 4, 0, 7}});
+  got = series();
+  EXPECT_EQ(got.size(), 3u) << "the ended sweeps' series are gone";
+  EXPECT_EQ(got["sw-125/done"], 7);
+  metrics.RunningSweeps({});
+  EXPECT_TRUE(series().empty());
+}
+
 // triage_failure_cluster_entries: the latest sweep's ten largest clusters, each signature cut to
 // 100 bytes (on a character boundary); the previous sweep's series are gone.
 TEST(MetricCatalogExportersTest, CoordinatorExportsTheLatestSweepsTenLargestClusters) {
   auto registry = std::make_shared<prometheus::Registry>();
-  coord::PrometheusMetrics metrics(registry);
+  coord::PrometheusMetrics metrics(registry, "v-version");
   const auto series = [&] {
     std::map<std::string, std::pair<std::string, double>> out;  // rank -> signature, entries
     for (const prometheus::MetricFamily& family : registry->Collect()) {

@@ -100,12 +100,19 @@ class RecordingMetrics : public CoordinatorMetrics {
     if (!from.empty()) --entries[std::string(playbook) + "/" + std::string(from)];
     if (!to.empty()) ++entries[std::string(playbook) + "/" + std::string(to)];
   }
+  void EntryDecided(std::string_view playbook, std::string_view outcome,
+                    std::string_view stage) override {
+    ++outcomes[std::string(playbook) + "/" + std::string(outcome) + "/" + std::string(stage)];
+  }
+  void RunningSweeps(const std::vector<SweepProgress>& sweeps) override { running = sweeps; }
   void VerifyBatch(std::string_view arch, int n) override {
     verify_batches.push_back(std::string(arch) + "/" + std::to_string(n));
   }
   std::vector<std::string> verify_batches;  // arch/shards per verify grant, in order
-  std::map<std::string, int> expired, requeued, stale, shards, agents, unservable, entries;
+  std::map<std::string, int> expired, requeued, stale, shards, agents, unservable, entries,
+      outcomes;
   int blocked = 0;
+  std::vector<SweepProgress> running;
 };
 
 // A probe's result r with every entry of class cls; with attr, the probe also proposes the
@@ -141,7 +148,9 @@ class CoordinatorTest : public ::testing::Test {
     ASSERT_TRUE(file_store.ok()) << file_store.status();
     store_ = std::move(*file_store);
     Make();
-    if (recover) ASSERT_TRUE(coord_->Recover().ok());
+    if (recover) {
+      ASSERT_TRUE(coord_->Recover().ok());
+    }
   }
 
   void Make() {
@@ -1267,6 +1276,71 @@ TEST_F(CoordinatorTest, EntriesOfAnEndedSweepAreCountedDoneOnly) {
   only_done("after a cancelled sweep");
   Make();  // a restart rebuilds the gauge from the store
   only_done("after a restart");
+}
+
+// triage_entry_outcomes_total counts decided entries, once each and under the label the
+// sweep's counts (and so its report) use: not once per arch and per phase, and not again when a
+// restart replays the store.
+TEST_F(CoordinatorTest, EntryOutcomesCountEachDecidedEntryOnce) {
+  RegisterAgent("cpu", "", true);
+  RegisterAgent("n", "n150");
+  RegisterAgent("p", "p150");
+  const v1::Sweep sweep = Start({"n150", "p150"});
+  ProbeEverything("cpu");
+  for (int i = 0; i < 50; ++i) {
+    bool granted = false;
+    for (const std::string agent : {"n", "p"}) {
+      auto lease = LeaseNow(agent);
+      if (!lease.granted()) continue;
+      granted = true;
+      ASSERT_TRUE(CompleteLease(agent, lease, Succeeded(lease.shard())).accepted());
+    }
+    if (!granted) break;
+  }
+  const auto ended = coord_->GetSweep(sweep.id());
+  ASSERT_TRUE(ended.ok());
+  ASSERT_EQ(ended->state(), "succeeded");
+  ASSERT_GT(ended->entries().decided(), 0);
+  std::map<std::string, int> by_label;
+  int counted = 0;
+  for (const auto& [k, v] : metrics_.outcomes) {
+    const std::string label = k.substr(k.find('/') + 1, k.rfind('/') - k.find('/') - 1);
+    by_label[label] += v;
+    counted += v;
+  }
+  EXPECT_EQ(counted, ended->entries().decided());
+  for (const auto& [label, n] : ended->entries().by_outcome()) {
+    EXPECT_EQ(by_label[label], n) << label;
+  }
+  const auto before = metrics_.outcomes;
+  Make();  // a restart replays the results: nothing is counted twice
+  EXPECT_EQ(metrics_.outcomes, before);
+}
+
+// triage_running_sweep_entries: each running sweep's entries, as its status counts them; an
+// ended sweep leaves the board.
+TEST_F(CoordinatorTest, RunningSweepsAreExportedUntilTheyEnd) {
+  RegisterAgent("cpu", "", true);
+  const v1::Sweep first = Start({"n150"});
+  const v1::Sweep second = Start({"n150"});
+  auto lease = LeaseNow("cpu");
+  ASSERT_TRUE(lease.granted());
+  coord_->Tick();
+  ASSERT_EQ(metrics_.running.size(), 2u);
+  for (const auto& s : metrics_.running) {
+    const auto status = coord_->GetSweep(s.sweep_id);
+    ASSERT_TRUE(status.ok()) << s.sweep_id;
+    EXPECT_EQ(s.queued, status->entries().queued()) << s.sweep_id;
+    EXPECT_EQ(s.running, status->entries().running()) << s.sweep_id;
+    EXPECT_EQ(s.done, status->entries().done()) << s.sweep_id;
+    EXPECT_EQ(s.queued + s.running + s.done, status->entries().total()) << s.sweep_id;
+  }
+  EXPECT_EQ(metrics_.running[0].sweep_id, first.id()) << "the oldest first";
+  EXPECT_GT(metrics_.running[0].running, 0) << "the leased shard's entries";
+  ASSERT_TRUE(coord_->CancelSweep(first.id(), "wrong commit", operator_).ok());
+  coord_->Tick();
+  ASSERT_EQ(metrics_.running.size(), 1u);
+  EXPECT_EQ(metrics_.running[0].sweep_id, second.id());
 }
 
 TEST_F(CoordinatorTest, StuckShardsAreListed) {
