@@ -196,7 +196,9 @@ class Coordinator {
     std::map<std::string, int> decided_wave;     // arch -> the wave of that result
     std::map<std::string, std::string> stage;    // arch -> the stage of that result
     bool review = false;                         // a result flagged it for human review
-    // triage_entry_outcomes_total counted it (CountDecidedLocked): once per entry.
+    // It was done with a decision once (CountDecidedLocked): triage_entry_outcomes_total counted
+    // it, and CountLocked counts it decided from then on, "rechecking" while a later wave
+    // reopens it.
     bool counted = false;
   };
   struct SweepRt {

@@ -400,6 +400,10 @@ v1::EntryCounts Coordinator::CountLocked(const SweepRt& s,
     t.phase = st == "done"      ? EntryTally::Phase::kDone
               : st == "running" ? EntryTally::Phase::kRunning
                                 : EntryTally::Phase::kQueued;
+    if (t.phase != EntryTally::Phase::kDone && e.counted) {
+      t.phase = EntryTally::Phase::kDone;
+      t.rechecking = true;
+    }
     if (const std::string* label = ForFirstArch(e.decided, s.rec.archs)) t.label = *label;
     t.review = e.review;
     if (merged == nullptr) continue;

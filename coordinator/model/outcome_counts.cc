@@ -33,6 +33,7 @@ v1::EntryCounts CountEntries(const std::vector<EntryTally>& entries) {
         (*c.mutable_by_outcome())[e.label.empty() ? "no_result" : e.label] += 1;
         if (!e.label.empty()) c.set_decided(c.decided() + 1);
         if (e.label == "conflict") c.set_conflicts(c.conflicts() + 1);
+        if (e.rechecking) c.set_rechecking(c.rechecking() + 1);
         break;
     }
     if (e.review) c.set_review(c.review() + 1);

@@ -37,6 +37,8 @@ struct EntryTally {
   // it ended without a result (cancelled, failed), counted as "no_result".
   std::string label;
   bool review = false;  // at least one human-review flag
+  // Done once and reopened by a later registry wave: counted done under its latest decision.
+  bool rechecking = false;
 };
 
 // total, queued, running, done, decided (done with a decision: every label but no_result),

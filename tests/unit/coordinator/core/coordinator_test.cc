@@ -1564,6 +1564,61 @@ TEST_F(CoordinatorTest, RegistryLinesStartAWaveForEntriesVerifiedWithoutThem) {
   EXPECT_EQ(coord_->GetSweep("sw-0001")->state(), "succeeded");
 }
 
+// Progress never goes back: an entry a later registry wave reopens stays counted decided, under
+// its latest decision, and is counted as being rechecked until that wave decides it again.
+TEST_F(CoordinatorTest, DecidedEntriesReopenedByALaterWaveStayDecided) {
+  RegisterAgent("n", "n150");
+  Start({}, 0, "", {"unpack_forward_output", "dtype_bfloat16"});
+  std::map<std::string, v1::LeaseResponse> leases;
+  for (int i = 0; i < 3; ++i) {
+    auto l = LeaseNow("n");
+    ASSERT_TRUE(l.granted());
+    leases[l.shard().loader()] = l;
+  }
+  const std::string a = "third_party/tt_forge_models/a/pytorch/loader.py";
+  const std::string b = "third_party/tt_forge_models/b/pytorch/loader.py";
+  const std::string c = "third_party/tt_forge_models/c/pytorch/loader.py";
+  v1::ShardResult ra = ProbedWithClass(Succeeded(leases[a].shard()), "SharedOutput", "logits");
+  v1::ShardResult rc = ProbedWithClass(Succeeded(leases[c].shard()), "SharedOutput");
+  for (auto& o : *rc.mutable_entries()) {
+    o.set_verdict("needs_unpack");
+    o.set_changed(false);
+    o.clear_edit();
+  }
+  int decided = 0;
+  auto progress = [&](const std::string& when) {
+    const auto s = coord_->GetSweep("sw-0001");
+    ASSERT_TRUE(s.ok());
+    EXPECT_GE(s->entries().decided(), decided) << when;
+    decided = s->entries().decided();
+    EXPECT_EQ(s->entries().queued() + s->entries().running() + s->entries().done(),
+              s->entries().total())
+        << when;
+  };
+  ASSERT_TRUE(CompleteLease("n", leases[c], rc).accepted());
+  progress("c decided unchanged");
+  const int after_c = decided;
+  EXPECT_GT(after_c, 0);
+  ASSERT_TRUE(CompleteLease("n", leases[a], ra).accepted());
+  progress("a proposed the line that reopens c");
+  ASSERT_TRUE(CompleteLease("n", leases[b], Succeeded(leases[b].shard())).accepted());
+  progress("b decided");
+  auto wave2 = LeaseNow("n");
+  ASSERT_TRUE(wave2.granted());
+  ASSERT_EQ(wave2.shard().loader(), c);
+  progress("c's second wave leased");
+  const auto reopened = coord_->GetSweep("sw-0001");
+  EXPECT_EQ(reopened->entries().rechecking(), wave2.shard().entries_size());
+  EXPECT_EQ(reopened->entries().by_outcome().at("unchanged"), wave2.shard().entries_size())
+      << "counted under its latest decision";
+  ASSERT_TRUE(CompleteLease("n", wave2, Succeeded(wave2.shard())).accepted());
+  progress("c decided again");
+  const auto ended = coord_->GetSweep("sw-0001");
+  EXPECT_EQ(ended->state(), "succeeded");
+  EXPECT_EQ(ended->entries().rechecking(), 0);
+  EXPECT_EQ(ended->entries().by_outcome().count("unchanged"), 0u);
+}
+
 constexpr char kLoaderA[] = "third_party/tt_forge_models/a/pytorch/loader.py";
 constexpr char kLoaderC[] = "third_party/tt_forge_models/c/pytorch/loader.py";
 
