@@ -321,6 +321,9 @@ absl::Status ShardRun::Verify() {
   }
   auto run = ctx_.tools->Pytest(session, "verify");
   if (!run.ok()) return run.status();
+  // The runner itself did not run (docs/farm.md, "The failure budget"): the attempt fails, and
+  // no entry is decided from a session that never reached its model.
+  if (std::string why = RunnerFailure(*run); !why.empty()) return absl::UnavailableError(why);
   struct Answer {
     junit::TestCase tc;
     std::string log;
@@ -341,6 +344,9 @@ absl::Status ShardRun::Verify() {
       Progress("verify-alone", k);
       auto alone = ctx_.tools->Pytest({k}, "verify-alone");
       if (!alone.ok()) return alone.status();
+      if (std::string why = RunnerFailure(*alone); !why.empty()) {
+        return absl::UnavailableError(why);
+      }
       cases[k] = {alone->cases[0], alone->log, alone->signal};
     }
   }

@@ -50,6 +50,13 @@ class PlaybookTools {
   virtual std::map<std::string, std::filesystem::path> Evidence() const = 0;
 };
 
+// Why a pytest session is a failure of the attempt and not an outcome of its tests ("" when it
+// is not): every asked test left no testcase and pytest says it could not run them (exit codes
+// 2-5: interrupted, internal error, usage error, nothing collected), or its log shows the runner
+// failing before any model (a conftest that does not import, a collection error, INTERNALERROR).
+// A model that crashes or hangs leaves a signal or a timeout instead: its entry's outcome.
+std::string RunnerFailure(const PytestRun& run);
+
 // A file name for a key (keys contain '/'): '/' becomes "__" (docs/evidence.md).
 std::string KeyFileName(const std::string& key);
 

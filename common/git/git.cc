@@ -8,6 +8,7 @@
 #include <system_error>
 
 #include "absl/status/status.h"
+#include "absl/strings/cord.h"
 #include "common/git/internal.h"
 #include "common/process/process.h"
 #include "common/util/strings.h"
@@ -183,18 +184,40 @@ absl::StatusOr<Exec> Execute(const std::filesystem::path& repo,
   return exec;
 }
 
+// The payload of a failure's status: GitSaid's text (internal::GitSaid).
+constexpr char kGitSaidPayload[] = "triage.git/said";
+constexpr std::size_t kGitSaidBytes = 300;
+
+std::string Said(const process::RunResult& r) {
+  std::vector<std::string> lines;
+  for (std::string_view line : util::SplitLines(r.err)) {
+    line = util::TrimWhitespace(line);
+    if (line.empty()) continue;
+    lines.emplace_back(line);
+    if (line.starts_with("fatal:")) break;
+  }
+  std::string said(util::TruncateUtf8(util::StrJoin(lines, "; "), kGitSaidBytes));
+  return util::StrCat(said, said.empty() ? "" : " ", "(git ", r.Describe(), ")");
+}
+
 absl::Status Failure(const Exec& exec) {
   const process::RunResult& r = exec.result;
   std::string message = util::StrCat(exec.command, ": ", r.Describe());
   const std::string err = ShortStderr(r.err);
   if (!err.empty()) util::StrAppend(&message, ": ", err);
-  if (r.timed_out) return absl::DeadlineExceededError(message);
-  if (r.cancelled) return absl::CancelledError(message);
-  if (err.find("not a git repository") != std::string::npos ||
-      err.find("cannot change to") != std::string::npos) {
-    return absl::FailedPreconditionError(message);
+  absl::Status st;
+  if (r.timed_out) {
+    st = absl::DeadlineExceededError(message);
+  } else if (r.cancelled) {
+    st = absl::CancelledError(message);
+  } else if (err.find("not a git repository") != std::string::npos ||
+             err.find("cannot change to") != std::string::npos) {
+    st = absl::FailedPreconditionError(message);
+  } else {
+    st = absl::UnknownError(message);
   }
-  return absl::UnknownError(message);
+  if (!r.timed_out && !r.cancelled) st.SetPayload(kGitSaidPayload, absl::Cord(Said(r)));
+  return st;
 }
 
 absl::StatusOr<std::string> Output(absl::StatusOr<Exec> exec, const Git::CallOptions& options) {
@@ -235,6 +258,15 @@ absl::StatusOr<std::string> LsTree(const std::filesystem::path& repo, std::strin
 }
 
 }  // namespace
+
+namespace internal {
+
+std::string GitSaid(const absl::Status& failure) {
+  if (auto said = failure.GetPayload(kGitSaidPayload)) return std::string(*said);
+  return util::MessageOf(failure);
+}
+
+}  // namespace internal
 
 Git::Git(std::filesystem::path repo) : repo_(std::move(repo)) {}
 

@@ -20,4 +20,10 @@ std::string NormalizeDir(std::string_view dir);
 // FNV-1a 64-bit of s (cache directory names).
 std::uint64_t Fnv1a(std::string_view s);
 
+// What git itself said of a failed call, for messages a person reads: its stderr up to the first
+// "fatal:" line (an ssh or http line before it says why), lines joined with "; ", at most 300
+// bytes, then "(git exit 128)" (or the signal). A failure that is not git's (it did not start, it
+// timed out) gives its whole message.
+std::string GitSaid(const absl::Status& failure);
+
 }  // namespace triage::git::internal

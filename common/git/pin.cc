@@ -20,6 +20,7 @@ namespace triage::git {
 
 using internal::CheckRev;
 using internal::Fnv1a;
+using internal::GitSaid;
 using internal::IsHexSha;
 using internal::NormalizeDir;
 
@@ -228,8 +229,8 @@ absl::StatusOr<std::filesystem::path> FetchIntoCache(std::string_view url,
                            kNetworkTimeout);
     if (!cloned.ok()) {
       std::filesystem::remove_all(tmp, ec);
-      return absl::Status(cloned.status().code(), util::StrCat("cannot clone ", url, ": ",
-                                                               util::MessageOf(cloned.status())));
+      return absl::Status(cloned.status().code(),
+                          util::StrCat("cannot fetch ", url, ": ", GitSaid(cloned.status())));
     }
     // Later fetches (and a human running `git fetch` in the cache) mirror branches and tags.
     const Git tmp_git(tmp);
@@ -254,8 +255,8 @@ absl::StatusOr<std::filesystem::path> FetchIntoCache(std::string_view url,
     args.insert(args.end(), refspecs.begin(), refspecs.end());
     auto fetched = git.Run(args, kNetworkTimeout);
     if (!fetched.ok()) {
-      return absl::Status(fetched.status().code(), util::StrCat("cannot fetch ", url, ": ",
-                                                                util::MessageOf(fetched.status())));
+      return absl::Status(fetched.status().code(),
+                          util::StrCat("cannot fetch ", url, ": ", GitSaid(fetched.status())));
     }
   }
 
@@ -275,7 +276,7 @@ absl::StatusOr<std::string> ResolveInCache(const Git& git, std::string_view url,
     if (!sha.ok()) {
       return absl::NotFoundError(
           util::StrCat("ref '", rev, "' not found in ", url,
-                       fetched.ok() ? "" : util::StrCat(": ", util::MessageOf(fetched.status()))));
+                       fetched.ok() ? "" : util::StrCat(": ", GitSaid(fetched.status()))));
     }
   }
   return sha;

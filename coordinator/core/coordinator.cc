@@ -328,6 +328,7 @@ absl::StatusOr<v1::CompleteResponse> Coordinator::EndAttemptLocked(ShardRecord s
   after.push_back(
       AttemptLog(spdlog::level::warn, sweep_id, id, lease_id,
                  util::StrCat(rejected ? "result rejected: " : "attempt failed: ", why)));
+  if (auto sw = sweeps_.find(sweep_id); sw != sweeps_.end()) NoteFarmFailureLocked(sw->second, id);
   v1::CompleteResponse resp;
   if (rejected) {
     EmitLocked(sweep_id, util::StrCat("shard ", id, " result rejected: ", why), after);
@@ -542,6 +543,18 @@ void Coordinator::RecoverLocked(Snapshot snap, Effects& after) {
     table_.Recovered(std::move(s), now);
   }
   for (const auto& r : snap.results) ApplyResultLocked(r);
+  // The failure budget of the sweeps still running: their shards' failed and rejected attempts,
+  // from the store (quarantined shards were counted as they were recovered).
+  for (auto& [id, sw] : sweeps_) {
+    if (sw.rec.state != SweepState::kRunning) continue;
+    for (const auto& sid : std::vector<std::string>(sw.shard_ids)) {
+      auto attempts = journal_.Attempts(sid);
+      if (!attempts.ok()) continue;  // the store answers for itself on its next commit
+      for (const auto& a : *attempts) {
+        if (a.outcome == "failed" || a.outcome == "rejected") NoteFarmFailureLocked(sw, sid);
+      }
+    }
+  }
   recovering_ = false;
   for (auto& [id, sw] : sweeps_) MaybeFinishSweepLocked(id, after);
 }

@@ -226,10 +226,12 @@ class Coordinator {
     std::map<std::string, LaneProgress> lanes;  // per ShardArch: open shards, results (ETA)
     std::vector<std::string> live_problems;     // work nobody can take, quarantined shards
     bool blocked = false;                       // nothing left can progress without a person
-    // The failure budget (docs/farm.md, "The failure budget"): shards whose latest result says
-    // every entry they verified on a device crashed or hung (quarantined ones are counted from
-    // by_state), and whether the sweep is past its budget (its shards are then held).
-    std::set<std::string> device_down;
+    // The failure budget (docs/farm.md, "The failure budget"): shards that failed on the farm
+    // (an attempt that ended without a usable result: the agent reported a failure, or its
+    // result was rejected; or quarantined), in the order they first failed, and whether the
+    // sweep is past its budget (its shards are then held). A model's crash or timeout is its
+    // entry's outcome and never counts.
+    std::vector<std::string> farm_failed;
     bool over_budget = false;
     // Verifications measured of entries planned at an estimate, and their seconds
     // (LeaseTable::SetLearnedSeconds).
@@ -304,6 +306,8 @@ class Coordinator {
   // Shards counted against the sweep's failure budget; whether it is past it. CheckBudgetLocked
   // holds or releases its shards in the lease table when that changed.
   static int FailedShards(const SweepRt& s);
+  // Counts shard_id as failed on the farm (once) and checks the budget.
+  void NoteFarmFailureLocked(SweepRt& s, const std::string& shard_id);
   void CheckBudgetLocked(SweepRt& s);
   // Plans the next registry wave of a sweep whose latest wave's first phases all ended (and, for
   // a command executor, its verify phases too); true when it made shards.

@@ -382,17 +382,18 @@ void Coordinator::RefreshProblemsLocked(Effects& after) {
     }
     if (sw.over_budget) {
       std::vector<std::string> listed;
-      constexpr int kListed = 5;
-      for (const auto& sid : sw.device_down) {
-        if (static_cast<int>(listed.size()) == kListed) break;
+      constexpr std::size_t kListed = 5;
+      for (const auto& sid : sw.farm_failed) {
+        if (listed.size() == kListed) break;
         listed.push_back(sid);
       }
       problems.push_back(util::StrCat(
-          "failure budget spent: ", FailedShards(sw), " shards failed (max ",
-          sw.rec.request.max_failed_shards(), "; quarantined, or every entry they verified on a ",
-          "device crashed or hung", listed.empty() ? "" : ": ", util::StrJoin(listed, ", "),
-          sw.device_down.size() > listed.size() ? ", ..." : "",
-          "), so no more shards are leased; look at the agents, then `triagectl sweep resume ", id,
+          "failure budget spent: ", FailedShards(sw), " shards failed on the farm (max ",
+          sw.rec.request.max_failed_shards(),
+          "; an attempt the agent reported failed or whose result was rejected, or quarantined; "
+          "a model's crash or timeout is its entry's outcome and does not count): ",
+          util::StrJoin(listed, ", "), sw.farm_failed.size() > listed.size() ? ", ..." : "",
+          ", so no more shards are leased; look at the agents, then `triagectl sweep resume ", id,
           " --max-failed-shards ",
           FailedShards(sw) + std::max(1, sw.rec.request.max_failed_shards()),
           " --reason \"agents checked\"` or `triagectl sweep cancel ", id,

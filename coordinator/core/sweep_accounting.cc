@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <set>
 
-#include "common/nightly/behaviour.h"
 #include "coordinator/core/coordinator.h"
 #include "coordinator/scheduling/result_check.h"
 
@@ -88,37 +87,18 @@ void Coordinator::OnShardChanged(const ShardRecord* old, const ShardRecord& upda
   sw.lanes[LeaseTable::ShardArch(updated)].open += (is_open ? 1 : 0) - (was_open ? 1 : 0);
   if (old != nullptr) sw.by_state[static_cast<int>(old_state)] -= 1;
   sw.by_state[static_cast<int>(updated.state)] += 1;
+  if (updated.state == ShardState::kQuarantined) NoteFarmFailureLocked(sw, updated.id);
   if (old_state != updated.state) CheckBudgetLocked(sw);
 }
 
-namespace {
+int Coordinator::FailedShards(const SweepRt& s) { return static_cast<int>(s.farm_failed.size()); }
 
-// A result whose every device-verified entry crashed or hung: from the coordinator, a device
-// that takes every test down looks exactly like this, so it counts against the failure budget.
-// A nightly confirmation counts the same way when every run of every entry crashed or hung.
-bool DeviceTookEveryTestDown(const v1::ShardResult& result) {
-  int verified = 0;
-  for (const auto& o : result.entries()) {
-    if (o.has_nightly()) {
-      if (o.nightly().confirmations().empty()) return false;
-      for (const auto& run : o.nightly().confirmations()) {
-        if (!nightly::KillsTheJob(nightly::BehaviourOf(run))) return false;
-      }
-      ++verified;
-      continue;
-    }
-    if (o.arch().empty() || o.verdict().empty()) continue;
-    if (o.verdict() != "crash" && o.verdict() != "timeout") return false;
-    ++verified;
+void Coordinator::NoteFarmFailureLocked(SweepRt& s, const std::string& shard_id) {
+  if (std::find(s.farm_failed.begin(), s.farm_failed.end(), shard_id) != s.farm_failed.end()) {
+    return;
   }
-  return verified > 0;
-}
-
-}  // namespace
-
-int Coordinator::FailedShards(const SweepRt& s) {
-  return s.by_state[static_cast<int>(ShardState::kQuarantined)] +
-         static_cast<int>(s.device_down.size());
+  s.farm_failed.push_back(shard_id);
+  CheckBudgetLocked(s);
 }
 
 void Coordinator::CheckBudgetLocked(SweepRt& s) {
@@ -181,12 +161,6 @@ void Coordinator::ApplyResultLocked(const ResultRecord& r) {
       }
     }
   }
-  if (!carried && DeviceTookEveryTestDown(r.result)) {
-    sw->second.device_down.insert(r.shard_id);
-  } else {
-    sw->second.device_down.erase(r.shard_id);
-  }
-  CheckBudgetLocked(sw->second);
   sw->second.results.push_back(r);
 }
 

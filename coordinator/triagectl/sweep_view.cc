@@ -66,8 +66,8 @@ void PrintSweep(std::ostream& out, const v1::Sweep& s) {
   out << Provisional(s) << "\n";
   out << "  shards    " << Counts(s.shards_by_state());
   if (s.max_failed_shards() > 0) {
-    out << "   failed " << s.failed_shards() << " of a budget of " << s.max_failed_shards()
-        << (s.over_budget() ? " (spent: not leasing)" : "");
+    out << "   failed on the farm " << s.failed_shards() << " of a budget of "
+        << s.max_failed_shards() << (s.over_budget() ? " (spent: not leasing)" : "");
   }
   out << "\n";
   if (s.has_carry()) {

@@ -230,6 +230,22 @@ TEST_F(PinTest, AMalformedCommandIsRefusedAtStart) {
   EXPECT_TRUE(nlohmann::json::parse(out).value("sweeps", nlohmann::json::array()).empty()) << out;
 }
 
+// A --git-url the coordinator cannot fetch: one short line naming the URL and what git said.
+TEST_F(PinTest, AGitUrlThatCannotBeFetchedSaysWhyInOneLine) {
+  StartCoordinator();
+  std::string out;
+  const std::string url = "file://" + (tmp_.path() / "no-such-repo").string();
+  EXPECT_NE(Ctl({"sweep", "start", "--git-url", url, "--executor", "command", "--command",
+                 "[\"true\"]", "--reason", "pin test"},
+                &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("cannot fetch " + url + ": fatal: "), std::string::npos) << out;
+  EXPECT_NE(out.find("(git exit 128)"), std::string::npos) << out;
+  EXPECT_EQ(out.find("--bare"), std::string::npos) << "no raw command: " << out;
+  EXPECT_LT(out.size(), 400u) << out;
+}
+
 TEST_F(PinTest, PatchOfACancelledSweepSaysItIsPartial) {
   StartCoordinator();  // no agent: nothing runs
   std::string out;

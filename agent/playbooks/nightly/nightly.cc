@@ -24,39 +24,6 @@ namespace {
 
 using triage::nightly::DecideMode;
 
-// pytest's exit codes for a session that never ran a test properly: interrupted, internal
-// error, usage error, no tests collected.
-bool SessionNeverRan(int exit_code) { return exit_code >= 2 && exit_code <= 5; }
-
-// What a log says when the runner itself could not run (the test's model never started).
-constexpr std::string_view kRunnerBroken[] = {"ImportError while loading conftest",
-                                              "ERROR collecting", "INTERNALERROR",
-                                              "error: unrecognized arguments"};
-
-// Why a confirmation session is an infrastructure failure of the attempt and not an outcome of
-// its tests ("" when it is not): every asked test left no testcase and pytest says it could not
-// run them, or its log shows the runner failing before any model.
-std::string InfraFailure(const PytestRun& run) {
-  bool all_missing = true;
-  for (const auto& tc : run.cases)
-    all_missing = all_missing && tc.outcome == junit::Outcome::kMissing;
-  if (!all_missing) return "";
-  for (std::string_view marker : kRunnerBroken) {
-    if (auto at = run.log.find(marker); at != std::string::npos) {
-      const auto start = run.log.rfind('\n', at);
-      const auto end = run.log.find('\n', at);
-      return util::StrCat(
-          "the runner could not run the tests: ",
-          run.log.substr(start == std::string::npos ? 0 : start + 1,
-                         end == std::string::npos ? std::string::npos : end - start - 1));
-    }
-  }
-  if (SessionNeverRan(run.exit_code)) {
-    return util::StrCat("pytest exited with code ", run.exit_code, " before running any test");
-  }
-  return "";
-}
-
 // A confirmation run's record of one test. A testcase is read as the intake reads nightly ones,
 // with the agent plugin's real error and stage; a test that left none (its process died, or
 // the session outran its timeout) is read from the log as verification reads it.
@@ -147,7 +114,7 @@ class NightlyPlaybook : public Playbook {
       ctx.tools->SetPytestTimeout(RecheckLimit(all));
       auto session = ctx.tools->Pytest(keys, label);
       if (!session.ok()) return session.status();
-      if (std::string why = InfraFailure(*session); !why.empty()) {
+      if (std::string why = RunnerFailure(*session); !why.empty()) {
         return absl::UnavailableError(why);
       }
       std::map<std::string, std::pair<junit::TestCase, const PytestRun*>> answers;
@@ -164,7 +131,7 @@ class NightlyPlaybook : public Playbook {
         ctx.tools->SetPytestTimeout(RecheckLimit({by_key[k]}));
         auto alone = ctx.tools->Pytest({k}, label + "-alone");
         if (!alone.ok()) return alone.status();
-        if (std::string why = InfraFailure(*alone); !why.empty()) {
+        if (std::string why = RunnerFailure(*alone); !why.empty()) {
           return absl::UnavailableError(why);
         }
         alone_runs.push_back(std::move(*alone));

@@ -2240,28 +2240,44 @@ v1::ShardResult AllCrashed(v1::ShardResult r) {
   return r;
 }
 
+// The budget counts farm failures: attempts that ended without a usable result (the agent
+// reported a failure, the result was rejected) and quarantined shards, each shard once. A
+// shard whose every entry crashed on the device decided those entries: it does not count.
 TEST_F(CoordinatorTest, TheFailureBudgetStopsLeasingUntilAPersonActs) {
   RegisterAgent("a1", "n150");
   v1::StartSweepRequest req = WeeklyRequest("budget");
-  req.set_max_attempts(1);
+  req.set_max_attempts(3);
   req.set_max_failed_shards(1);
   auto sweep = coord_->StartSweep(req, operator_);
   ASSERT_TRUE(sweep.ok()) << sweep.status();
   ASSERT_EQ(sweep->shards_by_state().at("queued"), 3);
 
-  // One shard quarantined (its only attempt failed): within the budget of 1.
+  // One shard's attempt failed (it is retried later): within the budget of 1.
   auto l1 = LeaseNow("a1");
   ASSERT_TRUE(l1.granted());
   CompleteLease("a1", l1, Failed("workspace broken"));
-  EXPECT_EQ(ShardById(l1.shard().shard_id()).state(), "quarantined");
+  EXPECT_EQ(ShardById(l1.shard().shard_id()).state(), "queued");
   auto view = coord_->GetSweep(sweep->id());
   EXPECT_EQ(view->failed_shards(), 1);
   EXPECT_FALSE(view->over_budget());
 
-  // A second shard whose every verified entry crashed: past the budget.
+  // A shard whose every verified entry crashed: the entries' outcome, not a farm failure.
+  auto crashed = LeaseNow("a1");
+  ASSERT_TRUE(crashed.granted());
+  ASSERT_NE(crashed.shard().shard_id(), l1.shard().shard_id()) << "l1 waits out its backoff";
+  EXPECT_TRUE(CompleteLease("a1", crashed, AllCrashed(Succeeded(crashed.shard()))).accepted());
+  EXPECT_EQ(coord_->GetSweep(sweep->id())->failed_shards(), 1);
+
+  // A rejected result (a file the shard does not own): past the budget.
   auto l2 = LeaseNow("a1");
   ASSERT_TRUE(l2.granted());
-  CompleteLease("a1", l2, AllCrashed(Succeeded(l2.shard())));
+  ASSERT_NE(l2.shard().shard_id(), l1.shard().shard_id());
+  v1::ShardResult foreign = Succeeded(l2.shard());
+  auto* fe = foreign.add_file_edits();
+  fe->set_repo("tt-xla");
+  fe->set_path("setup.py");
+  fe->set_diff("diff --git a/setup.py b/setup.py\n--- a/setup.py\n+++ b/setup.py\n");
+  EXPECT_FALSE(CompleteLease("a1", l2, foreign).accepted());
   view = coord_->GetSweep(sweep->id());
   EXPECT_EQ(view->failed_shards(), 2);
   EXPECT_TRUE(view->over_budget());
@@ -2272,15 +2288,19 @@ TEST_F(CoordinatorTest, TheFailureBudgetStopsLeasingUntilAPersonActs) {
   EXPECT_EQ(metrics_.blocked, 1);
   ASSERT_GE(view->problems_size(), 1);
   EXPECT_THAT(view->problems(view->problems_size() - 1),
-              HasSubstr("failure budget spent: 2 shards failed (max 1"));
-  EXPECT_THAT(view->problems(view->problems_size() - 1), HasSubstr(l2.shard().shard_id()));
+              HasSubstr("failure budget spent: 2 shards failed on the farm (max 1"));
+  EXPECT_THAT(view->problems(view->problems_size() - 1),
+              HasSubstr(util::StrCat(": ", l1.shard().shard_id(), ", ", l2.shard().shard_id(),
+                                     ", so no more shards")));
+  EXPECT_THAT(view->problems(view->problems_size() - 1), HasSubstr("does not count"));
 
-  // Derived from the stored records: a restart keeps it stopped.
+  // Derived from the stored records (the attempts): a restart keeps it stopped.
   coord_.reset();
   Make();
   ASSERT_TRUE(coord_->Recover().ok());
   RegisterAgent("a1", "n150");
   EXPECT_TRUE(coord_->GetSweep(sweep->id())->over_budget());
+  EXPECT_EQ(coord_->GetSweep(sweep->id())->failed_shards(), 2);
   EXPECT_FALSE(LeaseNow("a1").granted());
 
   // A person sets a budget above the failed shards (a budget at or below them is refused).
@@ -2291,6 +2311,7 @@ TEST_F(CoordinatorTest, TheFailureBudgetStopsLeasingUntilAPersonActs) {
   ASSERT_TRUE(resumed.ok()) << resumed.status();
   EXPECT_FALSE(resumed->over_budget());
   EXPECT_EQ(resumed->max_failed_shards(), 5);
+  clock_.Advance(options_.backoff_max);  // the failed shards' backoff
   auto l3 = LeaseNow("a1");
   ASSERT_TRUE(l3.granted()) << "leasing again";
   CompleteLease("a1", l3, Succeeded(l3.shard()));
