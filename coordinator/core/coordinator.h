@@ -127,6 +127,9 @@ class Coordinator {
   absl::StatusOr<v1::Sweep> GetSweep(const std::string& id);
   std::vector<v1::Sweep> ListSweeps();
   absl::StatusOr<std::vector<v1::Shard>> ListShards(const v1::ListShardsRequest& req);
+  // The audit log (docs/farm.md, "Audit"): the latest req.limit actions, of one sweep (its own
+  // and its shards') when req.sweep_id is set; oldest first.
+  absl::StatusOr<std::vector<v1::AuditEntry>> ListAudit(const v1::ListAuditRequest& req);
   absl::StatusOr<v1::Shard> RequeueShard(const std::string& id, const std::string& reason,
                                          const Caller& caller);
   absl::StatusOr<v1::Shard> CancelShard(const std::string& id, const std::string& reason,

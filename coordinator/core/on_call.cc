@@ -16,6 +16,40 @@ void Coordinator::AuditLocked(Mutation& m, const Caller& caller, std::string act
                                 std::move(target), std::move(reason)});
 }
 
+absl::StatusOr<std::vector<v1::AuditEntry>> Coordinator::ListAudit(
+    const v1::ListAuditRequest& req) {
+  constexpr int kDefaultLimit = 100;
+  constexpr int kMaxLimit = 10000;
+  if (req.limit() < 0 || req.limit() > kMaxLimit) {
+    return absl::InvalidArgumentError(
+        util::StrCat("limit must be 0..", kMaxLimit, ", got ", req.limit()));
+  }
+  const int limit = req.limit() > 0 ? req.limit() : kDefaultLimit;
+  const std::string& sweep = req.sweep_id();
+  if (!sweep.empty()) {
+    std::lock_guard lock(mu_);
+    if (!sweeps_.count(sweep)) return absl::NotFoundError(util::StrCat("no sweep ", sweep));
+  }
+  // Read without the state lock: the store serialises its own reads. A sweep's actions are
+  // among the latest kMaxLimit of the farm's (a handful per sweep).
+  auto records = journal_.AuditLog(sweep.empty() ? limit : kMaxLimit);
+  if (!records.ok()) return records.status();
+  std::vector<v1::AuditEntry> out;
+  for (const AuditRecord& a : *records) {
+    // A shard's id is its sweep's followed by "-s<n>".
+    if (!sweep.empty() && a.target != sweep && !a.target.starts_with(sweep + "-")) continue;
+    v1::AuditEntry& e = out.emplace_back();
+    e.set_at_unix_ms(ToUnixMillis(a.at));
+    e.set_who(a.who);
+    e.set_role(a.role);
+    e.set_action(a.action);
+    e.set_target(a.target);
+    e.set_reason(a.reason);
+  }
+  if (static_cast<int>(out.size()) > limit) out.erase(out.begin(), out.end() - limit);
+  return out;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Shards
 

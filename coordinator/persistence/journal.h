@@ -64,6 +64,8 @@ class Journal {
   absl::Status SettleAndWait(Effects& after);
 
   absl::StatusOr<Snapshot> Load() { return store_->Load(); }
+  // The latest `limit` audit records, oldest first (the durable ones).
+  absl::StatusOr<std::vector<AuditRecord>> AuditLog(int limit) { return store_->AuditLog(limit); }
   // A shard's attempts as the store has them (the durable ones).
   absl::StatusOr<std::vector<AttemptRecord>> Attempts(const std::string& shard_id) {
     return store_->Attempts(shard_id);

@@ -477,6 +477,17 @@ class ControlServiceImpl final : public v1::ControlService::CallbackService {
     });
   }
 
+  grpc::ServerUnaryReactor* ListAudit(grpc::CallbackServerContext* ctx,
+                                      const v1::ListAuditRequest* req,
+                                      v1::ListAuditResponse* resp) override {
+    return g_->Unary(ctx, "ListAudit", Permission::kRead, [&](const Caller&) {
+      auto r = c_->ListAudit(*req);
+      if (!r.ok()) return r.status();
+      for (auto& e : *r) *resp->add_entries() = std::move(e);
+      return absl::OkStatus();
+    });
+  }
+
  private:
   Coordinator* c_;
   const Guard* g_;

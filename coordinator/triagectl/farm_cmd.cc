@@ -27,7 +27,8 @@ constexpr std::pair<std::string_view, farm::Verb> kVerbs[] = {
     {"shards list", farm::RunShardsList},   {"shard requeue", farm::RunShardRequeue},
     {"shard cancel", farm::RunShardCancel}, {"agents list", farm::RunAgentsList},
     {"agents drain", farm::RunAgentDrain},  {"agents undrain", farm::RunAgentUndrain},
-    {"sweep diff", farm::RunSweepDiff}};
+    {"sweep diff", farm::RunSweepDiff},     {"sweep audit", farm::RunAuditList},
+    {"audit list", farm::RunAuditList}};
 
 // The verbs registered by a Register function of their own (RegisterSweepDurations,
 // RegisterSweepLand).
@@ -95,6 +96,7 @@ void FarmCommands::Register(CLI::App& app) {
   RegisterSweep(app);
   RegisterShards(app);
   RegisterAgents(app);
+  RegisterAudit(app);
 }
 
 void FarmCommands::RegisterSweepStart(CLI::App* sweep) {
@@ -207,6 +209,9 @@ void FarmCommands::RegisterSweep(CLI::App& app) {
   sweep->require_subcommand(1);
   RegisterSweepStart(sweep);
   AddCommand(sweep, "list", "List sweeps");
+  auto* audit = AddCommand(sweep, "audit", "Who acted on a sweep and its shards, and why");
+  audit->add_option("ID", o_.sweep, "Sweep id")->required();
+  audit->add_option("--limit", o_.limit, "The latest N (default 100)")->check(CLI::Range(1, 10000));
   auto* status = AddCommand(sweep, "status", "Show a sweep (alias: get)");
   status->alias("get");
   status->add_option("ID", o_.id, "Sweep id")->required();
@@ -328,6 +333,14 @@ void FarmCommands::RegisterAgents(CLI::App& app) {
   auto* undrain = AddCommand(agents, "undrain", "Hand out shards again");
   undrain->add_option("ID", o_.id, "Agent id")->required();
   undrain->add_option("--reason", o_.reason, "Why (audit log)");
+}
+
+void FarmCommands::RegisterAudit(CLI::App& app) {
+  auto* audit = app.add_subcommand("audit", "Who did what, when and why (the audit log)");
+  audit->require_subcommand(1);
+  auto* list = AddCommand(audit, "list", "The latest actions, oldest first");
+  list->add_option("--sweep", o_.sweep, "Only this sweep's actions and its shards'");
+  list->add_option("--limit", o_.limit, "The latest N (default 100)")->check(CLI::Range(1, 10000));
 }
 
 int FarmCommands::Run(std::ostream& out, std::ostream& err) {

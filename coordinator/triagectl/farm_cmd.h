@@ -66,6 +66,7 @@ struct FarmOptions {
   std::string id;
   std::string sweep;
   std::string state;
+  int limit = 0;  // audit list: the latest N (0: the coordinator's 100)
   bool stuck = false;
   double stuck_minutes = 15;
   // patch / apply / report
@@ -110,6 +111,7 @@ class FarmCommands {
   void RegisterSweepLand(CLI::App* sweep);  // apply and pr-body
   void RegisterShards(CLI::App& app);
   void RegisterAgents(CLI::App& app);
+  void RegisterAudit(CLI::App& app);
 
   FarmOptions o_;
   std::map<std::string, CLI::App*> cmds_;

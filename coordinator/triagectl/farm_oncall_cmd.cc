@@ -9,6 +9,7 @@
 
 #include "common/util/strings.h"
 #include "coordinator/triagectl/inventory_cmd.h"
+#include "coordinator/triagectl/sweep_view.h"
 
 namespace triage::ctl::farm {
 namespace {
@@ -162,6 +163,25 @@ int RunAgentUndrain(Client& client, const FarmOptions& o, std::ostream& out, std
   return ShowAgent(
       client.Call<v1::AgentActionRequest, v1::Agent>(&Stub::UndrainAgent, AgentAction(o)), o, out,
       err);
+}
+
+int RunAuditList(Client& client, const FarmOptions& o, std::ostream& out, std::ostream& err) {
+  v1::ListAuditRequest req;
+  req.set_sweep_id(o.sweep);
+  req.set_limit(o.limit);
+  auto r = client.Call<v1::ListAuditRequest, v1::ListAuditResponse>(&Stub::ListAudit, req);
+  if (!r.ok()) return Error(err, r.status());
+  if (o.output == "json") {
+    out << Json(*r) << "\n";
+    return kExitOk;
+  }
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& e : r->entries()) {
+    rows.push_back({Time(e.at_unix_ms()), e.who(), e.role(), e.action(), e.target(),
+                    e.reason().empty() ? "-" : e.reason()});
+  }
+  PrintTable(out, {"TIME", "WHO", "ROLE", "ACTION", "TARGET", "REASON"}, rows);
+  return kExitOk;
 }
 
 }  // namespace triage::ctl::farm

@@ -1,7 +1,7 @@
 #pragma once
 
-// The on-call verbs: shards (list, with the stuck filter; requeue, cancel) and agents (list,
-// drain, undrain).
+// The on-call verbs: shards (list, with the stuck filter; requeue, cancel), agents (list,
+// drain, undrain) and the audit log.
 
 #include <ostream>
 
@@ -21,5 +21,7 @@ int RunAgentsList(Client& client, const FarmOptions& o, std::ostream& out, std::
 int RunAgentDrain(Client& client, const FarmOptions& o, std::ostream& out, std::ostream& err);
 // `agents undrain ID [--reason R]`: the agent's new state.
 int RunAgentUndrain(Client& client, const FarmOptions& o, std::ostream& out, std::ostream& err);
+// `audit list [--sweep S] [--limit N]`, `sweep audit S`: one row per action, oldest first.
+int RunAuditList(Client& client, const FarmOptions& o, std::ostream& out, std::ostream& err);
 
 }  // namespace triage::ctl::farm

@@ -246,6 +246,49 @@ TEST_F(PinTest, AGitUrlThatCannotBeFetchedSaysWhyInOneLine) {
   EXPECT_LT(out.size(), 400u) << out;
 }
 
+// The audit log answers who did what to a sweep and its shards, and why; another sweep's actions
+// are not among them.
+TEST_F(PinTest, TheAuditLogSaysWhoActedOnASweepAndWhy) {
+  StartCoordinator();  // no agent: nothing runs
+  std::string out;
+  const std::string id = StartSweepId();
+  const std::string other = StartSweepId();
+  ASSERT_FALSE(id.empty());
+  ASSERT_FALSE(other.empty());
+  ASSERT_EQ(Ctl({"shards", "list", "--sweep", id, "-o", "json"}, &out), 0) << out;
+  const auto shards = nlohmann::json::parse(out)["shards"];
+  ASSERT_FALSE(shards.empty()) << out;
+  const std::string shard = shards[0]["id"];
+  ASSERT_EQ(Ctl({"shard", "cancel", shard, "--reason", "not this one"}, &out), 0) << out;
+  ASSERT_EQ(Ctl({"sweep", "cancel", id, "--reason", "wrong commit"}, &out), 0) << out;
+  ASSERT_EQ(Ctl({"sweep", "cancel", other, "--reason", "the other"}, &out), 0) << out;
+
+  ASSERT_EQ(Ctl({"audit", "list", "--sweep", id, "-o", "json"}, &out), 0) << out;
+  const auto entries = nlohmann::json::parse(out)["entries"];
+  std::vector<std::string> seen;
+  for (const auto& e : entries) {
+    seen.push_back(e["action"].get<std::string>() + " " + e["target"].get<std::string>() + " " +
+                   e["reason"].get<std::string>());
+    EXPECT_FALSE(e["who"].get<std::string>().empty()) << e;
+    EXPECT_GT(std::stoll(e["at_unix_ms"].get<std::string>()), 0) << e;
+  }
+  ASSERT_EQ(seen.size(), 3u) << out;
+  EXPECT_EQ(seen[0].rfind("start_sweep " + id + " ", 0), 0u) << seen[0];
+  EXPECT_EQ(seen[1], "cancel_shard " + shard + " not this one");
+  EXPECT_EQ(seen[2], "cancel_sweep " + id + " wrong commit");
+
+  ASSERT_EQ(Ctl({"sweep", "audit", id}, &out), 0) << out;
+  EXPECT_NE(out.find("ACTION"), std::string::npos) << out;
+  EXPECT_NE(out.find("cancel_sweep"), std::string::npos) << out;
+  EXPECT_NE(out.find("wrong commit"), std::string::npos) << out;
+  EXPECT_EQ(out.find("the other"), std::string::npos) << out;
+  ASSERT_EQ(Ctl({"audit", "list", "--limit", "1", "-o", "json"}, &out), 0) << out;
+  ASSERT_EQ(nlohmann::json::parse(out)["entries"].size(), 1u) << out;
+  EXPECT_EQ(nlohmann::json::parse(out)["entries"][0]["reason"], "the other") << out;
+  EXPECT_NE(Ctl({"sweep", "audit", "sw-9999"}, &out), 0) << out;
+  EXPECT_NE(out.find("no sweep sw-9999"), std::string::npos) << out;
+}
+
 TEST_F(PinTest, PatchOfACancelledSweepSaysItIsPartial) {
   StartCoordinator();  // no agent: nothing runs
   std::string out;
