@@ -302,9 +302,11 @@ class Coordinator {
   // The sweep a request id started, or null.
   const SweepRt* FindRequestLocked(const std::string& request_id) const;
   // The sweep an incremental start carries from: `since`, or the latest succeeded sweep of the
-  // same repository (nullptr: none). Errors name a `since` that cannot be used.
-  absl::StatusOr<const SweepRt*> CarryBaseLocked(const v1::StartSweepRequest& req,
-                                                 const std::string& repo) const;
+  // same repository whose work it can carry (CarryMismatch: the same archs, executor and
+  // parameters, a playbook in common); nullptr: none. *why says which was picked and which
+  // later ones were passed over, and why. Errors name a `since` that cannot be used. like: the
+  // new sweep as planned (repo, request with its executor, archs, playbooks).
+  absl::StatusOr<const SweepRt*> CarryBaseLocked(const SweepRecord& like, std::string* why) const;
   std::vector<const SweepRt*> EarlierSucceededLocked(const SweepRecord& like) const;
   // Shards counted against the sweep's failure budget; whether it is past it. CheckBudgetLocked
   // holds or releases its shards in the lease table when that changed.

@@ -22,11 +22,38 @@ const Coordinator::SweepRt* Coordinator::FindRequestLocked(const std::string& re
   return nullptr;
 }
 
-absl::StatusOr<const Coordinator::SweepRt*> Coordinator::CarryBaseLocked(
-    const v1::StartSweepRequest& req, const std::string& repo) const {
-  SweepRecord asked;
-  asked.request = req;
-  asked.repo = repo;
+namespace {
+
+// Why nothing of base can be carried into like ("" when something can): the input hash of every
+// entry covers its archs, executor, parameters and playbook (docs/farm.md, "Incremental
+// sweeps"), so a sweep that differs in any of the first three shares no hash with it.
+std::string CarryMismatch(const SweepRecord& base, const SweepRecord& like) {
+  if (base.archs != like.archs) {
+    return util::StrCat("archs ", util::StrJoin(base.archs, ","), ", not ",
+                        util::StrJoin(like.archs, ","));
+  }
+  if (base.request.executor() != like.request.executor()) {
+    return util::StrCat("executor ", base.request.executor(), ", not ", like.request.executor());
+  }
+  const std::map<std::string, std::string> a(base.request.params().begin(),
+                                             base.request.params().end());
+  const std::map<std::string, std::string> b(like.request.params().begin(),
+                                             like.request.params().end());
+  if (a != b) return "other executor parameters";
+  for (const auto& p : like.playbooks) {
+    if (std::find(base.playbooks.begin(), base.playbooks.end(), p) != base.playbooks.end()) {
+      return "";
+    }
+  }
+  return util::StrCat("playbooks ", util::StrJoin(base.playbooks, ","), ", none of ",
+                      util::StrJoin(like.playbooks, ","));
+}
+
+}  // namespace
+
+absl::StatusOr<const Coordinator::SweepRt*> Coordinator::CarryBaseLocked(const SweepRecord& like,
+                                                                         std::string* why) const {
+  const v1::StartSweepRequest& req = like.request;
   if (!req.since().empty()) {
     auto it = sweeps_.find(req.since());
     if (it == sweeps_.end()) {
@@ -38,16 +65,39 @@ absl::StatusOr<const Coordinator::SweepRt*> Coordinator::CarryBaseLocked(
                                                         SweepStateName(base.state),
                                                         "; carry from a finished sweep"));
     }
-    if (!SameRepository(base, asked)) {
+    if (!SameRepository(base, like)) {
       return absl::InvalidArgumentError(
           util::StrCat("since: sweep ", base.id, " swept ", base.repo, ", not this repository"));
     }
+    if (std::string mismatch = CarryMismatch(base, like); !mismatch.empty()) {
+      *why = util::StrCat("incremental: --since ", base.id, " ran ", mismatch,
+                          ": none of its results can be carried");
+    }
     return &it->second;
   }
+  SweepRecord asked = like;
   asked.seq = next_seq_;  // after every sweep there is
   asked.created_at = TimePoint::max();
-  const auto earlier = EarlierSucceededLocked(asked);
-  return earlier.empty() ? nullptr : earlier.front();
+  std::vector<std::string> passed;
+  for (const SweepRt* sw : EarlierSucceededLocked(asked)) {
+    std::string mismatch = CarryMismatch(sw->rec, like);
+    if (mismatch.empty()) {
+      *why = util::StrCat("incremental: carries from ", sw->rec.id,
+                          ", the latest succeeded sweep of this repository with the same archs, "
+                          "executor and parameters and a playbook in common",
+                          passed.empty() ? "" : "; passed over ", util::StrJoin(passed, ", "));
+      return sw;
+    }
+    constexpr std::size_t kListed = 5;
+    if (passed.size() < kListed) passed.push_back(util::StrCat(sw->rec.id, " (", mismatch, ")"));
+  }
+  if (!passed.empty()) {
+    *why = util::StrCat(
+        "incremental: no earlier succeeded sweep of this repository has the same archs, executor "
+        "and parameters and a playbook in common (",
+        util::StrJoin(passed, ", "), ")");
+  }
+  return nullptr;
 }
 
 std::vector<const Coordinator::SweepRt*> Coordinator::EarlierSucceededLocked(
@@ -189,8 +239,15 @@ absl::StatusOr<v1::Sweep> Coordinator::StartSweep(const v1::StartSweepRequest& r
 
   return Operate(Ack::kDurable, [&](Effects& after) -> absl::StatusOr<v1::Sweep> {
     const SweepRt* base = nullptr;
+    std::string base_why;
     if (req.incremental()) {
-      auto found = CarryBaseLocked(req, input->repo);
+      SweepRecord like;
+      like.repo = input->repo;
+      like.request = req;
+      like.request.set_executor(start->executor);
+      like.archs = plan_options.archs;
+      like.playbooks = plan_options.playbooks.empty() ? rules.Playbooks() : plan_options.playbooks;
+      auto found = CarryBaseLocked(like, &base_why);
       if (!found.ok()) return found.status();
       base = *found;
     }
@@ -225,6 +282,7 @@ absl::StatusOr<v1::Sweep> Coordinator::StartSweep(const v1::StartSweepRequest& r
     }
     if (req.incremental()) {
       *rec.details.mutable_carry() = carry.summary;
+      if (!base_why.empty()) rec.details.add_notes(base_why);
       rec.details.add_notes(carry.note);
     }
     for (auto& s : plan.shards) {

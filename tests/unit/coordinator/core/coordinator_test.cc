@@ -2429,6 +2429,54 @@ TEST_F(CoordinatorTest, AnIncrementalSweepRunsOnlyTheLoadersWhoseInputsChanged) 
   EXPECT_EQ(coord_->Results(third->id())->size(), 3u);
 }
 
+// Without --since, the base is the latest succeeded sweep whose work can be carried: a later one
+// with other archs (or executor, or no playbook in common) is passed over, and the notes say so.
+TEST_F(CoordinatorTest, AnIncrementalSweepCarriesFromTheLatestSweepWithTheSameArchs) {
+  inputs_ = InputTrees{};
+  inputs_->shared = "shared-0";
+  inputs_->forge_dirs = {{"third_party/tt_forge_models/a/pytorch", "tree-a"},
+                         {"third_party/tt_forge_models/b/pytorch", "tree-b"},
+                         {"third_party/tt_forge_models/c/pytorch", "tree-c"}};
+  RegisterAgent("n", "n150");
+  RegisterAgent("p", "p150");
+  const v1::Sweep on_n150 = Start({"n150"});
+  EXPECT_EQ(Drain("n"), 3);
+  const v1::Sweep on_p150 = Start({"p150"});
+  EXPECT_EQ(Drain("p"), 3);
+  ASSERT_EQ(coord_->GetSweep(on_p150.id())->state(), "succeeded");
+
+  v1::StartSweepRequest req;
+  req.set_repo_path("/fake/tt-xla");
+  req.add_archs("n150");
+  req.set_incremental(true);
+  auto next = coord_->StartSweep(req, operator_);
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_EQ(next->carry().base(), on_n150.id());
+  EXPECT_EQ(next->carry().loaders(), 3) << "everything carried";
+  const std::string notes = util::StrJoin(next->notes(), "\n");
+  EXPECT_THAT(notes, HasSubstr(util::StrCat("carries from ", on_n150.id())));
+  EXPECT_THAT(notes,
+              HasSubstr(util::StrCat("passed over ", on_p150.id(), " (archs p150, not n150)")));
+
+  // No sweep with these archs: nothing is carried, and the notes say which were looked at.
+  req.clear_archs();
+  req.add_archs("n150");
+  req.add_archs("p150");
+  auto both = coord_->StartSweep(req, operator_);
+  ASSERT_TRUE(both.ok()) << both.status();
+  EXPECT_EQ(both->carry().base(), "");
+  EXPECT_THAT(util::StrJoin(both->notes(), "\n"),
+              HasSubstr("no earlier succeeded sweep of this repository has the same archs"));
+
+  // An explicit --since is honoured, and says it can carry nothing.
+  req.set_since(on_p150.id());
+  auto since = coord_->StartSweep(req, operator_);
+  ASSERT_TRUE(since.ok()) << since.status();
+  EXPECT_EQ(since->carry().base(), on_p150.id());
+  EXPECT_THAT(util::StrJoin(since->notes(), "\n"),
+              HasSubstr("ran archs p150, not n150,p150: none of its results can be carried"));
+}
+
 TEST_F(CoordinatorTest, AnIncrementalSweepWithoutHashesOrBaseRunsEverything) {
   RegisterAgent("n", "n150");
   v1::StartSweepRequest req;
