@@ -63,6 +63,7 @@ struct CoordinatorConfig {
   std::int64_t verify_batch_shard_max_seconds = 600;
   std::int64_t verify_gather_seconds = 300;
   std::int64_t learn_estimates_after = 5;
+  std::int64_t min_trusted_seconds = 5;
   std::string log_level = "info";
 
   void Register(triage::config::Schema& s) {
@@ -129,6 +130,11 @@ struct CoordinatorConfig {
           "after a sweep measured this many verifications of entries planned at an estimate, their "
           "mean stands in for such estimates in verify_batch_max_seconds (0: never)",
           Range{0, 1'000'000});
+    s.Add("min_trusted_seconds", &min_trusted_seconds,
+          "a recorded test duration (.test_durations) shorter than this is not trusted as the "
+          "test's time (tt-xla records near-zero times for skipped tests); the playbook's "
+          "estimate stands in",
+          Range{0, 3600});
     s.Add("tick_ms", &tick_ms, "how often leases and agents are checked", Range{10, 60'000});
     s.Add("sqlite_synchronous_full", &sqlite_synchronous_full,
           "fsync every commit (survives power loss; slower)");
@@ -287,6 +293,7 @@ triage::coord::CoordinatorOptions CoordinatorOptionsFrom(const CoordinatorConfig
   options.verify_batch_shard_max = std::chrono::seconds(cfg.verify_batch_shard_max_seconds);
   options.verify_gather = std::chrono::seconds(cfg.verify_gather_seconds);
   options.learn_estimates_after = static_cast<int>(cfg.learn_estimates_after);
+  options.min_trusted_seconds = static_cast<double>(cfg.min_trusted_seconds);
   return options;
 }
 

@@ -189,9 +189,11 @@ if [[ -n $image ]]; then
 fi
 
 echo "== 2. Coordinator and three agents on loopback"
+# The fixture's .test_durations are real measurements of emulated tests (milliseconds): trusted
+# from 0 s, so the report's predicted makespan comes from them, not from estimates for real models.
 in_place "$image" "triage-demo-coordinator-$$" "$coordinator" --insecure --data_dir "$run/coordinator" \
   --agent_address 127.0.0.1:0 --control_address 127.0.0.1:0 --metrics_address 127.0.0.1:0 \
-  --tick_ms 200 --heartbeat_interval_seconds 2
+  --tick_ms 200 --heartbeat_interval_seconds 2 --min_trusted_seconds 0
 launch "$run/coordinator.log" "$run/coordinator" "${cmd[@]}"
 for _ in $(seq 1 300); do
   [[ -s $run/coordinator/ports.json ]] && break
@@ -295,6 +297,11 @@ print(f"   sweep {r['sweep']} {r['state']}: {t['decided']} of {t['entries']} ent
 for k, v in sorted(t["by_outcome"].items()):
     print(f"     {k:<36} {v}")
 print(f"   flagged for review: {t['review']}, entries in conflict: {t['conflicted_entries']}")
+m = r.get("makespan", {})
+if m:
+    print(f"   makespan: predicted {m['predicted_seconds']:.0f}s from {m.get('predicted_from') or '-'}"
+          f" ({m.get('entries_recorded', 0)} entries recorded, {m.get('entries_estimated', 0)} estimated),"
+          f" actual {m['actual_seconds']:.0f}s")
 # Entries on which one shard ran several playbooks (docs/playbooks.md, "Chaining").
 for e in r["entries"]:
     if len(e.get("playbooks", [])) > 1:

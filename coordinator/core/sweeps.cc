@@ -235,6 +235,22 @@ absl::StatusOr<v1::Sweep> Coordinator::StartSweep(const v1::StartSweepRequest& r
 
   PlanOptions plan_options = PlanOptionsFor(req, *start, *input, options_);
   plan_options.inputs = input->inputs ? &*input->inputs : nullptr;
+  if (req.durations_json().empty() && !input->checkout_durations.empty()) {
+    // The checkout's own record (tt-xla keeps .test_durations at its root): planning's times
+    // and the report's predicted makespan come from it where it is trusted.
+    auto own = ParseDurations(input->checkout_durations);
+    if (own.ok()) {
+      int trusted = 0;
+      for (const auto& [node, seconds] : *own) trusted += seconds >= options_.min_trusted_seconds;
+      input->notes.push_back(util::StrCat("durations: the checkout's .test_durations (",
+                                          own->size(), " tests, ", trusted, " of them at least ",
+                                          options_.min_trusted_seconds, " s and so trusted)"));
+      plan_options.durations = std::move(*own);
+    } else {
+      input->notes.push_back(util::StrCat("the checkout's .test_durations is not used: ",
+                                          util::MessageOf(own.status())));
+    }
+  }
   const classify::Classifier& rules = *start->rules;
 
   return Operate(Ack::kDurable, [&](Effects& after) -> absl::StatusOr<v1::Sweep> {

@@ -36,7 +36,11 @@ Makespan ComputeMakespan(const coord::SweepRecord& sweep,
   Makespan m;
   bool any_result = false;
   TimePoint last_accepted;
+  std::map<std::string, bool> estimated;  // file + '\n' + key -> planned at an estimate
   for (const auto& s : shards) {
+    for (const auto& e : s.spec.entries()) {
+      estimated[e.file() + "\n" + e.key()] |= e.estimated();
+    }
     LaneAcc& lane = lanes[coord::ShardLane(s)];
     ++lane.out.shards;
     lane.out.predicted_device_seconds += s.expected_seconds;
@@ -73,7 +77,16 @@ Makespan ComputeMakespan(const coord::SweepRecord& sweep,
     m.lanes.push_back(out);
   }
   if (any_result) m.actual_seconds = std::max(0.0, Seconds(last_accepted - sweep.created_at));
+  for (const auto& [entry, is_estimate] : estimated) {
+    ++(is_estimate ? m.entries_estimated : m.entries_recorded);
+  }
   return m;
+}
+
+std::string Makespan::Basis() const {
+  if (entries_recorded + entries_estimated == 0) return "";
+  if (entries_estimated == 0) return "durations";
+  return entries_recorded == 0 ? "estimates" : "mixed";
 }
 
 }  // namespace triage::merge

@@ -30,6 +30,13 @@ struct Makespan {
   double predicted_seconds = 0;     // the slowest lane's predicted_seconds
   double actual_seconds = 0;        // the sweep's creation to its last accepted result; 0 without
   std::vector<LaneMakespan> lanes;  // by lane name
+  // What the prediction rests on: the distinct entries (file, key) the shards planned from a
+  // trusted recorded duration, and those planned at an estimate (ShardEntry.estimated; an entry
+  // estimated in any of its shards counts as estimated).
+  int entries_recorded = 0;
+  int entries_estimated = 0;
+  // "durations" (every entry recorded), "estimates" (none), "mixed"; "" with no entry.
+  std::string Basis() const;
 };
 
 // The figures of a sweep from its records. results: accepted results in any order; of each shard

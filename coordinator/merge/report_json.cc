@@ -234,6 +234,9 @@ json MakespanJson(const Makespan& m) {
   }
   return {{"predicted_seconds", Rounded(m.predicted_seconds)},
           {"actual_seconds", Rounded(m.actual_seconds)},
+          {"predicted_from", m.Basis()},
+          {"entries_recorded", m.entries_recorded},
+          {"entries_estimated", m.entries_estimated},
           {"lanes", lanes}};
 }
 

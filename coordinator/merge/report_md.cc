@@ -354,9 +354,19 @@ std::string HumanSeconds(double seconds) {
 // when the sweep planned no shard.
 std::string MakespanMd(const Makespan& m) {
   if (m.lanes.empty()) return "";
+  const int entries = m.entries_recorded + m.entries_estimated;
+  const std::string basis =
+      m.Basis() == "estimates"
+          ? util::StrCat("**estimates only**: none of the ", entries,
+                         " entries had a trusted recorded duration, so the playbooks' estimates "
+                         "for real models stand in")
+      : m.Basis() == "mixed"
+          ? util::StrCat("from recorded durations for ", m.entries_recorded, " of ", entries,
+                         " entries, the playbooks' estimates for the rest")
+          : util::StrCat("from recorded durations for all ", entries, " entries");
   std::string md = util::StrCat(
       "\n## Makespan: predicted vs actual\n\nPredicted ", HumanSeconds(m.predicted_seconds),
-      " (the slowest lane), actual ", HumanSeconds(m.actual_seconds),
+      " (the slowest lane; ", basis, "), actual ", HumanSeconds(m.actual_seconds),
       " (the sweep's start to its last accepted result). Lanes run in parallel. Device time: "
       "what planning expected of the lane's shards, and what their taken results ran; a lane's "
       "predicted time is its predicted device time over its agents, its actual time runs from "

@@ -17,7 +17,7 @@
 #include "nlohmann/json.hpp"
 
 namespace triage::coord {
-namespace {
+namespace {}  // namespace
 
 absl::StatusOr<std::map<std::string, double>> ParseDurations(const std::string& json) {
   std::map<std::string, double> out;
@@ -35,8 +35,6 @@ absl::StatusOr<std::map<std::string, double>> ParseDurations(const std::string& 
   }
   return out;
 }
-
-}  // namespace
 
 absl::Status ValidateRequestId(std::string_view id) {
   constexpr std::size_t kMaxLength = 200;

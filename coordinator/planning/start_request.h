@@ -42,6 +42,10 @@ struct StartDefaults {
 std::vector<std::string> StartOptionsDiffer(const v1::StartSweepRequest& first,
                                             const v1::StartSweepRequest& again);
 
+// pytest-split's .test_durations JSON (node id -> seconds; entries that are not numbers are
+// left out); "" gives none. InvalidArgument ("durations: ...") when it is not a JSON object.
+absl::StatusOr<std::map<std::string, double>> ParseDurations(const std::string& json);
+
 // An idempotency key: at most 200 characters of printable ASCII without spaces ("" = none).
 absl::Status ValidateRequestId(std::string_view id);
 

@@ -43,6 +43,13 @@ SweepReader MakeGitSweepReader(std::filesystem::path cache_dir, std::size_t max_
                             : !pinned->origin_url.empty() ? pinned->origin_url
                                                           : pinned->repo.string();
         in.inventory = std::move(*inv);
+        constexpr std::size_t kMaxDurationsBytes = 64 << 20;
+        if (auto d = source.Read(".test_durations", kMaxDurationsBytes); d.ok()) {
+          in.checkout_durations = std::move(*d);
+        } else if (!absl::IsNotFound(d.status())) {
+          in.notes.push_back(util::StrCat("the checkout's .test_durations was not read: ",
+                                          util::MessageOf(d.status())));
+        }
         // Incremental sweeps compare what every result depends on (docs/farm.md).
         auto forge = git::ForgeRepo(pinned->repo, pinned->ttxla_commit, pinned->forge_commit,
                                     req.git_url(), cache_dir);

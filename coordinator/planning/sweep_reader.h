@@ -28,6 +28,9 @@ struct SweepInput {
   // The pinned trees entries' input hashes are made of (empty when they could not be read:
   // notes says why, and nothing of this sweep can be carried later).
   std::optional<InputTrees> inputs;
+  // The checkout's own .test_durations at the tt-xla commit (pytest-split's JSON, as tt-xla keeps
+  // one at its root); "" when it has none. Planning uses it when the request brings none.
+  std::string checkout_durations;
 };
 using SweepReader = std::function<absl::StatusOr<SweepInput>(const v1::StartSweepRequest&)>;
 

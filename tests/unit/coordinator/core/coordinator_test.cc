@@ -23,6 +23,7 @@ using namespace std::chrono_literals;
 using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::Pair;
 using ::testing::UnorderedElementsAre;
 
@@ -166,6 +167,7 @@ class CoordinatorTest : public ::testing::Test {
     in.forge_commit = std::string(40, 'b');
     in.agent_repo_url = "file:///fake/tt-xla";
     in.inputs = inputs_;
+    in.checkout_durations = checkout_durations_;
     for (const auto& [path, text] : yaml_) {
       in.inventory.documents.push_back(inventory::Document::Parse(path, text));
       for (const auto& d : in.inventory.documents.back().diagnostics()) {
@@ -386,6 +388,7 @@ class CoordinatorTest : public ::testing::Test {
   std::unique_ptr<Coordinator> coord_;
   std::map<std::string, std::string> yaml_;
   std::optional<InputTrees> inputs_;  // what Input() reads besides the YAML
+  std::string checkout_durations_;    // the checkout's .test_durations, as Input() reads it
   std::map<std::string, std::string> sessions_;
   Caller operator_{"alice", "operator"};
 };
@@ -1863,6 +1866,34 @@ class LongEntryTest : public CoordinatorTest {
     return out;
   }
 };
+
+// Without --durations, the checkout's own .test_durations plans the sweep (tt-xla keeps one at its
+// root), and the notes say so; durations the request brings win.
+TEST_F(LongEntryTest, TheCheckoutsOwnDurationsPlanASweepThatBringsNone) {
+  checkout_durations_ = Durations(3000, 100);
+  RegisterAgent("n", "n150");
+  const v1::Sweep sweep = Start({"n150"}, 0, "", {"unpack_forward_output"});
+  EXPECT_THAT(
+      util::StrJoin(sweep.notes(), "\n"),
+      HasSubstr("durations: the checkout's .test_durations (2 tests, 2 of them at least 5 s "
+                "and so trusted)"));
+  double planned = 0;
+  for (const auto& s : ShardsOfWave(1)) {
+    if (s.spec.loader() != kLoaderA || s.spec.phase() == v1::PHASE_VERIFY) continue;
+    for (const auto& e : s.spec.entries()) EXPECT_FALSE(e.estimated()) << e.key();
+    planned = std::max(planned, s.expected_seconds);
+  }
+  EXPECT_GE(planned, 0.2 * 3100 - 1) << "a's first phase from the checkout's durations";
+
+  checkout_durations_ = "[not an object]";
+  const v1::Sweep bad = Start({"n150"}, 0, "", {"unpack_forward_output"});
+  EXPECT_THAT(util::StrJoin(bad.notes(), "\n"),
+              HasSubstr("the checkout's .test_durations is not used: durations: "));
+
+  checkout_durations_ = Durations(3000, 100);
+  const v1::Sweep own = Start({"n150"}, 0, Durations(7, 7), {"unpack_forward_output"});
+  EXPECT_THAT(util::StrJoin(own.notes(), "\n"), Not(HasSubstr(".test_durations")));
+}
 
 // An entry known to run over verify_batch_shard_max_seconds leaves its loader's verification
 // when that is released and the shard is longer than each agent's share of its arch's queued

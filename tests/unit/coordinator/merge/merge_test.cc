@@ -1320,6 +1320,9 @@ TEST(Makespan, LanesSumTheirShardsAndDivideByTheirAgents) {
                    v1::ShardPhase phase) {
     const std::string id = s.AddShard(loader, 1, arch, phase);
     s.shards.back().expected_seconds = expected;
+    auto* e = s.shards.back().spec.add_entries();  // the loader's one entry, in every phase
+    e->set_file("test_config/single_device.yaml");
+    e->set_key(loader + "/pytorch-single_device-training");
     return id;
   };
   const std::string pa = shard("a", "", 120, v1::PHASE_PROBE);
@@ -1364,6 +1367,19 @@ TEST(Makespan, LanesSumTheirShardsAndDivideByTheirAgents) {
   EXPECT_DOUBLE_EQ(p150.predicted_seconds, 500);
   EXPECT_DOUBLE_EQ(m.predicted_seconds, 700) << "the slowest lane";
   EXPECT_DOUBLE_EQ(m.actual_seconds, 1000);
+  // What it rests on: distinct entries, estimated when any of their shards planned them so.
+  const int entries = m.entries_recorded + m.entries_estimated;
+  EXPECT_EQ(entries, 4) << "the entries of loaders a, b, c and d";
+  EXPECT_EQ(m.Basis(), "durations");
+  for (auto& sh : s.shards) {
+    if (sh.spec.loader().ends_with("/a/pytorch/loader.py") && sh.spec.phase() == v1::PHASE_VERIFY) {
+      for (auto& e : *sh.spec.mutable_entries()) e.set_estimated(true);
+    }
+  }
+  const Makespan mixed = ComputeMakespan(sweep, s.shards, s.results, attempts);
+  EXPECT_EQ(mixed.entries_estimated, 1) << "a's entry, whichever of its shards says so";
+  EXPECT_EQ(mixed.entries_recorded, 3);
+  EXPECT_EQ(mixed.Basis(), "mixed");
 
   // A result said to have run longer than the sweep existed starts at the sweep's creation.
   s.results.back().result.set_duration_seconds(5000);
@@ -1396,10 +1412,13 @@ TEST(Report, MakespanIsReportedPerLaneAfterTheTotals) {
   in.makespan.actual_seconds = 2045.6789;
   in.makespan.lanes = {{"cpu", 2, 1, 200, 90, 200, 90},
                        {"n150", 3, 2, 3600, 3000.0004, 1800, 2045.6789}};
+  in.makespan.entries_estimated = 3;
   const BuiltReport report = BuildReport(in);
   const nlohmann::json j = nlohmann::json::parse(report.json);
   EXPECT_EQ(j["makespan"]["predicted_seconds"], 1800);
   EXPECT_EQ(j["makespan"]["actual_seconds"], 2045.679);
+  EXPECT_EQ(j["makespan"]["predicted_from"], "estimates");
+  EXPECT_EQ(j["makespan"]["entries_estimated"], 3);
   ASSERT_EQ(j["makespan"]["lanes"].size(), 2u);
   EXPECT_EQ(j["makespan"]["lanes"][1], nlohmann::json({{"lane", "n150"},
                                                        {"shards", 3},
@@ -1415,7 +1434,11 @@ TEST(Report, MakespanIsReportedPerLaneAfterTheTotals) {
   ASSERT_NE(makespan, std::string::npos) << md;
   EXPECT_LT(totals, makespan);
   EXPECT_LT(makespan, entries);
-  EXPECT_NE(md.find("Predicted 30m00s (the slowest lane), actual 34m06s"), std::string::npos) << md;
+  EXPECT_NE(md.find("Predicted 30m00s (the slowest lane; **estimates only**: none of the 3 entries "
+                    "had a trusted recorded duration"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("), actual 34m06s"), std::string::npos) << md;
   EXPECT_NE(md.find("| cpu | 2 | 1 | 3m20s | 1m30s | 3m20s | 1m30s |\n"), std::string::npos) << md;
   EXPECT_NE(md.find("| n150 | 3 | 2 | 1h00m | 50m00s | 30m00s | 34m06s |\n"), std::string::npos)
       << md;
