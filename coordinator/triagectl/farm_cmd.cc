@@ -209,9 +209,6 @@ void FarmCommands::RegisterSweep(CLI::App& app) {
   sweep->require_subcommand(1);
   RegisterSweepStart(sweep);
   AddCommand(sweep, "list", "List sweeps");
-  auto* audit = AddCommand(sweep, "audit", "Who acted on a sweep and its shards, and why");
-  audit->add_option("ID", o_.sweep, "Sweep id")->required();
-  audit->add_option("--limit", o_.limit, "The latest N (default 100)")->check(CLI::Range(1, 10000));
   auto* status = AddCommand(sweep, "status", "Show a sweep (alias: get)");
   status->alias("get");
   status->add_option("ID", o_.id, "Sweep id")->required();
@@ -252,6 +249,9 @@ void FarmCommands::RegisterSweep(CLI::App& app) {
   diff->add_option("B", o_.other_id, "The newer sweep's id")->required();
   diff->add_flag("--all", o_.all, "List still_passing and still_failing entries too");
   RegisterSweepDurations(sweep);
+  auto* audit = AddCommand(sweep, "audit", "Who acted on a sweep and its shards, and why");
+  audit->add_option("ID", o_.sweep, "Sweep id")->required();
+  audit->add_option("--limit", o_.limit, "The latest N (default 100)")->check(CLI::Range(1, 10000));
 }
 
 void FarmCommands::RegisterSweepLand(CLI::App* sweep) {

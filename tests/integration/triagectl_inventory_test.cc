@@ -42,6 +42,30 @@ TEST_F(TriagectlTest, CheckCleanTreeExitsZero) {
   EXPECT_NE(out.find("1 files, 2 entries: 0 error(s)"), std::string::npos) << out;
 }
 
+// The placeholders file names models planned but not yet tested: check counts its entries and
+// says so, classify leaves them out and says why, so the two counts can be reconciled; the
+// classify table names files by their full path, as its JSON does.
+TEST_F(TriagectlTest, PlaceholdersAreCountedApartAndFilesByTheirFullPath) {
+  const std::string placeholders = "tests/runner/test_config/torch/test_config_placeholders.yaml";
+  testing::WriteFileOrDie(tmp_.path() / placeholders,
+                          "PLACEHOLDER_MODELS:\n  org/Model-A:\n    bringup_status: NOT_STARTED\n"
+                          "  org/Model-B:\n    bringup_status: NOT_STARTED\n");
+  std::string out;
+  ASSERT_EQ(Run({"inventory", "check", "--repo", "."}, &out), 0) << out;
+  EXPECT_NE(out.find("2 files, 4 entries (2 test entries and 2 placeholders of " + placeholders +
+                     ": models planned but not yet tested, which classify and sweeps leave "
+                     "out): 0 error(s)"),
+            std::string::npos)
+      << out;
+  ASSERT_EQ(Run({"inventory", "classify", "--repo", "."}, &out), 0) << out;
+  EXPECT_NE(out.find("2 entries (2 placeholders of " + placeholders +
+                     " left out: models planned but not yet tested), "),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find(std::string(kTraining) + "  "), std::string::npos)
+      << "the full path in the table: " << out;
+}
+
 TEST_F(TriagectlTest, CheckReportsProblemsAndExitsOne) {
   testing::WriteFileOrDie(tmp_.path() /
                               "tests/runner/test_config/torch/test_config_inference_"
@@ -368,9 +392,10 @@ TEST_F(TriagectlTest, HelpAndRules) {
 TEST_F(TriagectlTest, UnknownSubcommandListsTheKnownOnes) {
   std::string out;
   EXPECT_EQ(Run({"sweep", "frobnicate"}, &out), 2);
-  EXPECT_EQ(out,
-            "triagectl: unknown subcommand 'frobnicate' of 'sweep'; expected one of: start, list, "
-            "status, watch, cancel, resume, patch, apply, pr-body, report, diff, durations\n");
+  EXPECT_EQ(
+      out,
+      "triagectl: unknown subcommand 'frobnicate' of 'sweep'; expected one of: start, list, "
+      "status, watch, cancel, resume, patch, apply, pr-body, report, diff, durations, audit\n");
   EXPECT_EQ(Run({"agents", "frobnicate", "--insecure"}, &out), 2);
   EXPECT_EQ(out,
             "triagectl: unknown subcommand 'frobnicate' of 'agents'; expected one of: list, drain, "
@@ -378,7 +403,7 @@ TEST_F(TriagectlTest, UnknownSubcommandListsTheKnownOnes) {
   EXPECT_EQ(Run({"frobnicate"}, &out), 2);
   EXPECT_EQ(out,
             "triagectl: unknown command 'frobnicate'; expected one of: inventory, yaml, sweep, "
-            "shards, shard, agents\n");
+            "shards, shard, agents, audit\n");
   EXPECT_EQ(Run({"shard"}, &out), 2);
   EXPECT_EQ(out, "triagectl: 'shard' needs a subcommand; expected one of: requeue, cancel\n");
   // Known commands are untouched, help included.
