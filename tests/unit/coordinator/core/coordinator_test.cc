@@ -274,6 +274,20 @@ class CoordinatorTest : public ::testing::Test {
     return "";
   }
 
+  // A sweep of both playbooks with one n150 agent "n", which leases the first shard of each of
+  // the three loaders: the leases by loader.
+  std::map<std::string, v1::LeaseResponse> StartAndLeaseEachLoader() {
+    RegisterAgent("n", "n150");
+    Start({}, 0, "", {"unpack_forward_output", "dtype_bfloat16"});
+    std::map<std::string, v1::LeaseResponse> leases;
+    for (int i = 0; i < 3; ++i) {
+      auto l = LeaseNow("n");
+      EXPECT_TRUE(l.granted()) << i;
+      if (l.granted()) leases[l.shard().loader()] = l;
+    }
+    return leases;
+  }
+
   // sw-0001's shards of one wave.
   std::vector<ShardRecord> ShardsOfWave(int wave) {
     std::vector<ShardRecord> out;
@@ -1525,14 +1539,8 @@ TEST_F(CoordinatorTest, WatchSeesProgressUntilTheEnd) {
 }
 
 TEST_F(CoordinatorTest, RegistryLinesStartAWaveForEntriesVerifiedWithoutThem) {
-  RegisterAgent("n", "n150");
-  Start({}, 0, "", {"unpack_forward_output", "dtype_bfloat16"});
-  std::map<std::string, v1::LeaseResponse> leases;
-  for (int i = 0; i < 3; ++i) {
-    auto l = LeaseNow("n");
-    ASSERT_TRUE(l.granted());
-    leases[l.shard().loader()] = l;
-  }
+  std::map<std::string, v1::LeaseResponse> leases = StartAndLeaseEachLoader();
+  ASSERT_EQ(leases.size(), 3u);
   const std::string a = "third_party/tt_forge_models/a/pytorch/loader.py";
   const std::string b = "third_party/tt_forge_models/b/pytorch/loader.py";
   const std::string c = "third_party/tt_forge_models/c/pytorch/loader.py";
@@ -1570,14 +1578,8 @@ TEST_F(CoordinatorTest, RegistryLinesStartAWaveForEntriesVerifiedWithoutThem) {
 // Progress never goes back: an entry a later registry wave reopens stays counted decided, under
 // its latest decision, and is counted as being rechecked until that wave decides it again.
 TEST_F(CoordinatorTest, DecidedEntriesReopenedByALaterWaveStayDecided) {
-  RegisterAgent("n", "n150");
-  Start({}, 0, "", {"unpack_forward_output", "dtype_bfloat16"});
-  std::map<std::string, v1::LeaseResponse> leases;
-  for (int i = 0; i < 3; ++i) {
-    auto l = LeaseNow("n");
-    ASSERT_TRUE(l.granted());
-    leases[l.shard().loader()] = l;
-  }
+  std::map<std::string, v1::LeaseResponse> leases = StartAndLeaseEachLoader();
+  ASSERT_EQ(leases.size(), 3u);
   const std::string a = "third_party/tt_forge_models/a/pytorch/loader.py";
   const std::string b = "third_party/tt_forge_models/b/pytorch/loader.py";
   const std::string c = "third_party/tt_forge_models/c/pytorch/loader.py";
