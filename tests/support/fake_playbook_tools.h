@@ -38,6 +38,9 @@ class FakeTools : public PlaybookTools {
   std::vector<std::vector<std::string>> pytest_calls;
   std::vector<std::chrono::seconds> pytest_limits;  // SetPytestTimeout's limit at each call
   std::set<std::string> crash;                      // keys whose run leaves no XML
+  // Non-empty: the runner itself cannot run: every session leaves no testcase, pytest exits 3
+  // (an internal error) and this is its log.
+  std::string runner_broken;
 
   void SetPytestTimeout(std::chrono::seconds limit) override { limit_ = limit; }
 
@@ -54,6 +57,17 @@ class FakeTools : public PlaybookTools {
     pytest_calls.push_back(keys);
     pytest_limits.push_back(limit_);
     PytestRun run;
+    if (!runner_broken.empty()) {
+      for (const auto& k : keys) {
+        junit::TestCase tc;
+        tc.key = k;
+        tc.outcome = junit::Outcome::kMissing;
+        run.cases.push_back(tc);
+      }
+      run.exit_code = 3;
+      run.log = runner_broken;
+      return run;
+    }
     bool crashed = false;
     for (const auto& k : keys) crashed |= crash.count(k) > 0;
     for (const auto& k : keys) {

@@ -908,6 +908,26 @@ TEST_F(PlaybookRunTest, ASessionThatCrashedBeforeTheInferenceEntryRunsItAlone) {
       << "its own run's outcome, not the crashed session's";
 }
 
+// A session the runner could not run (no testcase, an INTERNALERROR before any model) decides no
+// entry: the attempt fails, and the coordinator counts it against the failure budget.
+TEST_F(PlaybookRunTest, ARunnerThatCannotRunFailsTheAttemptInsteadOfDecidingEntries) {
+  const json out = {{"type", "tuple"}, {"items", {Tensor({2, 3}), Tensor({2, 5})}}};
+  for (const char* k :
+       {"m/pytorch-A-single_device-training", "m/pytorch-B-single_device-training"}) {
+    tools_.probes[k] = {{Doc(k, "structure", out, false)}, {Doc(k, "structure", out, true)}};
+  }
+  tools_.runner_broken =
+      "collected 2 items\nINTERNALERROR> RuntimeError: tt device 0: failed to open\n";
+  auto r = Run("unpack_forward_output", "not_implemented");
+  ASSERT_FALSE(r.ok()) << "no entry decided from a session that never reached a model";
+  EXPECT_TRUE(absl::IsUnavailable(r.status())) << r.status();
+  EXPECT_NE(r.status().message().find("the runner could not run the tests: INTERNALERROR> "
+                                      "RuntimeError: tt device 0: failed to open"),
+            std::string::npos)
+      << r.status();
+  ASSERT_EQ(tools_.pytest_calls.size(), 1u) << "nothing run alone after it";
+}
+
 TEST_F(PlaybookRunTest, UnpackOverridePathWritesTheLoaderAndIsolatesACrash) {
   const json out = {{"type", "tuple"}, {"items", {Tensor({2, 3}), Tensor({2, 5})}}};
   for (const char* k :
