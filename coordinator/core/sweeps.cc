@@ -22,35 +22,6 @@ const Coordinator::SweepRt* Coordinator::FindRequestLocked(const std::string& re
   return nullptr;
 }
 
-namespace {
-
-// Why nothing of base can be carried into like ("" when something can): the input hash of every
-// entry covers its archs, executor, parameters and playbook (docs/farm.md, "Incremental
-// sweeps"), so a sweep that differs in any of the first three shares no hash with it.
-std::string CarryMismatch(const SweepRecord& base, const SweepRecord& like) {
-  if (base.archs != like.archs) {
-    return util::StrCat("archs ", util::StrJoin(base.archs, ","), ", not ",
-                        util::StrJoin(like.archs, ","));
-  }
-  if (base.request.executor() != like.request.executor()) {
-    return util::StrCat("executor ", base.request.executor(), ", not ", like.request.executor());
-  }
-  const std::map<std::string, std::string> a(base.request.params().begin(),
-                                             base.request.params().end());
-  const std::map<std::string, std::string> b(like.request.params().begin(),
-                                             like.request.params().end());
-  if (a != b) return "other executor parameters";
-  for (const auto& p : like.playbooks) {
-    if (std::find(base.playbooks.begin(), base.playbooks.end(), p) != base.playbooks.end()) {
-      return "";
-    }
-  }
-  return util::StrCat("playbooks ", util::StrJoin(base.playbooks, ","), ", none of ",
-                      util::StrJoin(like.playbooks, ","));
-}
-
-}  // namespace
-
 absl::StatusOr<const Coordinator::SweepRt*> Coordinator::CarryBaseLocked(const SweepRecord& like,
                                                                          std::string* why) const {
   const v1::StartSweepRequest& req = like.request;

@@ -68,6 +68,28 @@ std::string WhyNotCarried(const LoaderShards& planned, const LoaderShards* in_ba
 
 }  // namespace
 
+std::string CarryMismatch(const SweepRecord& base, const SweepRecord& like) {
+  if (base.archs != like.archs) {
+    return util::StrCat("archs ", util::StrJoin(base.archs, ","), ", not ",
+                        util::StrJoin(like.archs, ","));
+  }
+  if (base.request.executor() != like.request.executor()) {
+    return util::StrCat("executor ", base.request.executor(), ", not ", like.request.executor());
+  }
+  const std::map<std::string, std::string> a(base.request.params().begin(),
+                                             base.request.params().end());
+  const std::map<std::string, std::string> b(like.request.params().begin(),
+                                             like.request.params().end());
+  if (a != b) return "other executor parameters";
+  for (const auto& p : like.playbooks) {
+    if (std::find(base.playbooks.begin(), base.playbooks.end(), p) != base.playbooks.end()) {
+      return "";
+    }
+  }
+  return util::StrCat("playbooks ", util::StrJoin(base.playbooks, ","), ", none of ",
+                      util::StrJoin(like.playbooks, ","));
+}
+
 CarryPlan CarryForward(Plan& plan, const CarryBase& base, const CarryTarget& target) {
   CarryPlan out;
   out.summary.set_base(base.sweep_id);

@@ -33,6 +33,13 @@ struct CarryPlan {
   std::string note;  // one sentence for the sweep's notes: what was carried, why the rest runs
 };
 
+// Why nothing of base's results can be carried into like ("" when something can), as in
+// "archs p150, not n150": every entry's input hash covers its archs (in order), executor,
+// executor parameters and playbook (docs/farm.md, "Incremental sweeps"), so a sweep that differs
+// in archs, executor or parameters, or shares no playbook with like, shares no hash with it. The
+// base an incremental sweep picks without --since is the latest succeeded one with "" here.
+std::string CarryMismatch(const SweepRecord& base, const SweepRecord& like);
+
 // Incremental sweeps (docs/farm.md, "Incremental sweeps"). The unit is the loader, because all
 // of a loader's playbooks edit its one directory: a loader is carried when the plan's entries
 // of it, as (playbook, file, key, input hash), are exactly the base's first-wave entries of it,

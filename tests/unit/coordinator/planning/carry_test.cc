@@ -401,5 +401,39 @@ TEST(CarryWaves, AnOwnReverificationIsNewerThanTheCarriedResult) {
   EXPECT_TRUE(w.Next().shards.empty()) << "bert was verified with the line in wave 2";
 }
 
+// Which earlier sweep's results can be carried at all: the same archs in order, executor and
+// executor parameters, and a playbook in common.
+TEST(CarryMismatch, NamesWhatKeepsEveryHashApart) {
+  auto sweep = [](std::vector<std::string> archs, std::string executor,
+                  std::map<std::string, std::string> params, std::vector<std::string> playbooks) {
+    SweepRecord r;
+    r.archs = std::move(archs);
+    r.request.set_executor(executor);
+    for (const auto& [k, v] : params) (*r.request.mutable_params())[k] = v;
+    r.playbooks = std::move(playbooks);
+    return r;
+  };
+  const SweepRecord like = sweep({"n150", "p150"}, "native", {}, {"unpack", "bf16"});
+  struct Case {
+    const char* name;
+    SweepRecord base;
+    std::string want;
+  };
+  const Case cases[] = {
+      {"the same", sweep({"n150", "p150"}, "native", {}, {"unpack", "bf16"}), ""},
+      {"a playbook in common", sweep({"n150", "p150"}, "native", {}, {"bf16", "inputs"}), ""},
+      {"fewer archs", sweep({"n150"}, "native", {}, {"unpack"}), "archs n150, not n150,p150"},
+      {"archs in another order", sweep({"p150", "n150"}, "native", {}, {"unpack"}),
+       "archs p150,n150, not n150,p150"},
+      {"another executor", sweep({"n150", "p150"}, "command", {}, {"unpack"}),
+       "executor command, not native"},
+      {"other parameters", sweep({"n150", "p150"}, "native", {{"verify", "false"}}, {"unpack"}),
+       "other executor parameters"},
+      {"no playbook in common", sweep({"n150", "p150"}, "native", {}, {"inputs"}),
+       "playbooks inputs, none of unpack,bf16"},
+  };
+  for (const auto& c : cases) EXPECT_EQ(CarryMismatch(c.base, like), c.want) << c.name;
+}
+
 }  // namespace
 }  // namespace triage::coord
