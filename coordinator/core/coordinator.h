@@ -343,9 +343,7 @@ class Coordinator {
   // Among shards about to be committed: a verify phase queued again (from leased, running or
   // waiting) after its wave's next wave was planned drops the entries that wave verifies again.
   void SupersedeRequeuedLocked(std::vector<ShardRecord>& shards);
-  // Per entry of verify phase s: its output class got a registry line elsewhere in its wave
-  // (in the sweep's proposed lines, or among fresh classes, proposed by a result not yet
-  // applied), one s does not pre-apply. The next wave will most likely verify it again.
+  // planning::AtRisk of verify phase s, with the sweep's proposed lines and its options.
   std::vector<bool> AtRiskLocked(const SweepRt& sweep, const ShardRecord& s,
                                  const std::set<std::string>& fresh) const;
   // A verify phase the next wave will most likely verify again: every entry is at risk.

@@ -241,19 +241,8 @@ void Coordinator::SupersedeRequeuedLocked(std::vector<ShardRecord>& shards) {
 
 std::vector<bool> Coordinator::AtRiskLocked(const SweepRt& sweep, const ShardRecord& s,
                                             const std::set<std::string>& fresh) const {
-  std::vector<bool> out(s.spec.entries_size(), false);
-  if (!options_.early_waves || sweep.verify_may_change || s.spec.phase() != v1::PHASE_VERIFY ||
-      s.spec.has_carried_from() || s.spec.wave() >= kMaxWaves) {
-    return out;
-  }
-  std::set<std::string> applied;
-  for (const auto& op : s.spec.pre_registry()) applied.insert(op.cls());
-  for (int i = 0; i < s.spec.entries_size(); ++i) {
-    const std::string& cls = s.spec.entries(i).output_class();
-    out[i] = !cls.empty() && !applied.count(cls) &&
-             (fresh.count(cls) || sweep.proposed.count({s.spec.wave(), cls}));
-  }
-  return out;
+  return AtRisk(s.spec, options_.early_waves && !sweep.verify_may_change, kMaxWaves, sweep.proposed,
+                fresh);
 }
 
 bool Coordinator::LikelySupersededLocked(const SweepRt& sweep, const ShardRecord& s) const {

@@ -30,6 +30,24 @@ bool NeedsVerification(const v1::EntryOutcome& o) {
   return !kStopped.count(o.verdict());
 }
 
+std::vector<bool> AtRisk(const v1::ShardSpec& spec, bool enabled, int max_wave,
+                         const std::set<std::pair<int, std::string>>& proposed,
+                         const std::set<std::string>& fresh) {
+  std::vector<bool> out(spec.entries_size(), false);
+  if (!enabled || spec.phase() != v1::PHASE_VERIFY || spec.has_carried_from() ||
+      spec.wave() >= max_wave) {
+    return out;
+  }
+  std::set<std::string> applied;
+  for (const auto& op : spec.pre_registry()) applied.insert(op.cls());
+  for (int i = 0; i < spec.entries_size(); ++i) {
+    const std::string& cls = spec.entries(i).output_class();
+    out[i] = !cls.empty() && !applied.count(cls) &&
+             (fresh.count(cls) || proposed.count({spec.wave(), cls}));
+  }
+  return out;
+}
+
 bool AwaitsVerification(const v1::EntryOutcome& o) {
   if (o.disposition() != v1::EntryOutcome::DISPOSITION_UNSPECIFIED) {
     return o.disposition() == v1::EntryOutcome::VERIFY;

@@ -2,6 +2,7 @@
 
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "coordinator/model/model.h"
@@ -17,6 +18,16 @@ bool NeedsVerification(const v1::EntryOutcome& outcome);
 // A probe phase's outcome: ready, verified by a later phase (disposition VERIFY; without one,
 // verdict "ready").
 bool AwaitsVerification(const v1::EntryOutcome& outcome);
+
+// Per entry of verify phase `spec` (docs/farm.md, "Registry waves start early"): its output
+// class got a registry line elsewhere in its wave, one the phase does not pre-apply, so the next
+// wave will most likely verify it again. proposed: (wave, class) of every line the sweep's
+// results proposed so far; fresh: classes a result not yet applied proposes. All false when
+// early waves are off (`enabled`: the option, and no verify phase of the sweep can change a
+// file), for a probe or full phase, a carried shard, and a shard at max_wave.
+std::vector<bool> AtRisk(const v1::ShardSpec& spec, bool enabled, int max_wave,
+                         const std::set<std::pair<int, std::string>>& proposed,
+                         const std::set<std::string>& fresh);
 
 struct WavePlan {
   std::vector<ShardRecord> shards;     // the next wave (states waiting/queued, ids assigned)

@@ -171,5 +171,49 @@ TEST(Waves, NextWaveEstimatesFollowTheEntriesAndThePhase) {
   }
 }
 
+// Which entries of a queued verification the next registry wave will most likely verify again
+// (they wait behind the others, or move to a shard of their own): table cases, no Coordinator.
+TEST(AtRisk, EntriesWhoseClassGotALineElsewhereInTheirWave) {
+  auto verify = [](int wave, std::vector<std::string> classes) {
+    v1::ShardSpec s;
+    s.set_phase(v1::PHASE_VERIFY);
+    s.set_wave(wave);
+    for (const auto& c : classes) s.add_entries()->set_output_class(c);
+    return s;
+  };
+  const std::set<std::pair<int, std::string>> proposed = {{1, "Out"}, {2, "Later"}};
+  using V = std::vector<bool>;
+  struct Case {
+    const char* name;
+    v1::ShardSpec spec;
+    bool enabled;
+    std::set<std::string> fresh;
+    V want;
+  };
+  v1::ShardSpec pre = verify(1, {"Out", "Other"});
+  pre.add_pre_registry()->set_cls("Out");
+  v1::ShardSpec probe = verify(1, {"Out"});
+  probe.set_phase(v1::PHASE_PROBE);
+  v1::ShardSpec carried = verify(1, {"Out"});
+  carried.mutable_carried_from()->set_sweep_id("sw-0001");
+  const Case cases[] = {
+      {"a line for its class in its wave",
+       verify(1, {"Out", "Other", ""}),
+       true,
+       {},
+       V{true, false, false}},
+      {"a line of another wave", verify(1, {"Later"}), true, {}, V{false}},
+      {"a fresh line, not yet applied", verify(1, {"New", "Other"}), true, {"New"}, V{true, false}},
+      {"the line is pre-applied", pre, true, {}, V{false, false}},
+      {"early waves off", verify(1, {"Out"}), false, {}, V{false}},
+      {"a probe phase", probe, true, {}, V{false}},
+      {"a carried shard", carried, true, {}, V{false}},
+      {"the last wave", verify(3, {"Out"}), true, {"Out"}, V{false}},
+  };
+  for (const auto& c : cases) {
+    EXPECT_EQ(AtRisk(c.spec, c.enabled, 3, proposed, c.fresh), c.want) << c.name;
+  }
+}
+
 }  // namespace
 }  // namespace triage::coord
