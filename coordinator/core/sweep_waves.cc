@@ -325,17 +325,11 @@ std::vector<std::string> Coordinator::SplitLongLocked(const SweepRt& sweep, std:
         shards[k].spec.entries_size() < 2) {
       continue;
     }
-    // Whole, a shard within each agent's share of its arch's queued work (itself included)
-    // ends with the others: splitting it would only add sessions.
-    if (shards[k].expected_seconds <=
-        table_.FairShare(Requirement::Of(shards[k]), shards[k].expected_seconds)) {
-      continue;
-    }
-    // The first long entry stays where it is when every entry is long.
-    int left = shards[k].spec.entries_size();
-    for (int i = shards[k].spec.entries_size() - 1; i >= 0 && left > 1; --i) {
+    const std::vector<int> long_entries = LongEntriesToSplit(
+        shards[k].spec, shards[k].expected_seconds,
+        table_.FairShare(Requirement::Of(shards[k]), shards[k].expected_seconds), limit);
+    for (int i : long_entries) {
       const v1::ShardEntry& e = shards[k].spec.entries(i);
-      if (e.estimated() || e.expected_seconds() <= limit) continue;
       std::vector<bool> move(shards[k].spec.entries_size(), false);
       move[i] = true;
       const std::string key = e.key();
@@ -345,7 +339,6 @@ std::vector<std::string> Coordinator::SplitLongLocked(const SweepRt& sweep, std:
       for (const auto& o : shards[k].spec.entries()) planned += std::max(0.0, o.expected_seconds());
       ShardRecord n =
           SplitOffLocked(shards[k], move, planned > 0 ? seconds / planned : 0, number++);
-      --left;
       events.push_back(util::StrCat("shard ", shards[k].id, ": ", key, " split off to ", n.id,
                                     ": known to run ", static_cast<long long>(seconds),
                                     " s, over verify_batch_shard_max_seconds (",

@@ -48,6 +48,23 @@ std::vector<bool> AtRisk(const v1::ShardSpec& spec, bool enabled, int max_wave,
   return out;
 }
 
+std::vector<int> LongEntriesToSplit(const v1::ShardSpec& spec, double expected_seconds,
+                                    double fair_share, double limit) {
+  std::vector<int> out;
+  if (limit <= 0 || spec.phase() != v1::PHASE_VERIFY || spec.entries_size() < 2 ||
+      expected_seconds <= fair_share) {
+    return out;
+  }
+  int left = spec.entries_size();
+  for (int i = spec.entries_size() - 1; i >= 0 && left > 1; --i) {
+    const v1::ShardEntry& e = spec.entries(i);
+    if (e.estimated() || e.expected_seconds() <= limit) continue;
+    out.push_back(i);
+    --left;
+  }
+  return out;
+}
+
 bool AwaitsVerification(const v1::EntryOutcome& o) {
   if (o.disposition() != v1::EntryOutcome::DISPOSITION_UNSPECIFIED) {
     return o.disposition() == v1::EntryOutcome::VERIFY;

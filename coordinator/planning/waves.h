@@ -29,6 +29,15 @@ std::vector<bool> AtRisk(const v1::ShardSpec& spec, bool enabled, int max_wave,
                          const std::set<std::pair<int, std::string>>& proposed,
                          const std::set<std::string>& fresh);
 
+// The entries of a queued verify phase that leave it to run in shards of their own (docs/farm.md,
+// "Long entries run apart"), as indices from the last to the first: each with a recorded
+// duration (not an estimate) over `limit` seconds, the first long one staying when every entry is
+// long. None when limit <= 0, the phase has fewer than two entries, or it is within `fair_share`
+// (each agent's share of its arch's queued work, itself included) as it is: splitting it would
+// only add sessions.
+std::vector<int> LongEntriesToSplit(const v1::ShardSpec& spec, double expected_seconds,
+                                    double fair_share, double limit);
+
 struct WavePlan {
   std::vector<ShardRecord> shards;     // the next wave (states waiting/queued, ids assigned)
   std::vector<v1::RegistryOp> merged;  // the registry lines every next-wave shard pre-applies

@@ -215,5 +215,45 @@ TEST(AtRisk, EntriesWhoseClassGotALineElsewhereInTheirWave) {
   }
 }
 
+// Which entries of a released verification run apart (docs/farm.md, "Long entries run apart").
+TEST(LongEntriesToSplit, RecordedLongEntriesLeaveAShardOverItsFairShare) {
+  // Entries by expected seconds; a negative one is an estimate of that many seconds.
+  auto verify = [](std::vector<double> seconds) {
+    v1::ShardSpec s;
+    s.set_phase(v1::PHASE_VERIFY);
+    for (double x : seconds) {
+      auto* e = s.add_entries();
+      e->set_expected_seconds(x < 0 ? -x : x);
+      e->set_estimated(x < 0);
+    }
+    return s;
+  };
+  struct Case {
+    const char* name;
+    v1::ShardSpec spec;
+    double fair_share;
+    double limit;
+    std::vector<int> want;
+  };
+  v1::ShardSpec probe = verify({900, 10});
+  probe.set_phase(v1::PHASE_PROBE);
+  const Case cases[] = {
+      {"one long entry", verify({10, 900, 20}), 100, 600, {1}},
+      {"two, from the last", verify({700, 10, 900}), 100, 600, {2, 0}},
+      {"every entry long: the first stays", verify({700, 800, 900}), 100, 600, {2, 1}},
+      {"an estimate is not known to be long", verify({10, -900}), 100, 600, {}},
+      {"at the limit is not over it", verify({600, 10}), 100, 600, {}},
+      {"within its fair share", verify({10, 900}), 2000, 600, {}},
+      {"no limit", verify({10, 900}), 100, 0, {}},
+      {"one entry", verify({900}), 100, 600, {}},
+      {"not a verify phase", probe, 100, 600, {}},
+  };
+  for (const auto& c : cases) {
+    double seconds = 0;
+    for (const auto& e : c.spec.entries()) seconds += e.expected_seconds();
+    EXPECT_EQ(LongEntriesToSplit(c.spec, seconds, c.fair_share, c.limit), c.want) << c.name;
+  }
+}
+
 }  // namespace
 }  // namespace triage::coord
