@@ -337,9 +337,6 @@ class Coordinator {
   // verifies) taken out, as updated copies: those left with none are succeeded (superseded).
   std::vector<ShardRecord> SupersededLocked(const SweepRt& sweep, int wave,
                                             const std::set<std::string>& again);
-  // Takes the entries in `again` out of verify phase u; true if it had any. One left with none
-  // is succeeded (superseded); otherwise its estimate follows the entries left.
-  static bool DropEntriesVerifiedAgain(ShardRecord& u, const std::set<std::string>& again);
   // Among shards about to be committed: a verify phase queued again (from leased, running or
   // waiting) after its wave's next wave was planned drops the entries that wave verifies again.
   void SupersedeRequeuedLocked(std::vector<ShardRecord>& shards);

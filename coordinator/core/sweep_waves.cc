@@ -199,23 +199,6 @@ std::vector<ShardRecord> Coordinator::SupersededLocked(const SweepRt& sweep, int
   return out;
 }
 
-bool Coordinator::DropEntriesVerifiedAgain(ShardRecord& u, const std::set<std::string>& again) {
-  auto* entries = u.spec.mutable_entries();
-  const int planned = entries->size();
-  for (int i = entries->size() - 1; i >= 0; --i) {
-    if (again.count(EntryKey(entries->Get(i)))) entries->DeleteSubrange(i, 1);
-  }
-  if (entries->size() == planned) return false;
-  if (entries->empty()) {
-    u.state = ShardState::kSucceeded;
-    u.last_error = util::StrCat("superseded: wave ", u.spec.wave() + 1,
-                                " verifies its entries again with the merged registry lines");
-  } else {
-    u.expected_seconds = u.expected_seconds * entries->size() / planned;
-  }
-  return true;
-}
-
 // The same rule for a verification queued again (a failed attempt, an expired lease, an
 // on-call requeue) after the next wave was planned while it ran: its retry leaves out the
 // entries the next wave verifies again.

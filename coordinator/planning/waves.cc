@@ -65,6 +65,24 @@ std::vector<int> LongEntriesToSplit(const v1::ShardSpec& spec, double expected_s
   return out;
 }
 
+bool DropEntriesVerifiedAgain(ShardRecord& u, const std::set<std::string>& again) {
+  auto* entries = u.spec.mutable_entries();
+  const int planned = entries->size();
+  for (int i = entries->size() - 1; i >= 0; --i) {
+    const v1::ShardEntry& e = entries->Get(i);
+    if (again.count(e.file() + "\n" + e.key())) entries->DeleteSubrange(i, 1);
+  }
+  if (entries->size() == planned) return false;
+  if (entries->empty()) {
+    u.state = ShardState::kSucceeded;
+    u.last_error = util::StrCat("superseded: wave ", u.spec.wave() + 1,
+                                " verifies its entries again with the merged registry lines");
+  } else {
+    u.expected_seconds = u.expected_seconds * entries->size() / planned;
+  }
+  return true;
+}
+
 bool AwaitsVerification(const v1::EntryOutcome& o) {
   if (o.disposition() != v1::EntryOutcome::DISPOSITION_UNSPECIFIED) {
     return o.disposition() == v1::EntryOutcome::VERIFY;

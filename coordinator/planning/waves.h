@@ -38,6 +38,11 @@ std::vector<bool> AtRisk(const v1::ShardSpec& spec, bool enabled, int max_wave,
 std::vector<int> LongEntriesToSplit(const v1::ShardSpec& spec, double expected_seconds,
                                     double fair_share, double limit);
 
+// Takes the entries in `again` (file + '\n' + key) out of verify phase u, which the next wave
+// verifies again; true if it had any. One left with none is succeeded (superseded, last_error
+// says by which wave); otherwise its expected seconds follow the entries left.
+bool DropEntriesVerifiedAgain(ShardRecord& u, const std::set<std::string>& again);
+
 struct WavePlan {
   std::vector<ShardRecord> shards;     // the next wave (states waiting/queued, ids assigned)
   std::vector<v1::RegistryOp> merged;  // the registry lines every next-wave shard pre-applies

@@ -255,5 +255,43 @@ TEST(LongEntriesToSplit, RecordedLongEntriesLeaveAShardOverItsFairShare) {
   }
 }
 
+// A verification the next wave verifies again gives up those entries (docs/farm.md, "Registry
+// waves start early").
+TEST(DropEntriesVerifiedAgain, KeepsTheRestOrEndsTheShardSuperseded) {
+  auto shard = [] {
+    ShardRecord u;
+    u.spec.set_phase(v1::PHASE_VERIFY);
+    u.spec.set_wave(1);
+    for (const char* k : {"a", "b", "c", "d"}) {
+      auto* e = u.spec.add_entries();
+      e->set_file("f.yaml");
+      e->set_key(k);
+    }
+    u.expected_seconds = 400;
+    u.state = ShardState::kQueued;
+    return u;
+  };
+  ShardRecord none = shard();
+  EXPECT_FALSE(DropEntriesVerifiedAgain(none, {"f.yaml\nx", "g.yaml\na"}));
+  EXPECT_EQ(none.spec.entries_size(), 4);
+  EXPECT_EQ(none.expected_seconds, 400);
+
+  ShardRecord some = shard();
+  EXPECT_TRUE(DropEntriesVerifiedAgain(some, {"f.yaml\nb", "f.yaml\nd"}));
+  ASSERT_EQ(some.spec.entries_size(), 2);
+  EXPECT_EQ(some.spec.entries(0).key(), "a");
+  EXPECT_EQ(some.spec.entries(1).key(), "c");
+  EXPECT_EQ(some.expected_seconds, 200) << "follows the entries left";
+  EXPECT_EQ(some.state, ShardState::kQueued);
+
+  ShardRecord all = shard();
+  EXPECT_TRUE(DropEntriesVerifiedAgain(all, {"f.yaml\na", "f.yaml\nb", "f.yaml\nc", "f.yaml\nd"}));
+  EXPECT_EQ(all.spec.entries_size(), 0);
+  EXPECT_EQ(all.state, ShardState::kSucceeded);
+  EXPECT_EQ(all.last_error,
+            "superseded: wave 2 verifies its entries again with the merged registry "
+            "lines");
+}
+
 }  // namespace
 }  // namespace triage::coord
