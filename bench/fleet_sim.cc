@@ -81,9 +81,12 @@ struct Options {
   double verify_batch_shard_max = 600;  // the coordinator's verify_batch_shard_max_seconds
   bool report_at_end = false;           // a batch's shards are reported when it ends, not as passed
   double verify_gather = 300;           // the coordinator's verify_gather_seconds
-  int learn_estimates_after = 5;        // the coordinator's learn_estimates_after
-  bool wave_barrier = false;            // a registry wave waits for every shard of the one before
-  bool second_week = false;  // each fleet again, planned with what the farm's sweep measured
+  double backup_after = coord::BackupPolicy{}.after;  // the coordinator's backup_after
+  double backup_slack =                               // its backup_slack_seconds
+      ToSeconds(coord::BackupPolicy{}.slack);
+  int learn_estimates_after = 5;  // the coordinator's learn_estimates_after
+  bool wave_barrier = false;      // a registry wave waits for every shard of the one before
+  bool second_week = false;       // each fleet again, planned with what the farm's sweep measured
   std::string scope = "failing";
   std::uint64_t seed = 1;
   Rates rates;
@@ -97,6 +100,7 @@ struct Options {
   bool plan_only = false;  // scale: plan the sweep, do not run it
   int seeds = 1;           // > 1: also the seeds section, seeds seed .. seed + seeds - 1
   bool verbose = false;
+  bool trace = false;  // each attempt's start and end on stderr
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -332,7 +336,10 @@ struct RunResult {
   int failed_attempts = 0;
   int expired = 0;
   int entries = 0;
-  int device_sessions = 0;  // pytest sessions on devices (a batch's is one)
+  int device_sessions = 0;    // pytest sessions on devices (a batch's is one)
+  int backups = 0;            // backup leases granted
+  int backups_won = 0;        // of those, the ones whose result was accepted first
+  double backup_seconds = 0;  // device time the backup attempts ran
   double wall_seconds = 0;
   double plan_seconds = 0;
   long rss_kib = 0;
@@ -343,14 +350,34 @@ struct RunResult {
   std::map<std::string, double> measured;
 };
 
+std::string Hours(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.2f h", s / 3600);
+  return buf;
+}
+
+std::string Fixed(double v, int digits) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.*f", digits, v);
+  return buf;
+}
+
 class QueueWaits : public coord::CoordinatorMetrics {
  public:
   void ShardQueueWait(std::string_view arch, std::string_view, double seconds) override {
     waits[std::string(arch)].push_back(seconds);
   }
   void LeaseExpired(std::string_view, std::string_view) override { ++expired; }
+  void BackupLease(std::string_view, std::string_view outcome) override {
+    if (outcome == "granted") ++backups;
+    if (outcome == "won") ++backups_won;
+  }
+  void BackupSeconds(std::string_view, double seconds) override { backup_seconds += seconds; }
   std::map<std::string, std::vector<double>> waits;
   int expired = 0;
+  int backups = 0;
+  int backups_won = 0;
+  double backup_seconds = 0;
 };
 
 long RssKib(const char* field) {
@@ -399,6 +426,9 @@ class Simulation {
         std::chrono::duration_cast<Duration>(std::chrono::duration<double>(o_.verify_gather));
     copts.learn_estimates_after = o_.learn_estimates_after;
     copts.early_waves = !o_.wave_barrier;
+    copts.backups.after = o_.backup_after;
+    copts.backups.slack =
+        std::chrono::duration_cast<Duration>(std::chrono::duration<double>(o_.backup_slack));
     start_ = clock_.Now();
     coord::Coordinator coord(
         copts, store->get(), &clock_,
@@ -509,6 +539,9 @@ class Simulation {
     r.entries = w_.entries;
     r.device_sessions = device_sessions_;
     r.expired = metrics_.expired;
+    r.backups = metrics_.backups;
+    r.backups_won = metrics_.backups_won;
+    r.backup_seconds = metrics_.backup_seconds;
     coord_ = nullptr;
     r.wall_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
@@ -636,9 +669,20 @@ class Simulation {
         *req.mutable_result() = e.result;
         auto resp = coord_->Complete(req);
         busy_[a.arch] += e.seconds;
-        if (resp.ok() && resp->accepted()) {
+        const std::string shard_id = held->shard().shard_id();
+        // A failure reported while another attempt of the shard runs (a backup) overlapped it:
+        // the shard's chain goes on with that attempt.
+        const bool overlapped =
+            e.result.status() != v1::ShardResult::SUCCEEDED && in_flight_[shard_id] > 1;
+        --in_flight_[shard_id];
+        if (o_.trace) {
+          std::cerr << Fixed(Now() / 3600, 3) << " end " << a.id << " " << shard_id << " "
+                    << Fixed(e.seconds, 0) << " s "
+                    << (resp.ok() && resp->accepted() ? "accepted" : "refused") << "\n";
+        }
+        if (resp.ok() && resp->accepted() && !overlapped) {
           // A shard's reported attempts run one after the other under any policy.
-          ran_[held->shard().shard_id()] += e.seconds;
+          ran_[shard_id] += e.seconds;
           done_work_[e.lane] += e.seconds;
         } else {
           lost_work_[e.lane] += e.seconds;
@@ -654,6 +698,7 @@ class Simulation {
         return;
       }
       case Kind::kDie:
+        for (const auto& l : a.leases) --in_flight_[l.shard().shard_id()];
         if (a.busy) {
           const v1::ShardSpec& spec = a.leases.front().shard();
           lost_work_[spec.phase() == v1::PHASE_PROBE ? "cpu" : spec.arch()] += Now() - a.started;
@@ -691,8 +736,29 @@ class Simulation {
       req.set_agent_id(a.id);
       req.set_session_id(a.session);
       for (const auto& l : a.leases) req.add_lease_ids(l.lease_id());
-      (void)coord_->Heartbeat(req);
+      auto resp = coord_->Heartbeat(req);
+      if (!resp.ok() || !a.busy) continue;
+      for (const auto& id : resp->revoked_lease_ids()) {
+        const bool held = std::any_of(a.leases.begin(), a.leases.end(),
+                                      [&](const auto& l) { return l.lease_id() == id; });
+        if (held) {
+          Stop(a);  // as the agent does: the lease's batch stops whole
+          break;
+        }
+      }
     }
+  }
+
+  // The agent stops what it runs (a revoked lease): the time so far is lost, its finish events
+  // find nothing to report.
+  void Stop(Agent& a) {
+    for (const auto& l : a.leases) --in_flight_[l.shard().shard_id()];
+    const v1::ShardSpec& spec = a.leases.front().shard();
+    lost_work_[spec.phase() == v1::PHASE_PROBE ? "cpu" : spec.arch()] += Now() - a.started;
+    busy_[a.arch] += Now() - a.started;
+    a.leases.clear();
+    a.busy = false;
+    if (a.draining) a.away.push_back({Now(), 1e18});
   }
 
   // Idle agents ask for work (a Lease without waiting, answered at once).
@@ -735,7 +801,10 @@ class Simulation {
   void Start(std::size_t i) {
     Agent& a = agents_[i];
     std::vector<ShardRun> runs;
-    for (const auto& lease : a.leases) runs.push_back(RunShard(lease.shard()));
+    for (const auto& lease : a.leases) {
+      runs.push_back(RunShard(lease.shard()));
+      ++in_flight_[lease.shard().shard_id()];
+    }
     if (a.leases.front().shard().phase() != v1::PHASE_PROBE) ++device_sessions_;
     std::vector<double> done_at(runs.size(), runs.front().seconds);  // seconds after the start
     if (runs.size() > 1) {
@@ -775,6 +844,11 @@ class Simulation {
     }
     for (std::size_t k = 0; k < a.leases.size(); ++k) {
       const v1::ShardSpec& spec = a.leases[k].shard();
+      if (o_.trace) {
+        std::cerr << Fixed(Now() / 3600, 3) << " start " << a.id << " " << spec.shard_id() << " ["
+                  << k << "/" << a.leases.size() << "] " << spec.entries_size()
+                  << " entries, ends +" << Fixed(done_at[k], 0) << " s\n";
+      }
       runs[k].result.set_duration_seconds(runs[k].seconds);
       Push(Now() + done_at[k], Kind::kFinish, i, a.leases[k].lease_id(), std::move(runs[k].result),
            runs[k].seconds, spec.phase() == v1::PHASE_PROBE ? "cpu" : spec.arch());
@@ -981,7 +1055,8 @@ class Simulation {
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
   std::uint64_t next_event_ = 0;
   std::map<std::string, int> attempt_of_;
-  std::map<std::string, double> ran_;  // shard id -> seconds of its reported attempts
+  std::map<std::string, double> ran_;     // shard id -> seconds of its reported attempts
+  std::map<std::string, int> in_flight_;  // shard id -> its attempts running (a backup: 2)
   std::map<std::string, double> done_work_, lost_work_;
   std::map<std::string, double> busy_;  // agent arch -> seconds running shards
   int attempts_ = 0;
@@ -992,18 +1067,6 @@ class Simulation {
 // ---------------------------------------------------------------------------------------------
 // Output
 
-std::string Hours(double s) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.2f h", s / 3600);
-  return buf;
-}
-
-std::string Fixed(double v, int digits) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.*f", digits, v);
-  return buf;
-}
-
 void PrintFleet(const Fleet& f, const std::vector<RunResult>& runs) {
   std::vector<std::string> lanes;
   for (const auto& [lane, stats] : runs.front().lanes) lanes.push_back(lane);
@@ -1011,10 +1074,10 @@ void PrintFleet(const Fleet& f, const std::vector<RunResult>& runs) {
   std::cout << "| policy | makespan | bound (by) | makespan/bound | ";
   for (const auto& l : lanes) std::cout << "util " << l << " | ";
   std::cout << "device s / entry | device sessions | wait p50 / p99 (device) | shards | waves | "
-               "attempts (failed, expired) | wall |\n";
+               "attempts (failed, expired) | backups (won) | backup device h | wall |\n";
   std::cout << "|---|---|---|---|";
   for (std::size_t i = 0; i < lanes.size(); ++i) std::cout << "---|";
-  std::cout << "---|---|---|---|---|---|---|\n";
+  std::cout << "---|---|---|---|---|---|---|---|---|\n";
   for (const auto& r : runs) {
     std::cout << "| " << r.policy << (r.finished ? "" : " (" + r.state + ")") << " | "
               << Hours(r.makespan) << " | " << Hours(r.bound) << " (" << r.bound_by << ") | "
@@ -1035,7 +1098,8 @@ void PrintFleet(const Fleet& f, const std::vector<RunResult>& runs) {
     std::cout << Fixed(Percentile(device_waits, 0.5) / 60, 1) << " / "
               << Fixed(Percentile(device_waits, 0.99) / 60, 1) << " min | " << r.shards << " | "
               << r.waves << " | " << r.attempts << " (" << r.failed_attempts << ", " << r.expired
-              << ") | " << Fixed(r.wall_seconds, 1) << " s |\n";
+              << ") | " << r.backups << " (" << r.backups_won << ") | "
+              << Fixed(r.backup_seconds / 3600, 2) << " | " << Fixed(r.wall_seconds, 1) << " s |\n";
   }
 }
 
@@ -1111,6 +1175,8 @@ int SeedsSection(Options o, const std::vector<Fleet>& fleets, bool* all_finished
   const std::uint64_t first = o.seed;
   struct Figures {
     std::vector<double> makespan, ratio;
+    double backup_seconds = 0;
+    int backups = 0;
     int faster_than_farm = 0;
   };
   std::map<std::string, std::map<std::string, Figures>> by_fleet;  // fleet -> policy -> figures
@@ -1129,6 +1195,8 @@ int SeedsSection(Options o, const std::vector<Fleet>& fleets, bool* all_finished
           Figures& f = by_fleet[key][r.policy];
           f.makespan.push_back(r.makespan);
           f.ratio.push_back(r.makespan / std::max(1.0, r.bound));
+          f.backup_seconds += r.backup_seconds;
+          f.backups += r.backups;
           if (r.policy == "farm") *worst_farm = std::max(*worst_farm, f.ratio.back());
           makespan[r.policy] = r.makespan;
         }
@@ -1156,8 +1224,9 @@ int SeedsSection(Options o, const std::vector<Fleet>& fleets, bool* all_finished
               << ": fleet " << spec << "\n";
     std::cout << "| policy | mean makespan | median makespan | mean makespan/bound | worst "
                  "makespan/bound | seeds above "
-              << kBoundTarget << " | seeds faster than farm |\n";
-    std::cout << "|---|---|---|---|---|---|---|\n";
+              << kBoundTarget
+              << " | seeds faster than farm | backups per seed | backup device h per seed |\n";
+    std::cout << "|---|---|---|---|---|---|---|---|---|\n";
     for (const auto& policy : o.policies) {
       const Figures& f = by_fleet[spec][policy];
       auto mean = [](const std::vector<double>& v) {
@@ -1173,7 +1242,8 @@ int SeedsSection(Options o, const std::vector<Fleet>& fleets, bool* all_finished
                 << Fixed(worst, 3) << " | " << above << " of " << o.seeds << " | "
                 << (policy == "farm" ? std::string("-")
                                      : util::StrCat(f.faster_than_farm, " of ", o.seeds))
-                << " |\n";
+                << " | " << Fixed(f.backups / static_cast<double>(o.seeds), 1) << " | "
+                << Fixed(f.backup_seconds / 3600 / o.seeds, 2) << " |\n";
     }
   }
   return 0;
@@ -1215,6 +1285,14 @@ int Main(int argc, char** argv) {
   app.add_flag("--wave-barrier", o.wave_barrier,
                "The coordinator plans a registry wave when every shard of the wave before has "
                "ended, not its first phases (as it did before)");
+  app.add_option("--backup-after", o.backup_after,
+                 "The coordinator's backup_after: a leased shard that ran this many times its "
+                 "expected seconds, plus the slack, may get a backup lease on an idle agent (0: "
+                 "no backups)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--backup-slack", o.backup_slack,
+                 "The coordinator's backup_slack_seconds: and this long more")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--verify-gather", o.verify_gather,
                  "The coordinator's verify_gather_seconds: how long a device agent may probe "
                  "instead of verifying alone")
@@ -1259,6 +1337,8 @@ int Main(int argc, char** argv) {
       "--plan-only", o.plan_only,
       "Scale section: plan each sweep (planning time, memory, database) without running it");
   app.add_flag("-v,--verbose", o.verbose, "Coordinator logs");
+  app.add_flag("--trace", o.trace,
+               "Each attempt's start and end on stderr (simulated hours, agent, shard, seconds)");
   app.set_version_flag("--version", "fleet_sim " TRIAGE_VERSION);
   CLI11_PARSE(app, argc, argv);
   const Rates& rates = o.rates;

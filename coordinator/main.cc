@@ -63,6 +63,9 @@ struct CoordinatorConfig {
   std::int64_t verify_batch_shard_max_seconds = 600;
   std::int64_t verify_gather_seconds = 300;
   std::int64_t learn_estimates_after = 5;
+  double backup_after = triage::coord::BackupPolicy{}.after;
+  std::int64_t backup_slack_seconds =
+      std::chrono::duration_cast<std::chrono::seconds>(triage::coord::BackupPolicy{}.slack).count();
   std::int64_t min_trusted_seconds = 5;
   std::string log_level = "info";
 
@@ -126,6 +129,13 @@ struct CoordinatorConfig {
           "instead of running a verify shard alone, so that verifications gather into a batch "
           "(0: never)",
           Range{0, kMaxSeconds});
+    s.Add("backup_after", &backup_after,
+          "an idle agent with nothing queued for it runs a backup attempt of a leased shard once "
+          "the lease has run this many times its expected seconds plus backup_slack_seconds; the "
+          "first accepted result decides the shard (0: no backups; docs/farm.md, \"Backup "
+          "leases\")");
+    s.Add("backup_slack_seconds", &backup_slack_seconds,
+          "added to backup_after times a lease's expected seconds", Range{0, kMaxSeconds});
     s.Add("learn_estimates_after", &learn_estimates_after,
           "after a sweep measured this many verifications of entries planned at an estimate, their "
           "mean stands in for such estimates in verify_batch_max_seconds (0: never)",
@@ -207,13 +217,17 @@ absl::Status WriteMarker(const std::filesystem::path& dir, bool created) {
   return triage::util::WriteFileAtomic(dir / kMarkerName, id + "\n");
 }
 
-// What the schema cannot check setting by setting: tokens or insecure, the backoff bounds
-// against each other, the default archs against the known ones.
+// What the schema cannot check setting by setting: tokens or insecure, the backup factor, the
+// backoff bounds against each other, the default archs against the known ones.
 absl::Status CheckSettings(const CoordinatorConfig& cfg) {
   using triage::util::StrCat;
   if (!cfg.insecure && cfg.tokens_file.empty()) {
     return absl::InvalidArgumentError(
         "no tokens_file: give bearer tokens, or set insecure for a trusted network");
+  }
+  if (!(cfg.backup_after >= 0 && cfg.backup_after <= 1000)) {
+    return absl::InvalidArgumentError(
+        StrCat("backup_after (", cfg.backup_after, ") is not a factor in 0 .. 1000"));
   }
   if (cfg.backoff_max_seconds < cfg.backoff_base_seconds) {
     return absl::InvalidArgumentError(StrCat("backoff_max_seconds (", cfg.backoff_max_seconds,
@@ -293,6 +307,8 @@ triage::coord::CoordinatorOptions CoordinatorOptionsFrom(const CoordinatorConfig
   options.verify_batch_shard_max = std::chrono::seconds(cfg.verify_batch_shard_max_seconds);
   options.verify_gather = std::chrono::seconds(cfg.verify_gather_seconds);
   options.learn_estimates_after = static_cast<int>(cfg.learn_estimates_after);
+  options.backups.after = cfg.backup_after;
+  options.backups.slack = std::chrono::seconds(cfg.backup_slack_seconds);
   options.min_trusted_seconds = static_cast<double>(cfg.min_trusted_seconds);
   return options;
 }

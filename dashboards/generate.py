@@ -133,6 +133,13 @@ FLEET = dashboard(
         panel("Lease expirations",
               f'sum by (arch, reason) (increase(triage_lease_expirations_total{{arch=~"$arch"}}[{RI}]))',
               legend="{{arch}} {{reason}}"),
+        panel("Backup leases of stragglers, and device time they ran",
+              [f'sum by (arch, outcome) (increase(triage_backup_leases_total{{arch=~"$arch"}}[{RI}]))',
+               f'sum by (arch) (increase(triage_backup_device_seconds_total{{arch=~"$arch"}}[{RI}])) / 3600'],
+              legend=["{{arch}} {{outcome}}", "{{arch}} device hours"],
+              description=("Granted, then won (the backup's result decided the shard) or lost; "
+                           "and the hours backup attempts ran, whatever their outcome "
+                           "(docs/farm.md, \"Backup leases\").")),
         panel("Requeues, manual vs auto",
               f'sum by (source) (increase(triage_requeues_total{{arch=~"$arch"}}[{RI}]))',
               legend="{{source}}"),

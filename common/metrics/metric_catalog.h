@@ -136,6 +136,22 @@ inline constexpr MetricDef kLeaseExpirationsTotal{
     .labels = {"arch", "reason"},
 };
 
+inline constexpr MetricDef kBackupLeasesTotal{
+    .name = "triage_backup_leases_total",
+    .type = MetricType::kCounter,
+    .help =
+        "Backup leases of stragglers (granted; then won: its result was accepted first, or lost: "
+        "the first lease's was)",
+    .labels = {"arch", "outcome"},
+};
+
+inline constexpr MetricDef kBackupDeviceSecondsTotal{
+    .name = "triage_backup_device_seconds_total",
+    .type = MetricType::kCounter,
+    .help = "Seconds backup attempts ran, whatever their outcome",
+    .labels = {"arch"},
+};
+
 inline constexpr MetricDef kRequeuesTotal{
     .name = "triage_requeues_total",
     .type = MetricType::kCounter,
@@ -300,6 +316,8 @@ inline constexpr auto kCoordinatorMetrics = std::to_array<const MetricDef*>({
     &kShardAttempts,
     &kVerifyBatchShards,
     &kLeaseExpirationsTotal,
+    &kBackupLeasesTotal,
+    &kBackupDeviceSecondsTotal,
     &kRequeuesTotal,
     &kStaleResultsRejectedTotal,
     &kAgents,

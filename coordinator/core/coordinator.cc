@@ -68,6 +68,13 @@ absl::Status Coordinator::CommitLocked(Mutation& m, std::vector<ShardRecord>& sh
   m.agents.clear();
   for (const auto& a : agents) m.agents.push_back(&a);
   if (absl::Status st = journal_.Stage(m, after); !st.ok()) return st;
+  for (const auto& a : m.attempts) {
+    // Device time spent on backups (docs/farm.md, "Backup leases"), counted when one ends.
+    if (!a.backup || a.outcome.empty()) continue;
+    if (const ShardRecord* s = table_.FindShard(a.shard_id)) {
+      metrics_->BackupSeconds(LeaseTable::ShardArch(*s), ToSeconds(a.ended_at - a.granted_at));
+    }
+  }
   if (m.result) ApplyResultLocked(*m.result);
   std::set<std::string> touched_sweeps;
   for (auto& a : agents) table_.Put(std::move(a));
@@ -167,10 +174,13 @@ absl::StatusOr<v1::LeaseResponse> Coordinator::GrantLocked(const AgentRecord& ag
   if (auto st = CommitLocked(m, shards, agents, after); !st.ok()) return st;
   if (verify) metrics_->VerifyBatch(arch, static_cast<int>(ids.size()));
   std::vector<const ShardRecord*> granted;
+  double planned = 0;  // a batch's shard ends after those before it
   for (std::size_t i = 0; i < ids.size(); ++i) {
     const ShardRecord& g = table_.shard(ids[i]);
     granted.push_back(&g);
     table_.RememberRequest(g.lease->lease_id, request_id, static_cast<int>(i));
+    planned += std::max(0.0, g.expected_seconds);
+    table_.RememberPlan(g.lease->lease_id, planned);
     const std::string with =
         i == 0 ? std::string() : util::StrCat(" in a batch with ", ids.front());
     EmitLocked(sweep_id, util::StrCat("shard ", g.id, " leased by ", g.lease->agent_id, with),
@@ -179,6 +189,28 @@ absl::StatusOr<v1::LeaseResponse> Coordinator::GrantLocked(const AgentRecord& ag
                                util::StrCat("leased by ", g.lease->agent_id, with)));
   }
   return LeaseTable::Granted(granted);
+}
+
+absl::StatusOr<v1::LeaseResponse> Coordinator::GrantBackupLocked(const AgentRecord& agent,
+                                                                 const ShardRecord& straggler,
+                                                                 Effects& after) {
+  const TimePoint now = clock_->Now();
+  Mutation m;
+  m.name = "GrantBackup";
+  std::vector<ShardRecord> shards{table_.GrantBackup(agent, straggler, now, m)};
+  std::vector<AgentRecord> agents;
+  const std::string id = straggler.id;
+  const std::string sweep_id = straggler.sweep_id;
+  const std::string why =
+      util::StrCat("backup on ", agent.dims.agent_id(), ": running on ", straggler.lease->agent_id,
+                   " for ", static_cast<long long>(ToSeconds(now - straggler.lease->granted_at)),
+                   " s, expected ", static_cast<long long>(straggler.expected_seconds), " s");
+  if (auto st = CommitLocked(m, shards, agents, after); !st.ok()) return st;
+  const ShardRecord& s = table_.shard(id);
+  table_.RememberPlan(s.backup->lease_id, s.expected_seconds);
+  EmitLocked(sweep_id, util::StrCat("shard ", id, " ", why), after);
+  after.push_back(AttemptLog(spdlog::level::info, sweep_id, id, s.backup->lease_id, why));
+  return LeaseTable::GrantedBackup(s);
 }
 
 std::int64_t Coordinator::Lease(const v1::LeaseRequest& req, LeaseCallback done) {
@@ -202,6 +234,9 @@ std::int64_t Coordinator::Lease(const v1::LeaseRequest& req, LeaseCallback done)
         after.Answer(done, resp);
       } else if (const ShardRecord* shard = table_.FindMatch(*agent, now, req.max_batch())) {
         after.Answer(done, GrantLocked(*agent, *shard, req.request_id(), req.max_batch(), after));
+      } else if (const ShardRecord* straggler = table_.FindStraggler(*agent, now)) {
+        // Nothing queued for it: it runs a second attempt of a straggler.
+        after.Answer(done, GrantBackupLocked(*agent, *straggler, after));
       } else if (req.wait_ms() <= 0) {
         after.Answer(done, resp);
       } else {
@@ -350,6 +385,9 @@ absl::StatusOr<v1::CompleteResponse> Coordinator::RecordResultLocked(ShardRecord
   Mutation m;
   m.name = "RecordResult";
   m.attempts.push_back(LeaseTable::EndedAttempt(s, now, "succeeded", ""));
+  // A backup, or the lease a backup beat: superseded in this commit.
+  const std::optional<LeaseInfo> other = s.backup;
+  table_.EndOtherAttempt(s, now, m);
   ResultRecord r;
   r.lease_id = lease.lease_id;
   r.shard_id = s.id;
@@ -442,6 +480,14 @@ absl::StatusOr<v1::CompleteResponse> Coordinator::RecordResultLocked(ShardRecord
   }
   after.push_back(AttemptLog(spdlog::level::info, sweep_id, id, lease.lease_id,
                              util::StrCat("completed by ", lease.agent_id)));
+  if (other) {
+    const std::string race =
+        util::StrCat(lease.backup ? "backup on " : "first lease on ", lease.agent_id,
+                     " accepted first; ", other->backup ? "the backup on " : "the first lease on ",
+                     other->agent_id, " is superseded");
+    EmitLocked(sweep_id, util::StrCat("shard ", id, ": ", race), after);
+    after.push_back(AttemptLog(spdlog::level::info, sweep_id, id, other->lease_id, race));
+  }
   v1::CompleteResponse resp;
   resp.set_accepted(true);
   return resp;

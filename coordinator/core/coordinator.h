@@ -48,6 +48,7 @@ struct CoordinatorOptions {
   // SchedulingOptions::verify_batch_shard_max
   Duration verify_batch_shard_max = std::chrono::minutes(10);
   Duration verify_gather = std::chrono::minutes(5);  // SchedulingOptions::verify_gather
+  BackupPolicy backups;                              // SchedulingOptions::backups
   // Once a sweep has measured this many verifications of entries planned at an estimate, their
   // mean stands in for such estimates in verify_batch_max (0: never).
   int learn_estimates_after = 5;
@@ -70,7 +71,8 @@ struct CoordinatorOptions {
             .device_probes = device_probes,
             .verify_batch_max = verify_batch_max,
             .verify_batch_shard_max = verify_batch_shard_max,
-            .verify_gather = verify_gather};
+            .verify_gather = verify_gather,
+            .backups = backups};
   }
   // Per entry, by playbook: the catalog's estimates (agent/playbooks/catalog.h).
   std::map<std::string, double> playbook_estimates = playbooks::CatalogEstimates();
@@ -283,6 +285,9 @@ class Coordinator {
   absl::StatusOr<v1::LeaseResponse> GrantLocked(const AgentRecord& agent, const ShardRecord& shard,
                                                 const std::string& request_id, int max_batch,
                                                 Effects& after);
+  // Grants a second attempt of straggler to an idle agent (docs/farm.md, "Backup leases").
+  absl::StatusOr<v1::LeaseResponse> GrantBackupLocked(const AgentRecord& agent,
+                                                      const ShardRecord& straggler, Effects& after);
   void ServeWaitersLocked(Effects& after);
   absl::StatusOr<v1::CompleteResponse> CompleteLocked(const v1::CompleteRequest& req,
                                                       Effects& after);

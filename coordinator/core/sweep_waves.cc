@@ -97,14 +97,7 @@ bool Coordinator::PlanWaveLocked(const std::string& sweep_id, Effects& after) {
 
 void Coordinator::GateAheadLocked(const SweepRt& sweep, std::vector<ShardRecord>& shards) const {
   if (!options_.early_waves || sweep.verify_may_change) return;
-  std::map<std::string, double> gates;  // loader -> the longest verification to come again
-  for (const auto& s : shards) {
-    if (s.state != ShardState::kQueued || !s.likely_superseded || s.sweep_id != sweep.rec.id) {
-      continue;
-    }
-    double& g = gates[s.spec.loader()];
-    g = std::max(g, s.expected_seconds);
-  }
+  const std::map<std::string, double> gates = VerificationsAgainByLoader(shards, sweep.rec.id);
   if (gates.empty()) return;
   std::map<std::string, std::size_t> listed;
   for (std::size_t k = 0; k < shards.size(); ++k) listed[shards[k].id] = k;
@@ -113,10 +106,7 @@ void Coordinator::GateAheadLocked(const SweepRt& sweep, std::vector<ShardRecord>
     if (ids == sweep.shards_by_loader.end()) continue;
     for (const auto& id : ids->second) {
       const ShardRecord& q = table_.shard(id);
-      if (q.state != ShardState::kQueued || q.spec.phase() == v1::PHASE_VERIFY || q.spec.ahead() ||
-          q.spec.wave() != sweep.wave || q.gates_seconds >= seconds) {
-        continue;
-      }
+      if (!TakesGate(q, sweep.wave, seconds)) continue;
       if (auto at = listed.find(id); at != listed.end()) {
         shards[at->second].gates_seconds = seconds;
       } else {
@@ -136,17 +126,8 @@ void Coordinator::PlanAheadLocked(SweepRt& sweep, const std::set<std::string>& l
   }
   // Planning reads every result: only for loaders with an entry of a class some result of
   // these waves proposed a line for, and with those loaders' shards only.
-  std::set<std::string> lined;
-  for (const auto& [w, cls] : sweep.proposed) lined.insert(cls);
-  std::set<std::string> with_lines;
-  for (const auto& l : loaders) {
-    auto classes = sweep.classes_by_loader.find(l);
-    if (classes == sweep.classes_by_loader.end()) continue;
-    if (std::any_of(classes->second.begin(), classes->second.end(),
-                    [&](const std::string& c) { return lined.count(c) > 0; })) {
-      with_lines.insert(l);
-    }
-  }
+  const std::set<std::string> with_lines =
+      LoadersWithLines(loaders, sweep.classes_by_loader, sweep.proposed);
   if (with_lines.empty()) return;
   std::vector<const ShardRecord*> shards;
   for (const auto& l : with_lines) {

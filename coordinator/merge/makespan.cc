@@ -33,6 +33,17 @@ Makespan ComputeMakespan(const coord::SweepRecord& sweep,
   }
   const auto latest = LatestResults(results);
   std::map<std::string, LaneAcc> lanes;
+  std::map<std::string, std::string> lane_of;  // shard id -> lane
+  for (const auto& s : shards) lane_of[s.id] = coord::ShardLane(s);
+  for (const auto& a : attempts) {
+    auto lane = lane_of.find(a.shard_id);
+    if (!a.backup || lane == lane_of.end()) continue;
+    LaneMakespan& out = lanes[lane->second].out;
+    ++out.backups;
+    if (a.outcome == "succeeded") ++out.backups_won;
+    if (!a.outcome.empty())
+      out.backup_device_seconds += std::max(0.0, Seconds(a.ended_at - a.granted_at));
+  }
   Makespan m;
   bool any_result = false;
   TimePoint last_accepted;

@@ -24,6 +24,11 @@ struct LaneMakespan {
   // From the start of its first result (accepted_at - duration_seconds, never before the
   // sweep's creation) to its last accepted result; 0 without results.
   double actual_seconds = 0;
+  // Backup leases of the lane's stragglers (docs/farm.md, "Backup leases"): granted, those whose
+  // result decided the shard, and the seconds every ended backup attempt ran.
+  int backups = 0;
+  int backups_won = 0;
+  double backup_device_seconds = 0;
 };
 
 struct Makespan {

@@ -230,7 +230,10 @@ json MakespanJson(const Makespan& m) {
                      {"predicted_device_seconds", Rounded(l.predicted_device_seconds)},
                      {"actual_device_seconds", Rounded(l.actual_device_seconds)},
                      {"predicted_seconds", Rounded(l.predicted_seconds)},
-                     {"actual_seconds", Rounded(l.actual_seconds)}});
+                     {"actual_seconds", Rounded(l.actual_seconds)},
+                     {"backups", l.backups},
+                     {"backups_won", l.backups_won},
+                     {"backup_device_seconds", Rounded(l.backup_device_seconds)}});
   }
   return {{"predicted_seconds", Rounded(m.predicted_seconds)},
           {"actual_seconds", Rounded(m.actual_seconds)},

@@ -373,11 +373,24 @@ std::string MakespanMd(const Makespan& m) {
       "its first result's start to its last.\n\n"
       "| lane | shards | agents | predicted device | actual device | predicted | actual |\n"
       "|---|---|---|---|---|---|---|\n");
+  int backups = 0;
   for (const auto& l : m.lanes) {
     util::StrAppend(&md, "| ", Md(l.lane), " | ", l.shards, " | ", l.agents, " | ",
                     HumanSeconds(l.predicted_device_seconds), " | ",
                     HumanSeconds(l.actual_device_seconds), " | ", HumanSeconds(l.predicted_seconds),
                     " | ", HumanSeconds(l.actual_seconds), " |\n");
+    backups += l.backups;
+  }
+  if (backups > 0) {
+    util::StrAppend(&md,
+                    "\nBackup leases of stragglers (a second attempt on an idle agent; the first "
+                    "accepted result decided):\n\n| lane | backups | won | device time they ran "
+                    "|\n|---|---|---|---|\n");
+    for (const auto& l : m.lanes) {
+      if (l.backups == 0) continue;
+      util::StrAppend(&md, "| ", Md(l.lane), " | ", l.backups, " | ", l.backups_won, " | ",
+                      HumanSeconds(l.backup_device_seconds), " |\n");
+    }
   }
   return md;
 }

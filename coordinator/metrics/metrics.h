@@ -45,6 +45,10 @@ class CoordinatorMetrics {
   // verification").
   virtual void VerifyBatch(std::string_view /*arch*/, int /*shards*/) {}
   virtual void LeaseExpired(std::string_view /*arch*/, std::string_view /*reason*/) {}
+  // Backup leases (docs/farm.md, "Backup leases"): granted; then won (accepted first) or lost.
+  virtual void BackupLease(std::string_view /*arch*/, std::string_view /*outcome*/) {}
+  // A backup attempt ended (any outcome) after running this long.
+  virtual void BackupSeconds(std::string_view /*arch*/, double /*seconds*/) {}
   virtual void Requeued(std::string_view /*arch*/, std::string_view /*source*/) {}
   virtual void StaleResultRejected(std::string_view /*reason*/) {}
   virtual void AgentStateChanged(std::string_view /*arch*/, std::string_view /*from*/,

@@ -1,5 +1,6 @@
 #include "coordinator/metrics/prometheus_metrics.h"
 
+#include <algorithm>
 #include <mutex>
 #include <set>
 #include <string>
@@ -48,6 +49,8 @@ struct PrometheusMetrics::Families {
         attempts(r, {1, 2, 3, 4, 5, 8}),
         verify_batch(r, {1, 2, 4, 8, 16, 32, 64}),
         expirations(r),
+        backups(r),
+        backup_seconds(r),
         requeues(r),
         stale(r),
         agents(r),
@@ -83,6 +86,8 @@ struct PrometheusMetrics::Families {
   CatalogFamily<catalog::kShardAttempts> attempts;
   CatalogFamily<catalog::kVerifyBatchShards> verify_batch;
   CatalogFamily<catalog::kLeaseExpirationsTotal> expirations;
+  CatalogFamily<catalog::kBackupLeasesTotal> backups;
+  CatalogFamily<catalog::kBackupDeviceSecondsTotal> backup_seconds;
   CatalogFamily<catalog::kRequeuesTotal> requeues;
   CatalogFamily<catalog::kStaleResultsRejectedTotal> stale;
   CatalogFamily<catalog::kAgents> agents;
@@ -131,6 +136,8 @@ struct PrometheusMetrics::Families {
     for (const char* why : {"deadline", "heartbeat_timeout", "agent_restart"}) {
       expirations.Add(arch, why);
     }
+    for (const char* outcome : {"granted", "won", "lost"}) backups.Add(arch, outcome);
+    backup_seconds.Add(arch);
     progress_age.Add(arch);
     queued_age.Add(arch);
     for (const char* why :
@@ -209,6 +216,14 @@ void PrometheusMetrics::VerifyBatch(std::string_view arch, int shards) {
 
 void PrometheusMetrics::LeaseExpired(std::string_view arch, std::string_view reason) {
   f_->expirations.Add(arch, reason).Increment();
+}
+
+void PrometheusMetrics::BackupLease(std::string_view arch, std::string_view outcome) {
+  f_->backups.Add(arch, outcome).Increment();
+}
+
+void PrometheusMetrics::BackupSeconds(std::string_view arch, double seconds) {
+  f_->backup_seconds.Add(arch).Increment(std::max(0.0, seconds));
 }
 
 void PrometheusMetrics::Requeued(std::string_view arch, std::string_view source) {

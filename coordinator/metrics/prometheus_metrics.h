@@ -34,6 +34,8 @@ class PrometheusMetrics : public CoordinatorMetrics {
   void ShardAttempts(std::string_view playbook, int attempts) override;
   void VerifyBatch(std::string_view arch, int shards) override;
   void LeaseExpired(std::string_view arch, std::string_view reason) override;
+  void BackupLease(std::string_view arch, std::string_view outcome) override;
+  void BackupSeconds(std::string_view arch, double seconds) override;
   void Requeued(std::string_view arch, std::string_view source) override;
   void StaleResultRejected(std::string_view reason) override;
   void AgentStateChanged(std::string_view arch, std::string_view from,

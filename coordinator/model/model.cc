@@ -53,6 +53,16 @@ std::string ShardLane(const ShardRecord& s) {
   return s.spec.arch().empty() ? std::string(kCpuLane) : s.spec.arch();
 }
 
+const LeaseInfo* LeaseNamed(const ShardRecord& s, std::string_view lease_id) {
+  if (s.lease && s.lease->lease_id == lease_id) return &*s.lease;
+  if (s.backup && s.backup->lease_id == lease_id) return &*s.backup;
+  return nullptr;
+}
+
+LeaseInfo* LeaseNamed(ShardRecord& s, std::string_view lease_id) {
+  return const_cast<LeaseInfo*>(LeaseNamed(static_cast<const ShardRecord&>(s), lease_id));
+}
+
 bool SameRepository(const SweepRecord& a, const SweepRecord& b) {
   if (!a.request.git_url().empty() || !b.request.git_url().empty()) {
     return a.request.git_url() == b.request.git_url();

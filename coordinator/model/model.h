@@ -42,6 +42,9 @@ struct LeaseInfo {
   std::int64_t token = 0;
   TimePoint granted_at;
   TimePoint deadline;  // not persisted: re-armed on recovery
+  // Granted as a backup of a straggler (docs/farm.md, "Backup leases"); it stays one when the
+  // shard's first lease ends and it carries the shard alone.
+  bool backup = false;
 };
 
 struct ShardRecord {
@@ -59,6 +62,11 @@ struct ShardRecord {
   int infra_losses = 0;
   std::int64_t token = 0;  // fencing token of the latest grant (monotonic per shard)
   std::optional<LeaseInfo> lease;
+  // A second lease of a leased shard that ran past its estimate, to an idle agent (docs/farm.md,
+  // "Backup leases"). The first of the two attempts whose result is accepted decides the shard;
+  // the other is fenced. When one of them fails or expires, the other carries the shard on as
+  // its lease.
+  std::optional<LeaseInfo> backup;
   std::string depends_on;  // shard id whose result this shard waits for
   TimePoint enqueued_at;
   TimePoint eligible_at;  // backoff: not leased before this
@@ -88,6 +96,10 @@ struct ShardRecord {
 inline constexpr std::string_view kCpuLane = "cpu";
 std::string ShardLane(const ShardRecord& s);
 
+// The shard's lease or backup lease with this id; null if neither has it.
+const LeaseInfo* LeaseNamed(const ShardRecord& s, std::string_view lease_id);
+LeaseInfo* LeaseNamed(ShardRecord& s, std::string_view lease_id);
+
 struct AgentRecord {
   v1::AgentDimensions dims;
   std::string session_id;
@@ -97,6 +109,10 @@ struct AgentRecord {
   bool offline = false;
   std::set<std::string> leases;   // active lease ids
   std::set<std::string> revoked;  // leases the agent must stop (told on heartbeat)
+  // Leases of a batch the agent runs whose shard another attempt decided
+  // (LeaseTable::EndOtherAttempt): neither renewed nor revoked, so that the batch's other shards
+  // run on.
+  std::set<std::string> superseded;
 };
 
 struct SweepRecord {
@@ -139,8 +155,9 @@ struct AttemptRecord {
   std::int64_t token = 0;
   TimePoint granted_at;
   TimePoint ended_at;
-  std::string outcome;  // "" while open; succeeded, failed, expired, rejected, revoked
+  std::string outcome;  // "" while open; succeeded, failed, expired, rejected, revoked, superseded
   std::string reason;
+  bool backup = false;  // the lease was a backup (LeaseInfo::backup)
 };
 
 struct ResultRecord {

@@ -194,7 +194,7 @@ struct SqliteStore::Statements {
   // A new Op on stmt at the end of ops, for its values to be bound.
   static Op& Add(std::vector<Op>* ops, Stmt& stmt);
   // The five lease columns from first on: the shard's lease, or NULLs when it has none.
-  static void BindLease(Op& op, int first, const ShardRecord& r);
+  static void BindLease(Op& op, int first, const std::optional<LeaseInfo>& lease);
 };
 
 }  // namespace triage::coord

@@ -59,7 +59,20 @@ SweepRecord SweepFromRow(sqlite3_stmt* q, absl::Status* bad) {
 constexpr const char* kSelectShards =
     "SELECT id, sweep_id, seq, state, priority, expected_s, attempts, token, depends_on, "
     "enqueued_ms, eligible_ms, last_error, archs, cpu_ok, spec, lease_id, lease_agent, "
-    "lease_session, lease_token, lease_granted_ms, infra_losses FROM shards ORDER BY seq";
+    "lease_session, lease_token, lease_granted_ms, infra_losses, lease_backup, backup_lease_id, "
+    "backup_agent, backup_session, backup_token, backup_granted_ms FROM shards ORDER BY seq";
+
+// The lease stored in the five columns from first (lease id, agent, session, token, granted).
+std::optional<LeaseInfo> LeaseFromColumns(sqlite3_stmt* q, int first) {
+  if (sqlite3_column_type(q, first) == SQLITE_NULL) return std::nullopt;
+  LeaseInfo l;
+  l.lease_id = ColText(q, first);
+  l.agent_id = ColText(q, first + 1);
+  l.session_id = ColText(q, first + 2);
+  l.token = ColInt(q, first + 3);
+  l.granted_at = FromUnixMillis(ColInt(q, first + 4));
+  return l;
+}
 
 ShardRecord ShardFromRow(sqlite3_stmt* q, absl::Status* bad) {
   ShardRecord r;
@@ -83,16 +96,11 @@ ShardRecord ShardFromRow(sqlite3_stmt* q, absl::Status* bad) {
   if (!r.spec.ParseFromString(ColBlob(q, 14))) {
     *bad = absl::DataLossError(util::StrCat(what, ": unreadable spec"));
   }
-  if (sqlite3_column_type(q, 15) != SQLITE_NULL) {
-    LeaseInfo l;
-    l.lease_id = ColText(q, 15);
-    l.agent_id = ColText(q, 16);
-    l.session_id = ColText(q, 17);
-    l.token = ColInt(q, 18);
-    l.granted_at = FromUnixMillis(ColInt(q, 19));
-    r.lease = l;
-  }
+  r.lease = LeaseFromColumns(q, 15);
   r.infra_losses = static_cast<int>(ColInt(q, 20));
+  if (r.lease) r.lease->backup = ColInt(q, 21) != 0;
+  r.backup = LeaseFromColumns(q, 22);
+  if (r.backup) r.backup->backup = true;
   return r;
 }
 
@@ -148,7 +156,7 @@ absl::StatusOr<std::vector<AttemptRecord>> SqliteStore::Attempts(const std::stri
   auto st = Query(
       db_,
       "SELECT shard_id, attempt, lease_id, agent_id, token, granted_ms, ended_ms, outcome, "
-      "reason FROM attempts WHERE shard_id = ?1 ORDER BY attempt, rowid",
+      "reason, backup FROM attempts WHERE shard_id = ?1 ORDER BY attempt, rowid",
       [&](sqlite3_stmt* q) {
         AttemptRecord a;
         a.shard_id = ColText(q, 0);
@@ -160,6 +168,7 @@ absl::StatusOr<std::vector<AttemptRecord>> SqliteStore::Attempts(const std::stri
         a.ended_at = FromUnixMillis(ColInt(q, 6));
         a.outcome = ColText(q, 7);
         a.reason = ColText(q, 8);
+        a.backup = ColInt(q, 9) != 0;
         out.push_back(std::move(a));
       },
       shard_id, true);

@@ -78,8 +78,10 @@ namespace {
 //   1  the tables of kSchema;
 //   2  sweeps.details (v1::SweepDetails);
 //   3  shards.infra_losses (ShardRecord::infra_losses);
-//   4  list columns hold a JSON array of strings (EncodeList); before, the items joined by "\n".
-constexpr int kSchemaVersion = 4;
+//   4  list columns hold a JSON array of strings (EncodeList); before, the items joined by "\n";
+//   5  backup leases: shards.backup_* (ShardRecord::backup), shards.lease_backup
+//      (LeaseInfo::backup of the lease), attempts.backup (AttemptRecord::backup).
+constexpr int kSchemaVersion = 5;
 constexpr int kJsonListsSince = 4;
 
 // Columns added after schema 1, as (table, column, type): added to older databases on open.
@@ -91,6 +93,13 @@ struct AddedColumn {
 constexpr AddedColumn kAddedColumns[] = {
     {"sweeps", "details", "BLOB"},                    // schema 2
     {"shards", "infra_losses", "INTEGER DEFAULT 0"},  // schema 3
+    {"shards", "lease_backup", "INTEGER DEFAULT 0"},  // schema 5
+    {"shards", "backup_lease_id", "TEXT"},
+    {"shards", "backup_agent", "TEXT"},
+    {"shards", "backup_session", "TEXT"},
+    {"shards", "backup_token", "INTEGER"},
+    {"shards", "backup_granted_ms", "INTEGER"},
+    {"attempts", "backup", "INTEGER DEFAULT 0"},
 };
 
 // The columns that hold a list of strings.

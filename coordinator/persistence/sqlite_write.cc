@@ -32,20 +32,26 @@ absl::Status SqliteStore::Prepare() {
       {&s.upsert_shard_full,
        "INSERT INTO shards(id, sweep_id, seq, state, priority, expected_s, attempts, token, "
        "depends_on, enqueued_ms, eligible_ms, last_error, archs, cpu_ok, spec, lease_id, "
-       "lease_agent, lease_session, lease_token, lease_granted_ms, infra_losses) "
-       "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20,?21) "
+       "lease_agent, lease_session, lease_token, lease_granted_ms, infra_losses, lease_backup, "
+       "backup_lease_id, backup_agent, backup_session, backup_token, backup_granted_ms) "
+       "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20,?21,?22,"
+       "?23,?24,?25,?26,?27) "
        "ON CONFLICT(id) DO UPDATE SET state=?4, expected_s=?6, attempts=?7, token=?8, "
        "enqueued_ms=?10, "
        "eligible_ms=?11, last_error=?12, spec=?15, lease_id=?16, lease_agent=?17, "
-       "lease_session=?18, lease_token=?19, lease_granted_ms=?20, infra_losses=?21"},
+       "lease_session=?18, lease_token=?19, lease_granted_ms=?20, infra_losses=?21, "
+       "lease_backup=?22, backup_lease_id=?23, backup_agent=?24, backup_session=?25, "
+       "backup_token=?26, backup_granted_ms=?27"},
       {&s.update_shard,
        "UPDATE shards SET state=?2, attempts=?3, token=?4, enqueued_ms=?5, eligible_ms=?6, "
        "last_error=?7, lease_id=?8, lease_agent=?9, lease_session=?10, lease_token=?11, "
-       "lease_granted_ms=?12, infra_losses=?13 WHERE id=?1"},
+       "lease_granted_ms=?12, infra_losses=?13, lease_backup=?14, backup_lease_id=?15, "
+       "backup_agent=?16, backup_session=?17, backup_token=?18, backup_granted_ms=?19 "
+       "WHERE id=?1"},
       {&s.upsert_attempt,
        "INSERT INTO attempts(shard_id, attempt, lease_id, agent_id, token, granted_ms, ended_ms, "
-       "outcome, reason) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9) ON CONFLICT(shard_id, attempt) DO "
-       "UPDATE SET ended_ms=?7, outcome=?8, reason=?9"},
+       "outcome, reason, backup) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10) ON CONFLICT(shard_id, "
+       "attempt) DO UPDATE SET ended_ms=?7, outcome=?8, reason=?9, backup=MAX(backup, ?10)"},
       {&s.insert_result,
        "INSERT INTO results(lease_id, shard_id, sweep_id, token, accepted_ms, result) "
        "VALUES(?1,?2,?3,?4,?5,?6)"},
@@ -68,13 +74,13 @@ SqliteStore::Op& SqliteStore::Statements::Add(std::vector<Op>* ops, Stmt& stmt) 
   return ops->back();
 }
 
-void SqliteStore::Statements::BindLease(Op& op, int first, const ShardRecord& r) {
-  if (r.lease) {
-    op.Text(first, r.lease->lease_id)
-        .Text(first + 1, r.lease->agent_id)
-        .Text(first + 2, r.lease->session_id)
-        .Int(first + 3, r.lease->token)
-        .Int(first + 4, ToUnixMillis(r.lease->granted_at));
+void SqliteStore::Statements::BindLease(Op& op, int first, const std::optional<LeaseInfo>& l) {
+  if (l) {
+    op.Text(first, l->lease_id)
+        .Text(first + 1, l->agent_id)
+        .Text(first + 2, l->session_id)
+        .Int(first + 3, l->token)
+        .Int(first + 4, ToUnixMillis(l->granted_at));
   } else {
     op.Null(first).Null(first + 1).Null(first + 2).Null(first + 3).Null(first + 4);
   }
@@ -134,8 +140,9 @@ void SqliteStore::Statements::UpsertShardFull(const ShardRecord& r, std::vector<
                .Text(13, EncodeList(r.archs))
                .Int(14, r.cpu_ok ? 1 : 0)
                .Blob(15, std::move(spec));
-  BindLease(op, 16, r);
-  op.Int(21, r.infra_losses);
+  BindLease(op, 16, r.lease);
+  op.Int(21, r.infra_losses).Int(22, r.lease && r.lease->backup ? 1 : 0);
+  BindLease(op, 23, r.backup);
 }
 
 void SqliteStore::Statements::UpdateShard(const ShardRecord& r, std::vector<Op>* ops) {
@@ -147,8 +154,9 @@ void SqliteStore::Statements::UpdateShard(const ShardRecord& r, std::vector<Op>*
                .Int(5, ToUnixMillis(r.enqueued_at))
                .Int(6, ToUnixMillis(r.eligible_at))
                .Text(7, r.last_error);
-  BindLease(op, 8, r);
-  op.Int(13, r.infra_losses);
+  BindLease(op, 8, r.lease);
+  op.Int(13, r.infra_losses).Int(14, r.lease && r.lease->backup ? 1 : 0);
+  BindLease(op, 15, r.backup);
   op.must_change = util::StrCat("shard ", r.id);
 }
 
@@ -162,7 +170,8 @@ void SqliteStore::Statements::UpsertAttempt(const AttemptRecord& a, std::vector<
       .Int(6, ToUnixMillis(a.granted_at))
       .Int(7, ToUnixMillis(a.ended_at))
       .Text(8, a.outcome)
-      .Text(9, a.reason);
+      .Text(9, a.reason)
+      .Int(10, a.backup ? 1 : 0);
 }
 
 void SqliteStore::Statements::InsertResult(const ResultRecord& r, std::vector<Op>* ops) {

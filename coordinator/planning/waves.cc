@@ -83,6 +83,40 @@ bool DropEntriesVerifiedAgain(ShardRecord& u, const std::set<std::string>& again
   return true;
 }
 
+std::map<std::string, double> VerificationsAgainByLoader(const std::vector<ShardRecord>& shards,
+                                                         const std::string& sweep_id) {
+  std::map<std::string, double> gates;
+  for (const auto& s : shards) {
+    if (s.state != ShardState::kQueued || !s.likely_superseded || s.sweep_id != sweep_id) continue;
+    double& g = gates[s.spec.loader()];
+    g = std::max(g, s.expected_seconds);
+  }
+  return gates;
+}
+
+bool TakesGate(const ShardRecord& q, int wave, double seconds) {
+  return q.state == ShardState::kQueued && q.spec.phase() != v1::PHASE_VERIFY && !q.spec.ahead() &&
+         q.spec.wave() == wave && q.gates_seconds < seconds;
+}
+
+std::set<std::string> LoadersWithLines(
+    const std::set<std::string>& loaders,
+    const std::map<std::string, std::set<std::string>>& classes_by_loader,
+    const std::set<std::pair<int, std::string>>& proposed) {
+  std::set<std::string> lined;
+  for (const auto& [wave, cls] : proposed) lined.insert(cls);
+  std::set<std::string> out;
+  for (const auto& l : loaders) {
+    auto classes = classes_by_loader.find(l);
+    if (classes == classes_by_loader.end()) continue;
+    if (std::any_of(classes->second.begin(), classes->second.end(),
+                    [&](const std::string& c) { return lined.count(c) > 0; })) {
+      out.insert(l);
+    }
+  }
+  return out;
+}
+
 bool AwaitsVerification(const v1::EntryOutcome& o) {
   if (o.disposition() != v1::EntryOutcome::DISPOSITION_UNSPECIFIED) {
     return o.disposition() == v1::EntryOutcome::VERIFY;

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <map>
 #include <set>
 #include <string>
 #include <utility>
@@ -42,6 +43,25 @@ std::vector<int> LongEntriesToSplit(const v1::ShardSpec& spec, double expected_s
 // verifies again; true if it had any. One left with none is succeeded (superseded, last_error
 // says by which wave); otherwise its expected seconds follow the entries left.
 bool DropEntriesVerifiedAgain(ShardRecord& u, const std::set<std::string>& again);
+
+// Gating ahead (docs/farm.md, "Registry waves start early"): per loader, the longest expected
+// seconds of sweep_id's queued verify phases among `shards` that are likely superseded. The next
+// wave verifies that loader again once its first phases have ended, so those first phases are
+// queued as if they took that long.
+std::map<std::string, double> VerificationsAgainByLoader(const std::vector<ShardRecord>& shards,
+                                                         const std::string& sweep_id);
+// Whether shard q takes `seconds` as the verification it gates: a queued first phase (not a
+// verify phase, not planned ahead) of the sweep's current `wave` that gates less so far.
+bool TakesGate(const ShardRecord& q, int wave, double seconds);
+
+// Planning ahead (docs/farm.md, "Registry waves start early") reads every result, so it runs only
+// for the loaders among `loaders` with an entry of a class that a result proposed a registry
+// line for (proposed: (wave, class)); classes_by_loader: the output classes of each loader's
+// entries.
+std::set<std::string> LoadersWithLines(
+    const std::set<std::string>& loaders,
+    const std::map<std::string, std::set<std::string>>& classes_by_loader,
+    const std::set<std::pair<int, std::string>>& proposed);
 
 struct WavePlan {
   std::vector<ShardRecord> shards;     // the next wave (states waiting/queued, ids assigned)

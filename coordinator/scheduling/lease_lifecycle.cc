@@ -3,6 +3,7 @@
 // expiry, and a Complete's intake checked against it (Admit).
 
 #include <algorithm>
+#include <set>
 
 #include "common/util/strings.h"
 #include "coordinator/scheduling/lease_table.h"
@@ -63,6 +64,81 @@ void LeaseTable::RememberRequest(const std::string& lease_id, const std::string&
   if (!request_id.empty()) lease_request_[lease_id] = {request_id, position};
 }
 
+void LeaseTable::RememberPlan(const std::string& lease_id, double seconds) {
+  planned_[lease_id] = seconds;
+}
+
+const ShardRecord* LeaseTable::FindStraggler(const AgentRecord& agent, TimePoint now) const {
+  if (options_.backups.after <= 0 || agent.offline || agent.draining || !agent.leases.empty()) {
+    return nullptr;
+  }
+  std::vector<RunningShard> running;
+  for (const auto& [lease_id, sid] : lease_to_shard_) {
+    const ShardRecord& s = shards_.at(sid);
+    if (!s.lease || s.lease->lease_id != lease_id || s.backup ||
+        s.lease->agent_id == agent.dims.agent_id() || held_sweeps_.count(s.sweep_id) ||
+        !AgentOffers(agent.dims, s, options_.device_probes)) {
+      continue;
+    }
+    auto plan = planned_.find(lease_id);
+    running.push_back({&s, plan != planned_.end() ? plan->second : s.expected_seconds});
+  }
+  return PickStraggler(running, options_.backups, now);
+}
+
+ShardRecord LeaseTable::GrantBackup(const AgentRecord& agent, const ShardRecord& shard,
+                                    TimePoint now, Mutation& m) const {
+  ShardRecord s = shard;
+  s.token += 1;
+  LeaseInfo lease;
+  lease.lease_id = util::StrCat(s.id, "-l", s.token);
+  lease.agent_id = agent.dims.agent_id();
+  lease.session_id = agent.session_id;
+  lease.token = s.token;
+  lease.granted_at = now;
+  lease.deadline = now + options_.lease_ttl;
+  lease.backup = true;
+  s.backup = lease;
+  AttemptRecord a;
+  a.shard_id = s.id;
+  a.attempt = static_cast<int>(lease.token);
+  a.lease_id = lease.lease_id;
+  a.agent_id = lease.agent_id;
+  a.token = lease.token;
+  a.granted_at = now;
+  a.backup = true;
+  m.attempts.push_back(a);
+  metrics_->BackupLease(ShardArch(s), "granted");
+  return s;
+}
+
+v1::LeaseResponse LeaseTable::GrantedBackup(const ShardRecord& s) {
+  v1::LeaseResponse resp;
+  if (!s.backup) return resp;
+  resp.set_granted(true);
+  resp.set_lease_id(s.backup->lease_id);
+  resp.set_fencing_token(s.backup->token);
+  resp.set_deadline_unix_ms(ToUnixMillis(s.backup->deadline));
+  *resp.mutable_shard() = s.spec;
+  return resp;
+}
+
+void LeaseTable::EndOtherAttempt(ShardRecord& s, TimePoint now, Mutation& m) {
+  if (!s.backup) return;
+  const LeaseInfo other = *s.backup;
+  const bool backup_won = s.lease && s.lease->backup;
+  m.attempts.push_back(EndedAttempt(
+      s, other, now, "superseded",
+      util::StrCat("lease ", s.lease ? s.lease->lease_id : "", " was accepted first")));
+  metrics_->BackupLease(ShardArch(s), backup_won ? "won" : "lost");
+  if (auto agent = agents_.find(other.agent_id); agent != agents_.end()) {
+    // A batch's shards share one session: stopping this one would stop them all.
+    const bool batch = agent->second.leases.size() > 1;
+    (batch ? agent->second.superseded : agent->second.revoked).insert(other.lease_id);
+  }
+  s.backup.reset();
+}
+
 v1::LeaseResponse LeaseTable::Granted(const std::vector<const ShardRecord*>& leases) {
   v1::LeaseResponse resp;
   if (leases.empty()) return resp;
@@ -85,44 +161,52 @@ v1::LeaseResponse LeaseTable::Granted(const std::vector<const ShardRecord*>& lea
 
 v1::ProgressResponse LeaseTable::Progress(const v1::ProgressRequest& req, TimePoint now) {
   v1::ProgressResponse resp;
+  auto agent = agents_.find(req.agent_id());
+  if (agent != agents_.end() && agent->second.superseded.count(req.lease_id())) {
+    return resp;  // decided by another attempt; its batch runs on
+  }
   auto sid = lease_to_shard_.find(req.lease_id());
   if (sid == lease_to_shard_.end()) {
     resp.set_revoked(true);
     return resp;
   }
   const ShardRecord& current = shards_.at(sid->second);
-  if (!current.lease || current.lease->token != req.fencing_token() ||
-      current.lease->agent_id != req.agent_id()) {
+  const LeaseInfo* held = LeaseNamed(current, req.lease_id());
+  if (held == nullptr || held->token != req.fencing_token() || held->agent_id != req.agent_id()) {
     resp.set_revoked(true);
     return resp;
   }
   // In memory only (progress is not persisted).
   ShardRecord s = current;
-  s.lease->deadline = now + options_.lease_ttl;
+  LeaseNamed(s, req.lease_id())->deadline = now + options_.lease_ttl;
   s.last_progress_at = now;
   s.last_step = req.step();
   s.last_entry = req.entry();
   if (req.log_tail_size() > 0) s.log_tail.assign(req.log_tail().begin(), req.log_tail().end());
   if (s.state == ShardState::kLeased) s.state = ShardState::kRunning;
   Put(std::move(s));
-  if (auto agent = agents_.find(req.agent_id()); agent != agents_.end()) {
-    agent->second.last_heartbeat = now;
-  }
+  if (agent != agents_.end()) agent->second.last_heartbeat = now;
   return resp;
 }
 
 AttemptRecord LeaseTable::EndedAttempt(const ShardRecord& s, TimePoint now, std::string outcome,
                                        std::string reason) {
+  return EndedAttempt(s, *s.lease, now, std::move(outcome), std::move(reason));
+}
+
+AttemptRecord LeaseTable::EndedAttempt(const ShardRecord& s, const LeaseInfo& lease, TimePoint now,
+                                       std::string outcome, std::string reason) {
   AttemptRecord a;
   a.shard_id = s.id;
-  a.attempt = static_cast<int>(s.lease->token);
-  a.lease_id = s.lease->lease_id;
-  a.agent_id = s.lease->agent_id;
-  a.token = s.lease->token;
-  a.granted_at = s.lease->granted_at;
+  a.attempt = static_cast<int>(lease.token);
+  a.lease_id = lease.lease_id;
+  a.agent_id = lease.agent_id;
+  a.token = lease.token;
+  a.granted_at = lease.granted_at;
   a.ended_at = now;
   a.outcome = std::move(outcome);
   a.reason = std::move(reason);
+  a.backup = lease.backup;
   return a;
 }
 
@@ -131,6 +215,12 @@ void LeaseTable::FailAttempt(ShardRecord& s, const std::string& outcome, const s
   if (s.lease) m.attempts.push_back(EndedAttempt(s, now, outcome, reason));
   s.lease.reset();
   s.last_error = reason;
+  if (s.backup) {
+    // The other attempt runs on: it carries the shard alone, nothing is requeued.
+    s.lease = std::move(s.backup);
+    s.backup.reset();
+    return;
+  }
   if (fault == Fault::kInfrastructure) {
     // The grant is given back: the work was not tried to its end.
     s.attempts = std::max(0, s.attempts - 1);
@@ -161,32 +251,45 @@ void LeaseTable::FailAttempt(ShardRecord& s, const std::string& outcome, const s
 }
 
 void LeaseTable::Revoke(ShardRecord& s, TimePoint now, const std::string& why, Mutation& m) {
-  if (!s.lease) return;
-  m.attempts.push_back(EndedAttempt(s, now, "revoked", why));
-  auto agent = agents_.find(s.lease->agent_id);
-  if (agent != agents_.end()) agent->second.revoked.insert(s.lease->lease_id);
-  s.lease.reset();
+  for (std::optional<LeaseInfo>* l : {&s.lease, &s.backup}) {
+    if (!*l) continue;
+    m.attempts.push_back(EndedAttempt(s, **l, now, "revoked", why));
+    auto agent = agents_.find((*l)->agent_id);
+    if (agent != agents_.end()) agent->second.revoked.insert((*l)->lease_id);
+    l->reset();
+  }
 }
 
 std::vector<ShardRecord> LeaseTable::ExpireLeases(
     TimePoint now, Mutation& m, const std::function<int(const ShardRecord&)>& max_attempts) {
   std::vector<ShardRecord> out;
-  for (const auto& [lease_id, sid] : lease_to_shard_) {
-    const ShardRecord& cur = shards_.at(sid);
-    if (!cur.lease) continue;
-    auto agent = agents_.find(cur.lease->agent_id);
+  std::set<std::string> seen;  // a shard with a backup is indexed under both leases
+  // Why the lease is lost ("" while it lives); its agent is told to stop it.
+  const auto lost = [&](const LeaseInfo& l, const ShardRecord& s) -> std::string {
+    auto agent = agents_.find(l.agent_id);
     const bool agent_dead = agent == agents_.end() || agent->second.offline;
-    if (!agent_dead && cur.lease->deadline > now) continue;
-    ShardRecord s = cur;
+    if (!agent_dead && l.deadline > now) return "";
     const std::string why = agent_dead ? "heartbeat_timeout" : "deadline";
     metrics_->LeaseExpired(ShardArch(s), why);
-    if (agent != agents_.end()) agent->second.revoked.insert(lease_id);
-    FailAttempt(
-        s, "expired",
-        util::StrCat("lease ", lease_id, " expired (", why, ") on agent ", s.lease->agent_id), now,
-        m, Fault::kInfrastructure, max_attempts(s));
-    if (s.state == ShardState::kQuarantined) {
-      metrics_->ShardAttempts(s.spec.playbook(), s.attempts);
+    if (agent != agents_.end()) agent->second.revoked.insert(l.lease_id);
+    return util::StrCat("lease ", l.lease_id, " expired (", why, ") on agent ", l.agent_id);
+  };
+  for (const auto& [lease_id, sid] : lease_to_shard_) {
+    if (!seen.insert(sid).second) continue;
+    const ShardRecord& cur = shards_.at(sid);
+    const std::string backup_lost = cur.backup ? lost(*cur.backup, cur) : "";
+    const std::string lease_lost = cur.lease ? lost(*cur.lease, cur) : "";
+    if (backup_lost.empty() && lease_lost.empty()) continue;
+    ShardRecord s = cur;
+    if (!backup_lost.empty()) {
+      m.attempts.push_back(EndedAttempt(s, *s.backup, now, "expired", backup_lost));
+      s.backup.reset();
+    }
+    if (!lease_lost.empty()) {
+      FailAttempt(s, "expired", lease_lost, now, m, Fault::kInfrastructure, max_attempts(s));
+      if (s.state == ShardState::kQuarantined) {
+        metrics_->ShardAttempts(s.spec.playbook(), s.attempts);
+      }
     }
     out.push_back(std::move(s));
   }
@@ -202,23 +305,30 @@ absl::StatusOr<LeaseTable::Intake> LeaseTable::Admit(const v1::CompleteRequest& 
   auto sid = lease_to_shard_.find(req.lease_id());
   if (sid == lease_to_shard_.end()) {
     in.metric_reason = "unknown_lease";
-    in.why =
-        util::StrCat("lease ", req.lease_id(), " is not current (expired, requeued or cancelled)");
+    in.why = util::StrCat(
+        "lease ", req.lease_id(),
+        " is not current (expired, requeued, cancelled, or its shard was decided by another "
+        "attempt)");
     return in;
   }
   const ShardRecord& s = shards_.at(sid->second);
-  if (!s.lease || s.lease->token != req.fencing_token()) {
+  const LeaseInfo* held = LeaseNamed(s, req.lease_id());
+  if (held == nullptr || held->token != req.fencing_token()) {
     in.metric_reason = "fencing";
     in.why = util::StrCat("stale fencing token ", req.fencing_token(), " for shard ", s.id,
-                          " (current ", s.lease ? s.lease->token : s.token, ")");
+                          " (current ", held != nullptr ? held->token : s.token, ")");
     return in;
   }
-  if (s.lease->agent_id != req.agent_id()) {
+  if (held->agent_id != req.agent_id()) {
     return absl::PermissionDeniedError(
         util::StrCat("agent ", req.agent_id(), " does not hold lease ", req.lease_id()));
   }
   in.kind = Intake::Kind::kAccept;
   in.shard = s;
+  // The result's lease becomes the shard's lease; the other attempt, if any, its backup.
+  if (in.shard.backup && in.shard.backup->lease_id == req.lease_id()) {
+    std::swap(in.shard.lease, in.shard.backup);
+  }
   return in;
 }
 

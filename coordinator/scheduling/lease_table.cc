@@ -110,10 +110,13 @@ void LeaseTable::Put(ShardRecord updated) {
     if (old->state == ShardState::kQueued || old->state == ShardState::kWaiting) {
       demand_.Add(old->sweep_id, Requirement::Of(*old), old->state == ShardState::kWaiting, -1);
     }
-    if (old->lease && (!updated.lease || updated.lease->lease_id != old->lease->lease_id)) {
-      lease_to_shard_.erase(old->lease->lease_id);
-      lease_request_.erase(old->lease->lease_id);
-      AgentLeases(old->lease->agent_id, old->lease->lease_id, false);
+    for (const auto* l : {&old->lease, &old->backup}) {
+      if (*l && LeaseNamed(updated, (*l)->lease_id) == nullptr) {
+        lease_to_shard_.erase((*l)->lease_id);
+        lease_request_.erase((*l)->lease_id);
+        planned_.erase((*l)->lease_id);
+        AgentLeases((*l)->agent_id, (*l)->lease_id, false);
+      }
     }
   }
   const std::string arch = ShardArch(updated);
@@ -131,10 +134,11 @@ void LeaseTable::Put(ShardRecord updated) {
     demand_.Add(updated.sweep_id, Requirement::Of(updated), updated.state == ShardState::kWaiting,
                 +1);
   }
-  if (updated.lease &&
-      (old == nullptr || !old->lease || old->lease->lease_id != updated.lease->lease_id)) {
-    lease_to_shard_[updated.lease->lease_id] = updated.id;
-    AgentLeases(updated.lease->agent_id, updated.lease->lease_id, true);
+  for (const auto* l : {&updated.lease, &updated.backup}) {
+    if (*l && (old == nullptr || LeaseNamed(*old, (*l)->lease_id) == nullptr)) {
+      lease_to_shard_[(*l)->lease_id] = updated.id;
+      AgentLeases((*l)->agent_id, (*l)->lease_id, true);
+    }
   }
   shards_[updated.id] = std::move(updated);
 }
@@ -200,8 +204,9 @@ void LeaseTable::Recovered(AgentRecord a, TimePoint now) {
 }
 
 void LeaseTable::Recovered(ShardRecord s, TimePoint now) {
-  if (s.lease) {
-    s.lease->deadline = now + options_.lease_ttl;
+  for (auto* l : {&s.lease, &s.backup}) {
+    if (!*l) continue;
+    (*l)->deadline = now + options_.lease_ttl;
     s.last_progress_at = now;
   }
   Put(std::move(s));
@@ -223,16 +228,23 @@ std::vector<ShardRecord> LeaseTable::FenceRestartedAgent(const AgentRecord& prev
     auto sid = lease_to_shard_.find(lease_id);
     if (sid == lease_to_shard_.end()) continue;
     ShardRecord& current = shards_.at(sid->second);
-    if (held.count(lease_id) && current.lease) {
+    LeaseInfo* lease = LeaseNamed(current, lease_id);
+    if (lease == nullptr) continue;
+    if (held.count(lease_id)) {
       // Kept: the lease's life starts again so that the re-sent result arrives in time.
-      current.lease->deadline = now + options_.lease_ttl;
+      lease->deadline = now + options_.lease_ttl;
       continue;
     }
     ShardRecord s = current;
     metrics_->LeaseExpired(ShardArch(s), "agent_restart");
-    // An agent restart says nothing about the work: its own budget, not max_attempts.
-    FailAttempt(s, "expired", "agent re-registered (restart): lease fenced", now, m,
-                Fault::kInfrastructure, 0);
+    const std::string why = "agent re-registered (restart): lease fenced";
+    if (s.backup && s.backup->lease_id == lease_id) {
+      m.attempts.push_back(EndedAttempt(s, *s.backup, now, "expired", why));
+      s.backup.reset();  // the shard's lease runs on
+    } else {
+      // An agent restart says nothing about the work: its own budget, not max_attempts.
+      FailAttempt(s, "expired", why, now, m, Fault::kInfrastructure, 0);
+    }
     out.push_back(std::move(s));
   }
   return out;
@@ -262,14 +274,15 @@ v1::HeartbeatResponse LeaseTable::Heartbeat(const v1::HeartbeatRequest& req, Tim
            req.lease_ids().end();
   };
   for (const auto& lease_id : req.lease_ids()) {
+    if (agent.superseded.count(lease_id)) continue;  // its batch runs on (EndOtherAttempt)
     auto sid = lease_to_shard_.find(lease_id);
     if (sid == lease_to_shard_.end()) {
       resp.add_revoked_lease_ids(lease_id);
       continue;
     }
-    ShardRecord& s = shards_.at(sid->second);
-    if (s.lease && s.lease->agent_id == agent.dims.agent_id()) {
-      s.lease->deadline = now + options_.lease_ttl;
+    LeaseInfo* lease = LeaseNamed(shards_.at(sid->second), lease_id);
+    if (lease != nullptr && lease->agent_id == agent.dims.agent_id()) {
+      lease->deadline = now + options_.lease_ttl;
     } else {
       resp.add_revoked_lease_ids(lease_id);
     }
@@ -282,8 +295,10 @@ v1::HeartbeatResponse LeaseTable::Heartbeat(const v1::HeartbeatRequest& req, Tim
     }
   }
   // Revocations the agent no longer mentions have been acted on.
-  for (auto r = agent.revoked.begin(); r != agent.revoked.end();) {
-    r = named(*r) ? std::next(r) : agent.revoked.erase(r);
+  for (auto* leases : {&agent.revoked, &agent.superseded}) {
+    for (auto r = leases->begin(); r != leases->end();) {
+      r = named(*r) ? std::next(r) : leases->erase(r);
+    }
   }
   resp.set_draining(agent.draining);
   return resp;
@@ -313,8 +328,9 @@ void LeaseTable::StartGrace(TimePoint now) {
   for (auto& [id, a] : agents_) a.last_heartbeat = std::max(a.last_heartbeat, now);
   for (auto& [lease_id, sid] : lease_to_shard_) {
     ShardRecord& s = shards_.at(sid);
-    if (!s.lease) continue;
-    s.lease->deadline = std::max(s.lease->deadline, now + options_.lease_ttl);
+    LeaseInfo* lease = LeaseNamed(s, lease_id);
+    if (lease == nullptr) continue;
+    lease->deadline = std::max(lease->deadline, now + options_.lease_ttl);
     s.last_progress_at = std::max(s.last_progress_at, now);
   }
 }

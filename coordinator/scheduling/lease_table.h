@@ -14,6 +14,7 @@
 #include "coordinator/metrics/metrics.h"
 #include "coordinator/model/model.h"
 #include "coordinator/persistence/store.h"
+#include "coordinator/scheduling/backups.h"
 #include "coordinator/scheduling/demand.h"
 #include "triage/v1/agent.pb.h"
 
@@ -46,6 +47,9 @@ struct SchedulingOptions {
   // How long a device agent may pass over a verify phase that would run alone, probing its
   // wave instead so that the verifications gather into a batch (FindMatch). 0: never.
   Duration verify_gather = std::chrono::minutes(5);
+  // When an idle agent with nothing queued for it runs a second attempt of a straggler
+  // (FindStraggler; docs/farm.md, "Backup leases").
+  BackupPolicy backups;
 };
 
 // Who is to blame for an attempt that ended without a result.
@@ -161,27 +165,53 @@ class LeaseTable {
   // position: the lease's place in its grant (0 for the head, then the batch's).
   void RememberRequest(const std::string& lease_id, const std::string& request_id,
                        int position = 0);
+  // In memory only: what the lease was expected to take from its grant to its shard's end (a
+  // batch's shard waits for those before it). FindStraggler measures a lease against it; a lease
+  // without one (read back after a restart) against its shard's expected seconds.
+  void RememberPlan(const std::string& lease_id, double seconds);
   // The response for granted leases: the head, then its batch.
   static v1::LeaseResponse Granted(const std::vector<const ShardRecord*>& leases);
+  // --- backup leases (docs/farm.md, "Backup leases") -------------------------------------
+  // The straggler an idle agent with nothing queued for it should run a second attempt of: a
+  // leased shard of another agent that the agent could run, past the backup policy's due time
+  // (PickStraggler). Null when there is none, or backups are off.
+  const ShardRecord* FindStraggler(const AgentRecord& agent, TimePoint now) const;
+  // The copy of shard with a backup lease for agent (a new fencing token; it does not count as
+  // an attempt); fills m's attempt row.
+  ShardRecord GrantBackup(const AgentRecord& agent, const ShardRecord& shard, TimePoint now,
+                          Mutation& m) const;
+  // The response for a backup grant: its lease and shard, no batch.
+  static v1::LeaseResponse GrantedBackup(const ShardRecord& s);
+  // The shard's result was accepted on its lease: its other attempt (backup) ends as
+  // "superseded", recorded in m. Its agent is told to stop it, but for a shard of a batch: the
+  // batch runs on (its shards share one session) and its late result is refused as stale.
+  void EndOtherAttempt(ShardRecord& s, TimePoint now, Mutation& m);
+
   // In memory only: progress renews the lease; a leased shard turns running. Revoked when the
   // lease is not current.
   v1::ProgressResponse Progress(const v1::ProgressRequest& req, TimePoint now);
 
   // A failed attempt: requeue (work faults with backoff) or quarantine after max_attempts work
-  // faults or max_infra_losses infrastructure faults. Fills the copy of the shard.
+  // faults or max_infra_losses infrastructure faults. Fills the copy of the shard. A shard with
+  // a backup lease is not requeued: its backup carries it on as its lease.
   void FailAttempt(ShardRecord& s, const std::string& outcome, const std::string& reason,
                    TimePoint now, Mutation& m, Fault fault, int max_attempts) const;
-  // Ends the shard's lease (if any) as "revoked": the attempt is recorded in m and the agent is
-  // told to stop at its next heartbeat.
+  // Ends the shard's lease and backup (if any) as "revoked": the attempts are recorded in m and
+  // their agents are told to stop at their next heartbeat.
   void Revoke(ShardRecord& s, TimePoint now, const std::string& why, Mutation& m);
   // The attempt row of the shard's current lease, ended now.
   static AttemptRecord EndedAttempt(const ShardRecord& s, TimePoint now, std::string outcome,
                                     std::string reason);
-  // Leases past their deadline or on offline agents: the updated shards (m has the attempts).
+  // The same for one of the shard's leases (its lease or its backup).
+  static AttemptRecord EndedAttempt(const ShardRecord& s, const LeaseInfo& lease, TimePoint now,
+                                    std::string outcome, std::string reason);
+  // Leases past their deadline or on offline agents: the updated shards (m has the attempts). A
+  // lost backup is dropped; a lost lease with a live backup hands the shard to it.
   std::vector<ShardRecord> ExpireLeases(TimePoint now, Mutation& m,
                                         const std::function<int(const ShardRecord&)>& max_attempts);
 
-  // What a Complete may do with its lease. kAccept: the shard's copy is in shard.
+  // What a Complete may do with its lease. kAccept: the shard's copy is in shard, with the
+  // lease the result came on as its lease and the other attempt, if any, as its backup.
   struct Intake {
     enum class Kind { kDuplicate, kStale, kAccept } kind = Kind::kStale;
     std::string metric_reason;  // kStale: unknown_lease, fencing
@@ -264,6 +294,7 @@ class LeaseTable {
   std::set<std::string> accepted_leases_;
   std::set<std::string> held_sweeps_;
   std::map<std::string, double> learned_;  // sweep -> SetLearnedSeconds
+  std::map<std::string, double> planned_;  // lease id -> RememberPlan
   // Queued shards per requirement, each group in queue order (FindMatch looks at the heads).
   std::map<Requirement, std::set<QueueKey>> queue_;
   std::map<Requirement, double> queued_seconds_;  // per group, the expected seconds queued

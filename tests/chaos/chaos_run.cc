@@ -6,10 +6,13 @@
 //   - an agent SIGSTOPped past its lease TTL, then SIGCONTed (a late Complete is stale);
 //   - the coordinator's disk filled (its data dir is a small tmpfs) for a few seconds;
 //   - coordinator.db deleted while the coordinator runs.
+// Backup leases are on, with a short due time, in every run: idle agents race leased shards, and
+// whichever attempt's result comes first decides (docs/farm.md, "Backup leases").
 // Each faulty run must end with both patches and every report.json outcome equal to the
 // fault-free run's, every shard's result stored exactly once (read from SQLite), nothing
-// quarantined, and every result an agent finished on a data dir that survived accepted. Prints
-// one table row per seed; exits 1 when any run breaks a rule. See docs/chaos.md.
+// quarantined, and every result an agent finished on a data dir that survived accepted or
+// refused as stale. Prints one table row per seed; exits 1 when any run breaks a rule, or when no
+// backup lease raced its original in any run. See docs/chaos.md.
 //
 //   chaos_run [--seeds 1,2,3 | --seeds N] [--keep]
 
@@ -43,6 +46,10 @@ using Clock = std::chrono::steady_clock;
 
 const std::string kSrc = TRIAGE_SOURCE_DIR;
 constexpr int kLeaseTtlSeconds = 8;
+// A leased shard gets a backup on an idle agent once it has run 0.001 x its expected seconds
+// (the fixture's entries are planned at the playbooks' estimates, minutes) plus 3 s.
+constexpr char kBackupAfter[] = "0.001";
+constexpr char kBackupSlackSeconds[] = "3";
 
 std::string Addr(int port) { return "127.0.0.1:" + std::to_string(port); }
 
@@ -143,7 +150,11 @@ class Cluster {
                               "--backoff_base_seconds",
                               "1",
                               "--backoff_max_seconds",
-                              "4"},
+                              "4",
+                              "--backup_after",
+                              kBackupAfter,
+                              "--backup_slack_seconds",
+                              kBackupSlackSeconds},
                              dir_, log, testing::GitTestEnv())) {
       return false;
     }
@@ -264,6 +275,8 @@ struct Outcome {
   int attempts = 0;
   std::set<std::string> accepted_leases;
   std::vector<std::pair<std::string, std::string>> attempt_agents;  // (agent, outcome) per row
+  int backups = 0;      // backup leases granted (attempt rows marked backup)
+  int backups_won = 0;  // of those, the ones whose result decided the shard
   std::string error;
 };
 
@@ -327,8 +340,16 @@ Outcome Collect(Cluster& c, const std::string& sweep) {
   for (const auto& row : Query(db, "SELECT lease_id FROM results")) {
     if (!row.empty()) o.accepted_leases.insert(row[0]);
   }
-  for (const auto& row : Query(db, "SELECT agent_id, outcome FROM attempts")) {
-    if (row.size() == 2) o.attempt_agents.emplace_back(row[0], row[1]);
+  for (const auto& row : Query(db, "SELECT agent_id, outcome, backup FROM attempts")) {
+    if (row.size() != 3) continue;
+    if (row[2] == "1") {
+      // A backup races its original: whichever loses is the race's cost, not a redo.
+      ++o.backups;
+      if (row[1] == "succeeded") ++o.backups_won;
+      continue;
+    }
+    if (row[1] == "superseded") continue;  // an original a backup beat
+    o.attempt_agents.emplace_back(row[0], row[1]);
   }
   return o;
 }
@@ -390,6 +411,8 @@ struct Row {
   int redone_agent = 0;  // extra attempts on agents that were killed or stopped
   int redone_farm = 0;   // extra attempts anywhere else: the farm's own doing
   int quarantined = 0;
+  int backups = 0;
+  int backups_won = 0;
   double ratio = 0;
   std::vector<std::string> problems;
 };
@@ -509,6 +532,8 @@ Row RunSeed(int seed, const fs::path& root, const fs::path& repo, const Outcome&
                            std::to_string(base.succeeded_shards) + ")");
   }
   row.quarantined = o.quarantined;
+  row.backups = o.backups;
+  row.backups_won = o.backups_won;
   if (o.quarantined != 0) row.problems.push_back("shards were quarantined");
   // Extra attempts: every lease beyond one per shard.
   std::set<std::string> faulted;
@@ -605,17 +630,26 @@ int Main(int argc, char** argv) {
     Log("seed " + std::to_string(seed));
     rows.push_back(RunSeed(seed, root, repo, base, base_seconds));
   }
-  std::printf("fault-free run: %.1f s, %d shards\n\n", base_seconds, base.succeeded_shards);
-  std::printf("%-5s %-7s %-10s %-5s %-11s %-6s %-14s %-12s %-12s %s\n", "seed", "faults",
+  std::printf("fault-free run: %.1f s, %d shards, %d backup leases (%d won)\n\n", base_seconds,
+              base.succeeded_shards, base.backups, base.backups_won);
+  std::printf("%-5s %-7s %-10s %-5s %-11s %-6s %-14s %-12s %-12s %-13s %s\n", "seed", "faults",
               "identical", "lost", "duplicated", "stale", "redone(agent)", "redone(farm)",
-              "quarantined", "time vs fault-free");
+              "quarantined", "backups(won)", "time vs fault-free");
   bool ok = true;
+  int backups = base.backups;
   for (const Row& r : rows) {
-    std::printf("%-5d %-7d %-10s %-5d %-11d %-6d %-14d %-12d %-12d %.2fx\n", r.seed, r.faults,
+    std::printf("%-5d %-7d %-10s %-5d %-11d %-6d %-14d %-12d %-12d %-13s %.2fx\n", r.seed, r.faults,
                 r.identical ? "yes" : "NO", r.lost, r.duplicated, r.stale, r.redone_agent,
-                r.redone_farm, r.quarantined, r.ratio);
+                r.redone_farm, r.quarantined,
+                (std::to_string(r.backups) + "(" + std::to_string(r.backups_won) + ")").c_str(),
+                r.ratio);
     for (const auto& p : r.problems) std::printf("      seed %d: %s\n", r.seed, p.c_str());
     ok = ok && r.problems.empty();
+    backups += r.backups;
+  }
+  if (backups == 0) {
+    std::printf("no backup lease raced its original in any run: the runs did not test them\n");
+    ok = false;
   }
   std::fflush(stdout);
   if (keep) {

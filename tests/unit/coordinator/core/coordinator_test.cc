@@ -634,6 +634,56 @@ TEST_F(CoordinatorTest, StaleTokenIsRejectedAndCountedAndCompleteIsIdempotent) {
   EXPECT_EQ(store_->Load()->results.size(), 1u);
 }
 
+// A backup lease races its original (docs/farm.md, "Backup leases"): granted to an idle agent
+// with nothing queued for it once the straggler is past its due time, stored, recovered after a
+// restart; the first accepted result decides the shard and the other is fenced.
+TEST_F(CoordinatorTest, ABackupRacesItsOriginalAndTheFirstResultDecidesOnce) {
+  testing::TempDir tmp;
+  options_.agent_dead_after = 10h;
+  options_.lease_ttl = 10h;
+  options_.backups = BackupPolicy{.after = 1.5, .slack = 60s};
+  ASSERT_NO_FATAL_FAILURE(OpenFileStore(tmp.path() / "state.db", false));
+  RegisterAgent("a1", "n150");
+  RegisterAgent("a2", "n150");
+  Start({}, 0, "", {"dtype_bfloat16"});
+  const v1::LeaseResponse original = LeaseNow("a1");
+  ASSERT_TRUE(original.granted());
+  const std::string shard_id = original.shard().shard_id();
+  EXPECT_FALSE(LeaseNow("a2").granted()) << "nothing queued, and the lease is not late yet";
+
+  clock_.Advance(5h);
+  const v1::LeaseResponse backup = LeaseNow("a2");
+  ASSERT_TRUE(backup.granted());
+  EXPECT_EQ(backup.shard().shard_id(), shard_id);
+  EXPECT_NE(backup.lease_id(), original.lease_id());
+  EXPECT_GT(backup.fencing_token(), original.fencing_token());
+  EXPECT_EQ(ShardById(shard_id).attempts(), 1) << "a backup is not an attempt of the work";
+
+  // A restart keeps both leases; each agent re-attaches.
+  ASSERT_NO_FATAL_FAILURE(OpenFileStore(tmp.path() / "state.db", true));
+  coord_->StartGrace();
+  EXPECT_TRUE(Beat("a1", {original.lease_id()}).revoked_lease_ids().empty());
+  EXPECT_TRUE(Beat("a2", {backup.lease_id()}).revoked_lease_ids().empty());
+
+  // The backup's result comes first and decides the shard; the original is told to stop and
+  // its result, when it comes anyway, is refused.
+  EXPECT_TRUE(CompleteLease("a2", backup, Succeeded(backup.shard())).accepted());
+  EXPECT_THAT(Beat("a1", {original.lease_id()}).revoked_lease_ids(),
+              ElementsAre(original.lease_id()));
+  const auto late = CompleteLease("a1", original, Succeeded(original.shard()));
+  EXPECT_FALSE(late.accepted());
+  EXPECT_THAT(late.rejected_reason(), HasSubstr("not current"));
+  EXPECT_EQ(coord_->Results("sw-0001")->size(), 1u);
+  EXPECT_EQ(store_->Load()->results.size(), 1u) << "decided once";
+  auto attempts = store_->Attempts(shard_id);
+  ASSERT_TRUE(attempts.ok()) << attempts.status();
+  std::map<std::string, std::pair<std::string, bool>> by_lease;  // lease -> (outcome, backup)
+  for (const auto& a : *attempts) by_lease[a.lease_id] = {a.outcome, a.backup};
+  EXPECT_THAT(by_lease,
+              UnorderedElementsAre(Pair(original.lease_id(), std::make_pair("superseded", false)),
+                                   Pair(backup.lease_id(), std::make_pair("succeeded", true))));
+}
+
 TEST_F(CoordinatorTest, OnlyTheHolderMayComplete) {
   RegisterAgent("a1", "n150");
   RegisterAgent("a2", "n150");

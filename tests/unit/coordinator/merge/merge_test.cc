@@ -1381,6 +1381,31 @@ TEST(Makespan, LanesSumTheirShardsAndDivideByTheirAgents) {
   EXPECT_EQ(mixed.entries_recorded, 3);
   EXPECT_EQ(mixed.Basis(), "mixed");
 
+  EXPECT_EQ(n150.backups, 0);
+
+  // Backup leases (docs/farm.md, "Backup leases"): counted per lane from the attempt rows, with
+  // the seconds each ended one ran; one still running counts, but no seconds yet.
+  auto backup = [&](const std::string& shard_id, const std::string& outcome, int ran) {
+    coord::AttemptRecord a;
+    a.shard_id = shard_id;
+    a.lease_id = shard_id + "-backup";
+    a.agent_id = "n-3";
+    a.backup = true;
+    a.granted_at = t0 + std::chrono::seconds(100);
+    a.ended_at = a.granted_at + std::chrono::seconds(ran);
+    a.outcome = outcome;
+    attempts.push_back(a);
+  };
+  backup(na, "succeeded", 300);
+  backup(nb, "superseded", 120);
+  backup(nc, "", 0);
+  const Makespan with_backups = ComputeMakespan(sweep, s.shards, s.results, attempts);
+  EXPECT_EQ(with_backups.lanes[1].backups, 3);
+  EXPECT_EQ(with_backups.lanes[1].backups_won, 1);
+  EXPECT_DOUBLE_EQ(with_backups.lanes[1].backup_device_seconds, 420);
+  EXPECT_EQ(with_backups.lanes[0].backups, 0);
+  attempts.resize(attempts.size() - 3);
+
   // A result said to have run longer than the sweep existed starts at the sweep's creation.
   s.results.back().result.set_duration_seconds(5000);
   EXPECT_DOUBLE_EQ(ComputeMakespan(sweep, s.shards, s.results, attempts).lanes[1].actual_seconds,
@@ -1411,7 +1436,7 @@ TEST(Report, MakespanIsReportedPerLaneAfterTheTotals) {
   in.makespan.predicted_seconds = 1800;
   in.makespan.actual_seconds = 2045.6789;
   in.makespan.lanes = {{"cpu", 2, 1, 200, 90, 200, 90},
-                       {"n150", 3, 2, 3600, 3000.0004, 1800, 2045.6789}};
+                       {"n150", 3, 2, 3600, 3000.0004, 1800, 2045.6789, 2, 1, 900.04}};
   in.makespan.entries_estimated = 3;
   const BuiltReport report = BuildReport(in);
   const nlohmann::json j = nlohmann::json::parse(report.json);
@@ -1426,7 +1451,10 @@ TEST(Report, MakespanIsReportedPerLaneAfterTheTotals) {
                                                        {"predicted_device_seconds", 3600},
                                                        {"actual_device_seconds", 3000},
                                                        {"predicted_seconds", 1800},
-                                                       {"actual_seconds", 2045.679}}));
+                                                       {"actual_seconds", 2045.679},
+                                                       {"backups", 2},
+                                                       {"backups_won", 1},
+                                                       {"backup_device_seconds", 900.04}}));
   const std::string& md = report.markdown;
   const auto totals = md.find("## Totals");
   const auto makespan = md.find("## Makespan: predicted vs actual");
@@ -1442,6 +1470,13 @@ TEST(Report, MakespanIsReportedPerLaneAfterTheTotals) {
   EXPECT_NE(md.find("| cpu | 2 | 1 | 3m20s | 1m30s | 3m20s | 1m30s |\n"), std::string::npos) << md;
   EXPECT_NE(md.find("| n150 | 3 | 2 | 1h00m | 50m00s | 30m00s | 34m06s |\n"), std::string::npos)
       << md;
+  EXPECT_NE(md.find("| lane | backups | won | device time they ran |\n|---|---|---|---|\n"
+                    "| n150 | 2 | 1 | 15m00s |\n"),
+            std::string::npos)
+      << md;
+  in.makespan.lanes[1].backups = 0;
+  EXPECT_EQ(BuildReport(in).markdown.find("Backup leases"), std::string::npos)
+      << "no backups, no table";
 
   // Without figures (no shard planned) report.md has no such section.
   in.makespan = {};

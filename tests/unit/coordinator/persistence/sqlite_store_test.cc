@@ -289,7 +289,7 @@ TEST(SqliteStoreMigrationTest, Schema1DatabaseGainsSweepDetails) {
   ASSERT_EQ(
       testing::RunCommand({"sqlite3", path.string(), "SELECT value FROM meta"}, tmp.path(), &out),
       0);
-  EXPECT_EQ(out, "4\n");
+  EXPECT_EQ(out, "5\n");
 }
 
 // Runs sql on the database file at path through a connection of its own.
@@ -363,12 +363,14 @@ INSERT INTO shards(id, sweep_id, seq, state, archs) VALUES
     ASSERT_EQ(snap.shards.size(), 2u);
     EXPECT_EQ(snap.shards[0].archs, (Items{"n150", "p150"}));
     EXPECT_EQ(snap.shards[1].archs, Items{});
+    // Schema 5's backup columns are added empty: no backup lease.
+    EXPECT_FALSE(snap.shards[0].backup.has_value());
   };
   auto snap = (*store)->Load();
   ASSERT_TRUE(snap.ok()) << snap.status();
   check(*snap);
   EXPECT_EQ(ColumnOrDie(path, "SELECT value FROM meta WHERE key='schema'"),
-            std::vector<std::string>{"4"});
+            std::vector<std::string>{"5"});
   EXPECT_EQ(ColumnOrDie(path, "SELECT archs FROM shards ORDER BY seq"),
             (std::vector<std::string>{R"(["n150","p150"])", "[]"}));
   EXPECT_EQ(ColumnOrDie(path, "SELECT playbooks FROM sweeps ORDER BY seq"),

@@ -191,6 +191,16 @@ void ExpectSameShard(const ShardRecord& got, const ShardRecord& want) {
     EXPECT_EQ(got.lease->session_id, want.lease->session_id);
     EXPECT_EQ(got.lease->token, want.lease->token);
     EXPECT_EQ(got.lease->granted_at, want.lease->granted_at);
+    EXPECT_EQ(got.lease->backup, want.lease->backup);
+  }
+  ASSERT_EQ(got.backup.has_value(), want.backup.has_value()) << got.id;
+  if (want.backup) {
+    EXPECT_EQ(got.backup->lease_id, want.backup->lease_id);
+    EXPECT_EQ(got.backup->agent_id, want.backup->agent_id);
+    EXPECT_EQ(got.backup->session_id, want.backup->session_id);
+    EXPECT_EQ(got.backup->token, want.backup->token);
+    EXPECT_EQ(got.backup->granted_at, want.backup->granted_at);
+    EXPECT_TRUE(got.backup->backup);
   }
 }
 
@@ -204,6 +214,7 @@ void ExpectSameAttempt(const AttemptRecord& got, const AttemptRecord& want) {
   EXPECT_EQ(got.ended_at, want.ended_at);
   EXPECT_EQ(got.outcome, want.outcome);
   EXPECT_EQ(got.reason, want.reason);
+  EXPECT_EQ(got.backup, want.backup);
 }
 
 void ExpectSameAudit(const AuditRecord& got, const AuditRecord& want) {
@@ -459,6 +470,26 @@ TEST_P(StoreContractTest, ShardsRoundTripWithSpecStateLeaseAndCounters) {
   ExpectSameShard(shards.at(probe.id), probe);
   ExpectSameShard(shards.at(verify.id), verify);
 
+  // A backup lease of the straggler on another agent (docs/farm.md, "Backup leases"), then the
+  // first lease lost: the backup carries the shard on as its lease, still marked a backup.
+  probe.token = 4;
+  probe.backup = LeaseInfo{"sw-0001-s1-l4", "agent-2", "sess-agent-2", 4, At(15), At(75), true};
+  Mutation backup;
+  backup.name = "GrantBackup";
+  backup.shards.push_back(&probe);
+  Commit(backup);
+  shards = ById(LoadOrDie().shards, [](const ShardRecord& s) { return s.id; });
+  ExpectSameShard(shards.at(probe.id), probe);
+  probe.lease = probe.backup;
+  probe.backup.reset();
+  Mutation handed;
+  handed.name = "ExpireLeases";
+  handed.shards.push_back(&probe);
+  Commit(handed);
+  shards = ById(LoadOrDie().shards, [](const ShardRecord& s) { return s.id; });
+  ExpectSameShard(shards.at(probe.id), probe);
+  EXPECT_TRUE(shards.at(probe.id).lease->backup);
+
   // Requeued with a backoff: the lease is gone.
   probe.state = ShardState::kQueued;
   probe.lease.reset();
@@ -568,6 +599,27 @@ TEST_P(StoreContractTest, AttemptsAreUpsertedByShardAndAttempt) {
   ExpectSameAttempt((*rows)[1], second);
 
   EXPECT_TRUE(store_->Attempts("sw-0001-s9")->empty()) << "another shard's attempts";
+
+  // A backup's attempt row stays marked as one when it ends, whatever the ended row says.
+  AttemptRecord backup = Attempt(shard, 3, "agent-3", 90);
+  backup.backup = true;
+  Mutation grant_backup;
+  grant_backup.name = "GrantBackup";
+  grant_backup.attempts.push_back(backup);
+  Commit(grant_backup);
+  AttemptRecord ended = backup;
+  ended.backup = false;
+  ended.ended_at = At(95);
+  ended.outcome = "superseded";
+  Mutation superseded;
+  superseded.name = "RecordResult";
+  superseded.attempts.push_back(ended);
+  Commit(superseded);
+  rows = store_->Attempts(shard);
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  ASSERT_EQ(rows->size(), 3u);
+  ended.backup = true;
+  ExpectSameAttempt((*rows)[2], ended);
 }
 
 TEST_P(StoreContractTest, ResultsComeBackInAcceptanceOrderOnePerLease) {

@@ -3,6 +3,11 @@
 
 #include "coordinator/planning/waves.h"
 
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
 #include "gtest/gtest.h"
 
 namespace triage::coord {
@@ -291,6 +296,71 @@ TEST(DropEntriesVerifiedAgain, KeepsTheRestOrEndsTheShardSuperseded) {
   EXPECT_EQ(all.last_error,
             "superseded: wave 2 verifies its entries again with the merged registry "
             "lines");
+}
+
+// Gating ahead (docs/farm.md, "Registry waves start early"): the longest verification per loader
+// that the next wave repeats, and the first phases that take it as what they gate.
+TEST(GateAhead, TheLongestVerificationAgainPerLoaderGoesToItsQueuedFirstPhases) {
+  auto shard = [](const std::string& sweep, const std::string& loader, v1::ShardPhase phase,
+                  int wave, double seconds, bool superseded, ShardState state) {
+    ShardRecord s;
+    s.sweep_id = sweep;
+    s.spec.set_loader(loader);
+    s.spec.set_phase(phase);
+    s.spec.set_wave(wave);
+    s.expected_seconds = seconds;
+    s.likely_superseded = superseded;
+    s.state = state;
+    return s;
+  };
+  const auto q = ShardState::kQueued;
+  const std::vector<ShardRecord> shards = {
+      shard("sw-1", "a", v1::PHASE_VERIFY, 1, 300, true, q),
+      shard("sw-1", "a", v1::PHASE_VERIFY, 1, 900, true, q),                     // a's longest
+      shard("sw-1", "a", v1::PHASE_VERIFY, 1, 5000, false, q),                   // not repeated
+      shard("sw-1", "b", v1::PHASE_VERIFY, 1, 700, true, ShardState::kRunning),  // not queued
+      shard("sw-2", "c", v1::PHASE_VERIFY, 1, 400, true, q),                     // another sweep's
+      shard("sw-1", "d", v1::PHASE_VERIFY, 1, 200, true, q),
+  };
+  EXPECT_EQ(VerificationsAgainByLoader(shards, "sw-1"),
+            (std::map<std::string, double>{{"a", 900}, {"d", 200}}));
+  EXPECT_TRUE(VerificationsAgainByLoader({}, "sw-1").empty());
+
+  struct Row {
+    ShardRecord q;
+    bool takes;
+  };
+  ShardRecord ahead = shard("sw-1", "a", v1::PHASE_PROBE, 1, 60, false, q);
+  ahead.spec.set_ahead(true);
+  ShardRecord gating_more = shard("sw-1", "a", v1::PHASE_PROBE, 1, 60, false, q);
+  gating_more.gates_seconds = 1200;
+  ShardRecord gating_less = gating_more;
+  gating_less.gates_seconds = 100;
+  const std::vector<Row> rows = {
+      {shard("sw-1", "a", v1::PHASE_PROBE, 1, 60, false, q), true},
+      {shard("sw-1", "a", v1::PHASE_FULL, 1, 60, false, q), true},
+      {shard("sw-1", "a", v1::PHASE_VERIFY, 1, 60, false, q), false},  // gates nothing
+      {shard("sw-1", "a", v1::PHASE_PROBE, 2, 60, false, q), false},   // another wave
+      {shard("sw-1", "a", v1::PHASE_PROBE, 1, 60, false, ShardState::kLeased), false},
+      {ahead, false},
+      {gating_more, false},
+      {gating_less, true},
+  };
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_EQ(TakesGate(rows[i].q, 1, 900), rows[i].takes) << "row " << i;
+  }
+}
+
+TEST(PlanAhead, OnlyLoadersWithAClassThatGotALine) {
+  const std::map<std::string, std::set<std::string>> classes = {
+      {"a", {"Logits", "Tuple"}}, {"b", {"Tensor"}}, {"c", {}}};
+  const std::set<std::pair<int, std::string>> proposed = {{1, "Tuple"}, {2, "Other"}};
+  EXPECT_EQ(LoadersWithLines({"a", "b", "c", "unknown"}, classes, proposed),
+            (std::set<std::string>{"a"}));
+  EXPECT_TRUE(LoadersWithLines({"a"}, classes, {}).empty());
+  EXPECT_TRUE(LoadersWithLines({}, classes, proposed).empty());
+  EXPECT_EQ(LoadersWithLines({"a", "b"}, classes, {{3, "Tensor"}, {1, "Logits"}}),
+            (std::set<std::string>{"a", "b"}));
 }
 
 }  // namespace

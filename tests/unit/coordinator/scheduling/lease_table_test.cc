@@ -957,6 +957,283 @@ TEST_F(LeaseTableTest, AdmitOfAnEndedLeaseIsStale) {
   EXPECT_EQ(in->metric_reason, "unknown_lease");
 }
 
+// --- backup leases (docs/farm.md, "Backup leases") -------------------------------------------
+
+class BackupLeaseTest : public LeaseTableTest {
+ protected:
+  BackupLeaseTest() {
+    SchedulingOptions o = DefaultOptions();
+    o.backups = BackupPolicy{.after = 1.5, .slack = 60s};
+    Reset(o);
+  }
+
+  std::string StragglerFor(const std::string& agent_id) {
+    const ShardRecord* s = table_->FindStraggler(agent(agent_id), Now());
+    return s == nullptr ? "" : s->id;
+  }
+
+  ShardRecord BackupAndPut(const std::string& agent_id, const std::string& shard_id,
+                           Mutation* m = nullptr) {
+    Mutation local;
+    ShardRecord s =
+        table_->GrantBackup(agent(agent_id), table_->shard(shard_id), Now(), m ? *m : local);
+    table_->Put(s);
+    return s;
+  }
+
+  static v1::CompleteRequest CompleteOn(const LeaseInfo& l) {
+    v1::CompleteRequest req;
+    req.set_agent_id(l.agent_id);
+    req.set_session_id(l.session_id);
+    req.set_lease_id(l.lease_id);
+    req.set_fencing_token(l.token);
+    return req;
+  }
+};
+
+TEST_F(BackupLeaseTest, AnIdleAgentBacksUpAStragglerAndTheFirstAcceptedResultWins) {
+  PutAgent(Agent("a1"));
+  PutAgent(Agent("a2"));
+  PutAgent(Agent("p1", "p150"));
+  table_->Put(Queued("s-1", 1, "n150", 0, 100));
+  const ShardRecord first = GrantAndPut("a1", "s-1");
+  table_->RememberPlan(first.lease->lease_id, 100);
+  // Due 210 s after the grant: 1.5 x 100 s + 60 s.
+  clock_.Advance(209s);
+  EXPECT_EQ(StragglerFor("a2"), "") << "not yet past its estimate by enough";
+  clock_.Advance(2s);
+  EXPECT_EQ(StragglerFor("a2"), "s-1");
+  EXPECT_EQ(StragglerFor("a1"), "") << "its own lease";
+  EXPECT_EQ(StragglerFor("p1"), "") << "another arch";
+  agent("a2").draining = true;
+  EXPECT_EQ(StragglerFor("a2"), "") << "a draining agent takes nothing";
+  agent("a2").draining = false;
+  table_->Hold("sw-0001", true);
+  EXPECT_EQ(StragglerFor("a2"), "") << "a held sweep gets no new lease of any kind";
+  table_->Hold("sw-0001", false);
+
+  Mutation m;
+  const ShardRecord backed = BackupAndPut("a2", "s-1", &m);
+  ASSERT_TRUE(backed.backup.has_value());
+  EXPECT_EQ(backed.backup->lease_id, "s-1-l2");
+  EXPECT_EQ(backed.backup->agent_id, "a2");
+  EXPECT_EQ(backed.backup->token, 2);
+  EXPECT_TRUE(backed.backup->backup);
+  EXPECT_EQ(backed.token, 2);
+  EXPECT_EQ(backed.attempts, 1) << "a backup is the farm's choice, not an attempt of the work";
+  EXPECT_EQ(backed.lease->lease_id, "s-1-l1") << "the first lease runs on";
+  ASSERT_EQ(m.attempts.size(), 1u);
+  EXPECT_TRUE(m.attempts[0].backup);
+  EXPECT_EQ(m.attempts[0].lease_id, "s-1-l2");
+  EXPECT_EQ(table_->ShardOfLease("s-1-l2")->id, "s-1");
+  EXPECT_THAT(agent("a2").leases, ElementsAre("s-1-l2"));
+  PutAgent(Agent("a3"));
+  EXPECT_EQ(StragglerFor("a3"), "") << "one backup per shard";
+  const v1::LeaseResponse resp = LeaseTable::GrantedBackup(table_->shard("s-1"));
+  EXPECT_TRUE(resp.granted());
+  EXPECT_EQ(resp.lease_id(), "s-1-l2");
+  EXPECT_EQ(resp.fencing_token(), 2);
+  EXPECT_EQ(resp.shard().shard_id(), "s-1");
+  EXPECT_EQ(resp.batch_size(), 0);
+
+  // Both leases are renewed by their own agents' heartbeats.
+  clock_.Advance(30s);
+  v1::HeartbeatRequest hb;
+  hb.set_agent_id("a2");
+  hb.set_session_id("sess-a2");
+  hb.add_lease_ids("s-1-l2");
+  EXPECT_TRUE(table_->Heartbeat(hb, Now()).revoked_lease_ids().empty());
+  EXPECT_EQ(table_->shard("s-1").backup->deadline, Now() + 60s);
+
+  // The backup's result comes first: it becomes the shard's lease, the first one its other
+  // attempt, which ends as superseded; its agent (running it alone) is told to stop.
+  auto in = table_->Admit(CompleteOn(*backed.backup));
+  ASSERT_TRUE(in.ok()) << in.status();
+  ASSERT_EQ(in->kind, LeaseTable::Intake::Kind::kAccept);
+  EXPECT_EQ(in->shard.lease->lease_id, "s-1-l2");
+  EXPECT_EQ(in->shard.backup->lease_id, "s-1-l1");
+  ShardRecord done = in->shard;
+  Mutation record;
+  table_->EndOtherAttempt(done, Now(), record);
+  ASSERT_EQ(record.attempts.size(), 1u);
+  EXPECT_EQ(record.attempts[0].lease_id, "s-1-l1");
+  EXPECT_EQ(record.attempts[0].outcome, "superseded");
+  EXPECT_FALSE(record.attempts[0].backup);
+  EXPECT_THAT(record.attempts[0].reason, HasSubstr("s-1-l2 was accepted first"));
+  EXPECT_FALSE(done.backup.has_value());
+  EXPECT_THAT(agent("a1").revoked, ElementsAre("s-1-l1"));
+  done.lease.reset();
+  done.state = ShardState::kSucceeded;
+  ResultRecord r;
+  r.lease_id = "s-1-l2";
+  r.shard_id = "s-1";
+  table_->PutResult(r);
+  table_->Put(done);
+  EXPECT_TRUE(agent("a1").leases.empty());
+  EXPECT_TRUE(agent("a2").leases.empty());
+
+  // The first lease's result, when it comes, is stale: nothing is decided twice.
+  auto late = table_->Admit(Complete(first));
+  ASSERT_TRUE(late.ok()) << late.status();
+  EXPECT_EQ(late->kind, LeaseTable::Intake::Kind::kStale);
+  EXPECT_EQ(late->metric_reason, "unknown_lease");
+  EXPECT_THAT(late->why, HasSubstr("decided by another attempt"));
+}
+
+TEST_F(BackupLeaseTest, ALostAttemptHandsTheShardToTheOtherWithoutARequeue) {
+  PutAgent(Agent("a1"));
+  PutAgent(Agent("a2"));
+  PutAgent(Agent("a3"));
+  table_->Put(Queued("s-1", 1, "n150", 0, 10));
+  GrantAndPut("a1", "s-1");
+  clock_.Advance(2min);
+  BackupAndPut("a2", "s-1");
+
+  // The backup's agent goes silent: its lease expires, the first runs on.
+  clock_.Advance(45s);
+  v1::HeartbeatRequest hb;
+  hb.set_agent_id("a1");
+  hb.set_session_id("sess-a1");
+  hb.add_lease_ids("s-1-l1");
+  table_->Heartbeat(hb, Now());
+  table_->MarkSilentAgentsOffline(Now());
+  ASSERT_TRUE(agent("a2").offline);
+  Mutation m;
+  auto expired = table_->ExpireLeases(Now(), m, [](const ShardRecord&) { return 3; });
+  ASSERT_EQ(expired.size(), 1u);
+  EXPECT_EQ(expired[0].state, ShardState::kLeased);
+  EXPECT_EQ(expired[0].lease->lease_id, "s-1-l1");
+  EXPECT_FALSE(expired[0].backup.has_value());
+  EXPECT_EQ(expired[0].infra_losses, 0) << "the shard lost nothing";
+  ASSERT_EQ(m.attempts.size(), 1u);
+  EXPECT_EQ(m.attempts[0].lease_id, "s-1-l2");
+  EXPECT_EQ(m.attempts[0].outcome, "expired");
+  EXPECT_TRUE(m.attempts[0].backup);
+  table_->Put(expired[0]);
+  EXPECT_THAT(agent("a2").revoked, ElementsAre("s-1-l2"));
+
+  // Another backup; then the first attempt fails: the backup carries the shard on.
+  BackupAndPut("a3", "s-1");
+  ShardRecord failed = table_->shard("s-1");
+  Mutation fail;
+  table_->FailAttempt(failed, "failed", "exit 1", Now(), fail, Fault::kWork, 3);
+  EXPECT_EQ(failed.state, ShardState::kLeased) << "not requeued";
+  ASSERT_TRUE(failed.lease.has_value());
+  EXPECT_EQ(failed.lease->lease_id, "s-1-l3");
+  EXPECT_TRUE(failed.lease->backup);
+  EXPECT_FALSE(failed.backup.has_value());
+  EXPECT_EQ(failed.attempts, 1);
+  ASSERT_EQ(fail.attempts.size(), 1u);
+  EXPECT_EQ(fail.attempts[0].outcome, "failed");
+  table_->Put(failed);
+  EXPECT_EQ(table_->ShardOfLease("s-1-l1"), nullptr);
+  EXPECT_EQ(table_->ShardOfLease("s-1-l3")->id, "s-1");
+  EXPECT_TRUE(agent("a1").leases.empty());
+  EXPECT_THAT(agent("a3").leases, ElementsAre("s-1-l3"));
+  EXPECT_EQ(MatchFor("a1"), "") << "nothing was queued";
+}
+
+TEST_F(BackupLeaseTest, AnOperatorRevocationEndsBothAttempts) {
+  PutAgent(Agent("a1"));
+  PutAgent(Agent("a2"));
+  table_->Put(Queued("s-1", 1, "n150", 0, 10));
+  GrantAndPut("a1", "s-1");
+  clock_.Advance(2min);
+  BackupAndPut("a2", "s-1");
+  ShardRecord s = table_->shard("s-1");
+  Mutation m;
+  table_->Revoke(s, Now(), "requeued by alice", m);
+  ASSERT_EQ(m.attempts.size(), 2u);
+  EXPECT_EQ(m.attempts[0].outcome, "revoked");
+  EXPECT_EQ(m.attempts[1].outcome, "revoked");
+  EXPECT_TRUE(m.attempts[1].backup);
+  EXPECT_FALSE(s.lease.has_value());
+  EXPECT_FALSE(s.backup.has_value());
+  EXPECT_THAT(agent("a1").revoked, ElementsAre("s-1-l1"));
+  EXPECT_THAT(agent("a2").revoked, ElementsAre("s-1-l2"));
+}
+
+TEST_F(BackupLeaseTest, ABatchRunsOnWhenABackupDecidesOneOfItsShards) {
+  PutAgent(Agent("a1"));
+  PutAgent(Agent("a2"));
+  table_->Put(QueuedVerify("v-1", 1, 100));
+  table_->Put(QueuedVerify("v-2", 2, 100));
+  // One batch on a1: v-2 is planned to end after v-1, 200 s after the grant.
+  const ShardRecord v1 = GrantAndPut("a1", "v-1");
+  const ShardRecord v2 = GrantAndPut("a1", "v-2");
+  table_->RememberPlan(v1.lease->lease_id, 100);
+  table_->RememberPlan(v2.lease->lease_id, 200);
+  clock_.Advance(220s);
+  EXPECT_EQ(StragglerFor("a2"), "v-1") << "the head is due at 210 s, the second at 360 s";
+  clock_.Advance(200s);
+  EXPECT_EQ(StragglerFor("a2"), "v-1") << "further past its due time";
+  BackupAndPut("a2", "v-2");  // the operator's view aside, any straggler may be backed up
+
+  auto in = table_->Admit(CompleteOn(*table_->shard("v-2").backup));
+  ASSERT_TRUE(in.ok()) << in.status();
+  ShardRecord done = in->shard;
+  Mutation m;
+  table_->EndOtherAttempt(done, Now(), m);
+  EXPECT_TRUE(agent("a1").revoked.empty()) << "revoking one lease would stop the whole batch";
+  EXPECT_THAT(agent("a1").superseded, ElementsAre("v-2-l1"));
+  done.lease.reset();
+  done.state = ShardState::kSucceeded;
+  table_->Put(done);
+
+  // a1's heartbeats and progress for the decided shard are neither renewed nor revoked.
+  v1::HeartbeatRequest hb;
+  hb.set_agent_id("a1");
+  hb.set_session_id("sess-a1");
+  hb.add_lease_ids("v-1-l1");
+  hb.add_lease_ids("v-2-l1");
+  EXPECT_TRUE(table_->Heartbeat(hb, Now()).revoked_lease_ids().empty());
+  v1::ProgressRequest p;
+  p.set_agent_id("a1");
+  p.set_session_id("sess-a1");
+  p.set_lease_id("v-2-l1");
+  p.set_fencing_token(1);
+  EXPECT_FALSE(table_->Progress(p, Now()).revoked());
+  // Its result is refused as stale; once the agent no longer names it, it is forgotten.
+  auto late = table_->Admit(Complete(v2));
+  ASSERT_TRUE(late.ok()) << late.status();
+  EXPECT_EQ(late->kind, LeaseTable::Intake::Kind::kStale);
+  hb.clear_lease_ids();
+  hb.add_lease_ids("v-1-l1");
+  table_->Heartbeat(hb, Now());
+  EXPECT_TRUE(agent("a1").superseded.empty());
+}
+
+TEST_F(BackupLeaseTest, ARestartedAgentLosesItsBackupAndTheShardKeepsItsLease) {
+  PutAgent(Agent("a1"));
+  PutAgent(Agent("a2"));
+  table_->Put(Queued("s-1", 1, "n150", 0, 10));
+  GrantAndPut("a1", "s-1");
+  clock_.Advance(2min);
+  BackupAndPut("a2", "s-1");
+  const AgentRecord before = agent("a2");
+  Mutation m;
+  auto fenced = table_->FenceRestartedAgent(before, {}, Now(), m);
+  ASSERT_EQ(fenced.size(), 1u);
+  EXPECT_EQ(fenced[0].state, ShardState::kLeased);
+  EXPECT_EQ(fenced[0].lease->lease_id, "s-1-l1");
+  EXPECT_FALSE(fenced[0].backup.has_value());
+  ASSERT_EQ(m.attempts.size(), 1u);
+  EXPECT_EQ(m.attempts[0].lease_id, "s-1-l2");
+  EXPECT_EQ(m.attempts[0].outcome, "expired");
+}
+
+TEST_F(BackupLeaseTest, NoBackupsWhenTheyAreOff) {
+  SchedulingOptions o = DefaultOptions();
+  o.backups.after = 0;
+  Reset(o);
+  PutAgent(Agent("a1"));
+  PutAgent(Agent("a2"));
+  table_->Put(Queued("s-1", 1, "n150", 0, 10));
+  GrantAndPut("a1", "s-1");
+  clock_.Advance(10h);
+  EXPECT_EQ(StragglerFor("a2"), "");
+}
+
 // --- failed attempts ------------------------------------------------------------------------
 
 TEST_F(LeaseTableTest, WorkFaultsBackOffDoublingUpToTheMaximumThenQuarantine) {
