@@ -70,6 +70,10 @@ v1::Shard Coordinator::ShardViewLocked(const ShardRecord& s) const {
     v.set_fencing_token(s.lease->token);
     v.set_last_progress_unix_ms(ToUnixMillis(s.last_progress_at));
   }
+  if (s.backup) {
+    v.set_backup_agent_id(s.backup->agent_id);
+    v.set_backup_lease_id(s.backup->lease_id);
+  }
   v.set_last_step(s.last_step);
   v.set_last_entry(s.last_entry);
   v.set_enqueued_unix_ms(ToUnixMillis(s.enqueued_at));

@@ -28,10 +28,8 @@ std::vector<const ShardRecord*> LeaseTable::SameRequest(const AgentRecord& agent
   return same;
 }
 
-ShardRecord LeaseTable::Grant(const AgentRecord& agent, const ShardRecord& shard, TimePoint now,
-                              Mutation& m) const {
-  ShardRecord s = shard;
-  s.attempts += 1;
+LeaseInfo LeaseTable::NewLease(const AgentRecord& agent, ShardRecord& s, TimePoint now, bool backup,
+                               Mutation& m) const {
   s.token += 1;
   LeaseInfo lease;
   lease.lease_id = util::StrCat(s.id, "-l", s.token);
@@ -40,12 +38,7 @@ ShardRecord LeaseTable::Grant(const AgentRecord& agent, const ShardRecord& shard
   lease.token = s.token;
   lease.granted_at = now;
   lease.deadline = now + options_.lease_ttl;
-  s.lease = lease;
-  s.state = ShardState::kLeased;
-  s.last_progress_at = now;
-  s.last_step.clear();
-  s.last_entry.clear();
-  s.log_tail.clear();
+  lease.backup = backup;
   AttemptRecord a;
   a.shard_id = s.id;
   a.attempt = static_cast<int>(lease.token);
@@ -53,7 +46,21 @@ ShardRecord LeaseTable::Grant(const AgentRecord& agent, const ShardRecord& shard
   a.agent_id = lease.agent_id;
   a.token = lease.token;
   a.granted_at = now;
+  a.backup = backup;
   m.attempts.push_back(a);
+  return lease;
+}
+
+ShardRecord LeaseTable::Grant(const AgentRecord& agent, const ShardRecord& shard, TimePoint now,
+                              Mutation& m) const {
+  ShardRecord s = shard;
+  s.attempts += 1;
+  s.lease = NewLease(agent, s, now, /*backup=*/false, m);
+  s.state = ShardState::kLeased;
+  s.last_progress_at = now;
+  s.last_step.clear();
+  s.last_entry.clear();
+  s.log_tail.clear();
   metrics_->ShardQueueWait(ShardArch(s), s.spec.playbook(),
                            std::max(0.0, ToSeconds(now - std::max(s.enqueued_at, s.eligible_at))));
   return s;
@@ -89,38 +96,16 @@ const ShardRecord* LeaseTable::FindStraggler(const AgentRecord& agent, TimePoint
 ShardRecord LeaseTable::GrantBackup(const AgentRecord& agent, const ShardRecord& shard,
                                     TimePoint now, Mutation& m) const {
   ShardRecord s = shard;
-  s.token += 1;
-  LeaseInfo lease;
-  lease.lease_id = util::StrCat(s.id, "-l", s.token);
-  lease.agent_id = agent.dims.agent_id();
-  lease.session_id = agent.session_id;
-  lease.token = s.token;
-  lease.granted_at = now;
-  lease.deadline = now + options_.lease_ttl;
-  lease.backup = true;
-  s.backup = lease;
-  AttemptRecord a;
-  a.shard_id = s.id;
-  a.attempt = static_cast<int>(lease.token);
-  a.lease_id = lease.lease_id;
-  a.agent_id = lease.agent_id;
-  a.token = lease.token;
-  a.granted_at = now;
-  a.backup = true;
-  m.attempts.push_back(a);
+  s.backup = NewLease(agent, s, now, /*backup=*/true, m);
   metrics_->BackupLease(ShardArch(s), "granted");
   return s;
 }
 
 v1::LeaseResponse LeaseTable::GrantedBackup(const ShardRecord& s) {
-  v1::LeaseResponse resp;
-  if (!s.backup) return resp;
-  resp.set_granted(true);
-  resp.set_lease_id(s.backup->lease_id);
-  resp.set_fencing_token(s.backup->token);
-  resp.set_deadline_unix_ms(ToUnixMillis(s.backup->deadline));
-  *resp.mutable_shard() = s.spec;
-  return resp;
+  if (!s.backup) return {};
+  ShardRecord as_lease = s;  // the backup, answered as any lease
+  as_lease.lease = s.backup;
+  return Granted({&as_lease});
 }
 
 void LeaseTable::EndOtherAttempt(ShardRecord& s, TimePoint now, Mutation& m) {

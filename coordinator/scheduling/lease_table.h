@@ -274,6 +274,9 @@ class LeaseTable {
   // Whether verify's batch is short of max_batch and, with company added, fits the fair share.
   bool RoomFor(const AgentRecord& agent, const ShardRecord& verify, const ShardRecord& company,
                int max_batch, TimePoint now) const;
+  // A new lease of s for agent (s's token advanced), its open attempt row added to m.
+  LeaseInfo NewLease(const AgentRecord& agent, ShardRecord& s, TimePoint now, bool backup,
+                     Mutation& m) const;
   using QueueKey = std::tuple<int, bool, double, std::int64_t, std::string>;
   QueueKey KeyOf(const ShardRecord& s) const;
   void Enqueue(const ShardRecord& s);

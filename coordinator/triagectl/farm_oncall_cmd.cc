@@ -98,14 +98,15 @@ int RunShardsList(Client& client, const FarmOptions& o, std::ostream& out, std::
     std::string loader = s.loader();
     if (auto p = loader.find("tt_forge_models/"); p != std::string::npos)
       loader = loader.substr(p + 16);
-    rows.push_back({s.id(), s.state(), s.playbook(), PhaseName(s.phase()),
-                    s.arch().empty() ? "cpu" : s.arch(), std::to_string(s.keys_size()),
-                    std::to_string(s.attempts()),
-                    s.has_carried_from()   ? "carried:" + s.carried_from().sweep_id()
-                    : s.agent_id().empty() ? "-"
-                                           : s.agent_id(),
-                    s.last_step().empty() ? "-" : s.last_step(),
-                    s.agent_id().empty() ? "-" : Ago(s.last_progress_unix_ms()), loader});
+    rows.push_back(
+        {s.id(), s.state(), s.playbook(), PhaseName(s.phase()), s.arch().empty() ? "cpu" : s.arch(),
+         std::to_string(s.keys_size()), std::to_string(s.attempts()),
+         s.has_carried_from()          ? "carried:" + s.carried_from().sweep_id()
+         : s.agent_id().empty()        ? "-"
+         : s.backup_agent_id().empty() ? s.agent_id()
+                                       : s.agent_id() + " +backup " + s.backup_agent_id(),
+         s.last_step().empty() ? "-" : s.last_step(),
+         s.agent_id().empty() ? "-" : Ago(s.last_progress_unix_ms()), loader});
   }
   PrintTable(out,
              {"SHARD", "STATE", "PLAYBOOK", "PHASE", "ARCH", "ENTRIES", "ATTEMPTS", "AGENT",

@@ -657,7 +657,17 @@ TEST_F(CoordinatorTest, ABackupRacesItsOriginalAndTheFirstResultDecidesOnce) {
   EXPECT_EQ(backup.shard().shard_id(), shard_id);
   EXPECT_NE(backup.lease_id(), original.lease_id());
   EXPECT_GT(backup.fencing_token(), original.fencing_token());
-  EXPECT_EQ(ShardById(shard_id).attempts(), 1) << "a backup is not an attempt of the work";
+  const v1::Shard view = ShardById(shard_id);
+  EXPECT_EQ(view.attempts(), 1) << "a backup is not an attempt of the work";
+  EXPECT_EQ(view.agent_id(), "a1");
+  EXPECT_EQ(view.backup_agent_id(), "a2");
+  EXPECT_EQ(view.backup_lease_id(), backup.lease_id());
+  std::map<std::string, std::vector<std::string>> shards_of;  // agent -> its shards
+  for (const auto& a : coord_->ListAgents()) {
+    shards_of[a.dimensions().agent_id()].assign(a.shard_ids().begin(), a.shard_ids().end());
+  }
+  EXPECT_THAT(shards_of["a1"], ElementsAre(shard_id));
+  EXPECT_THAT(shards_of["a2"], ElementsAre(shard_id));
 
   // A restart keeps both leases; each agent re-attaches.
   ASSERT_NO_FATAL_FAILURE(OpenFileStore(tmp.path() / "state.db", true));

@@ -166,6 +166,19 @@ void ExpectSameSweep(const SweepRecord& got, const SweepRecord& want) {
   EXPECT_EQ(got.finished_at, want.finished_at);
 }
 
+// A lease's persisted fields (not its deadline).
+void ExpectSameLease(const std::optional<LeaseInfo>& got, const std::optional<LeaseInfo>& want,
+                     const std::string& what) {
+  ASSERT_EQ(got.has_value(), want.has_value()) << what;
+  if (!want) return;
+  EXPECT_EQ(got->lease_id, want->lease_id) << what;
+  EXPECT_EQ(got->agent_id, want->agent_id) << what;
+  EXPECT_EQ(got->session_id, want->session_id) << what;
+  EXPECT_EQ(got->token, want->token) << what;
+  EXPECT_EQ(got->granted_at, want->granted_at) << what;
+  EXPECT_EQ(got->backup, want->backup) << what;
+}
+
 // A shard's persisted fields; the lease deadline and the progress fields live in memory only.
 void ExpectSameShard(const ShardRecord& got, const ShardRecord& want) {
   EXPECT_EQ(got.id, want.id);
@@ -184,24 +197,8 @@ void ExpectSameShard(const ShardRecord& got, const ShardRecord& want) {
   EXPECT_EQ(got.last_error, want.last_error);
   EXPECT_EQ(got.archs, want.archs);
   EXPECT_EQ(got.cpu_ok, want.cpu_ok);
-  ASSERT_EQ(got.lease.has_value(), want.lease.has_value()) << got.id;
-  if (want.lease) {
-    EXPECT_EQ(got.lease->lease_id, want.lease->lease_id);
-    EXPECT_EQ(got.lease->agent_id, want.lease->agent_id);
-    EXPECT_EQ(got.lease->session_id, want.lease->session_id);
-    EXPECT_EQ(got.lease->token, want.lease->token);
-    EXPECT_EQ(got.lease->granted_at, want.lease->granted_at);
-    EXPECT_EQ(got.lease->backup, want.lease->backup);
-  }
-  ASSERT_EQ(got.backup.has_value(), want.backup.has_value()) << got.id;
-  if (want.backup) {
-    EXPECT_EQ(got.backup->lease_id, want.backup->lease_id);
-    EXPECT_EQ(got.backup->agent_id, want.backup->agent_id);
-    EXPECT_EQ(got.backup->session_id, want.backup->session_id);
-    EXPECT_EQ(got.backup->token, want.backup->token);
-    EXPECT_EQ(got.backup->granted_at, want.backup->granted_at);
-    EXPECT_TRUE(got.backup->backup);
-  }
+  ExpectSameLease(got.lease, want.lease, got.id + " lease");
+  ExpectSameLease(got.backup, want.backup, got.id + " backup");
 }
 
 void ExpectSameAttempt(const AttemptRecord& got, const AttemptRecord& want) {

@@ -142,12 +142,15 @@ class LeaseTableTest : public ::testing::Test {
     return s;
   }
 
-  static v1::CompleteRequest Complete(const ShardRecord& s) {
+  static v1::CompleteRequest Complete(const ShardRecord& s) { return CompleteOn(*s.lease); }
+
+  // A Complete on one lease (a shard's lease or its backup).
+  static v1::CompleteRequest CompleteOn(const LeaseInfo& l) {
     v1::CompleteRequest req;
-    req.set_agent_id(s.lease->agent_id);
-    req.set_session_id(s.lease->session_id);
-    req.set_lease_id(s.lease->lease_id);
-    req.set_fencing_token(s.lease->token);
+    req.set_agent_id(l.agent_id);
+    req.set_session_id(l.session_id);
+    req.set_lease_id(l.lease_id);
+    req.set_fencing_token(l.token);
     return req;
   }
 
@@ -979,15 +982,6 @@ class BackupLeaseTest : public LeaseTableTest {
         table_->GrantBackup(agent(agent_id), table_->shard(shard_id), Now(), m ? *m : local);
     table_->Put(s);
     return s;
-  }
-
-  static v1::CompleteRequest CompleteOn(const LeaseInfo& l) {
-    v1::CompleteRequest req;
-    req.set_agent_id(l.agent_id);
-    req.set_session_id(l.session_id);
-    req.set_lease_id(l.lease_id);
-    req.set_fencing_token(l.token);
-    return req;
   }
 };
 
