@@ -109,13 +109,15 @@ v1::LeaseResponse LeaseTable::GrantedBackup(const ShardRecord& s) {
 }
 
 void LeaseTable::EndOtherAttempt(ShardRecord& s, TimePoint now, Mutation& m) {
+  // Per backup lease: won when its result decides the shard (also once its first lease had
+  // failed and it carried the shard alone), lost when the other attempt's does.
+  if (s.lease && s.lease->backup) metrics_->BackupLease(ShardArch(s), "won");
   if (!s.backup) return;
   const LeaseInfo other = *s.backup;
-  const bool backup_won = s.lease && s.lease->backup;
   m.attempts.push_back(EndedAttempt(
       s, other, now, "superseded",
       util::StrCat("lease ", s.lease ? s.lease->lease_id : "", " was accepted first")));
-  metrics_->BackupLease(ShardArch(s), backup_won ? "won" : "lost");
+  if (other.backup) metrics_->BackupLease(ShardArch(s), "lost");
   if (auto agent = agents_.find(other.agent_id); agent != agents_.end()) {
     // A batch's shards share one session: stopping this one would stop them all.
     const bool batch = agent->second.leases.size() > 1;

@@ -78,6 +78,12 @@ class RecordingMetrics : public CoordinatorMetrics {
   void LeaseExpired(std::string_view arch, std::string_view reason) override {
     ++expired[std::string(arch) + "/" + std::string(reason)];
   }
+  void BackupLease(std::string_view arch, std::string_view outcome) override {
+    ++backups[std::string(arch) + "/" + std::string(outcome)];
+  }
+  void BackupSeconds(std::string_view, double seconds) override { backup_seconds += seconds; }
+  std::map<std::string, int> backups;
+  double backup_seconds = 0;
   void Requeued(std::string_view, std::string_view source) override {
     ++requeued[std::string(source)];
   }
@@ -677,6 +683,7 @@ TEST_F(CoordinatorTest, ABackupRacesItsOriginalAndTheFirstResultDecidesOnce) {
 
   // The backup's result comes first and decides the shard; the original is told to stop and
   // its result, when it comes anyway, is refused.
+  clock_.Advance(10min);
   EXPECT_TRUE(CompleteLease("a2", backup, Succeeded(backup.shard())).accepted());
   EXPECT_THAT(Beat("a1", {original.lease_id()}).revoked_lease_ids(),
               ElementsAre(original.lease_id()));
@@ -685,6 +692,9 @@ TEST_F(CoordinatorTest, ABackupRacesItsOriginalAndTheFirstResultDecidesOnce) {
   EXPECT_THAT(late.rejected_reason(), HasSubstr("not current"));
   EXPECT_EQ(coord_->Results("sw-0001")->size(), 1u);
   EXPECT_EQ(store_->Load()->results.size(), 1u) << "decided once";
+  // The metrics count the race (the restart's coordinator saw the win) and the backup's time.
+  EXPECT_THAT(metrics_.backups, ElementsAre(Pair("n150/granted", 1), Pair("n150/won", 1)));
+  EXPECT_DOUBLE_EQ(metrics_.backup_seconds, 600) << "granted 10 minutes before its result";
   auto attempts = store_->Attempts(shard_id);
   ASSERT_TRUE(attempts.ok()) << attempts.status();
   std::map<std::string, std::pair<std::string, bool>> by_lease;  // lease -> (outcome, backup)
