@@ -297,6 +297,8 @@ absl::StatusOr<v1::Sweep> Coordinator::StartSweep(const v1::StartSweepRequest& r
     SweepRt rt;
     rt.rec = rec;
     sweeps_[rec.id] = std::move(rt);
+    // A device-time budget planned the sweep's device hours: no backups beyond them.
+    if (rec.request.nightly_options().max_device_hours() > 0) table_.NoBackups(rec.id);
     std::vector<AgentRecord> agents;
     if (auto st = CommitLocked(m, plan.shards, agents, after); !st.ok()) {
       sweeps_.erase(rec.id);

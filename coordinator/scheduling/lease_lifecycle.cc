@@ -84,6 +84,7 @@ const ShardRecord* LeaseTable::FindStraggler(const AgentRecord& agent, TimePoint
     const ShardRecord& s = shards_.at(sid);
     if (!s.lease || s.lease->lease_id != lease_id || s.backup ||
         s.lease->agent_id == agent.dims.agent_id() || held_sweeps_.count(s.sweep_id) ||
+        no_backup_sweeps_.count(s.sweep_id) ||
         !AgentOffers(agent.dims, s, options_.device_probes)) {
       continue;
     }

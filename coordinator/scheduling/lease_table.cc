@@ -185,6 +185,7 @@ void LeaseTable::Clear() {
   queued_ = 0;
   demand_.Clear();
   held_sweeps_.clear();
+  no_backup_sweeps_.clear();
 }
 
 void LeaseTable::Hold(const std::string& sweep_id, bool held) {

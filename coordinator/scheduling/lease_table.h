@@ -149,6 +149,10 @@ class LeaseTable {
   // granted run on. Not stored: the owner derives it from the records (Clear forgets it).
   void Hold(const std::string& sweep_id, bool held);
   bool Held(const std::string& sweep_id) const { return held_sweeps_.count(sweep_id) > 0; }
+  // A sweep whose shards get no backup leases: one with a device-time budget, which backups
+  // would overspend (docs/farm.md, "Backup leases"). Not stored: the owner derives it from the
+  // sweep's request (Clear forgets it).
+  void NoBackups(const std::string& sweep_id) { no_backup_sweeps_.insert(sweep_id); }
   // The first queued shard (priority, longest first, oldest) this agent may take now; for a
   // device agent, the first of its arch, else the first probe-phase shard (device_probes). A
   // device agent that asks for batches of max_batch passes over a verify phase that would run
@@ -296,6 +300,7 @@ class LeaseTable {
   std::map<std::string, std::pair<std::string, int>> lease_request_;
   std::set<std::string> accepted_leases_;
   std::set<std::string> held_sweeps_;
+  std::set<std::string> no_backup_sweeps_;
   std::map<std::string, double> learned_;  // sweep -> SetLearnedSeconds
   std::map<std::string, double> planned_;  // lease id -> RememberPlan
   // Queued shards per requirement, each group in queue order (FindMatch looks at the heads).

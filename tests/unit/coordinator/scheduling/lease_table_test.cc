@@ -1216,6 +1216,17 @@ TEST_F(BackupLeaseTest, ARestartedAgentLosesItsBackupAndTheShardKeepsItsLease) {
   EXPECT_EQ(m.attempts[0].outcome, "expired");
 }
 
+TEST_F(BackupLeaseTest, NoBackupsForASweepWithADeviceTimeBudget) {
+  PutAgent(Agent("a1"));
+  PutAgent(Agent("a2"));
+  table_->Put(Queued("s-1", 1, "n150", 0, 10));
+  GrantAndPut("a1", "s-1");
+  clock_.Advance(10h);
+  ASSERT_EQ(StragglerFor("a2"), "s-1");
+  table_->NoBackups("sw-0001");
+  EXPECT_EQ(StragglerFor("a2"), "");
+}
+
 TEST_F(BackupLeaseTest, NoBackupsWhenTheyAreOff) {
   SchedulingOptions o = DefaultOptions();
   o.backups.after = 0;
