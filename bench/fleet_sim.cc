@@ -698,15 +698,8 @@ class Simulation {
         return;
       }
       case Kind::kDie:
-        for (const auto& l : a.leases) --in_flight_[l.shard().shard_id()];
-        if (a.busy) {
-          const v1::ShardSpec& spec = a.leases.front().shard();
-          lost_work_[spec.phase() == v1::PHASE_PROBE ? "cpu" : spec.arch()] += Now() - a.started;
-          busy_[a.arch] += Now() - a.started;
-        }
+        Abandon(a);
         a.dead = true;
-        a.busy = false;
-        a.leases.clear();
         return;
       case Kind::kRevive:
         a.dead = false;
@@ -749,16 +742,23 @@ class Simulation {
     }
   }
 
-  // The agent stops what it runs (a revoked lease): the time so far is lost, its finish events
-  // find nothing to report.
-  void Stop(Agent& a) {
+  // What the agent runs is lost (it died, or stopped for a revoked lease): the time since its
+  // last report is lost work, and its finish events find nothing to report.
+  void Abandon(Agent& a) {
     for (const auto& l : a.leases) --in_flight_[l.shard().shard_id()];
-    const v1::ShardSpec& spec = a.leases.front().shard();
-    lost_work_[spec.phase() == v1::PHASE_PROBE ? "cpu" : spec.arch()] += Now() - a.started;
-    busy_[a.arch] += Now() - a.started;
-    a.leases.clear();
+    if (a.busy && !a.leases.empty()) {
+      const v1::ShardSpec& spec = a.leases.front().shard();
+      lost_work_[spec.phase() == v1::PHASE_PROBE ? "cpu" : spec.arch()] += Now() - a.started;
+      busy_[a.arch] += Now() - a.started;
+    }
     a.busy = false;
-    if (a.draining) a.away.push_back({Now(), 1e18});
+    a.leases.clear();
+  }
+
+  // The agent stops what it runs (a revoked lease), as the agent does.
+  void Stop(Agent& a) {
+    Abandon(a);
+    if (a.draining) a.away.push_back({Now(), 1e18});  // it stops once its shard is done
   }
 
   // Idle agents ask for work (a Lease without waiting, answered at once).

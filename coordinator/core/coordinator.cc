@@ -580,9 +580,7 @@ void Coordinator::RecoverLocked(Snapshot snap, Effects& after) {
     // Sweeps caught between their last shard and their final state merge again.
     if (rt.rec.state == SweepState::kMerging) rt.rec.state = SweepState::kRunning;
     metrics_->SweepStateChanged("", SweepStateName(rt.rec.state));
-    // A device-time budget planned the sweep's device hours: no backups beyond them.
-    if (r.request.nightly_options().max_device_hours() > 0) table_.NoBackups(r.id);
-    sweeps_[r.id] = std::move(rt);
+    AddSweepLocked(std::move(rt));
   }
   std::sort(snap.shards.begin(), snap.shards.end(),
             [](const ShardRecord& a, const ShardRecord& b) { return a.seq < b.seq; });

@@ -319,6 +319,9 @@ class Coordinator {
   // Counts shard_id as failed on the farm (once) and checks the budget.
   void NoteFarmFailureLocked(SweepRt& s, const std::string& shard_id);
   void CheckBudgetLocked(SweepRt& s);
+  // A sweep started or read back: kept, and what the lease table derives from its request
+  // (no backup leases under a device-time budget) told.
+  void AddSweepLocked(SweepRt rt);
   // Plans the next registry wave of a sweep whose latest wave's first phases all ended (and, for
   // a command executor, its verify phases too); true when it made shards.
   bool PlanWaveLocked(const std::string& sweep_id, Effects& after);

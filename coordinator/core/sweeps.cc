@@ -22,6 +22,13 @@ const Coordinator::SweepRt* Coordinator::FindRequestLocked(const std::string& re
   return nullptr;
 }
 
+void Coordinator::AddSweepLocked(SweepRt rt) {
+  // A device-time budget planned the sweep's device hours: no backups beyond them.
+  if (rt.rec.request.nightly_options().max_device_hours() > 0) table_.NoBackups(rt.rec.id);
+  const std::string id = rt.rec.id;
+  sweeps_[id] = std::move(rt);
+}
+
 absl::StatusOr<const Coordinator::SweepRt*> Coordinator::CarryBaseLocked(const SweepRecord& like,
                                                                          std::string* why) const {
   const v1::StartSweepRequest& req = like.request;
@@ -296,9 +303,7 @@ absl::StatusOr<v1::Sweep> Coordinator::StartSweep(const v1::StartSweepRequest& r
                                          : ""));
     SweepRt rt;
     rt.rec = rec;
-    sweeps_[rec.id] = std::move(rt);
-    // A device-time budget planned the sweep's device hours: no backups beyond them.
-    if (rec.request.nightly_options().max_device_hours() > 0) table_.NoBackups(rec.id);
+    AddSweepLocked(std::move(rt));
     std::vector<AgentRecord> agents;
     if (auto st = CommitLocked(m, plan.shards, agents, after); !st.ok()) {
       sweeps_.erase(rec.id);

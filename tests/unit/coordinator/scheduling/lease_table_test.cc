@@ -118,10 +118,12 @@ class LeaseTableTest : public ::testing::Test {
     return s;
   }
 
+  // A shard's id, or "" for none.
+  static std::string IdOf(const ShardRecord* s) { return s == nullptr ? "" : s->id; }
+
   // What FindMatch gives the agent asking for batches of max_batch: the shard id, or "".
   std::string MatchBatch(const std::string& agent_id, int max_batch) {
-    const ShardRecord* s = table_->FindMatch(agent(agent_id), Now(), max_batch);
-    return s == nullptr ? "" : s->id;
+    return IdOf(table_->FindMatch(agent(agent_id), Now(), max_batch));
   }
 
   void PutAgent(AgentRecord a) { table_->Put(std::move(a)); }
@@ -129,8 +131,7 @@ class LeaseTableTest : public ::testing::Test {
 
   // What FindMatch gives the agent now: the shard id, or "" for nothing.
   std::string MatchFor(const std::string& agent_id) {
-    const ShardRecord* s = table_->FindMatch(agent(agent_id), Now());
-    return s == nullptr ? "" : s->id;
+    return IdOf(table_->FindMatch(agent(agent_id), Now()));
   }
 
   // Grants the shard to the agent and puts the granted copy back; the granted copy.
@@ -971,8 +972,22 @@ class BackupLeaseTest : public LeaseTableTest {
   }
 
   std::string StragglerFor(const std::string& agent_id) {
-    const ShardRecord* s = table_->FindStraggler(agent(agent_id), Now());
-    return s == nullptr ? "" : s->id;
+    return IdOf(table_->FindStraggler(agent(agent_id), Now()));
+  }
+
+  // Agents a1 and a2 (n150); s-1, expected 10 s, leased by a1.
+  void LeasedByA1() {
+    PutAgent(Agent("a1"));
+    PutAgent(Agent("a2"));
+    table_->Put(Queued("s-1", 1, "n150", 0, 10));
+    GrantAndPut("a1", "s-1");
+  }
+
+  // LeasedByA1, then two minutes later (past its due time) a backup on a2.
+  void BackedUpOnA2() {
+    LeasedByA1();
+    clock_.Advance(2min);
+    BackupAndPut("a2", "s-1");
   }
 
   ShardRecord BackupAndPut(const std::string& agent_id, const std::string& shard_id,
@@ -1075,13 +1090,8 @@ TEST_F(BackupLeaseTest, AnIdleAgentBacksUpAStragglerAndTheFirstAcceptedResultWin
 }
 
 TEST_F(BackupLeaseTest, ALostAttemptHandsTheShardToTheOtherWithoutARequeue) {
-  PutAgent(Agent("a1"));
-  PutAgent(Agent("a2"));
   PutAgent(Agent("a3"));
-  table_->Put(Queued("s-1", 1, "n150", 0, 10));
-  GrantAndPut("a1", "s-1");
-  clock_.Advance(2min);
-  BackupAndPut("a2", "s-1");
+  BackedUpOnA2();
 
   // The backup's agent goes silent: its lease expires, the first runs on.
   clock_.Advance(45s);
@@ -1128,12 +1138,7 @@ TEST_F(BackupLeaseTest, ALostAttemptHandsTheShardToTheOtherWithoutARequeue) {
 }
 
 TEST_F(BackupLeaseTest, AnOperatorRevocationEndsBothAttempts) {
-  PutAgent(Agent("a1"));
-  PutAgent(Agent("a2"));
-  table_->Put(Queued("s-1", 1, "n150", 0, 10));
-  GrantAndPut("a1", "s-1");
-  clock_.Advance(2min);
-  BackupAndPut("a2", "s-1");
+  BackedUpOnA2();
   ShardRecord s = table_->shard("s-1");
   Mutation m;
   table_->Revoke(s, Now(), "requeued by alice", m);
@@ -1198,12 +1203,7 @@ TEST_F(BackupLeaseTest, ABatchRunsOnWhenABackupDecidesOneOfItsShards) {
 }
 
 TEST_F(BackupLeaseTest, ARestartedAgentLosesItsBackupAndTheShardKeepsItsLease) {
-  PutAgent(Agent("a1"));
-  PutAgent(Agent("a2"));
-  table_->Put(Queued("s-1", 1, "n150", 0, 10));
-  GrantAndPut("a1", "s-1");
-  clock_.Advance(2min);
-  BackupAndPut("a2", "s-1");
+  BackedUpOnA2();
   const AgentRecord before = agent("a2");
   Mutation m;
   auto fenced = table_->FenceRestartedAgent(before, {}, Now(), m);
@@ -1217,10 +1217,7 @@ TEST_F(BackupLeaseTest, ARestartedAgentLosesItsBackupAndTheShardKeepsItsLease) {
 }
 
 TEST_F(BackupLeaseTest, NoBackupsForASweepWithADeviceTimeBudget) {
-  PutAgent(Agent("a1"));
-  PutAgent(Agent("a2"));
-  table_->Put(Queued("s-1", 1, "n150", 0, 10));
-  GrantAndPut("a1", "s-1");
+  LeasedByA1();
   clock_.Advance(10h);
   ASSERT_EQ(StragglerFor("a2"), "s-1");
   table_->NoBackups("sw-0001");
@@ -1231,10 +1228,7 @@ TEST_F(BackupLeaseTest, NoBackupsWhenTheyAreOff) {
   SchedulingOptions o = DefaultOptions();
   o.backups.after = 0;
   Reset(o);
-  PutAgent(Agent("a1"));
-  PutAgent(Agent("a2"));
-  table_->Put(Queued("s-1", 1, "n150", 0, 10));
-  GrantAndPut("a1", "s-1");
+  LeasedByA1();
   clock_.Advance(10h);
   EXPECT_EQ(StragglerFor("a2"), "");
 }
