@@ -85,6 +85,7 @@ class BatchAnswers : public playbooks::PlaybookTools {
     run.exit_code = from.exit_code;
     run.signal = from.signal;
     run.evidence = from.evidence;
+    run.session_tests = std::max(from.session_tests, sessions_[*session].keys.size());
     used_.insert(*session);
     return run;
   }
@@ -234,6 +235,7 @@ std::vector<absl::StatusOr<v1::ShardResult>> NativeExecutor::RunBatch(
           run.log = std::move(*log_text);
           run.xml = true;
           run.evidence = {p.log_name, p.junit_name};
+          run.session_tests = todo.size();
           now = sessions;
           now->push_back({todo, std::move(run)});
         }

@@ -167,6 +167,7 @@ absl::StatusOr<playbooks::PytestRun> NativeTools::Pytest(const std::vector<std::
   playbooks::PytestRun out;
   out.exit_code = res->exit_code;
   out.signal = res->timed_out ? 0 : res->signal;
+  out.session_tests = keys.size();
   out.timed_out = res->timed_out;
   if (res->timed_out && options_.on_timeout) options_.on_timeout("verify");
   auto text = util::ReadFile(log, 64 << 20);

@@ -133,6 +133,7 @@ absl::StatusOr<playbooks::PytestRun> ReplayTools::Pytest(const std::vector<std::
     const auto& list = it->second;
     const Case& c = list[std::min<std::size_t>(n, list.size() - 1)];
     run.cases.push_back(c.tc);
+    run.session_tests = keys.size();
     const std::string stem = c.file.stem().string();
     Record(util::StrCat("junit/", c.file.filename().string()), &run);
     std::error_code ec;

@@ -44,6 +44,7 @@ struct Verification {
   const junit::TestCase* testcase = nullptr;  // null: the run left none (e.g. a crash)
   std::string log;
   int signal = 0;
+  bool log_shared = false;  // the log is of a session that ran other tests too
 };
 
 // A playbook: the decision code for the entries one classification rule takes

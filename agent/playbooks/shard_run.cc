@@ -328,10 +328,14 @@ absl::Status ShardRun::Verify() {
     junit::TestCase tc;
     std::string log;
     int signal = 0;
+    bool shared = false;
+  };
+  auto shared = [](const PytestRun& r, std::size_t asked) {
+    return std::max(r.session_tests, asked) > 1;
   };
   std::map<std::string, Answer> cases;
   for (std::size_t i = 0; i < session.size() && i < run->cases.size(); ++i) {
-    cases[session[i]] = {run->cases[i], run->log, run->signal};
+    cases[session[i]] = {run->cases[i], run->log, run->signal, shared(*run, session.size())};
   }
   // A process crash leaves no testcase for the rest of the run: run those alone.
   std::vector<std::string> missing;
@@ -347,7 +351,7 @@ absl::Status ShardRun::Verify() {
       if (std::string why = RunnerFailure(*alone); !why.empty()) {
         return absl::UnavailableError(why);
       }
-      cases[k] = {alone->cases[0], alone->log, alone->signal};
+      cases[k] = {alone->cases[0], alone->log, alone->signal, shared(*alone, 1)};
     }
   }
   for (EntryWork* w : todo) {
@@ -356,6 +360,7 @@ absl::Status ShardRun::Verify() {
     v.testcase = a.tc.outcome == junit::Outcome::kMissing ? nullptr : &a.tc;
     v.log = a.log;
     v.signal = a.signal;
+    v.log_shared = a.shared;
     playbook_.Decide(*this, *w, v);
     // The time of the run whose testcase decided (the alone run after a crash), for the next
     // sweep's planning (.test_durations); set here so that no playbook's Decide can drop it.
@@ -374,12 +379,13 @@ absl::Status ShardRun::Verify() {
     Progress("inference", w->inference_key);
     auto alone = ctx_.tools->Pytest({w->inference_key}, "inference");
     if (!alone.ok() || alone->cases.empty()) return absl::OkStatus();
-    inf = Answer{alone->cases[0], alone->log, alone->signal};
+    inf = Answer{alone->cases[0], alone->log, alone->signal, shared(*alone, 1)};
   }
   junit::VerifyContext vc;
   vc.forced_skip = w->inference_status == "NOT_SUPPORTED_SKIP";
   vc.old_reason = w->inference_reason;
   vc.log_text = inf->log;
+  vc.log_shared = inf->shared;
   const junit::TestCase& tc = inf->tc;
   junit::Finding f = junit::Classify(tc.outcome == junit::Outcome::kMissing ? nullptr : &tc, vc);
   std::string summary = util::StrCat(w->inference_key, ": ", junit::VerdictName(f.verdict),
@@ -419,6 +425,7 @@ void DecideFromVerification(EntryWork& w, const Verification& v) {
   vc.old_reason = w.reason;
   vc.old_reason_stale = OldReasonStale(w);
   vc.log_text = v.log;
+  vc.log_shared = v.log_shared;
   vc.exit_signal = v.signal;
   junit::Finding f = junit::Classify(v.testcase, vc);
   junit::Decision d = junit::Decide(f);

@@ -23,6 +23,9 @@ struct PytestRun {
   int exit_code = 0;
   int signal = 0;                     // the signal that killed pytest (a crash that left no XML)
   std::vector<std::string> evidence;  // names of the files recorded for this run
+  // How many tests the session that wrote `log` ran: above 1 the log is theirs together, and a
+  // testcase's evidence is only its own section of it (junit::VerifyContext::log_shared).
+  std::size_t session_tests = 0;
 };
 
 // What a playbook asks of the machine: the CPU probe and pytest. The executor's NativeTools

@@ -240,10 +240,10 @@ std::optional<std::string_view> FatalMessage(const Line& l) {
 }
 
 // The part of a pytest log about one test: from its "____ test_x[<key>] ____" header in the
-// FAILURES (or PASSES) summary to the next header or "====" line. The whole log when there is no
-// such header.
-std::string_view LogOfTest(std::string_view log, std::string_view key) {
-  if (key.empty()) return log;
+// FAILURES (or PASSES) summary to the next header or "====" line. With no such header: the whole
+// log when it is this test's alone, nothing when the session ran other tests too.
+std::string_view LogOfTest(std::string_view log, std::string_view key, bool shared) {
+  if (key.empty()) return shared ? std::string_view() : log;
   const std::string needle = util::StrCat("[", key, "]");
   auto is_header = [](std::string_view t) {
     return t.size() > 6 && t.starts_with("___") && t.ends_with("___");
@@ -258,7 +258,8 @@ std::string_view LogOfTest(std::string_view log, std::string_view key) {
       return log.substr(begin, at - begin);
     }
   }
-  return begin == std::string_view::npos ? log : log.substr(begin);
+  if (begin != std::string_view::npos) return log.substr(begin);
+  return shared ? std::string_view() : log;
 }
 
 std::string_view FirstLine(std::string_view text) {

@@ -125,9 +125,10 @@ std::size_t GlogFatalAt(std::string_view t);
 std::optional<std::string_view> FatalMessage(const Line& l);
 
 // The part of a pytest log about one test: from its "____ test_x[<key>] ____" header in the
-// FAILURES (or PASSES) summary to the next header or "====" line. The whole log when there is no
-// such header.
-std::string_view LogOfTest(std::string_view log, std::string_view key);
+// FAILURES (or PASSES) summary to the next header or "====" line. With no such header (a session
+// that died before its summary): the whole log when it is this test's alone, nothing when
+// `shared` (the session ran other tests too, whose output and crash would be taken for this one's).
+std::string_view LogOfTest(std::string_view log, std::string_view key, bool shared = false);
 
 std::string_view FirstLine(std::string_view text);
 

@@ -194,7 +194,7 @@ class Classifier {
     }
     for (std::string_view log :
          {std::string_view(tc_->system_err), std::string_view(tc_->system_out),
-          LogOfTest(ctx_.log_text, tc_->key)}) {
+          LogOfTest(ctx_.log_text, tc_->key, ctx_.log_shared)}) {
       if (auto r = PickFromLines(CandidateLines(log, TextKind::kLog))) {
         SetReason(*std::move(r), "log");
         return true;
@@ -221,7 +221,7 @@ class Classifier {
     std::vector<Line> lines;
     for (std::string_view log :
          {std::string_view(tc_->system_err), std::string_view(tc_->system_out),
-          LogOfTest(ctx_.log_text, tc_->key)}) {
+          LogOfTest(ctx_.log_text, tc_->key, ctx_.log_shared)}) {
       std::vector<Line> more = CandidateLines(log, TextKind::kLog);
       lines.insert(lines.end(), more.begin(), more.end());
     }
@@ -311,7 +311,7 @@ class Classifier {
         signal > 0) {
       for (std::string_view output :
            {std::string_view(tc_->system_err), std::string_view(tc_->system_out),
-            LogOfTest(ctx_.log_text, tc_->key)}) {
+            LogOfTest(ctx_.log_text, tc_->key, ctx_.log_shared)}) {
         std::vector<Line> lines = CandidateLines(output, TextKind::kLog);
         if (auto message = LastFatalMessage(lines)) {
           return Crash(signal, *message, "log", output, lines);

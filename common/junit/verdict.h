@@ -41,6 +41,10 @@ struct VerifyContext {
   // What pytest printed (stdout and stderr). The evidence when there is no testcase (pytest died
   // without writing XML) and the fallback when the testcase carries only a generic error.
   std::string log_text;
+  // log_text is of a session that ran other tests too (a shard's several keys, a batch of
+  // shards): a testcase reads only its own section of it, never the rest, where another test's
+  // output or crash would pass for its own (docs/junit.md, "Logs of shared sessions").
+  bool log_shared = false;
   std::size_t max_reason_bytes = kMaxReasonBytes;
   // The probe showed the old reason to be false: it no longer reproduces on CPU, or a fix of
   // this shard removed it. A failure that left only generic text ("Error code: 13") then gets

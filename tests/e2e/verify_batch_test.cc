@@ -51,6 +51,10 @@ const Entry kBert{
     "bert_mini/sequence_classification/pytorch-prajjwal1/bert-tiny-single_device-training"};
 const Entry kSlow{"unpack_forward_output", "slow_mini",
                   "slow_mini/pytorch-Base-single_device-training"};
+// An entry whose device run leaves only a status code ("Error code: 13"), made so on n150 for
+// this test, after a probe that showed its old reason to be stale.
+const Entry kGeneric{"missing_inputs", "stalefe_mini",
+                     "stalefe_mini/pytorch-Base-single_device-training"};
 
 // The verify phase of a probe that saw cls returned and proposed `cls.logits`.
 v1::ShardSpec WithLine(v1::ShardSpec spec, const std::string& cls) {
@@ -74,6 +78,11 @@ class VerifyBatchTest : public ::testing::Test {
     const auto faults = repo / "tests/runner/faults.yaml";
     std::string text = testing::ReadFileOrDie(faults);
     text += "  stale_mini/pytorch-Base:\n    run_mode: training\n    kind: crash\n";
+    // stalefe_mini's n150 run fails as its p150 run does: with a status code and nothing else.
+    const std::string p150_override = "    arch_overrides:\n      p150:\n";
+    const std::size_t at = text.find(p150_override, text.find("stalefe_mini/pytorch-Base:"));
+    ASSERT_NE(at, std::string::npos) << "no p150 override of stalefe_mini in " << faults;
+    text.replace(at, p150_override.size(), "    arch_overrides:\n      n150:\n");
     testing::WriteFileOrDie(faults, text);
     ASSERT_EQ(
         testing::RunCommand(testing::GitTestArgv(repo, {"commit", "-qam", "crash"}), dir, &out), 0)
@@ -246,6 +255,26 @@ TEST_F(VerifyBatchTest, ACrashInTheSessionKeepsWhatFinishedBeforeItAndResumesThe
   }
   EXPECT_EQ(batched[1]->entries(0).verdict(), "crash");
   EXPECT_THAT(batched[1]->entries(0).reason(), ::testing::HasSubstr("signal 6"));
+}
+
+TEST_F(VerifyBatchTest, ALaterTestsCrashIsNotTakenForAnEarlierTestsReason) {
+  // stalefe_mini's testcase holds only a status code; the session then dies in stale_mini and
+  // never prints its summary. The session's log is the crash's: stalefe_mini decides from its
+  // own testcase, as it does alone, and its reason is the status code, not the other's abort.
+  v1::ShardSpec generic = Spec(kGeneric, "s-generic");
+  generic.mutable_entries(0)->set_old_reason_stale(true);
+  const std::vector<v1::ShardSpec> specs{generic, Spec(kCrash, "s-crash")};
+  auto batched = Batch(specs);
+  ASSERT_EQ(batched.size(), 2u);
+  ASSERT_TRUE(batched[0].ok()) << batched[0].status();
+  ASSERT_TRUE(batched[1].ok()) << batched[1].status();
+  EXPECT_THAT(Evidence(*batched[0]), ::testing::Contains("junit/01-verify-batch.xml"));
+  EXPECT_THAT(testing::ReadFileOrDie(batch_dir_ / "batch/logs/01-verify-batch.log"),
+              ::testing::HasSubstr("Fatal Python error: Aborted"));
+  EXPECT_EQ(batched[0]->entries(0).reason(),
+            "RuntimeError: Bad StatusOr access: INTERNAL: Error code: 13");
+  EXPECT_EQ(Decision(*batched[0]), Decision(Alone(specs[0])));
+  EXPECT_EQ(batched[1]->entries(0).verdict(), "crash");
 }
 
 TEST_F(VerifyBatchTest, EachShardIsReportedAsTheSessionPassesIt) {

@@ -875,6 +875,28 @@ std::vector<ClassifyCase> ClassifyCases() {
                  "RuntimeError: Bad StatusOr access: INTERNAL: Error code: 13", "failure_text", 0,
                  "generic reason"});
   }
+  // A shared session that died in a later test never printed its summary: its log has no section
+  // for this test, and the crash in it is the later test's. Only a log of this test alone is read
+  // whole.
+  {
+    const std::string log =
+        "...F.F.FFatal Python error: Aborted\n\nCurrent thread 0x00007f03 (most recent call "
+        "first):\n  File \"tests/runner/test_models.py\", line 129 in _die\n"
+        "[triage-agent] the pytest process CRASHED with signal 6 (SIGABRT)\n";
+    TestCase tc = Failed("RuntimeError: Bad StatusOr access: INTERNAL: Error code: 13",
+                         "E   RuntimeError: Bad StatusOr access: INTERNAL: Error code: 13",
+                         {{"triage_error", "RuntimeError: Bad StatusOr access: INTERNAL: Error "
+                                           "code: 13"},
+                          {"triage_stage", "RUNTIME_EXECUTION_START"}});
+    VerifyContext shared = Ctx(false, "old", log);
+    shared.old_reason_stale = true;
+    shared.log_shared = true;
+    shared.exit_signal = 6;
+    c.push_back({"SharedSessionCrashedLaterIsNotThisTests", tc, shared, Verdict::kFailure,
+                 "FAILED_RUNTIME", "stage_file",
+                 "RuntimeError: Bad StatusOr access: INTERNAL: Error code: 13", "triage_error", 0,
+                 "generic reason"});
+  }
   {
     TestCase tc = Failed("failed on setup with \"RuntimeError: device busy\"",
                          "E   RuntimeError: device busy");
