@@ -84,6 +84,7 @@ struct Options {
   double backup_after = coord::BackupPolicy{}.after;  // the coordinator's backup_after
   double backup_slack =                               // its backup_slack_seconds
       ToSeconds(coord::BackupPolicy{}.slack);
+  bool backup_yield = true;  // a backup gives its agent to queued work (the coordinator's rule)
   int learn_estimates_after = 5;  // the coordinator's learn_estimates_after
   bool wave_barrier = false;      // a registry wave waits for every shard of the one before
   bool second_week = false;       // each fleet again, planned with what the farm's sweep measured
@@ -339,6 +340,7 @@ struct RunResult {
   int device_sessions = 0;    // pytest sessions on devices (a batch's is one)
   int backups = 0;            // backup leases granted
   int backups_won = 0;        // of those, the ones whose result was accepted first
+  int backups_yielded = 0;    // and those that gave their agent to queued work
   double backup_seconds = 0;  // device time the backup attempts ran
   double wall_seconds = 0;
   double plan_seconds = 0;
@@ -371,12 +373,14 @@ class QueueWaits : public coord::CoordinatorMetrics {
   void BackupLease(std::string_view, std::string_view outcome) override {
     if (outcome == "granted") ++backups;
     if (outcome == "won") ++backups_won;
+    if (outcome == "yielded") ++backups_yielded;
   }
   void BackupSeconds(std::string_view, double seconds) override { backup_seconds += seconds; }
   std::map<std::string, std::vector<double>> waits;
   int expired = 0;
   int backups = 0;
   int backups_won = 0;
+  int backups_yielded = 0;
   double backup_seconds = 0;
 };
 
@@ -429,6 +433,7 @@ class Simulation {
     copts.backups.after = o_.backup_after;
     copts.backups.slack =
         std::chrono::duration_cast<Duration>(std::chrono::duration<double>(o_.backup_slack));
+    copts.backups.yield = o_.backup_yield;
     start_ = clock_.Now();
     coord::Coordinator coord(
         copts, store->get(), &clock_,
@@ -541,6 +546,7 @@ class Simulation {
     r.expired = metrics_.expired;
     r.backups = metrics_.backups;
     r.backups_won = metrics_.backups_won;
+    r.backups_yielded = metrics_.backups_yielded;
     r.backup_seconds = metrics_.backup_seconds;
     coord_ = nullptr;
     r.wall_seconds =
@@ -757,6 +763,10 @@ class Simulation {
 
   // The agent stops what it runs (a revoked lease), as the agent does.
   void Stop(Agent& a) {
+    if (o_.trace && !a.leases.empty()) {
+      std::cerr << Fixed(Now() / 3600, 3) << " stop " << a.id << " "
+                << a.leases.front().shard().shard_id() << " (revoked)\n";
+    }
     Abandon(a);
     if (a.draining) a.away.push_back({Now(), 1e18});  // it stops once its shard is done
   }
@@ -1074,7 +1084,7 @@ void PrintFleet(const Fleet& f, const std::vector<RunResult>& runs) {
   std::cout << "| policy | makespan | bound (by) | makespan/bound | ";
   for (const auto& l : lanes) std::cout << "util " << l << " | ";
   std::cout << "device s / entry | device sessions | wait p50 / p99 (device) | shards | waves | "
-               "attempts (failed, expired) | backups (won) | backup device h | wall |\n";
+               "attempts (failed, expired) | backups (won, yielded) | backup device h | wall |\n";
   std::cout << "|---|---|---|---|";
   for (std::size_t i = 0; i < lanes.size(); ++i) std::cout << "---|";
   std::cout << "---|---|---|---|---|---|---|---|---|\n";
@@ -1098,7 +1108,7 @@ void PrintFleet(const Fleet& f, const std::vector<RunResult>& runs) {
     std::cout << Fixed(Percentile(device_waits, 0.5) / 60, 1) << " / "
               << Fixed(Percentile(device_waits, 0.99) / 60, 1) << " min | " << r.shards << " | "
               << r.waves << " | " << r.attempts << " (" << r.failed_attempts << ", " << r.expired
-              << ") | " << r.backups << " (" << r.backups_won << ") | "
+              << ") | " << r.backups << " (" << r.backups_won << ", " << r.backups_yielded << ") | "
               << Fixed(r.backup_seconds / 3600, 2) << " | " << Fixed(r.wall_seconds, 1) << " s |\n";
   }
 }
@@ -1293,6 +1303,8 @@ int Main(int argc, char** argv) {
   app.add_option("--backup-slack", o.backup_slack,
                  "The coordinator's backup_slack_seconds: and this long more")
       ->check(CLI::NonNegativeNumber);
+  app.add_flag("--no-backup-yield{false}", o.backup_yield,
+               "Backups run on when work is queued for their agents (before they yielded it)");
   app.add_option("--verify-gather", o.verify_gather,
                  "The coordinator's verify_gather_seconds: how long a device agent may probe "
                  "instead of verifying alone")

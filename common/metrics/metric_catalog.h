@@ -140,8 +140,8 @@ inline constexpr MetricDef kBackupLeasesTotal{
     .name = "triage_backup_leases_total",
     .type = MetricType::kCounter,
     .help =
-        "Backup leases of stragglers (granted; then won: its result was accepted first, or lost: "
-        "the first lease's was)",
+        "Backup leases of stragglers (granted; then won: its result was accepted first, lost: "
+        "the first lease's was, or yielded: it gave its agent to queued work)",
     .labels = {"arch", "outcome"},
 };
 

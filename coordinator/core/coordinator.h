@@ -394,6 +394,8 @@ class Coordinator {
   // the fleet (memory and store).
   void ForgetOfflineAgentsLocked(TimePoint now, Effects& after);
   void ExpireLeasesLocked(TimePoint now, Effects& after);
+  // Backups whose agents queued work needs end (LeaseTable::YieldBackups).
+  void YieldBackupsLocked(TimePoint now, Effects& after);
   // Recomputes each running sweep's live problems (work no live agent can take, quarantined
   // shards) and whether it is blocked; tells watchers when that changed.
   void RefreshProblemsLocked(Effects& after);

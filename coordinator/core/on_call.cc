@@ -378,6 +378,22 @@ void Coordinator::ExpireLeasesLocked(TimePoint now, Effects& after) {
   for (const auto& sw : sweeps) EmitLocked(sw, "leases expired", after);
 }
 
+void Coordinator::YieldBackupsLocked(TimePoint now, Effects& after) {
+  Mutation m;
+  m.name = "YieldBackups";
+  std::vector<ShardRecord> shards = table_.YieldBackups(now, m);
+  if (shards.empty()) return;
+  std::vector<AgentRecord> agents;
+  if (!CommitLocked(m, shards, agents, after).ok()) return;
+  for (const auto& a : m.attempts) {
+    const ShardRecord* s = table_.FindShard(a.shard_id);
+    const std::string sweep_id = s != nullptr ? s->sweep_id : "";
+    EmitLocked(sweep_id, util::StrCat("shard ", a.shard_id, ": backup yielded, ", a.reason), after);
+    after.push_back(AttemptLog(spdlog::level::info, sweep_id, a.shard_id, a.lease_id,
+                               util::StrCat("backup yielded: ", a.reason)));
+  }
+}
+
 void Coordinator::RefreshProblemsLocked(Effects& after) {
   std::map<std::string, std::vector<Unservable>> by_sweep;
   for (auto& u : table_.FindUnservable()) by_sweep[u.sweep_id].push_back(std::move(u));
@@ -472,6 +488,8 @@ void Coordinator::Tick() {
     for (auto& w : table_.TakeExpiredWaiters(now)) after.Answer(w.done, v1::LeaseResponse{});
     // Backoffs that ended.
     ServeWaitersLocked(after);
+    // Queued work that no idle agent took ends the backups of agents that can run it.
+    YieldBackupsLocked(now, after);
     // A finished sweep whose final state could not be stored is retried.
     for (const auto& [id, sw] : sweeps_) {
       if (sw.rec.state == SweepState::kMerging) ScheduleFinishLocked(id, after);

@@ -155,7 +155,8 @@ struct AttemptRecord {
   std::int64_t token = 0;
   TimePoint granted_at;
   TimePoint ended_at;
-  std::string outcome;  // "" while open; succeeded, failed, expired, rejected, revoked, superseded
+  std::string outcome;  // "" while open; succeeded, failed, expired, rejected, revoked, superseded,
+                        // yielded (a backup that gave its agent to queued work)
   std::string reason;
   bool backup = false;  // the lease was a backup (LeaseInfo::backup)
 };

@@ -15,6 +15,9 @@ namespace triage::coord {
 struct BackupPolicy {
   double after = 1.5;  // 0: no backup leases
   Duration slack = std::chrono::minutes(10);
+  // A backup gives its agent to queued work that no idle agent takes (LeaseTable::YieldBackups);
+  // off only to measure what that changes (bench/fleet_sim --no-backup-yield).
+  bool yield = true;
 };
 
 // A leased shard an idle agent could run a backup of: its lease is another agent's, it has no

@@ -127,6 +127,43 @@ void LeaseTable::EndOtherAttempt(ShardRecord& s, TimePoint now, Mutation& m) {
   s.backup.reset();
 }
 
+std::vector<ShardRecord> LeaseTable::YieldBackups(TimePoint now, Mutation& m) {
+  std::vector<ShardRecord> out;
+  if (!options_.backups.yield || queue_.empty()) return out;
+  std::set<std::string> promised;  // queued shards a yielding backup's agent will ask for
+  for (const auto& [lease_id, sid] : lease_to_shard_) {
+    const ShardRecord& cur = shards_.at(sid);
+    if (!cur.backup || !cur.backup->backup || cur.backup->lease_id != lease_id) continue;
+    auto agent = agents_.find(cur.backup->agent_id);
+    if (agent == agents_.end() || agent->second.offline || agent->second.draining ||
+        agent->second.leases.size() != 1) {
+      continue;
+    }
+    AgentRecord free = agent->second;  // as it would ask once the backup ends
+    free.leases.clear();
+    const ShardRecord* work = FindMatch(free, now);
+    const std::string lane = free.dims.cpu_only() ? "cpu" : free.dims.arch();
+    if (work == nullptr || ShardArch(*work) != lane || promised.count(work->id)) continue;
+    // An idle agent takes the work at its next Lease call: the backup runs on.
+    const bool idle_taker = std::any_of(agents_.begin(), agents_.end(), [&](const auto& a) {
+      const AgentRecord& o = a.second;
+      return a.first != free.dims.agent_id() && !o.offline && !o.draining && o.leases.empty() &&
+             AgentOffers(o.dims, *work, options_.device_probes);
+    });
+    if (idle_taker) continue;
+    promised.insert(work->id);
+    ShardRecord s = cur;
+    m.attempts.push_back(EndedAttempt(
+        s, *s.backup, now, "yielded",
+        util::StrCat("its agent ", s.backup->agent_id, " is needed for queued shard ", work->id)));
+    metrics_->BackupLease(ShardArch(s), "yielded");
+    agent->second.revoked.insert(s.backup->lease_id);
+    s.backup.reset();
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
 v1::LeaseResponse LeaseTable::Granted(const std::vector<const ShardRecord*>& leases) {
   v1::LeaseResponse resp;
   if (leases.empty()) return resp;

@@ -190,6 +190,12 @@ class LeaseTable {
   // "superseded", recorded in m. Its agent is told to stop it, but for a shard of a batch: the
   // batch runs on (its shards share one session) and its late result is refused as stale.
   void EndOtherAttempt(ShardRecord& s, TimePoint now, Mutation& m);
+  // Backups that yield to queued work (docs/farm.md, "Backup leases"): a backup lease whose
+  // agent runs nothing else ends as "yielded" when work of its agent's own lane is queued that
+  // no idle agent can take; its agent is told to stop it and asks for that work, and the first
+  // attempt carries the shard on. At most one backup yields per queued shard a tick. Fills m's
+  // attempts; returns the updated shards.
+  std::vector<ShardRecord> YieldBackups(TimePoint now, Mutation& m);
 
   // In memory only: progress renews the lease; a leased shard turns running. Revoked when the
   // lease is not current.

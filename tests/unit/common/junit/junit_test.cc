@@ -885,8 +885,9 @@ std::vector<ClassifyCase> ClassifyCases() {
         "[triage-agent] the pytest process CRASHED with signal 6 (SIGABRT)\n";
     TestCase tc = Failed("RuntimeError: Bad StatusOr access: INTERNAL: Error code: 13",
                          "E   RuntimeError: Bad StatusOr access: INTERNAL: Error code: 13",
-                         {{"triage_error", "RuntimeError: Bad StatusOr access: INTERNAL: Error "
-                                           "code: 13"},
+                         {{"triage_error",
+                           "RuntimeError: Bad StatusOr access: INTERNAL: Error "
+                           "code: 13"},
                           {"triage_stage", "RUNTIME_EXECUTION_START"}});
     VerifyContext shared = Ctx(false, "old", log);
     shared.old_reason_stale = true;

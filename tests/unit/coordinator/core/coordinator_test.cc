@@ -704,6 +704,46 @@ TEST_F(CoordinatorTest, ABackupRacesItsOriginalAndTheFirstResultDecidesOnce) {
                                    Pair(backup.lease_id(), std::make_pair("succeeded", true))));
 }
 
+// A backup gives its agent back when work is queued that no idle agent takes (docs/farm.md,
+// "Backup leases"): the coordinator's tick ends it as yielded, the agent is told to stop it at
+// its heartbeat and leases the new work; the first attempt decides the shard.
+TEST_F(CoordinatorTest, ABackupYieldsItsAgentToWorkQueuedLater) {
+  options_.agent_dead_after = 10h;
+  options_.lease_ttl = 10h;
+  options_.backups = BackupPolicy{.after = 1.5, .slack = 60s};
+  Make();
+  RegisterAgent("a1", "n150");
+  RegisterAgent("a2", "n150");
+  Start({"n150"}, 0, "", {"dtype_bfloat16"});
+  const v1::LeaseResponse original = LeaseNow("a1");
+  ASSERT_TRUE(original.granted());
+  clock_.Advance(5h);
+  const v1::LeaseResponse backup = LeaseNow("a2");
+  ASSERT_TRUE(backup.granted());
+  ASSERT_EQ(backup.shard().shard_id(), original.shard().shard_id());
+  coord_->Tick();
+  EXPECT_TRUE(Beat("a2", {backup.lease_id()}).revoked_lease_ids().empty())
+      << "nothing queued: the backup runs on";
+
+  const v1::Sweep second = Start({"n150"}, 0, "", {"dtype_bfloat16"});
+  coord_->Tick();
+  EXPECT_THAT(Beat("a2", {backup.lease_id()}).revoked_lease_ids(), ElementsAre(backup.lease_id()));
+  EXPECT_TRUE(Beat("a1", {original.lease_id()}).revoked_lease_ids().empty());
+  const v1::LeaseResponse next = LeaseNow("a2");
+  ASSERT_TRUE(next.granted());
+  EXPECT_EQ(next.shard().sweep_id(), second.id());
+  EXPECT_EQ(ShardById(original.shard().shard_id()).backup_agent_id(), "");
+  EXPECT_FALSE(CompleteLease("a2", backup, Succeeded(backup.shard())).accepted());
+  EXPECT_TRUE(CompleteLease("a1", original, Succeeded(original.shard())).accepted());
+  EXPECT_THAT(metrics_.backups, ElementsAre(Pair("n150/granted", 1), Pair("n150/yielded", 1)));
+  auto attempts = store_->Attempts(original.shard().shard_id());
+  ASSERT_TRUE(attempts.ok()) << attempts.status();
+  std::map<std::string, std::string> by_lease;
+  for (const auto& a : *attempts) by_lease[a.lease_id] = a.outcome;
+  EXPECT_THAT(by_lease, UnorderedElementsAre(Pair(original.lease_id(), "succeeded"),
+                                             Pair(backup.lease_id(), "yielded")));
+}
+
 TEST_F(CoordinatorTest, OnlyTheHolderMayComplete) {
   RegisterAgent("a1", "n150");
   RegisterAgent("a2", "n150");

@@ -1152,6 +1152,51 @@ TEST_F(BackupLeaseTest, AnOperatorRevocationEndsBothAttempts) {
   EXPECT_THAT(agent("a2").revoked, ElementsAre("s-1-l2"));
 }
 
+TEST_F(BackupLeaseTest, ABackupYieldsToQueuedWorkThatNoIdleAgentTakes) {
+  BackedUpOnA2();
+  const LeaseInfo backup = *table_->shard("s-1").backup;
+  Mutation none;
+  EXPECT_TRUE(table_->YieldBackups(Now(), none).empty()) << "nothing queued";
+
+  // Probe work is no reason: CPU agents serve it, a device agent only when it has nothing.
+  table_->Put(QueuedProbe("p-1", 2, 50));
+  EXPECT_TRUE(table_->YieldBackups(Now(), none).empty()) << "not its lane's work";
+  // Work of another arch is no reason either.
+  table_->Put(Queued("q-p150", 3, "p150"));
+  EXPECT_TRUE(table_->YieldBackups(Now(), none).empty()) << "another arch";
+  // Its own arch's work, with an idle n150 agent to take it: the backup runs on.
+  table_->Put(Queued("q-1", 4, "n150"));
+  PutAgent(Agent("a3"));
+  EXPECT_TRUE(table_->YieldBackups(Now(), none).empty()) << "a3 takes it";
+  agent("a3").draining = true;
+
+  // No one else can take q-1: the backup ends as yielded and its agent is told to stop it; the
+  // first attempt runs on, and nothing counts against the shard.
+  Mutation m;
+  auto yielded = table_->YieldBackups(Now(), m);
+  ASSERT_EQ(yielded.size(), 1u);
+  EXPECT_EQ(yielded[0].id, "s-1");
+  EXPECT_FALSE(yielded[0].backup.has_value());
+  ASSERT_TRUE(yielded[0].lease.has_value());
+  EXPECT_EQ(yielded[0].lease->lease_id, "s-1-l1");
+  EXPECT_EQ(yielded[0].attempts, 1);
+  ASSERT_EQ(m.attempts.size(), 1u);
+  EXPECT_EQ(m.attempts[0].lease_id, "s-1-l2");
+  EXPECT_EQ(m.attempts[0].outcome, "yielded");
+  EXPECT_TRUE(m.attempts[0].backup);
+  EXPECT_THAT(m.attempts[0].reason, HasSubstr("queued shard q-1"));
+  EXPECT_THAT(agent("a2").revoked, ElementsAre("s-1-l2"));
+  table_->Put(yielded[0]);
+  EXPECT_TRUE(agent("a2").leases.empty());
+  EXPECT_EQ(table_->ShardOfLease("s-1-l2"), nullptr);
+  EXPECT_EQ(MatchFor("a2"), "q-1");
+
+  // Its late result is stale: the shard is the first attempt's.
+  auto in = table_->Admit(CompleteOn(backup));
+  ASSERT_TRUE(in.ok()) << in.status();
+  EXPECT_EQ(in->kind, LeaseTable::Intake::Kind::kStale);
+}
+
 TEST_F(BackupLeaseTest, ABatchRunsOnWhenABackupDecidesOneOfItsShards) {
   PutAgent(Agent("a1"));
   PutAgent(Agent("a2"));
