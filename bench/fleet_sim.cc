@@ -538,6 +538,12 @@ class Simulation {
     if (!shards.ok()) return shards.status();
     r.shards = static_cast<int>(shards->size());
     Bound(*shards, r);
+    // A schedule that beats its lower bound shows the bound wrong, not the schedule good.
+    if (r.bound > r.makespan + 1) {
+      return absl::InternalError(util::StrCat(
+          "the bound (", Hours(r.bound), ", by ", r.bound_by, ") is above the makespan (",
+          Hours(r.makespan), ") of policy ", policy_, ": it is not a lower bound"));
+    }
     for (auto& [lane, waits] : metrics_.waits) r.lanes[lane].waits = waits;
     r.attempts = attempts_;
     r.failed_attempts = failed_attempts_;
@@ -690,6 +696,9 @@ class Simulation {
           // A shard's reported attempts run one after the other under any policy.
           ran_[shard_id] += e.seconds;
           done_work_[e.lane] += e.seconds;
+          if (e.result.status() == v1::ShardResult::SUCCEEDED) {
+            for (const auto& op : e.result.registry_ops()) proposed_[shard_id].insert(op.cls());
+          }
         } else {
           lost_work_[e.lane] += e.seconds;
         }
@@ -1017,10 +1026,11 @@ class Simulation {
         r.bound_by = "all agents";
       }
     }
-    // Per wave: its longest first phase (the next wave is planned when the last one ends, or,
-    // behind the barrier, when the wave's last shard ends) and its longest first phase with
-    // its longest dependent.
-    std::map<int, std::pair<double, double>> waves;  // wave -> (longest first, longest chain)
+    // The chain: a first phase and its longest dependent, one after the other. A later wave's
+    // first phase re-verifies entries with registry lines of their output classes: it starts at
+    // the earliest when the first probe that proposed each such line has ended (the coordinator
+    // plans a loader with lines ahead of the rest of its wave), or, behind the barrier, when
+    // every shard of the wave before has ended.
     std::map<std::string, double> longest_dependent;
     for (const auto& s : shards) {
       if (s.depends_on.empty()) continue;
@@ -1029,19 +1039,39 @@ class Simulation {
         longest_dependent[s.depends_on] = std::max(longest_dependent[s.depends_on], it->second);
       }
     }
+    std::map<int, std::vector<const coord::ShardRecord*>> firsts;  // wave -> its first phases
     for (const auto& s : shards) {
       r.waves = std::max(r.waves, s.spec.wave());
-      if (!s.depends_on.empty()) continue;
-      auto it = ran_.find(s.id);
-      if (it == ran_.end()) continue;
-      auto& [first, chain] = waves[s.spec.wave()];
-      first = std::max(first, it->second);
-      chain = std::max(chain, it->second + longest_dependent[s.id]);
+      if (s.depends_on.empty() && ran_.count(s.id)) firsts[s.spec.wave()].push_back(&s);
     }
-    double before = 0;  // when the wave can start at the earliest
-    for (const auto& [wave, w] : waves) {
-      r.chain = std::max(r.chain, before + w.second);
-      before += o_.wave_barrier ? w.second : w.first;
+    std::map<std::string, double> line_known;  // class -> when its first proposer ended
+    double wave_over = 0;  // behind the barrier: when the waves so far ended at the earliest
+    for (const auto& [wave, list] : firsts) {
+      std::map<std::string, double> proposed;  // this wave's lines, for the next waves
+      double wave_end = 0;
+      for (const coord::ShardRecord* s : list) {
+        double start = 0;
+        if (o_.wave_barrier) {
+          start = wave_over;
+        } else if (wave > 1) {
+          for (const auto& e : s->spec.entries()) {
+            auto known = line_known.find(e.output_class());
+            if (known != line_known.end()) start = std::max(start, known->second);
+          }
+        }
+        const double end = start + ran_.at(s->id);
+        const double chain = end + longest_dependent[s->id];
+        r.chain = std::max(r.chain, chain);
+        wave_end = std::max(wave_end, chain);
+        if (auto p = proposed_.find(s->id); p != proposed_.end()) {
+          for (const auto& cls : p->second) {
+            auto [it, fresh] = proposed.try_emplace(cls, end);
+            if (!fresh) it->second = std::min(it->second, end);
+          }
+        }
+      }
+      for (const auto& [cls, at] : proposed) line_known.try_emplace(cls, at);
+      wave_over = wave_end;
     }
     if (r.chain > r.bound) {
       r.bound = r.chain;
@@ -1065,7 +1095,9 @@ class Simulation {
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
   std::uint64_t next_event_ = 0;
   std::map<std::string, int> attempt_of_;
-  std::map<std::string, double> ran_;     // shard id -> seconds of its reported attempts
+  std::map<std::string, double> ran_;  // shard id -> seconds of its reported attempts
+  // shard id -> the classes whose registry lines its accepted result proposed
+  std::map<std::string, std::set<std::string>> proposed_;
   std::map<std::string, int> in_flight_;  // shard id -> its attempts running (a backup: 2)
   std::map<std::string, double> done_work_, lost_work_;
   std::map<std::string, double> busy_;  // agent arch -> seconds running shards
