@@ -85,7 +85,7 @@ class BatchAnswers : public playbooks::PlaybookTools {
     run.exit_code = from.exit_code;
     run.signal = from.signal;
     run.evidence = from.evidence;
-    run.session_tests = std::max(from.session_tests, sessions_[*session].keys.size());
+    run.session_tests = from.session_tests;
     used_.insert(*session);
     return run;
   }

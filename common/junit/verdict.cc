@@ -123,6 +123,9 @@ class Classifier {
     return em;
   }
 
+  // The testcase's part of the log (LogOfTest): none of a shared session's beyond its section.
+  std::string_view OwnLog() const { return LogOfTest(ctx_.log_text, tc_->key, ctx_.log_shared); }
+
   void SetReason(std::string reason, std::string_view source) {
     f_.reason = std::move(reason);
     f_.reason_source = std::string(source);
@@ -193,8 +196,7 @@ class Classifier {
       return true;
     }
     for (std::string_view log :
-         {std::string_view(tc_->system_err), std::string_view(tc_->system_out),
-          LogOfTest(ctx_.log_text, tc_->key, ctx_.log_shared)}) {
+         {std::string_view(tc_->system_err), std::string_view(tc_->system_out), OwnLog()}) {
       if (auto r = PickFromLines(CandidateLines(log, TextKind::kLog))) {
         SetReason(*std::move(r), "log");
         return true;
@@ -220,8 +222,7 @@ class Classifier {
   std::vector<Line> LogLines() const {
     std::vector<Line> lines;
     for (std::string_view log :
-         {std::string_view(tc_->system_err), std::string_view(tc_->system_out),
-          LogOfTest(ctx_.log_text, tc_->key, ctx_.log_shared)}) {
+         {std::string_view(tc_->system_err), std::string_view(tc_->system_out), OwnLog()}) {
       std::vector<Line> more = CandidateLines(log, TextKind::kLog);
       lines.insert(lines.end(), more.begin(), more.end());
     }
@@ -310,8 +311,7 @@ class Classifier {
     if (int signal = std::max(ForkedCrashSignal(tc_->message), ForkedCrashSignal(tc_->text));
         signal > 0) {
       for (std::string_view output :
-           {std::string_view(tc_->system_err), std::string_view(tc_->system_out),
-            LogOfTest(ctx_.log_text, tc_->key, ctx_.log_shared)}) {
+           {std::string_view(tc_->system_err), std::string_view(tc_->system_out), OwnLog()}) {
         std::vector<Line> lines = CandidateLines(output, TextKind::kLog);
         if (auto message = LastFatalMessage(lines)) {
           return Crash(signal, *message, "log", output, lines);

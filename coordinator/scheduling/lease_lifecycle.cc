@@ -146,9 +146,8 @@ std::vector<ShardRecord> LeaseTable::YieldBackups(TimePoint now, Mutation& m) {
     if (work == nullptr || ShardArch(*work) != lane || promised.count(work->id)) continue;
     // An idle agent takes the work at its next Lease call: the backup runs on.
     const bool idle_taker = std::any_of(agents_.begin(), agents_.end(), [&](const auto& a) {
-      const AgentRecord& o = a.second;
-      return a.first != free.dims.agent_id() && !o.offline && !o.draining && o.leases.empty() &&
-             AgentOffers(o.dims, *work, options_.device_probes);
+      return a.first != free.dims.agent_id() && AgentStateName(a.second) == "idle" &&
+             AgentOffers(a.second.dims, *work, options_.device_probes);
     });
     if (idle_taker) continue;
     promised.insert(work->id);
