@@ -145,5 +145,104 @@ TEST(PlanLanding, AnEntryRemovedUpstreamIsNamed) {
   EXPECT_EQ(YamlOf(p), "test_config:\n" + Entry("b/pytorch-B", "EXPECTED_PASSING", ""));
 }
 
+// A file without blank lines between entries (tt-xla's training files): a field appended to a's
+// end lies right before b's key, so one hunk holds a's change and b's. Each entry lands as its
+// own unit, and an upstream edit of one entry leaves out that entry only.
+struct Adjacent {
+  std::string before =
+      "test_config:\n  a/pytorch-A:\n    status: KNOWN_FAILURE_XFAIL\n    markers: [x]\n"
+      "  b/pytorch-B:\n    status: KNOWN_FAILURE_XFAIL\n  c/pytorch-C:\n"
+      "    status: KNOWN_FAILURE_XFAIL\n";
+  std::string after =
+      "test_config:\n  a/pytorch-A:\n    status: KNOWN_FAILURE_XFAIL\n    markers: [x]\n"
+      "    arch_overrides:\n      p150:\n        status: EXPECTED_PASSING\n"
+      "  b/pytorch-B:\n    status: KNOWN_FAILURE_XFAIL\n    reason: \"new\"\n  c/pytorch-C:\n"
+      "    status: KNOWN_FAILURE_XFAIL\n  d/pytorch-D:\n    status: EXPECTED_PASSING\n";
+  Sweep sweep;
+  Adjacent() {
+    const std::vector<diff::Region> regions = {{1, 4, 1, 7}, {4, 6, 7, 10}, {8, 8, 12, 14}};
+    sweep.ttxla_patch = diff::UnifiedDiffOfRegions(kYaml, before, after, regions,
+                                                   {.index_line = true, .hunk_per_region = true});
+    sweep.report = {{"sweep", "sw-1"}, {"commits", json::object()}, {"entries", json::array()}};
+    for (const char* key : {"a/pytorch-A", "b/pytorch-B", "d/pytorch-D"}) {
+      sweep.report["entries"].push_back(
+          {{"key", key}, {"file", kYaml}, {"fix_path", "none"}, {"review", json::array()}});
+    }
+    sweep.yaml_before = before;
+  }
+};
+
+TEST(PlanLanding, EntriesWithoutBlankLinesBetweenThemLandEachAsItsOwn) {
+  const Adjacent a;
+  // a's hunk adds lines before b's key, its trailing context.
+  ASSERT_NE(a.sweep.ttxla_patch.find("+        status: EXPECTED_PASSING\n   b/pytorch-B:\n"),
+            std::string::npos)
+      << a.sweep.ttxla_patch;
+  Plan p = Land(a.sweep, a.before, {});
+  EXPECT_EQ(YamlOf(p), a.after);
+  EXPECT_EQ(p.landed, (std::set<std::string>{"a/pytorch-A", "b/pytorch-B", "d/pytorch-D"}));
+  EXPECT_TRUE(p.left_out.empty());
+  EXPECT_TRUE(p.problems.empty());
+
+  // b edited upstream: only b is left out, and a still gets its override.
+  std::string later = a.before;
+  later.insert(later.find("  c/"), "    markers: [push]\n");
+  p = Land(a.sweep, later, {});
+  EXPECT_EQ(p.landed, (std::set<std::string>{"a/pytorch-A", "d/pytorch-D"}));
+  ASSERT_EQ(p.left_out.size(), 1u);
+  EXPECT_EQ(p.left_out.count("b/pytorch-B"), 1u);
+  EXPECT_NE(YamlOf(p).find("    markers: [x]\n    arch_overrides:\n      p150:\n"),
+            std::string::npos)
+      << YamlOf(p);
+  EXPECT_EQ(YamlOf(p).find("reason: \"new\""), std::string::npos);
+
+  // a edited upstream (a field after its last one): a is left out, b lands.
+  later = a.before;
+  later.insert(later.find("  b/"), "    supported_archs: [n150]\n");
+  p = Land(a.sweep, later, {});
+  EXPECT_EQ(p.landed, (std::set<std::string>{"b/pytorch-B", "d/pytorch-D"}));
+  EXPECT_EQ(p.left_out.count("a/pytorch-A"), 1u);
+  EXPECT_NE(YamlOf(p).find("    reason: \"new\"\n"), std::string::npos) << YamlOf(p);
+}
+
+TEST(PlanLanding, AHunkThatSpansTwoEntriesIsSplitBetweenThem) {
+  // One hunk for a's appended override and b's field right under its key (as `git diff` writes
+  // it): each part lands with its own entry.
+  Adjacent a;
+  a.sweep.ttxla_patch = std::string("diff --git a/") + kYaml + " b/" + kYaml + "\n--- a/" + kYaml +
+                        "\n+++ b/" + kYaml +
+                        "\n@@ -2,5 +2,9 @@\n   a/pytorch-A:\n     status: KNOWN_FAILURE_XFAIL\n"
+                        "     markers: [x]\n+    arch_overrides:\n+      p150:\n"
+                        "+        status: EXPECTED_PASSING\n   b/pytorch-B:\n"
+                        "+    bringup_status: FAILED_RUNTIME\n     status: KNOWN_FAILURE_XFAIL\n";
+  Plan p = Land(a.sweep, a.before, {});
+  EXPECT_EQ(p.landed, (std::set<std::string>{"a/pytorch-A", "b/pytorch-B"}));
+  EXPECT_TRUE(p.left_out.empty());
+  // b's key line edited upstream (quoted): b is left out, a lands.
+  std::string later = a.before;
+  later.replace(later.find("  b/pytorch-B:"), 14, "  \"b/pytorch-B\":");
+  p = Land(a.sweep, later, {});
+  EXPECT_EQ(p.landed, (std::set<std::string>{"a/pytorch-A"}));
+  EXPECT_EQ(p.left_out.count("b/pytorch-B"), 1u);
+  EXPECT_NE(YamlOf(p).find("        status: EXPECTED_PASSING\n  \"b/pytorch-B\":\n    status:"),
+            std::string::npos)
+      << YamlOf(p);
+}
+
+TEST(PlanLanding, ANewEntryWithItsBlankLineIsOnlyItsOwn) {
+  // An inference file (a blank line after each entry): the new entry's hunk adds a blank line
+  // and the entry after the file's last entry, which the sweep left alone.
+  Sweep s;
+  s.yaml_before = "test_config:\n  a/pytorch-A:\n    status: EXPECTED_PASSING\n";
+  const std::string after = s.yaml_before + "\n  d/pytorch-D:\n    status: EXPECTED_PASSING\n";
+  s.ttxla_patch = diff::UnifiedDiff(kYaml, s.yaml_before, after, {.index_line = true});
+  s.report = {{"sweep", "sw-1"},
+              {"commits", json::object()},
+              {"entries", json::array({{{"key", "d/pytorch-D"}, {"file", kYaml}}})}};
+  const Plan p = Land(s, s.yaml_before, {});
+  EXPECT_EQ(YamlOf(p), after);
+  EXPECT_EQ(p.landed, (std::set<std::string>{"d/pytorch-D"}));
+}
+
 }  // namespace
 }  // namespace triage::ctl::land
