@@ -196,7 +196,8 @@ std::string Said(const process::RunResult& r) {
     lines.emplace_back(line);
     if (line.starts_with("fatal:")) break;
   }
-  std::string said(util::TruncateUtf8(util::StrJoin(lines, "; "), kGitSaidBytes));
+  std::string said = util::StrJoin(lines, "; ");
+  said.resize(util::TruncateUtf8(said, kGitSaidBytes).size());
   return util::StrCat(said, said.empty() ? "" : " ", "(git ", r.Describe(), ")");
 }
 

@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/util/text.h"
+
 namespace triage::junit::log_text {
 
 inline constexpr std::string_view kFeStage = "FAILED_FE_COMPILATION";
@@ -65,6 +67,8 @@ bool IsNoise(std::string_view line);
 
 // The last component of a leading dotted name: "torch._dynamo.exc.Unsupported: x" -> "Unsupported".
 std::string_view LeadingTypeName(std::string_view line, std::size_t* name_end);
+template <util::TemporaryString S>
+std::string_view LeadingTypeName(S&& line, std::size_t* name_end) = delete;
 
 // "XFailed: <YAML reason>" is the runner's imperative pytest.xfail(reason). --runxfail normally
 // turns pytest.xfail into a no-op, but a runner that bound the function before pytest_configure
@@ -129,8 +133,14 @@ std::optional<std::string_view> FatalMessage(const Line& l);
 // that died before its summary): the whole log when it is this test's alone, nothing when
 // `shared` (the session ran other tests too, whose output and crash would be taken for this one's).
 std::string_view LogOfTest(std::string_view log, std::string_view key, bool shared = false);
+template <util::TemporaryString S>
+std::string_view LogOfTest(S&& log, std::string_view key, bool shared = false) = delete;
 
+// The first line of text that is not blank, without its surrounding whitespace (a view into text;
+// a temporary string is refused, as util::SplitLines says).
 std::string_view FirstLine(std::string_view text);
+template <util::TemporaryString S>
+std::string_view FirstLine(S&& text) = delete;
 
 // The BringupStatus a stage-file marker stands for (tests/runner/test_utils.py's mapping).
 std::string_view StageOfStageFile(std::string_view raw);

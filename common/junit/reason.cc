@@ -23,6 +23,8 @@ bool IsHexDigit(char c) { return IsDigit(c) || (c >= 'a' && c <= 'f') || (c >= '
 bool IsSpace(char c) { return c == ' ' || c == '\t'; }
 char Lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
 
+template <util::TemporaryString S>  // a view into it
+std::string_view SkipSpaces(S&& s) = delete;
 std::string_view SkipSpaces(std::string_view s) {
   while (!s.empty() && IsSpace(s.front())) s.remove_prefix(1);
   return s;
@@ -53,6 +55,8 @@ std::string StripColour(std::string_view s) {
   return out;
 }
 
+template <util::TemporaryString S>  // a view into it
+std::string_view FirstNonBlankLine(S&& text) = delete;
 std::string_view FirstNonBlankLine(std::string_view text) {
   for (std::string_view line : util::SplitLines(text)) {
     std::string_view t = util::TrimWhitespace(line);
@@ -180,6 +184,8 @@ bool ConsumeGlogHeader(std::string_view& s) {
   return true;
 }
 
+template <util::TemporaryString S>  // a view into it
+std::string_view DropLoggerHeader(S&& line) = delete;
 std::string_view DropLoggerHeader(std::string_view line) {
   std::string_view s = line;
   if (ConsumeGlogHeader(s)) return s;
@@ -233,6 +239,8 @@ constexpr std::array<std::string_view, 6> kDeviceStarts = {
 constexpr std::array<std::string_view, 3> kDeviceInner = {"TT_FATAL", "TT_THROW",
                                                           "Fatal Python error:"};
 
+template <util::TemporaryString S>  // a view into it
+std::string_view InnermostError(S&& line) = delete;
 std::string_view InnermostError(std::string_view line) {
   for (int depth = 0; depth < 16; ++depth) {
     std::size_t prefix = WrapperPrefix(line, /*nested=*/depth > 0);
@@ -363,11 +371,13 @@ std::string ReplaceVolatile(std::string_view s) {
 std::string NormalizeReason(std::string_view line, std::size_t max_bytes) {
   // Each step may uncover what another one removes ("/ws/x/RuntimeError: TT_FATAL ..."): repeat
   // until nothing changes, so that a reason is a fixed point.
-  std::string out(util::TrimWhitespace(FirstNonBlankLine(StripColour(line))));
+  const std::string coloured = StripColour(line);
+  std::string out(util::TrimWhitespace(FirstNonBlankLine(coloured)));
   for (int round = 0; round < 8; ++round) {
     std::string plain = StripColour(out);
-    std::string next(util::TrimWhitespace(
-        ReplaceVolatile(InnermostError(DropLoggerHeader(util::TrimWhitespace(plain))))));
+    const std::string stable =
+        ReplaceVolatile(InnermostError(DropLoggerHeader(util::TrimWhitespace(plain))));
+    std::string next(util::TrimWhitespace(stable));
     if (next == out) break;
     out = std::move(next);
   }

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "common/junit/reason.h"
+#include "common/util/text.h"
 
 namespace triage::nightly {
 namespace {
@@ -35,6 +36,8 @@ bool AnyText(const v1::NightlyRecord& r, auto&& pred) {
   return pred(r.failure()) || pred(r.error_message()) || pred(r.real_error());
 }
 
+template <util::TemporaryString S>  // a view into it
+std::string_view StripEnum(S&& s) = delete;
 std::string_view StripEnum(std::string_view s) {
   if (auto dot = s.rfind('.'); dot != std::string_view::npos) s.remove_prefix(dot + 1);
   return s;

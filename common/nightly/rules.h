@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/inventory/document.h"
+#include "common/util/text.h"
 #include "triage/v1/nightly.pb.h"
 
 namespace triage::nightly {
@@ -87,6 +88,8 @@ bool StaleReason(std::string_view reason, std::string_view bringup_status,
 
 // A reason without a trailing tracking URL (" - https://...").
 std::string_view WithoutUrl(std::string_view reason);
+template <util::TemporaryString S>  // a view into it (util::TemporaryString)
+std::string_view WithoutUrl(S&& reason) = delete;
 
 // Devices a test of this parallelism needs on an agent of this arch: 1 for single_device, the
 // arch's machine size for data_parallel and tensor_parallel (docs/nightly.md, section 3).

@@ -227,7 +227,8 @@ NightlySections BuildNightlySections(const MergeOutput& merge, const v1::Nightly
           section != "flagged" && e.yaml_before != e.yaml_after) {
         // The entry as the patch changes it, fenced inside the list item.
         util::StrAppend(&text, "\n  - YAML\n\n    ```diff\n");
-        for (auto yaml_line : util::SplitLines(YamlDiffLines(e))) {
+        const std::string diff = YamlDiffLines(e);
+        for (std::string_view yaml_line : util::SplitLines(diff)) {
           if (!yaml_line.empty()) util::StrAppend(&text, "    ", yaml_line, "\n");
         }
         text += "    ```";

@@ -1820,9 +1820,11 @@ TEST(NativeTools, InputsModeRecordsTrainAndEvalDocuments) {
     EXPECT_EQ((*docs)[1].seq, seq);
     EXPECT_EQ((*docs)[1].container, "dict");
   }
-  EXPECT_EQ(util::TrimWhitespace(testing::ReadFileOrDie(tmp.path() / "scripts/argv.txt")),
+  const std::string argv_txt = testing::ReadFileOrDie(tmp.path() / "scripts/argv.txt");
+  EXPECT_EQ(util::TrimWhitespace(argv_txt),
             "--root " + (tmp.path() / "ws").string() + " --key " + key + " --mode inputs");
-  EXPECT_EQ(util::TrimWhitespace(testing::ReadFileOrDie(tmp.path() / "scripts/nice.txt")),
+  const std::string nice_txt = testing::ReadFileOrDie(tmp.path() / "scripts/nice.txt");
+  EXPECT_EQ(util::TrimWhitespace(nice_txt),
             std::to_string(std::min(19, ::getpriority(PRIO_PROCESS, 0) + options.probe_nice)));
   EXPECT_EQ(options.probe_nice, 10) << "the default";
 

@@ -75,12 +75,13 @@ TEST(ProcessTest, ExitCodes) {
 // `nice` raises the child's niceness by that much, capped at 19; 0 leaves it as the caller's.
 TEST(ProcessTest, NiceLowersTheChildsPriority) {
   const int mine = ::getpriority(PRIO_PROCESS, 0);
-  EXPECT_EQ(util::TrimWhitespace(RunOk(Cmd({"nice"})).output), std::to_string(mine));
+  const auto niceness = [](const RunOptions& o) { return RunOk(o).output; };
+  EXPECT_EQ(niceness(Cmd({"nice"})), std::to_string(mine) + "\n");
   RunOptions lower = Cmd({"nice"});
   lower.nice = 5;
-  EXPECT_EQ(util::TrimWhitespace(RunOk(lower).output), std::to_string(std::min(19, mine + 5)));
+  EXPECT_EQ(niceness(lower), std::to_string(std::min(19, mine + 5)) + "\n");
   lower.nice = 40;
-  EXPECT_EQ(util::TrimWhitespace(RunOk(lower).output), "19");
+  EXPECT_EQ(niceness(lower), "19\n");
   EXPECT_EQ(::getpriority(PRIO_PROCESS, 0), mine) << "the caller's own is unchanged";
 }
 
