@@ -83,8 +83,19 @@ inline constexpr MetricDef kEntries{
 inline constexpr MetricDef kEntryOutcomesTotal{
     .name = "triage_entry_outcomes_total",
     .type = MetricType::kCounter,
-    .help = "Decided entries by outcome and stage, each counted once when it is done",
+    .help =
+        "Decided entries by outcome and stage, each counted once when its sweep's counts are "
+        "settled (the merge, or a cancel), under the label status and the report count it under",
     .labels = {"playbook", "outcome", "stage"},
+};
+
+inline constexpr MetricDef kEntriesDoneTotal{
+    .name = "triage_entries_done_total",
+    .type = MetricType::kCounter,
+    .help =
+        "Entries done with a result (every shard that carries one ended), each counted once: the "
+        "farm's progress while sweeps run",
+    .labels = {"playbook"},
 };
 
 inline constexpr MetricDef kShards{
@@ -279,14 +290,25 @@ inline constexpr MetricDef kStoreCommitFailuresTotal{
 
 // Set when a finished sweep's outputs are built (docs/report.md, "Failure clusters"); the
 // previous sweep's series are removed, so only the latest sweep's clusters are exported. Ten
-// ranks at most, each signature cut to its first 100 bytes: a bounded label set.
+// ranks at most, each named by its stable cluster id (c- and 8 hex digits of its signature's
+// hash): a bounded label set in which two clusters never share a label. The signature itself is
+// the label of triage_failure_cluster_info, whole.
 inline constexpr MetricDef kFailureClusterEntries{
     .name = "triage_failure_cluster_entries",
     .type = MetricType::kGauge,
     .help =
         "Entries in each of the ten largest failure clusters of the latest finished sweep, by "
-        "rank (1 = largest) and reason signature (its first 100 bytes)",
-    .labels = {"rank", "signature"},
+        "rank (1 = largest) and cluster id (triage_failure_cluster_info has its signature)",
+    .labels = {"rank", "cluster"},
+};
+
+inline constexpr MetricDef kFailureClusterInfo{
+    .name = "triage_failure_cluster_info",
+    .type = MetricType::kGauge,
+    .help =
+        "Always 1 for each cluster triage_failure_cluster_entries exports; the labels carry its "
+        "id and its whole reason signature",
+    .labels = {"cluster", "signature"},
 };
 
 inline constexpr MetricDef kRunningSweepEntries{
@@ -309,6 +331,7 @@ inline constexpr auto kCoordinatorMetrics = std::to_array<const MetricDef*>({
     &kSweeps,
     &kEntries,
     &kEntryOutcomesTotal,
+    &kEntriesDoneTotal,
     &kShards,
     &kShardsCompletedTotal,
     &kShardQueueSeconds,
@@ -335,6 +358,7 @@ inline constexpr auto kCoordinatorMetrics = std::to_array<const MetricDef*>({
     &kStoreCommitMutations,
     &kStoreCommitFailuresTotal,
     &kFailureClusterEntries,
+    &kFailureClusterInfo,
     &kRunningSweepEntries,
     &kCoordinatorBuildInfo,
 });

@@ -380,6 +380,12 @@ class Coordinator {
   void EmitLocked(const std::string& sweep_id, const std::string& message, Effects& after);
   v1::Sweep ViewLocked(const SweepRt& s) const;
   // The live counts of a sweep's entries; merged (see SettleCounts) replaces entries it names.
+  // The entries of a sweep as CountEntries counts them (labels from `merged` where it has them).
+  std::vector<EntryTally> TalliesLocked(const SweepRt& s,
+                                        const std::map<std::string, EntryTally>* merged) const;
+  // triage_entry_outcomes_total: each decided entry under its label, once per sweep (the caller
+  // checks SweepDetails.outcomes_counted).
+  void CountOutcomes(const std::vector<EntryTally>& tallies);
   v1::EntryCounts CountLocked(const SweepRt& s,
                               const std::map<std::string, EntryTally>* merged) const;
   static std::string EntryKey(const v1::ShardEntry& e) { return e.file() + "\n" + e.key(); }

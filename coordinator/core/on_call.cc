@@ -239,6 +239,10 @@ absl::StatusOr<v1::Sweep> Coordinator::CancelSweep(const std::string& id, const 
     rec.state = SweepState::kCancelled;
     rec.finished_at = now;
     rec.error = util::StrCat("cancelled by ", caller.name, reason.empty() ? "" : ": ", reason);
+    // What it decided before the cancel is final: its outcomes are counted now (and not again
+    // when its outputs are built on request).
+    const bool count_outcomes = !rec.details.outcomes_counted();
+    rec.details.set_outcomes_counted(true);
     m.sweeps.push_back(&rec);
     AuditLocked(m, caller, "cancel_sweep", id, reason);
     it->second.rec.state = SweepState::kCancelled;  // keeps MaybeFinish from merging
@@ -248,6 +252,7 @@ absl::StatusOr<v1::Sweep> Coordinator::CancelSweep(const std::string& id, const 
       return st;
     }
     it->second.rec = rec;
+    if (count_outcomes) CountOutcomes(TalliesLocked(it->second, nullptr));
     metrics_->SweepStateChanged("running", "cancelled");
     EmitLocked(id, util::StrCat("sweep cancelled by ", caller.name), after);
     return ViewLocked(it->second);

@@ -179,16 +179,15 @@ void Coordinator::NoteDecidedLocked(SweepRt& sweep, const ResultRecord& r, int w
 }
 
 // Counted when the entry is done and decided, whichever comes last (a carried result is
-// recorded after its shard ended), under ForFirstArch's label as CountLocked counts it. An
+// recorded after its shard ended): triage_entries_done_total, the farm's progress. Its outcome
+// is counted when the sweep's counts settle (SettleCounts), under the label they settle on. An
 // entry a later wave reopens keeps the count it has: a counter only goes up.
 void Coordinator::CountDecidedLocked(const SweepRt& sweep, EntryRt& e) {
   if (e.counted || EntryStateName(e) != "done") return;
-  const std::string* label = ForFirstArch(e.decided, sweep.rec.archs);
-  if (label == nullptr) return;
+  if (DecidingLabel(e.decided, sweep.rec.archs) == nullptr) return;
   e.counted = true;
   if (recovering_) return;
-  const std::string* stage = ForFirstArch(e.stage, sweep.rec.archs);
-  metrics_->EntryDecided(e.playbook, *label, stage != nullptr ? *stage : "");
+  metrics_->EntryDone(e.playbook);
 }
 
 // The entries a verification measured (a testcase's time) that planning had only an estimate

@@ -245,7 +245,7 @@ void SweepOutputs::ExportClusters(const std::vector<FailureCluster>& built) {
   if (metrics_ == nullptr) return;
   std::vector<coord::ClusterSize> clusters;
   for (const auto& c : built) {
-    clusters.push_back({c.signature, static_cast<int>(c.entries.size())});
+    clusters.push_back({c.id, c.signature, static_cast<int>(c.entries.size())});
   }
   metrics_->FailureClusters(clusters);
 }

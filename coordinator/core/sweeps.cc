@@ -444,6 +444,11 @@ absl::StatusOr<std::vector<ResultRecord>> Coordinator::Results(const std::string
 
 v1::EntryCounts Coordinator::CountLocked(const SweepRt& s,
                                          const std::map<std::string, EntryTally>* merged) const {
+  return CountEntries(TalliesLocked(s, merged));
+}
+
+std::vector<EntryTally> Coordinator::TalliesLocked(
+    const SweepRt& s, const std::map<std::string, EntryTally>* merged) const {
   std::vector<EntryTally> tallies;
   tallies.reserve(s.entries.size());
   for (const auto& [k, e] : s.entries) {
@@ -456,15 +461,24 @@ v1::EntryCounts Coordinator::CountLocked(const SweepRt& s,
       t.phase = EntryTally::Phase::kDone;
       t.rechecking = true;
     }
-    if (const std::string* label = ForFirstArch(e.decided, s.rec.archs)) t.label = *label;
+    if (const std::string* label = DecidingLabel(e.decided, s.rec.archs)) t.label = *label;
     t.review = e.review;
+    t.playbook = e.playbook;
+    if (const std::string* stage = ForFirstArch(e.stage, s.rec.archs)) t.stage = *stage;
     if (merged == nullptr) continue;
     if (auto m = merged->find(k); m != merged->end()) {
       t.label = m->second.label;
       t.review = m->second.review;
+      if (!m->second.stage.empty()) t.stage = m->second.stage;
     }
   }
-  return CountEntries(tallies);
+  return tallies;
+}
+
+void Coordinator::CountOutcomes(const std::vector<EntryTally>& tallies) {
+  for (const EntryTally& t : tallies) {
+    if (CountsAsDecided(t)) metrics_->EntryDecided(t.playbook, t.label, t.stage);
+  }
 }
 
 absl::StatusOr<v1::EntryCounts> Coordinator::SettleCounts(
@@ -472,9 +486,13 @@ absl::StatusOr<v1::EntryCounts> Coordinator::SettleCounts(
   return Operate(Ack::kDurable, [&](Effects& after) -> absl::StatusOr<v1::EntryCounts> {
     auto it = sweeps_.find(sweep_id);
     if (it == sweeps_.end()) return absl::NotFoundError(util::StrCat("no sweep ", sweep_id));
-    v1::EntryCounts counts = CountLocked(it->second, &merged);
+    const std::vector<EntryTally> tallies = TalliesLocked(it->second, &merged);
+    v1::EntryCounts counts = CountEntries(tallies);
     SweepRecord rec = it->second.rec;
     *rec.details.mutable_final_entries() = counts;
+    // The outcomes are counted once, under the labels the sweep's counts settle on.
+    const bool count_outcomes = !rec.details.outcomes_counted();
+    rec.details.set_outcomes_counted(true);
     Mutation m;
     m.name = "SettleCounts";
     m.sweeps.push_back(&rec);
@@ -482,6 +500,7 @@ absl::StatusOr<v1::EntryCounts> Coordinator::SettleCounts(
     std::vector<AgentRecord> agents;
     if (auto st = CommitLocked(m, shards, agents, after); !st.ok()) return st;
     it->second.rec.details = rec.details;
+    if (count_outcomes) CountOutcomes(tallies);
     return counts;
   });
 }

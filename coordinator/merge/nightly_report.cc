@@ -9,7 +9,9 @@
 #include "common/nightly/rules.h"
 #include "common/util/strings.h"
 #include "common/util/text.h"
+#include "coordinator/merge/report.h"
 #include "coordinator/merge/report_internal.h"
+#include "coordinator/model/outcome_counts.h"
 
 namespace triage::merge {
 namespace {
@@ -50,6 +52,13 @@ constexpr Section kSections[] = {
     {"already", "Already at target state", "The runner hinted at a change the YAML already has."},
     {"flagged", "Flagged for a person", "Never decided by the farm."},
 };
+
+const Section& SectionOf(std::string_view id) {
+  for (const Section& s : kSections) {
+    if (s.id == id) return s;
+  }
+  return kSections[std::size(kSections) - 1];
+}
 
 std::string Fixed(double v, int digits) {
   if (std::isnan(v)) return "nan";
@@ -114,7 +123,8 @@ std::string ChangeText(const v1::EntryEdit& e) {
 struct Line {
   const EntryMerge* entry = nullptr;
   std::vector<std::string> archs;
-  std::map<std::string, std::vector<std::string>> archs_by_change, archs_by_rule, archs_by_runs;
+  std::map<std::string, std::vector<std::string>> archs_by_finding, archs_by_change, archs_by_rule,
+      archs_by_runs;
   std::vector<std::string> review;
 };
 
@@ -133,40 +143,25 @@ void Grouped(std::string& md, std::string_view label,
 
 }  // namespace
 
-std::string NightlySection(const v1::EntryOutcome& o) {
-  const std::string& v = o.verdict();
-  if (v == "flaky") return "flaky";
-  if (v == "unconfirmed") return "unconfirmed";
-  if (v == "already") return "already";
-  if (v == "capacity") return "flagged";
-  if (!o.changed()) return "";
-  if (v == "promote") return "promoted";
-  if (v == "demote_xfail") return "demoted";
-  if (v == "demote_skip") return "skipped";
-  if (v == "unskip_xfail") return "unskipped";
-  if (v == "refresh_skip") return "skips_refreshed";
-  if (v == "refresh_reason") return "reasons";
-  if (v == "add_config") return "new_entries";
-  if (v == "enable_pcc" || v == "raise_pcc" || v == "lower_pcc" || v == "disable_pcc") {
-    return "thresholds";
-  }
-  return "";
-}
-
 NightlySections BuildNightlySections(const MergeOutput& merge, const v1::NightlyIntake& intake,
-                                     const v1::NightlyOptions& asked) {
+                                     const v1::NightlyOptions& asked,
+                                     const std::vector<std::string>& archs) {
   NightlySections out;
   const v1::NightlyOptions options = nightly::ToProto(nightly::RuleOptionsFrom(asked));
   std::map<std::string, json> sections;
   std::map<std::string, std::vector<Line>> lines;  // section -> its entries, in merge order
   for (const auto& e : merge.entries) {
-    std::map<std::string, Line> by_section;
+    // The entry's section: the label it is counted under.
+    const std::string section = EntryLabel(e, archs);
+    if (coord::NightlyKindRank(section) < 0) continue;
+    Line line;
+    line.entry = &e;
     for (const auto& [arch, o] : e.outcomes) {
       if (!o.has_nightly()) continue;
-      std::string section = NightlySection(o);
+      std::string finding = coord::NightlyKind(o);
       // A change the merge could not place is a person's.
-      if (e.placement == EntryMerge::Placement::kConflict && o.changed()) section = "flagged";
-      if (section.empty()) continue;
+      if (e.placement == EntryMerge::Placement::kConflict && o.changed()) finding = "flagged";
+      if (finding.empty()) continue;
       const v1::NightlyFinding& f = o.nightly();
       json nightly = json::array(), fleet = json::array();
       std::vector<std::string> nightly_text, fleet_text;
@@ -184,6 +179,7 @@ NightlySections BuildNightlySections(const MergeOutput& merge, const v1::Nightly
            {"file", e.file},
            {"arch", arch},
            {"kind", f.kind()},
+           {"finding", finding},
            {"decision", f.decision()},
            {"change", change.empty() ? json(nullptr) : json(change)},
            {"placement", e.placement == EntryMerge::Placement::kPerArch    ? "arch_overrides"
@@ -197,9 +193,8 @@ NightlySections BuildNightlySections(const MergeOutput& merge, const v1::Nightly
            {"review", json(std::vector<std::string>(o.review().begin(), o.review().end()))},
            {"nightly", nightly},
            {"confirmations", fleet}});
-      Line& line = by_section[section];
-      line.entry = &e;
       line.archs.push_back(arch);
+      line.archs_by_finding[finding].push_back(arch);
       line.archs_by_change[change.empty() ? "" : Md(change)].push_back(arch);
       line.archs_by_rule[Md(f.rule()) +
                          (f.decision() == "no_confirm" ? " (not confirmed: --no-confirm)" : "")]
@@ -214,7 +209,7 @@ NightlySections BuildNightlySections(const MergeOutput& merge, const v1::Nightly
         }
       }
     }
-    for (auto& [section, line] : by_section) lines[section].push_back(std::move(line));
+    if (!line.archs.empty()) lines[section].push_back(std::move(line));
   }
   std::map<std::string, std::string> md;
   for (const auto& [section, entries] : lines) {
@@ -222,9 +217,16 @@ NightlySections BuildNightlySections(const MergeOutput& merge, const v1::Nightly
       const EntryMerge& e = *l.entry;
       std::string text = util::StrCat("- ", Code(e.key), " on ", util::StrJoin(l.archs, ", "));
       if (!e.issue_link.empty()) util::StrAppend(&text, " — ", e.issue_link);
+      // The archs' findings, when they differ (promoted on one, already at target on another).
+      if (l.archs_by_finding.size() > 1) {
+        std::map<std::string, std::vector<std::string>> titles;
+        for (const auto& [finding, which] : l.archs_by_finding) {
+          titles[std::string(SectionOf(finding).title)] = which;
+        }
+        Grouped(text, "finding", titles, l.archs.size());
+      }
       Grouped(text, "change", l.archs_by_change, l.archs.size());
-      if (section != "flaky" && section != "unconfirmed" && section != "already" &&
-          section != "flagged" && e.yaml_before != e.yaml_after) {
+      if (coord::IsChangeKind(section) && e.yaml_before != e.yaml_after) {
         // The entry as the patch changes it, fenced inside the list item.
         util::StrAppend(&text, "\n  - YAML\n\n    ```diff\n");
         const std::string diff = YamlDiffLines(e);

@@ -5,6 +5,7 @@
 // requests, each line with its evidence (the nightly records and the confirmation runs).
 
 #include <string>
+#include <vector>
 
 #include "coordinator/merge/merge.h"
 #include "nlohmann/json.hpp"
@@ -20,11 +21,12 @@ struct NightlySections {
   nlohmann::json json;  // {"intake": {...}, "options": {...}, "sections": {"promoted": [...], ...}}
 };
 
-// The section a nightly outcome belongs to ("" for none): by its verdict and whether its change
-// stood.
-std::string NightlySection(const v1::EntryOutcome& outcome);
-
+// Each entry is listed once, in the section of its label (EntryLabel: the first kind in
+// coord::kNightlyKinds' order that one of its archs has), with every arch's finding on its line:
+// a section's count is the count of its label in `sweep status` and report.json's totals.
+// archs: the sweep's target archs.
 NightlySections BuildNightlySections(const MergeOutput& merge, const v1::NightlyIntake& intake,
-                                     const v1::NightlyOptions& options);
+                                     const v1::NightlyOptions& options,
+                                     const std::vector<std::string>& archs);
 
 }  // namespace triage::merge

@@ -131,13 +131,7 @@ EntryFacts FactsOf(const EntryMerge& e, const ReportInput& in,
   for (const auto& [arch, o] : e.outcomes) {
     if (!o.inference_outcome().empty()) f.inference = o.inference_outcome();
   }
-  // Counted like everywhere else (outcome_counts.h): the first target arch's decision.
-  std::map<std::string, v1::EntryOutcome> decisions = e.outcomes;
-  if (e.probe) decisions.emplace("", *e.probe);
-  const v1::EntryOutcome* deciding = coord::ForFirstArch(decisions, sweep.archs);
-  f.label = e.placement == EntryMerge::Placement::kConflict ? "conflict"
-            : deciding != nullptr                           ? coord::OutcomeLabel(*deciding)
-                                                            : "";
+  f.label = EntryLabel(e, sweep.archs);
   auto ev = in.evidence.find(e.file + "\n" + e.key);
   f.evidence = ev != in.evidence.end() ? &ev->second : nullptr;
   return f;
@@ -162,6 +156,19 @@ v1::EntryCounts SettledCounts(const ReportInput& in,
 }
 
 }  // namespace
+
+std::string EntryLabel(const EntryMerge& e, const std::vector<std::string>& archs) {
+  bool nightly = false;
+  std::map<std::string, std::string> labels;
+  for (const auto& [arch, o] : e.outcomes) {
+    labels[arch] = coord::OutcomeLabel(o);
+    nightly |= o.has_nightly();
+  }
+  if (e.probe) labels.emplace("", coord::OutcomeLabel(*e.probe));
+  if (e.placement == EntryMerge::Placement::kConflict) return nightly ? "flagged" : "conflict";
+  const std::string* label = coord::DecidingLabel(labels, archs);
+  return label != nullptr ? *label : "";
+}
 
 BuiltReport BuildReport(const ReportInput& in) {
   const coord::SweepRecord& sweep = *in.sweep;
@@ -198,7 +205,8 @@ BuiltReport BuildReport(const ReportInput& in) {
   std::string nightly_md;
   if (sweep.details.has_nightly()) {
     NightlySections n =
-        BuildNightlySections(merge, sweep.details.nightly(), sweep.request.nightly_options());
+        BuildNightlySections(merge, sweep.details.nightly(), sweep.request.nightly_options(),
+                             sweep.archs);
     j["nightly"] = std::move(n.json);
     nightly_md = std::move(n.markdown);
   }

@@ -61,6 +61,13 @@ struct BuiltReport {
 // YAML lines that changed, review flags, conflicts, and links to the evidence.
 BuiltReport BuildReport(const ReportInput& input);
 
+// The label an entry of the merge is counted under (coordinator/model/outcome_counts.h): its
+// archs' labels (OutcomeLabel; the probe's under "") decided by DecidingLabel, as `sweep status`
+// counts them; "conflict" when the merge could not place its change ("flagged" for a nightly
+// entry, which the report lists for a person); "" when it has no result. report.json keeps it
+// as each entry's `label`, and every count of the report and the pull request is of it.
+std::string EntryLabel(const EntryMerge& e, const std::vector<std::string>& archs);
+
 // The report is built when the sweep's last shard ends, while the sweep is still "merging"; its
 // final state is recorded after that. This puts the sweep's state as it is now into a built
 // report (report.md's title, report.json's "state"); false when the report already had it.

@@ -125,6 +125,7 @@ json EntryJson(const EntryMerge& e, const EntryFacts& f, const std::vector<std::
   entry["arch_outcomes"] = arch_outcomes;
   entry["verdicts"] = verdicts;
   entry["placement"] = PlacementName(e.placement);
+  entry["label"] = f.label.empty() ? json(nullptr) : json(f.label);
   if (e.probe) {
     entry["probe_finding"] = e.probe->probe_finding();
     entry["fix_path"] = e.probe->fix_path();

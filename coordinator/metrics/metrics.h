@@ -8,6 +8,7 @@ namespace triage::coord {
 
 // One failure cluster of a sweep's report (docs/report.md, "Failure clusters").
 struct ClusterSize {
+  std::string id;  // merge::ClusterId of the signature: stable from one sweep to the next
   std::string signature;
   int entries = 0;
 };
@@ -30,8 +31,11 @@ class CoordinatorMetrics {
   virtual void SweepSucceeded(double /*unix_seconds*/) {}
   virtual void EntryStateChanged(std::string_view /*playbook*/, std::string_view /*from*/,
                                  std::string_view /*to*/) {}
+  // An entry's outcome, when its sweep's counts are settled (the label they count it under).
   virtual void EntryDecided(std::string_view /*playbook*/, std::string_view /*outcome*/,
                             std::string_view /*stage*/) {}
+  // An entry done with a result (progress while its sweep runs).
+  virtual void EntryDone(std::string_view /*playbook*/) {}
   virtual void ShardStateChanged(std::string_view /*arch*/, std::string_view /*from*/,
                                  std::string_view /*to*/) {}
   virtual void ShardCompleted(std::string_view /*arch*/, std::string_view /*playbook*/,

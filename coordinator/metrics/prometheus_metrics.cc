@@ -27,10 +27,9 @@ Histogram::BucketBoundaries CommitBuckets() {
   return {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1};
 }
 
-// Failure clusters exported (the largest first) and the bytes of a signature kept as its label:
-// a label set that stays small whatever the sweep leaves failing.
+// Failure clusters exported (the largest first), each named by its id: a label set that stays
+// small whatever the sweep leaves failing.
 constexpr std::size_t kExportedClusters = 10;
-constexpr std::size_t kSignatureLabelBytes = 100;
 // Running sweeps exported per sweep (the oldest first): a farm runs a few at once, and the label
 // set stays bounded even if a script starts many.
 constexpr std::size_t kExportedSweeps = 20;
@@ -42,6 +41,7 @@ struct PrometheusMetrics::Families {
       : sweeps(r),
         entries(r),
         outcomes(r),
+        entries_done(r),
         shards(r),
         completed(r),
         queue_seconds(r, SecondsBuckets()),
@@ -68,6 +68,7 @@ struct PrometheusMetrics::Families {
         commit_mutations(r, {1, 2, 5, 10, 20, 50, 100, 200, 500, 1000}),
         commit_failures(r),
         clusters(r),
+        cluster_info(r),
         running_sweeps(r),
         build_info(r) {
     last_success_gauge = &last_success.Add();
@@ -79,6 +80,7 @@ struct PrometheusMetrics::Families {
   CatalogFamily<catalog::kSweeps> sweeps;
   CatalogFamily<catalog::kEntries> entries;
   CatalogFamily<catalog::kEntryOutcomesTotal> outcomes;
+  CatalogFamily<catalog::kEntriesDoneTotal> entries_done;
   CatalogFamily<catalog::kShards> shards;
   CatalogFamily<catalog::kShardsCompletedTotal> completed;
   CatalogFamily<catalog::kShardQueueSeconds> queue_seconds;
@@ -105,6 +107,7 @@ struct PrometheusMetrics::Families {
   CatalogFamily<catalog::kStoreCommitMutations> commit_mutations;
   CatalogFamily<catalog::kStoreCommitFailuresTotal> commit_failures;
   CatalogFamily<catalog::kFailureClusterEntries> clusters;
+  CatalogFamily<catalog::kFailureClusterInfo> cluster_info;
   CatalogFamily<catalog::kRunningSweepEntries> running_sweeps;
   CatalogFamily<catalog::kCoordinatorBuildInfo> build_info;
   prometheus::Gauge* last_success_gauge;
@@ -114,6 +117,7 @@ struct PrometheusMetrics::Families {
   prometheus::Counter* commit_failures_counter;
   std::mutex clusters_mu;
   std::vector<prometheus::Gauge*> cluster_series;  // the latest sweep's, rank order
+  std::vector<prometheus::Gauge*> cluster_info_series;
   std::mutex running_mu;
   std::vector<prometheus::Gauge*> running_series;  // the latest tick's
 
@@ -182,6 +186,10 @@ void PrometheusMetrics::EntryStateChanged(std::string_view playbook, std::string
 void PrometheusMetrics::EntryDecided(std::string_view playbook, std::string_view outcome,
                                      std::string_view stage) {
   f_->outcomes.Add(playbook, outcome, stage.empty() ? std::string_view("none") : stage).Increment();
+}
+
+void PrometheusMetrics::EntryDone(std::string_view playbook) {
+  f_->entries_done.Add(playbook).Increment();
 }
 
 void PrometheusMetrics::ShardStateChanged(std::string_view arch, std::string_view from,
@@ -284,12 +292,16 @@ void PrometheusMetrics::FailureClusters(const std::vector<ClusterSize>& clusters
   std::lock_guard lock(f_->clusters_mu);
   // The previous sweep's clusters go: a cluster that vanished must not stay on the dashboard.
   for (prometheus::Gauge* g : f_->cluster_series) f_->clusters.Remove(g);
+  for (prometheus::Gauge* g : f_->cluster_info_series) f_->cluster_info.Remove(g);
   f_->cluster_series.clear();
+  f_->cluster_info_series.clear();
   for (std::size_t i = 0; i < clusters.size() && i < kExportedClusters; ++i) {
-    prometheus::Gauge& g = f_->clusters.Add(
-        std::to_string(i + 1), util::TruncateUtf8(clusters[i].signature, kSignatureLabelBytes));
+    prometheus::Gauge& g = f_->clusters.Add(std::to_string(i + 1), clusters[i].id);
     g.Set(clusters[i].entries);
     f_->cluster_series.push_back(&g);
+    prometheus::Gauge& info = f_->cluster_info.Add(clusters[i].id, clusters[i].signature);
+    info.Set(1);
+    f_->cluster_info_series.push_back(&info);
   }
 }
 

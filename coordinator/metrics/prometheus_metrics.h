@@ -25,6 +25,7 @@ class PrometheusMetrics : public CoordinatorMetrics {
                          std::string_view to) override;
   void EntryDecided(std::string_view playbook, std::string_view outcome,
                     std::string_view stage) override;
+  void EntryDone(std::string_view playbook) override;
   void ShardStateChanged(std::string_view arch, std::string_view from,
                          std::string_view to) override;
   void ShardCompleted(std::string_view arch, std::string_view playbook,

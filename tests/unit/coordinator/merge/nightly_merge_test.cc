@@ -132,7 +132,7 @@ TEST(NightlyMerge, TheReportGroupsTheArchsOfAnEntry) {
   intake.set_runs(2);
   intake.add_archs("n150");
   intake.add_archs("p150");
-  NightlySections s = BuildNightlySections(out, intake, {});
+  NightlySections s = BuildNightlySections(out, intake, {}, {"n150", "p150"});
   EXPECT_EQ(s.json["sections"]["demoted"].size(), 3u);
   EXPECT_THAT(s.markdown, HasSubstr("### Demoted (2)"));
   EXPECT_THAT(s.markdown, HasSubstr("- `a/pytorch-One-single_device-inference` on n150, p150\n"));
