@@ -1,5 +1,6 @@
 #include "common/junit/python_literal.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
@@ -69,10 +70,30 @@ class Parser {
  public:
   explicit Parser(std::string_view text) : text_(text) {}
 
-  absl::StatusOr<Value> ParseAll() {
+  absl::StatusOr<Value> ParseAll() { return ParseTop(nullptr); }
+
+  // The whole text as ParseAll reads it, building only the values of the top-level dict's keys
+  // in `keep` (at most max_items items of containers in all).
+  absl::StatusOr<Value> ParseKeeping(const std::vector<std::string_view>& keep,
+                                     std::size_t max_items) {
+    max_built_ = max_items;
+    counting_ = true;
+    return ParseTop(&keep);
+  }
+
+ private:
+  absl::StatusOr<Value> ParseTop(const std::vector<std::string_view>* keep) {
     SkipSpace();
     if (AtEnd()) return Error(pos_, "empty input, expected a Python literal");
-    absl::StatusOr<Value> v = ParseValue(0);
+    absl::StatusOr<Value> v;
+    if (keep == nullptr) {
+      v = ParseValue(0);
+    } else if (Peek() == '{') {
+      v = ParseDictOrSet(0, keep);
+    } else {
+      skip_ = true;
+      v = ParseValue(0);
+    }
     if (!v.ok()) return v;
     SkipSpace();
     if (!AtEnd())
@@ -80,7 +101,15 @@ class Parser {
     return v;
   }
 
- private:
+  // One more item into a built container: refused past max_built_.
+  absl::Status Built() {
+    if (!counting_ || ++built_ <= max_built_) return absl::OkStatus();
+    return absl::ResourceExhaustedError(
+        util::StrCat("python literal: the values kept hold more than ",
+                     static_cast<std::uint64_t>(max_built_), " items at byte ",
+                     static_cast<std::uint64_t>(pos_)));
+  }
+
   bool AtEnd() const { return pos_ >= text_.size(); }
   char Peek(std::size_t ahead = 0) const {
     return pos_ + ahead < text_.size() ? text_[pos_ + ahead] : '\0';
@@ -124,13 +153,17 @@ class Parser {
     return Error(pos_, util::StrCat("unexpected ", Describe(pos_), ", expected a value"));
   }
 
-  absl::StatusOr<Value> ParseDictOrSet(int depth) {
+  // keep (the top-level dict of ParseKeeping only): the keys whose values are built; every other
+  // value is skipped. Without keep, values are built unless skip_.
+  absl::StatusOr<Value> ParseDictOrSet(int depth,
+                                       const std::vector<std::string_view>* keep = nullptr) {
     std::size_t open = pos_++;
     SkipSpace();
     if (Peek() == '}') {
       ++pos_;
       return MakeMap({});
     }
+    const bool ambient_skip = skip_;
     std::vector<MapItem> items;
     std::vector<Value> set_items;
     bool is_set = false;
@@ -138,25 +171,43 @@ class Parser {
       SkipSpace();
       if (AtEnd()) return Error(open, "unterminated '{'");
       std::size_t key_start = pos_;
+      if (keep != nullptr) {
+        // A key that could name a kept value is read; a container (never such a key) skipped.
+        skip_ = is_set || Peek() == '{' || Peek() == '[' || Peek() == '(';
+      }
       absl::StatusOr<Value> key = ParseValue(depth + 1);
+      skip_ = ambient_skip;
       if (!key.ok()) return key;
       std::size_t key_end = pos_;
       SkipSpace();
       if (first && (Peek() == ',' || Peek() == '}')) is_set = true;
       if (is_set) {
-        set_items.push_back(*std::move(key));
+        if (!skip_ && keep == nullptr) {
+          if (absl::Status st = Built(); !st.ok()) return st;
+          set_items.push_back(*std::move(key));
+        }
       } else {
         if (Peek() != ':') {
           return Error(pos_, util::StrCat("expected ':' after dict key, found ", Describe(pos_)));
         }
         ++pos_;
+        bool kept = !skip_;
+        if (keep != nullptr) {
+          kept = key->is_string() &&
+                 std::find(keep->begin(), keep->end(), key->string) != keep->end();
+          skip_ = !kept;
+        }
         absl::StatusOr<Value> value = ParseValue(depth + 1);
+        skip_ = ambient_skip;
         if (!value.ok()) return value;
-        std::string key_text =
-            key->is_string()
-                ? key->string
-                : std::string(util::TrimWhitespace(text_.substr(key_start, key_end - key_start)));
-        items.push_back(MapItem{std::move(key_text), {}, *std::move(value)});
+        if (kept) {
+          if (absl::Status st = Built(); !st.ok()) return st;
+          std::string key_text =
+              key->is_string()
+                  ? key->string
+                  : std::string(util::TrimWhitespace(text_.substr(key_start, key_end - key_start)));
+          items.push_back(MapItem{std::move(key_text), {}, *std::move(value)});
+        }
       }
       SkipSpace();
       if (Peek() == ',') {
@@ -182,6 +233,7 @@ class Parser {
   absl::StatusOr<Value> ParseSequence(char close, int depth) {
     std::size_t open = pos_++;
     std::vector<Value> items;
+    std::size_t count = 0;
     bool trailing_comma = false;
     for (;;) {
       SkipSpace();
@@ -192,7 +244,13 @@ class Parser {
       }
       absl::StatusOr<Value> item = ParseValue(depth + 1);
       if (!item.ok()) return item;
-      items.push_back(*std::move(item));
+      ++count;
+      if (!skip_) {
+        if (absl::Status st = Built(); !st.ok()) return st;
+        items.push_back(*std::move(item));
+      } else if (count == 1) {
+        items.push_back(*std::move(item));  // "(x)" is x: its kind
+      }
       trailing_comma = false;
       SkipSpace();
       if (Peek() == ',') {
@@ -208,7 +266,8 @@ class Parser {
       return Error(pos_, util::StrCat("expected ',' or '", close, "', found ", Describe(pos_)));
     }
     // "(x)" is a parenthesised value in Python, only "(x,)" is a one-element tuple.
-    if (close == ')' && items.size() == 1 && !trailing_comma) return std::move(items[0]);
+    if (close == ')' && count == 1 && !trailing_comma) return std::move(items[0]);
+    if (skip_) items.clear();
     return MakeList(std::move(items));
   }
 
@@ -263,7 +322,7 @@ class Parser {
         break;
       }
       if (c != '\\') {
-        out.push_back(c);
+        if (!skip_) out.push_back(c);
         ++pos_;
         continue;
       }
@@ -369,6 +428,7 @@ class Parser {
             out.push_back(e);
           }
       }
+      if (skip_) out.clear();  // checked, not kept
     }
     Value v = Value::String(std::move(out));
     v.quoted = true;
@@ -399,6 +459,7 @@ class Parser {
     }
     if (pos_ >= text_.size()) return Error(open, "unterminated '<' repr");
     ++pos_;
+    if (skip_) return Value::String({});
     std::string_view inner = text_.substr(open + 1, pos_ - open - 2);
     std::size_t n = 0;
     while (n < inner.size() && (IsNameChar(inner[n]) || inner[n] == '.')) ++n;
@@ -432,7 +493,22 @@ class Parser {
     SkipSpace();
     if (Peek() != '(') return Error(pos_, "expected '(' after float");
     ++pos_;
+    // The argument is skipped first: a number keeps its value, a container is an error whatever
+    // it holds; text (maybe in parentheses) is read again to be converted.
+    const bool ambient_skip = skip_;
+    SkipSpace();
+    const std::size_t arg_start = pos_;
+    skip_ = true;
     absl::StatusOr<Value> arg = ParseValue(depth + 1);
+    if (arg.ok() && arg->is_string()) {
+      const bool ambient_counting = counting_;
+      pos_ = arg_start;
+      skip_ = false;
+      counting_ = false;
+      arg = ParseValue(depth + 1);
+      counting_ = ambient_counting;
+    }
+    skip_ = ambient_skip;
     if (!arg.ok()) return arg;
     SkipSpace();
     if (Peek() != ')') {
@@ -556,12 +632,25 @@ class Parser {
 
   std::string_view text_;
   std::size_t pos_ = 0;
+  // Skipping: values are checked as when built, but nothing is built (strings stay empty,
+  // containers without items); the kind of each value is still right.
+  bool skip_ = false;
+  // Items put into built containers so far, and how many may be (ParsePythonDictKeys).
+  bool counting_ = false;
+  std::size_t built_ = 0;
+  std::size_t max_built_ = std::numeric_limits<std::size_t>::max();
 };
 
 }  // namespace
 
 absl::StatusOr<inventory::Value> ParsePythonLiteral(std::string_view text) {
   return Parser(text).ParseAll();
+}
+
+absl::StatusOr<inventory::Value> ParsePythonDictKeys(std::string_view text,
+                                                     const std::vector<std::string_view>& keep,
+                                                     std::size_t max_items) {
+  return Parser(text).ParseKeeping(keep, max_items);
 }
 
 }  // namespace triage::junit

@@ -1,6 +1,8 @@
 #pragma once
 
+#include <cstddef>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/inventory/value.h"
@@ -28,5 +30,16 @@ namespace triage::junit {
 //
 // Errors are InvalidArgument and name the byte offset of the problem.
 absl::StatusOr<inventory::Value> ParsePythonLiteral(std::string_view text);
+
+// The same syntax, read at a cost linear in the text's size whatever it holds: only the values of
+// the top-level dict's keys in `keep` are built (in the result's map, in the text's order); every
+// other value is checked as ParsePythonLiteral checks it (the same texts are accepted, a text it
+// refuses is refused) and skipped without being built. When the text is not a dict the result is
+// an empty value of its kind (a set or a list: an empty list). The kept values may hold at most
+// max_items items of lists, tuples, sets and dicts in all (the top-level keys kept count too):
+// past that the answer is ResourceExhausted, naming the byte. Syntax errors are InvalidArgument.
+absl::StatusOr<inventory::Value> ParsePythonDictKeys(std::string_view text,
+                                                     const std::vector<std::string_view>& keep,
+                                                     std::size_t max_items = 10000);
 
 }  // namespace triage::junit

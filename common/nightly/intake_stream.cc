@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <optional>
 #include <utility>
 
@@ -382,7 +383,12 @@ class DocumentReader::Impl {
                                    ": left out"));
       return;
     }
-    run.add_records()->Swap(&r);
+    if (absl::Status pcc = CheckPcc(r); !pcc.ok()) {
+      AddProblem(run, util::StrCat(where, ": ", r.test_function(), "[", r.key(),
+                                   "]: ", util::MessageOf(pcc), ": left out"));
+      return;
+    }
+    KeepRecord(state_, r);
   }
 
   std::string display_, in_run_;
@@ -406,6 +412,45 @@ class DocumentReader::Impl {
   std::optional<Outcome> reading_;   // the outcome element open now
   std::optional<Outcome> decisive_;  // the outcome so far: failure > error > skipped
 };
+
+namespace {
+
+// The record's bytes without its source: what two records must share to be one.
+std::string IdentityBytes(v1::NightlyRecord& record) {
+  std::string source = std::move(*record.mutable_source());
+  record.clear_source();
+  std::string bytes;
+  record.SerializeToString(&bytes);
+  record.set_source(std::move(source));
+  return bytes;
+}
+
+std::uint64_t HashOf(std::string_view bytes) { return std::hash<std::string_view>()(bytes); }
+
+}  // namespace
+
+void IndexRecords(RunState& state) {
+  state.kept.clear();
+  for (int i = 0; i < state.run->records_size(); ++i) {
+    state.kept.emplace(HashOf(IdentityBytes(*state.run->mutable_records(i))), i);
+  }
+}
+
+bool KeepRecord(RunState& state, v1::NightlyRecord& record) {
+  v1::NightlyRun& run = *state.run;
+  const std::string bytes = IdentityBytes(record);
+  const std::uint64_t hash = HashOf(bytes);
+  auto [first, last] = state.kept.equal_range(hash);
+  for (auto it = first; it != last; ++it) {
+    if (IdentityBytes(*run.mutable_records(it->second)) == bytes) {
+      run.set_duplicate_testcases(run.duplicate_testcases() + 1);
+      return false;
+    }
+  }
+  state.kept.emplace(hash, run.records_size());
+  run.add_records()->Swap(&record);
+  return true;
+}
 
 // A testcase left out of the run: kept while there are fewer than kMaxProblems, then counted in
 // one last line ("... and N more testcases left out").

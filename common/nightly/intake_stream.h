@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 
 #include "absl/status/status.h"
 #include "common/nightly/intake.h"
@@ -20,7 +21,18 @@ struct RunState {
   v1::NightlyRun* run = nullptr;
   IntakeLimits limits;
   std::uint64_t run_bytes = 0;  // uncompressed bytes read so far
+  // The run's records by a hash of their bytes without `source` -> their index in run->records:
+  // a record identical to one kept is counted (run->duplicate_testcases), not kept again. Memory
+  // follows the distinct records.
+  std::unordered_multimap<std::uint64_t, int> kept;
 };
+
+// Adds the run's records already there to state.kept (a run read on from an earlier call).
+void IndexRecords(RunState& state);
+
+// Keeps the record in the run unless one identical to it (every field but `source`) is already
+// there; then counts it in duplicate_testcases. True when kept.
+bool KeepRecord(RunState& state, v1::NightlyRecord& record);
 
 // A testcase left out of the run: kept while there are fewer than kMaxProblems, then counted in
 // one last line ("... and N more testcases left out").

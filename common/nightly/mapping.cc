@@ -87,6 +87,9 @@ Mapping MapRuns(const inventory::Inventory& inventory, const std::vector<v1::Nig
     intake.set_testcases(intake.testcases() + run->testcases());
     intake.set_not_model_tests(intake.not_model_tests() + run->not_model_tests());
     intake.set_left_out(intake.left_out() + run->problems_size());
+    // Identical copies the intake counted instead of keeping: records and duplicates both.
+    intake.set_records(intake.records() + run->duplicate_testcases());
+    intake.set_duplicates(intake.duplicates() + run->duplicate_testcases());
     std::map<std::tuple<std::string, std::string, std::string>,
              std::vector<const v1::NightlyRecord*>>
         in_run;

@@ -1,11 +1,13 @@
 #include "common/nightly/record.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "common/inventory/document.h"
@@ -30,6 +32,19 @@ constexpr std::size_t kMaxKeyBytes = 512;
 constexpr std::size_t kMaxArchBytes = 64;
 // How many non-blank lines of a message a record keeps.
 constexpr int kRecordLines = 3;
+
+// Items the tags keys a record reads may hold in all (guidance, failing_reason: a few each).
+constexpr std::size_t kMaxTagItems = 10000;
+
+// The keys of the tags literal a record reads (RecordOf).
+const std::vector<std::string_view>& TagsKept() {
+  static const std::vector<std::string_view> kKept = {
+      "arch",          "parallelism",   "run_mode",
+      "run_phase",     "model_name",    "bringup_status",
+      "model_test_status", "pcc",       "pcc_threshold",
+      "pcc_assertion_enabled", "guidance", "failing_reason"};
+  return kKept;
+}
 
 constexpr std::string_view kForkedCrash = "CRASHED with signal ";
 // pytest-timeout's "Failed: Timeout >600.0s" and the runner's own "Failed: Timeout ...".
@@ -151,6 +166,63 @@ std::string EnumTag(const Value& tags, std::string_view name, std::string_view e
   return out;
 }
 
+// The characters of tt-xla's test-config keys: every key of tests/runner/test_config/**/*.yaml
+// is made of ASCII letters, digits, '_', '-', '.', '/' and '+' (record_test checks each real key
+// against it). A key with any other character (a look-alike letter, a direction override) is not
+// one of tt-xla's.
+bool IsKeyChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+         c == '-' || c == '.' || c == '/' || c == '+';
+}
+
+// The code point of the UTF-8 sequence at s[at] (s is valid UTF-8).
+std::uint32_t CodePointAt(std::string_view s, std::size_t at) {
+  const auto b = [&](std::size_t i) {
+    return at + i < s.size() ? static_cast<std::uint32_t>(static_cast<unsigned char>(s[at + i]))
+                             : 0u;
+  };
+  const std::uint32_t c = b(0);
+  if (c < 0x80) return c;
+  if (c < 0xE0) return ((c & 0x1F) << 6) | (b(1) & 0x3F);
+  if (c < 0xF0) return ((c & 0x0F) << 12) | ((b(1) & 0x3F) << 6) | (b(2) & 0x3F);
+  return ((c & 0x07) << 18) | ((b(1) & 0x3F) << 12) | ((b(2) & 0x3F) << 6) | (b(3) & 0x3F);
+}
+
+// U+202E.
+std::string CodePointName(std::uint32_t cp) {
+  std::string hex = util::Hex(cp, 4);
+  for (char& c : hex) {
+    if (c >= 'a' && c <= 'f') c = static_cast<char>(c - 'a' + 'A');
+  }
+  return util::StrCat("U+", hex);
+}
+
+// A key for a message: printable ASCII as it is, every other character as <U+XXXX> (a byte that
+// is not UTF-8 as <0xXX>), so that no direction override or look-alike reaches a terminal;
+// at most 200 bytes of the key.
+std::string KeyForMessage(std::string_view key) {
+  std::string out;
+  const std::string_view shown = key.substr(0, 200);
+  std::size_t i = 0;
+  const std::optional<std::size_t> bad = util::FirstInvalidUtf8(shown);
+  const std::size_t valid = bad.value_or(shown.size());
+  while (i < shown.size()) {
+    const auto u = static_cast<unsigned char>(shown[i]);
+    if (u >= 0x20 && u < 0x7f) {
+      out.push_back(shown[i++]);
+    } else if (i >= valid) {
+      util::StrAppend(&out, "<byte 0x", util::Hex(u, 2), ">");
+      ++i;
+    } else {
+      const std::uint32_t cp = CodePointAt(shown, i);
+      util::StrAppend(&out, "<", CodePointName(cp), ">");
+      i += cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
+    }
+  }
+  if (shown.size() < key.size()) out += "...";
+  return out;
+}
+
 // Why a key is not a test-config key ("" when it is one).
 std::string KeyProblem(std::string_view key) {
   if (key.empty()) return "it is empty";
@@ -162,6 +234,18 @@ std::string KeyProblem(std::string_view key) {
     return "it holds a control character";
   }
   if (key.find('\\') != key.npos) return "it holds a backslash";
+  std::size_t characters = 0;
+  for (std::size_t i = 0; i < key.size(); ++i) {
+    if ((static_cast<unsigned char>(key[i]) & 0xC0) != 0x80) ++characters;
+    if (!IsKeyChar(key[i])) {
+      const std::uint32_t cp = CodePointAt(key, i);
+      return util::StrCat("character ", characters, " is ", CodePointName(cp),
+                          cp >= 0x21 && cp < 0x7f ? util::StrCat(" '", static_cast<char>(cp), "'")
+                                                  : std::string(),
+                          ", not of tt-xla's key alphabet (ASCII letters, digits, '_', '-', '.', "
+                          "'/' and '+')");
+    }
+  }
   if (key.front() == '/') return "it starts with '/'";
   if (key.find("..") != key.npos) return "it holds '..'";
   absl::StatusOr<inventory::KeyParts> parts = inventory::ParseKey(key);
@@ -243,7 +327,7 @@ absl::StatusOr<std::optional<v1::NightlyRecord>> RecordOf(const junit::TestCase&
 
   std::string key = junit::KeyOfTestName(name);
   if (std::string why = KeyProblem(key); !why.empty()) {
-    return absl::InvalidArgumentError(util::StrCat(where, ": ", function, "[", Printable(key),
+    return absl::InvalidArgumentError(util::StrCat(where, ": ", function, "[", KeyForMessage(key),
                                                    "]: not a test-config key: ", why));
   }
 
@@ -270,11 +354,16 @@ absl::StatusOr<std::optional<v1::NightlyRecord>> RecordOf(const junit::TestCase&
 
   const std::string* tags_text = testcase.Property("tags");
   if (tags_text == nullptr) return record;  // no arch: the caller leaves it out and names it
-  absl::StatusOr<Value> tags = junit::ParsePythonLiteral(*tags_text);
+  // Only the keys a record reads are built; every other value is checked and skipped, so a
+  // hostile tags literal costs time in proportion to its size.
+  absl::StatusOr<Value> tags = junit::ParsePythonDictKeys(*tags_text, TagsKept(), kMaxTagItems);
   if (!tags.ok()) {
-    return absl::InvalidArgumentError(util::StrCat(
-        where, ": ", function, "[", key,
-        "]: the tags property is not a Python literal: ", util::MessageOf(tags.status())));
+    return absl::InvalidArgumentError(
+        util::StrCat(where, ": ", function, "[", key, "]: the tags property is ",
+                     tags.status().code() == absl::StatusCode::kResourceExhausted
+                         ? "not a test's tags: "
+                         : "not a Python literal: ",
+                     util::MessageOf(tags.status())));
   }
   if (!tags->is_map()) {
     return absl::InvalidArgumentError(util::StrCat(where, ": ", function, "[", key,
@@ -319,8 +408,22 @@ absl::StatusOr<std::optional<v1::NightlyRecord>> RecordOf(const junit::TestCase&
 absl::Status CheckKey(std::string_view key) {
   const std::string problem = KeyProblem(key);
   if (problem.empty()) return absl::OkStatus();
-  return absl::InvalidArgumentError(util::StrCat("key '", ValidUtf8(key.substr(0, 200)),
-                                                 "' is not a test-config key: ", problem));
+  return absl::InvalidArgumentError(
+      util::StrCat("key '", KeyForMessage(key), "' is not a test-config key: ", problem));
+}
+
+absl::Status CheckPcc(const v1::NightlyRecord& record) {
+  // NaN is the runner's own value for a comparison that failed: kept.
+  if (record.has_pcc() && !std::isnan(record.pcc()) && !(record.pcc() >= -1 && record.pcc() <= 1)) {
+    return absl::InvalidArgumentError(
+        util::StrCat("pcc ", record.pcc(), " is not a correlation in [-1, 1]"));
+  }
+  if (record.has_pcc_threshold() &&
+      !(record.pcc_threshold() >= 0 && record.pcc_threshold() <= 1)) {
+    return absl::InvalidArgumentError(
+        util::StrCat("pcc_threshold ", record.pcc_threshold(), " is not a threshold in [0, 1]"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace triage::nightly

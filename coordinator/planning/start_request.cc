@@ -140,6 +140,15 @@ absl::Status ValidateNightly(const v1::StartSweepRequest& req) {
         return absl::InvalidArgumentError(util::StrCat(where, ": ", r.source(), ": ", r.key(),
                                                        ": unknown arch '", r.arch(), "'"));
       }
+      if (auto st = nightly::CheckPcc(r); !st.ok()) {
+        return absl::InvalidArgumentError(util::StrCat(where, ": ", r.source(), ": ",
+                                                       r.test_function(), "[", r.key(), "] on ",
+                                                       r.arch(), ": ", util::MessageOf(st)));
+      }
+    }
+    if (run.duplicate_testcases() < 0 || run.testcases() < 0 || run.not_model_tests() < 0) {
+      return absl::InvalidArgumentError(
+          util::StrCat(where, ": a negative count of testcases, duplicates or other tests"));
     }
   }
   return absl::OkStatus();

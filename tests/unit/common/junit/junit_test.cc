@@ -19,6 +19,7 @@ namespace triage::junit {
 namespace {
 
 using inventory::Value;
+using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
@@ -446,6 +447,72 @@ std::vector<LiteralErrorCase> LiteralErrorCases() {
 
 INSTANTIATE_TEST_SUITE_P(Cases, PythonLiteralErrorTest, ::testing::ValuesIn(LiteralErrorCases()),
                          [](const auto& p) { return p.param.name; });
+
+// ParsePythonDictKeys reads the same syntax: every case above, as the value of a kept key and of
+// a skipped one, is accepted or refused as ParsePythonLiteral does, with the same message, and a
+// kept value is the value ParsePythonLiteral builds.
+TEST_P(PythonLiteralTest, KeptOrSkippedByParsePythonDictKeys) {
+  const std::string text =
+      util::StrCat("{'skipped': ", GetParam().text, ", 'kept': ", GetParam().text, "}");
+  absl::StatusOr<Value> v = ParsePythonDictKeys(text, {"kept", "absent"});
+  ASSERT_TRUE(v.ok()) << v.status();
+  ASSERT_TRUE(v->is_map());
+  ASSERT_EQ(v->map.size(), 1u) << v->DebugString();
+  EXPECT_EQ(v->map[0].key, "kept");
+  EXPECT_EQ(v->map[0].value, GetParam().expected) << "got " << v->map[0].value.DebugString();
+  // At the top level: a value of its kind.
+  absl::StatusOr<Value> top = ParsePythonDictKeys(GetParam().text, {"a"});
+  ASSERT_TRUE(top.ok()) << top.status();
+  EXPECT_EQ(top->kind, GetParam().expected.kind);
+}
+
+TEST_P(PythonLiteralErrorTest, RefusedAlikeByParsePythonDictKeys) {
+  for (const std::string& text :
+       {GetParam().text, util::StrCat("{'skipped': ", GetParam().text, "}"),
+        util::StrCat("{'kept': ", GetParam().text, "}"),
+        util::StrCat("{'a': {'skipped': [", GetParam().text, "]}}")}) {
+    absl::StatusOr<Value> full = ParsePythonLiteral(text);
+    ASSERT_FALSE(full.ok()) << text;
+    absl::StatusOr<Value> kept = ParsePythonDictKeys(text, {"kept"});
+    ASSERT_FALSE(kept.ok()) << text << " parsed as " << kept->DebugString();
+    EXPECT_EQ(kept.status(), full.status()) << text;
+  }
+}
+
+TEST(ParsePythonDictKeysTest, OnlyTheKeptKeysAreBuilt) {
+  absl::StatusOr<Value> v = ParsePythonDictKeys(
+      "{'arch': 'n150', 'model_info': {'x': [1, 2, 3]}, 'pcc': 0.5, 'arch': 'p150', 7: 'x', "
+      "b'pcc': 1}",
+      {"arch", "pcc"});
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(*v, MapOf({{"arch", Value::String("n150")},
+                       {"pcc", Value::Float(0.5)},
+                       {"arch", Value::String("p150")},
+                       {"pcc", Value::Int(1)}}));
+  EXPECT_EQ(v->Find("arch")->string, "n150");  // the first, as ParsePythonLiteral's map finds
+  // Not a dict: its kind, empty.
+  v = ParsePythonDictKeys("['arch', 'n150']", {"arch"});
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(*v, Value::List({}));
+  v = ParsePythonDictKeys("{'arch', 'n150'}", {"arch"});
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(*v, Value::List({}));
+}
+
+TEST(ParsePythonDictKeysTest, KeptValuesHoldAtMostMaxItems) {
+  std::string big = "[";
+  for (int i = 0; i < 50; ++i) big += "'RM_XFAIL', ";
+  big += "]";
+  const std::string text = util::StrCat("{'skipped': ", big, ", 'guidance': ", big, "}");
+  // Skipped items never count; kept ones (and the kept key itself) do.
+  EXPECT_TRUE(ParsePythonDictKeys(text, {"guidance"}, 51).ok());
+  absl::StatusOr<Value> v = ParsePythonDictKeys(text, {"guidance"}, 50);
+  ASSERT_FALSE(v.ok());
+  EXPECT_EQ(v.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(util::MessageOf(v.status()),
+              AllOf(HasSubstr("more than 50 items"), HasSubstr("at byte")));
+  EXPECT_TRUE(ParsePythonDictKeys(text, {"other"}, 0).ok());
+}
 
 // ---------------------------------------------------------------------------------------------
 // Classify

@@ -83,22 +83,42 @@ std::string RunError(const fs::path& path, const IntakeOptions& options = {}) {
   return std::string(run.status().message());
 }
 
-enum class Kind { kZip, kTarGz, kTar };
+enum class Kind { kZip, kTarGz, kTar, kTarBz2, kTarXz, kTarZst, kGz, kBz2, kXz };
 
-// An archive made with libarchive's writer: members (name, contents), all regular files.
+// An archive made with libarchive's writer: members (name, contents), all regular files. kGz,
+// kBz2 and kXz: one compressed file (the first member's contents).
 void WriteArchive(const fs::path& path, Kind kind,
                   const std::vector<std::pair<std::string, std::string>>& members) {
   fs::create_directories(path.parent_path());
   struct archive* a = archive_write_new();
   ASSERT_NE(a, nullptr);
+  const bool raw = kind == Kind::kGz || kind == Kind::kBz2 || kind == Kind::kXz;
   if (kind == Kind::kZip) {
     ASSERT_EQ(archive_write_set_format_zip(a), ARCHIVE_OK);
     archive_write_zip_set_compression_deflate(a);
+  } else if (raw) {
+    ASSERT_EQ(archive_write_set_format_raw(a), ARCHIVE_OK);
   } else {
     ASSERT_EQ(archive_write_set_format_pax_restricted(a), ARCHIVE_OK);
-    if (kind == Kind::kTarGz) {
+  }
+  switch (kind) {
+    case Kind::kTarGz:
+    case Kind::kGz:
       ASSERT_EQ(archive_write_add_filter_gzip(a), ARCHIVE_OK);
-    }
+      break;
+    case Kind::kTarBz2:
+    case Kind::kBz2:
+      ASSERT_EQ(archive_write_add_filter_bzip2(a), ARCHIVE_OK);
+      break;
+    case Kind::kTarXz:
+    case Kind::kXz:
+      ASSERT_EQ(archive_write_add_filter_xz(a), ARCHIVE_OK);
+      break;
+    case Kind::kTarZst:
+      ASSERT_EQ(archive_write_add_filter_zstd(a), ARCHIVE_OK);
+      break;
+    default:
+      break;
   }
   ASSERT_EQ(archive_write_open_filename(a, path.c_str()), ARCHIVE_OK) << archive_error_string(a);
   for (const auto& [name, contents] : members) {
@@ -111,9 +131,19 @@ void WriteArchive(const fs::path& path, Kind kind,
     ASSERT_EQ(archive_write_data(a, contents.data(), contents.size()),
               static_cast<la_ssize_t>(contents.size()));
     archive_entry_free(e);
+    if (raw) break;
   }
   ASSERT_EQ(archive_write_close(a), ARCHIVE_OK);
   archive_write_free(a);
+}
+
+// The bytes of such an archive (to put inside another one).
+std::string ArchiveBytes(const fs::path& scratch, Kind kind,
+                         const std::vector<std::pair<std::string, std::string>>& members) {
+  WriteArchive(scratch, kind, members);
+  std::string bytes = triage::testing::ReadFileOrDie(scratch);
+  fs::remove(scratch);
+  return bytes;
 }
 
 const v1::NightlyRecord* Find(const v1::NightlyRun& run, std::string_view key) {
@@ -795,7 +825,7 @@ TEST_F(IntakeRun, FifosAndDevicesAreRefused) {
             fifo.string() + ": not a regular file (a FIFO, socket or device): refused");
   EXPECT_EQ(RunError(fifo),
             fifo.string() + ": not a regular file (a FIFO, socket or device): refused");
-  fs::create_directories(dir_.path() / "run2");
+  Write("run2/a.xml", Report({Passed(kPassedKey)}));
   fs::create_symlink("/dev/zero", dir_.path() / "run2/zero.xml");
   absl::StatusOr<v1::NightlyRun> run = ReadNightlyRun(dir_.path() / "run2");
   ASSERT_TRUE(run.ok()) << run.status();  // out of the run: not followed
@@ -827,11 +857,9 @@ TEST_F(IntakeRun, MissingAndUnreadablePaths) {
   fs::path corrupt = Write("run/broken.tar.gz", "this is not gzip data at all");
   EXPECT_THAT(RunError(dir_.path() / "run"),
               StartsWith(corrupt.string() + ": not a readable archive"));
-  // An empty directory is an empty run.
+  // An empty directory is no run (ARunWithoutAModelTestIsAnError).
   fs::create_directories(dir_.path() / "empty");
-  absl::StatusOr<v1::NightlyRun> empty = ReadNightlyRun(dir_.path() / "empty");
-  ASSERT_TRUE(empty.ok());
-  EXPECT_THAT(empty->files(), IsEmpty());
+  EXPECT_THAT(RunError(dir_.path() / "empty"), HasSubstr("no model test testcase"));
 }
 
 TEST_F(IntakeRun, HostileMembersOfAnArchive) {
@@ -841,6 +869,293 @@ TEST_F(IntakeRun, HostileMembersOfAnArchive) {
   EXPECT_THAT(RunError(dir_.path() / "run.zip"),
               AllOf(StartsWith((dir_.path() / "run.zip").string() + "!sub/evil.xml:2:"),
                     HasSubstr("<!DOCTYPE>")));
+}
+
+
+// ---------------------------------------------------------------------------------------------
+// Formats: compressions, suffixes in any case, archives inside archives
+
+constexpr std::string_view kKeyA = "a/pytorch-single_device-inference";
+constexpr std::string_view kKeyB = "b/pytorch-single_device-inference";
+constexpr std::string_view kKeyC = "c/pytorch-single_device-inference";
+
+TEST_F(IntakeRun, EveryCompressionOfATarAndSuffixesInAnyCase) {
+  const std::string a = Report({Passed(kKeyA)});
+  for (auto [name, kind] : std::vector<std::pair<std::string, Kind>>{{"run.tar.xz", Kind::kTarXz},
+                                                                     {"run.txz", Kind::kTarXz},
+                                                                     {"run.tar.bz2", Kind::kTarBz2},
+                                                                     {"run.tbz2", Kind::kTarBz2},
+                                                                     {"run.tar.zst", Kind::kTarZst},
+                                                                     {"run.tzst", Kind::kTarZst},
+                                                                     {"RUN.TAR.GZ", Kind::kTarGz},
+                                                                     {"Run.Tgz", Kind::kTarGz},
+                                                                     {"run.ZIP", Kind::kZip},
+                                                                     {"run.TAR", Kind::kTar}}) {
+    fs::path path = dir_.path() / name;
+    WriteArchive(path, kind, {{"test-reports-n150/A.XML", a}});
+    absl::StatusOr<v1::NightlyRun> run = ReadNightlyRun(path);
+    ASSERT_TRUE(run.ok()) << name << ": " << run.status();
+    EXPECT_THAT(run->files(), ElementsAre("test-reports-n150/A.XML")) << name;
+    ASSERT_EQ(run->records_size(), 1) << name;
+    EXPECT_EQ(run->records(0).source(), "test-reports-n150/A.XML:4") << name;
+  }
+}
+
+TEST_F(IntakeRun, CompressedReports) {
+  // One compressed report is a run; so is a report named in upper case.
+  WriteArchive(dir_.path() / "report.xml.gz", Kind::kGz, {{"", Report({Passed(kKeyA)})}});
+  absl::StatusOr<v1::NightlyRun> run = ReadNightlyRun(dir_.path() / "report.xml.gz");
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->label(), "report.xml.gz");
+  EXPECT_THAT(run->files(), ElementsAre("report.xml.gz"));
+  ASSERT_EQ(run->records_size(), 1);
+  EXPECT_EQ(run->records(0).source(), "report.xml.gz:4");
+  Write("REPORT.XML", Report({Passed(kKeyA)}));
+  run = ReadNightlyRun(dir_.path() / "REPORT.XML");
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->records_size(), 1);
+
+  // In a directory, and inside an archive.
+  const fs::path night = dir_.path() / "night";
+  WriteArchive(night / "n150/report.xml.gz", Kind::kGz, {{"", Report({Passed(kKeyA)})}});
+  WriteArchive(night / "p150/report.XML.BZ2", Kind::kBz2, {{"", Report({Passed(kKeyB, "p150")})}});
+  WriteArchive(night / "x.tar", Kind::kTar,
+               {{"n300/report.xml.xz",
+                 ArchiveBytes(dir_.path() / "scratch.xz", Kind::kXz,
+                              {{"", Report({Passed(kKeyC, "n300")})}})}});
+  run = ReadNightlyRun(night);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_THAT(run->files(),
+              ElementsAre("n150/report.xml.gz", "p150/report.XML.BZ2", "x.tar!n300/report.xml.xz"));
+  ASSERT_EQ(run->records_size(), 3);
+  EXPECT_EQ(run->records(2).source(), "x.tar!n300/report.xml.xz:4");
+  EXPECT_THAT(run->problems(), IsEmpty());
+
+  // A compressed report that is not compressed so: named, with the path.
+  Write("plain/report.xml.gz", Report({Passed(kKeyA)}));
+  EXPECT_EQ(RunError(dir_.path() / "plain"),
+            (dir_.path() / "plain/report.xml.gz").string() + ": not gzip data");
+}
+
+TEST_F(IntakeRun, ArchivesInsideArchivesAreReadAsStreamsToThreeLevels) {
+  const fs::path scratch = dir_.path() / "scratch";
+  // outer.zip > mid.tar.gz > inner.tar.xz > c.xml: three levels of archives, read.
+  const std::string inner = ArchiveBytes(scratch, Kind::kTarXz, {{"c.xml", Report({Passed(kKeyC)})}});
+  const std::string mid = ArchiveBytes(
+      scratch, Kind::kTarGz, {{"b.xml", Report({Passed(kKeyB)})}, {"deep/inner.tar.xz", inner}});
+  WriteArchive(dir_.path() / "run/outer.zip", Kind::kZip,
+               {{"a.xml", Report({Passed(kKeyA)})}, {"mid.tar.gz", mid}});
+  absl::StatusOr<v1::NightlyRun> run = ReadNightlyRun(dir_.path() / "run");
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_THAT(run->files(),
+              ElementsAre("outer.zip!a.xml", "outer.zip!mid.tar.gz!b.xml",
+                          "outer.zip!mid.tar.gz!deep/inner.tar.xz!c.xml"));
+  ASSERT_EQ(run->records_size(), 3);
+  EXPECT_EQ(run->records(2).source(), "outer.zip!mid.tar.gz!deep/inner.tar.xz!c.xml:4");
+  EXPECT_THAT(run->problems(), IsEmpty());
+
+  // A fourth level is named, not read.
+  const std::string fourth = ArchiveBytes(scratch, Kind::kZip, {{"d.xml", Report({Passed(kKeyA)})}});
+  const std::string third = ArchiveBytes(scratch, Kind::kTar, {{"d.zip", fourth}});
+  const std::string second = ArchiveBytes(scratch, Kind::kTarGz, {{"third.tar", third}});
+  WriteArchive(dir_.path() / "run2/first.zip", Kind::kZip,
+               {{"a.xml", Report({Passed(kKeyA)})}, {"second.tgz", second}});
+  run = ReadNightlyRun(dir_.path() / "run2");
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_THAT(run->files(), ElementsAre("first.zip!a.xml"));
+  EXPECT_THAT(run->problems(),
+              ElementsAre("first.zip!second.tgz!third.tar!d.zip: an archive inside 3 archives, "
+                          "nested deeper than 3 levels: not read"));
+
+  // An error deep inside names every level.
+  const std::string bad = ArchiveBytes(
+      scratch, Kind::kTarBz2, {{"bad.xml", "<testsuites>\n  <testsuite>\n</testsuites>\n"}});
+  WriteArchive(dir_.path() / "run3/outer.tar", Kind::kTar, {{"in.tbz2", bad}});
+  EXPECT_EQ(RunError(dir_.path() / "run3"),
+            (dir_.path() / "run3").string() +
+                "/outer.tar!in.tbz2!bad.xml:3:3: malformed JUnit XML: mismatched tag");
+}
+
+TEST_F(IntakeRun, TheByteLimitsHoldInsideNestedArchives) {
+  const fs::path scratch = dir_.path() / "scratch";
+  std::string big = "<testsuites>";
+  big += std::string(8 << 20, ' ');
+  big += "</testsuites>";
+  const std::string bomb = ArchiveBytes(scratch, Kind::kTarGz, {{"big.xml", big}});
+  WriteArchive(dir_.path() / "run/outer.zip", Kind::kZip, {{"inner.tar.gz", bomb}});
+  ASSERT_LT(fs::file_size(dir_.path() / "run/outer.zip"), 100 * 1024u);
+  IntakeOptions options;
+  options.limits.max_file_bytes = 1 << 20;
+  EXPECT_EQ(RunError(dir_.path() / "run", options),
+            (dir_.path() / "run").string() +
+                "/outer.zip!inner.tar.gz!big.xml: over 1048576 bytes uncompressed: larger than "
+                "any JUnit file a run writes");
+  // The run's limit counts what a nested archive pulls from its parent.
+  const std::string logs =
+      ArchiveBytes(scratch, Kind::kTarGz, {{"log.txt", std::string(4 << 20, 'l')}});
+  WriteArchive(dir_.path() / "run2/outer.zip", Kind::kZip,
+               {{"logs.tar.gz", logs}, {"a.xml", Report({Passed(kKeyA)})}});
+  options = {};
+  options.limits.max_run_bytes = 1 << 20;
+  EXPECT_THAT(RunError(dir_.path() / "run2", options),
+              AllOf(StartsWith((dir_.path() / "run2/outer.zip!logs.tar.gz").string()),
+                    HasSubstr("the run is over 1048576 bytes uncompressed")));
+}
+
+TEST_F(IntakeRun, WhatIsNamedLikeAReportButNotReadIsNamed) {
+  Write("run/a.xml", Report({Passed(kKeyA)}));
+  Write("run/reports.7z", "7z\xBC\xAF\x27\x1C");
+  Write("run/more/x.RAR", "Rar!");
+  Write("run/old.tar.lz4", "lz4");
+  Write("run/notes.txt", "not a report: passed over");
+  WriteArchive(dir_.path() / "run/b.zip", Kind::kZip,
+               {{"inner.7z", "7z"}, {"b.xml", Report({Passed(kKeyB)})}});
+  absl::StatusOr<v1::NightlyRun> run = ReadNightlyRun(dir_.path() / "run");
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->records_size(), 2);
+  ASSERT_EQ(run->problems_size(), 4);
+  EXPECT_THAT(run->problems(0), AllOf(StartsWith("b.zip!inner.7z: a 7-Zip archive, not a format "
+                                                 "the intake reads (.xml; .xml.gz"),
+                                      HasSubstr(".tar.zst/.tzst): not read")));
+  EXPECT_THAT(run->problems(1), StartsWith("more/x.RAR: a RAR archive, not a format"));
+  EXPECT_THAT(run->problems(2), StartsWith("old.tar.lz4: a tar compressed with lz4, not a format"));
+  EXPECT_THAT(run->problems(3), StartsWith("reports.7z: a 7-Zip archive, not a format"));
+  // Given as the run itself: an error.
+  EXPECT_THAT(RunError(dir_.path() / "run/reports.7z"),
+              AllOf(StartsWith((dir_.path() / "run/reports.7z").string() + ": a 7-Zip archive"),
+                    HasSubstr(": not read")));
+}
+
+TEST_F(IntakeRun, ARunWithoutAModelTestIsAnError) {
+  fs::create_directories(dir_.path() / "runs/emptynight");
+  EXPECT_EQ(RunError(dir_.path() / "runs/emptynight"),
+            (dir_.path() / "runs/emptynight").string() +
+                ": no model test testcase (0 files, 0 testcases): not a nightly run's reports");
+
+  // Only files the intake does not read: each named, with why.
+  Write("runs/unread-only/report.xml.7z", "7z");
+  Write("runs/unread-only/logs.txt", "x");
+  EXPECT_EQ(RunError(dir_.path() / "runs/unread-only"),
+            util::StrCat((dir_.path() / "runs/unread-only").string(),
+                         ": no model test testcase (0 files, 0 testcases): not a nightly run's "
+                         "reports; report.xml.7z: a 7-Zip archive, not a format the intake reads "
+                         "(.xml; .xml.gz, .xml.bz2, .xml.xz, .xml.zst; .zip; .tar, .tar.gz/.tgz, "
+                         ".tar.bz2/.tbz2, .tar.xz/.txz, .tar.zst/.tzst): not read"));
+
+  // Reports of other tests only.
+  Case other;
+  other.name = "test_all_models_op_by_op[resnet/pytorch-50-single_device-inference]";
+  Case placeholder;
+  placeholder.name = "test_placeholder_models[llama]";
+  Write("runs/other/a.xml", Report({other, placeholder}));
+  EXPECT_EQ(RunError(dir_.path() / "runs/other"),
+            (dir_.path() / "runs/other").string() +
+                ": no model test testcase (1 file, 2 testcases, 2 not model tests): not a "
+                "nightly run's reports");
+
+  // Model testcases all left out: the problem lines say why.
+  Case no_tags;
+  no_tags.name = TorchName(kKeyA);
+  Write("runs/left-out/a.xml", Report({no_tags}));
+  EXPECT_EQ(RunError(dir_.path() / "runs/left-out/a.xml"),
+            util::StrCat((dir_.path() / "runs/left-out/a.xml").string(),
+                         ": no model test testcase (1 file, 1 testcase): not a nightly run's "
+                         "reports; a.xml:4: test_all_models_torch[",
+                         kKeyA, "]: no tags property: left out"));
+
+  // An archive holding no report at all.
+  WriteArchive(dir_.path() / "runs/logs.tar.gz", Kind::kTarGz, {{"log.txt", "x"}});
+  EXPECT_THAT(RunError(dir_.path() / "runs/logs.tar.gz"),
+              StartsWith((dir_.path() / "runs/logs.tar.gz").string() +
+                         ": no model test testcase (0 files, 0 testcases)"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Keys, PCC figures and duplicates
+
+TEST(IntakeHostile, KeysOutsideTheKeyAlphabetNameTheCodePoint) {
+  // A Cyrillic 'е' (U+0435) for the Latin 'e', and a right-to-left override (U+202E).
+  for (auto [key, code] : std::vector<std::pair<std::string, std::string>>{
+           {"r\xD0\xB5snet/pytorch-50-single_device-inference", "character 2 is U+0435"},
+           {"resnet/pytorch-\xE2\x80\xAE" "05-single_device-inference", "character 16 is U+202E"},
+           {"resnet/pytorch-50 x-single_device-inference", "character 18 is U+0020"}}) {
+    std::string xml = Report({Passed(key)});
+    std::string error = BytesError(xml);
+    EXPECT_THAT(error, AllOf(StartsWith(util::StrCat(kName, ":4: test_all_models_torch[")),
+                             HasSubstr("not a test-config key: "), HasSubstr(code),
+                             HasSubstr("not of tt-xla's key alphabet")))
+        << key;
+    // The key itself is shown without the character.
+    EXPECT_EQ(error.find("\xE2\x80\xAE"), std::string::npos);
+    EXPECT_EQ(error.find("\xD0\xB5"), std::string::npos);
+  }
+  EXPECT_THAT(BytesError(Report({Passed("resnet/pytorch-\xE2\x80\xAE" "05-single_device-inference")})),
+              HasSubstr("[resnet/pytorch-<U+202E>05-single_device-inference]"));
+}
+
+TEST(IntakeBytes, APccOutOfRangeLeavesTheRecordOut) {
+  std::vector<Case> cases;
+  for (std::string_view pcc : {"1.5", "inf", "1e308", "-inf", "-1.0001", "float('inf')"}) {
+    Tags tags;
+    tags.pcc = pcc;
+    Case c = Passed(util::StrCat("m", cases.size(), "/pytorch-single_device-inference"));
+    c.tags = tags.Literal();
+    cases.push_back(c);
+  }
+  Tags threshold;
+  threshold.pcc_threshold = "1.5";
+  Case t = Passed("t/pytorch-single_device-inference");
+  t.tags = threshold.Literal();
+  cases.push_back(t);
+  for (std::string_view pcc : {"nan", "1", "-1", "0.5"}) {  // kept
+    Tags tags;
+    tags.pcc = pcc;
+    Case c = Passed(util::StrCat("k", cases.size(), "/pytorch-single_device-inference"));
+    c.tags = tags.Literal();
+    cases.push_back(c);
+  }
+  const std::string xml = Report(cases);
+  v1::NightlyRun run = ReadBytesOrDie(xml, "n/a.xml");
+  EXPECT_EQ(run.testcases(), 11);
+  EXPECT_EQ(run.records_size(), 4);
+  ASSERT_EQ(run.problems_size(), 7);
+  EXPECT_EQ(run.problems(0),
+            util::StrCat("n/a.xml:", LineOf(xml, "m0/"),
+                         ": test_all_models_torch[m0/pytorch-single_device-inference]: pcc 1.5 is "
+                         "not a correlation in [-1, 1]: left out"));
+  EXPECT_THAT(run.problems(1), HasSubstr("]: pcc inf is not a correlation in [-1, 1]: left out"));
+  EXPECT_THAT(run.problems(2), HasSubstr("]: pcc 1e+308 is not a correlation"));
+  EXPECT_THAT(run.problems(3), HasSubstr("]: pcc -inf is not a correlation"));
+  EXPECT_THAT(run.problems(5), HasSubstr("m5/pytorch-single_device-inference]: pcc inf is not"));
+  EXPECT_THAT(run.problems(6), HasSubstr("]: pcc_threshold 1.5 is not a threshold in [0, 1]"));
+}
+
+TEST(IntakeBytes, IdenticalTestcasesAreKeptOnceAndCounted) {
+  Case a = Passed(kKeyA);
+  Case b = Passed(kKeyB);
+  Case slower = Passed(kKeyA);
+  slower.time = "99";
+  std::vector<Case> cases = {a, a, b, a, slower, b};
+  v1::NightlyRun run = ReadBytesOrDie(Report(cases), "x.xml");
+  EXPECT_EQ(run.testcases(), 6);
+  ASSERT_EQ(run.records_size(), 3);  // a, b, and a with another duration
+  EXPECT_EQ(run.duplicate_testcases(), 3);
+  EXPECT_EQ(run.records(0).source(), "x.xml:4");  // the first one kept
+  EXPECT_EQ(run.records(2).duration_seconds(), 99);
+  // A second document of the same run: its copies of the first's records are duplicates too.
+  ASSERT_TRUE(ReadJUnitBytes(Report({b, Passed(kKeyC)}), "y.xml", run).ok());
+  EXPECT_EQ(run.records_size(), 4);
+  EXPECT_EQ(run.duplicate_testcases(), 4);
+}
+
+TEST_F(IntakeRun, DuplicatesAcrossTheFilesOfARun) {
+  Write("run/n150-1/a.xml", Report({Passed(kKeyA), Passed(kKeyB)}));
+  Write("run/n150-2/a.xml", Report({Passed(kKeyA), Passed(kKeyB, "p150")}));
+  absl::StatusOr<v1::NightlyRun> run = ReadNightlyRun(dir_.path() / "run");
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->testcases(), 4);
+  EXPECT_EQ(run->records_size(), 3);
+  EXPECT_EQ(run->duplicate_testcases(), 1);
 }
 
 }  // namespace

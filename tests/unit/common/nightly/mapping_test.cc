@@ -101,6 +101,27 @@ TEST(NightlyMapping, DuplicatesAndContradictionsAreCountedNeverGuessed) {
       << m.intake.examples(0);
 }
 
+TEST(NightlyMapping, TheIntakesCountedDuplicatesAreDuplicates) {
+  // The intake keeps one of identical testcases and counts the others in the run: the summary
+  // counts them as it counts copies it is sent.
+  const inventory::Inventory inv = Checkout();
+  const std::string a = "a/pytorch-Base-single_device-inference";
+  v1::NightlyRun run = NightRun("night", 1,
+                                {For("test_all_models_torch", a, Pass(), "one.xml:3"),
+                                 For("test_all_models_torch", a, Pass(0.998), "two.xml:9")});
+  run.set_duplicate_testcases(1999998);
+  run.set_testcases(2000000);
+  v1::NightlyRun other = NightRun("other", 2, {For("test_all_models_torch", a, Pass())});
+  other.set_duplicate_testcases(3);
+  Mapping m = MapRuns(inv, {run, other});
+  EXPECT_EQ(m.intake.testcases(), 2000001);
+  EXPECT_EQ(m.intake.records(), 2000000 + 4);
+  EXPECT_EQ(m.intake.duplicates(), 1999998 + 1 + 3);
+  EXPECT_EQ(m.intake.contradictory(), 0);
+  ASSERT_EQ(m.tests.size(), 1u);
+  EXPECT_EQ(m.tests[0].histories.at(0).records.size(), 2u);  // one per run
+}
+
 TEST(NightlyMapping, UnmappedRecordsAreNamed) {
   inventory::Inventory inv = Checkout();
   // A key in another framework's file is not this function's entry; a key of no file is new,

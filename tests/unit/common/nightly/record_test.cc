@@ -4,6 +4,8 @@
 #include "common/nightly/record.h"
 
 #include <cmath>
+#include <filesystem>
+#include <limits>
 #include <optional>
 #include <string>
 #include <utility>
@@ -13,6 +15,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/pytest_xml.h"
+#include "tests/support/test_support.h"
+#include "yaml-cpp/yaml.h"
 
 namespace triage::nightly {
 namespace {
@@ -342,6 +346,126 @@ TEST(RecordOf, APropertyOverTheLimitIsRejected) {
   tc.properties.emplace_back("error_message", std::string(kMaxPropertyBytes + 1, 'x'));
   EXPECT_THAT(ErrorOf(tc), AllOf(StartsWith("run/a.xml:7: property 'error_message' is "),
                                  HasSubstr("over the limit")));
+}
+
+
+TEST(CheckKey, EveryKeyOfTtXlasTestConfigFilesPasses) {
+  // The key alphabet is derived from these files: every key under `test_config:` of every
+  // tests/runner/test_config/**/*.yaml (the placeholders file lists model names for
+  // test_placeholder_models, which is not a model test function, under another mapping).
+  TRIAGE_REQUIRE_SHARED_DATA(dir);
+  const std::filesystem::path root = dir / "head/tests/runner/test_config";
+  ASSERT_TRUE(std::filesystem::is_directory(root)) << root;
+  int files = 0, keys = 0;
+  for (const auto& f : std::filesystem::recursive_directory_iterator(root)) {
+    if (!f.is_regular_file() || f.path().extension() != ".yaml") continue;
+    ++files;
+    YAML::Node doc = YAML::LoadFile(f.path().string());
+    const YAML::Node config = doc["test_config"];
+    if (!config || !config.IsMap()) continue;
+    for (const auto& item : config) {
+      const std::string key = item.first.as<std::string>();
+      ++keys;
+      EXPECT_TRUE(CheckKey(key).ok()) << f.path() << ": " << key << ": " << CheckKey(key);
+    }
+  }
+  EXPECT_GE(files, 10);
+  EXPECT_GT(keys, 1900);
+}
+
+TEST(CheckKey, OnlyTheKeyAlphabet) {
+  EXPECT_TRUE(CheckKey("qwen_2_5/causal_lm/pytorch-0.5B_Instruct-llm_decode-seq_1-batch_1-single_"
+                       "device-mesh_default-inference")
+                  .ok());
+  EXPECT_TRUE(CheckKey("stable_diffusion/pytorch-v1.5+lora-single_device-inference").ok());
+  // A Cyrillic 'е' (U+0435) for the Latin one; a right-to-left override (U+202E); a zero-width
+  // space; a full-width slash; ASCII outside the alphabet.
+  for (auto [key, why] : std::vector<std::pair<std::string, std::string>>{
+           {"r\xD0\xB5snet/pytorch-50-single_device-inference",
+            "character 2 is U+0435, not of tt-xla's key alphabet (ASCII letters, digits, '_', "
+            "'-', '.', '/' and '+')"},
+           {"resnet/pytorch-\xE2\x80\xAE" "05-single_device-inference", "character 16 is U+202E"},
+           {"resnet/pytorch-\xE2\x80\x8B" "50-single_device-inference", "character 16 is U+200B"},
+           {"resnet\xEF\xBC\x8Fpytorch-50-single_device-inference", "character 7 is U+FF0F"},
+           {"resnet/pytorch-50:x-single_device-inference", "character 18 is U+003A ':'"},
+           {"resnet/pytorch-50*-single_device-inference", "character 18 is U+002A '*'"},
+           {"resnet/pytorch-$(id)-single_device-inference", "character 16 is U+0024 '$'"}}) {
+    absl::Status st = CheckKey(key);
+    ASSERT_FALSE(st.ok()) << key;
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(st.message()), HasSubstr(why)) << key;
+    // The message shows the key without the character itself.
+    EXPECT_EQ(std::string(st.message()).find("\xE2\x80"), std::string::npos) << key;
+  }
+  EXPECT_EQ(std::string(CheckKey("resnet/pytorch-\xE2\x80\xAE" "05-single_device-inference")
+                            .message()),
+            "key 'resnet/pytorch-<U+202E>05-single_device-inference' is not a test-config key: "
+            "character 16 is U+202E, not of tt-xla's key alphabet (ASCII letters, digits, '_', "
+            "'-', '.', '/' and '+')");
+  // RecordOf refuses such a testcase, naming where it is.
+  testing::Tags tags;
+  EXPECT_THAT(ErrorOf(Case(TorchName("r\xD0\xB5snet/pytorch-50-single_device-inference"),
+                           tags.Literal())),
+              AllOf(StartsWith("run/a.xml:7: test_all_models_torch[r<U+0435>snet/pytorch-50-"),
+                    HasSubstr("U+0435")));
+}
+
+TEST(CheckPcc, ACorrelationAndAThreshold) {
+  v1::NightlyRecord r;
+  EXPECT_TRUE(CheckPcc(r).ok());  // none set
+  for (double pcc : {-1.0, -0.25, 0.0, 0.99, 1.0, std::numeric_limits<double>::quiet_NaN()}) {
+    r.set_pcc(pcc);
+    EXPECT_TRUE(CheckPcc(r).ok()) << pcc;
+  }
+  for (auto [pcc, text] : std::vector<std::pair<double, std::string>>{
+           {1.5, "pcc 1.5 is not a correlation in [-1, 1]"},
+           {std::numeric_limits<double>::infinity(), "pcc inf is not a correlation in [-1, 1]"},
+           {-std::numeric_limits<double>::infinity(), "pcc -inf is not a correlation in [-1, 1]"},
+           {1e308, "pcc 1e+308 is not a correlation in [-1, 1]"},
+           {-1.0001, "pcc -1.0001 is not a correlation in [-1, 1]"}}) {
+    r.set_pcc(pcc);
+    absl::Status st = CheckPcc(r);
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << pcc;
+    EXPECT_EQ(st.message(), text);
+  }
+  r.set_pcc(0.99);
+  for (double t : {0.0, 0.5, 1.0}) {
+    r.set_pcc_threshold(t);
+    EXPECT_TRUE(CheckPcc(r).ok()) << t;
+  }
+  for (double t : {-0.1, 1.5, std::numeric_limits<double>::infinity(),
+                   std::numeric_limits<double>::quiet_NaN()}) {
+    r.set_pcc_threshold(t);
+    EXPECT_THAT(std::string(CheckPcc(r).message()),
+                AllOf(StartsWith("pcc_threshold "), HasSubstr("is not a threshold in [0, 1]")))
+        << t;
+  }
+}
+
+TEST(RecordOf, OnlyTheTagsARecordReadsAreBuilt) {
+  // A huge value under a key no record reads is checked and skipped: the record is read.
+  testing::Tags tags;
+  std::string literal = tags.Literal();
+  std::string filler = "'model_info_big': [";
+  for (int i = 0; i < 30000; ++i) filler += "{'a': [1, 2.5, None, 'x']}, ";
+  filler += "], ";
+  literal.insert(1, filler);
+  v1::NightlyRecord r = RecordOrDie(Case(TorchName(), literal));
+  EXPECT_EQ(r.arch(), "n150");
+  EXPECT_DOUBLE_EQ(r.pcc(), 0.9934);
+
+  // Its syntax is still checked.
+  std::string broken = literal;
+  broken.replace(broken.find("'x']}"), 5, "'x']");
+  EXPECT_THAT(ErrorOf(Case(TorchName(), broken)),
+              AllOf(StartsWith("run/a.xml:7: "), HasSubstr("not a Python literal")));
+
+  // A key a record reads whose value holds more than 10,000 items: refused.
+  tags.guidance.assign(20000, "RM_XFAIL");
+  EXPECT_THAT(ErrorOf(Case(TorchName(), tags.Literal())),
+              AllOf(StartsWith("run/a.xml:7: test_all_models_torch["),
+                    HasSubstr("the tags property is not a test's tags: "),
+                    HasSubstr("more than 10000 items")));
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include "coordinator/planning/start_request.h"
 #include "agent/playbooks/catalog.h"
 
+#include <cmath>
 #include <functional>
 #include <map>
 #include <string>
@@ -50,6 +51,23 @@ struct Row {
 void Command(v1::StartSweepRequest& r, std::map<std::string, std::string> params) {
   r.set_executor("command");
   for (auto& [k, v] : params) (*r.mutable_params())[k] = v;
+}
+
+// One nightly run with one record of a model test that passed on n150; the record to edit.
+v1::NightlyRecord& NightlyRecord(v1::StartSweepRequest& r) {
+  r.mutable_nightly_options()->set_no_confirm(true);
+  if (r.nightly().empty()) r.add_nightly()->set_label("night");
+  v1::NightlyRun& run = *r.mutable_nightly(0);
+  v1::NightlyRecord& rec = *run.add_records();
+  rec.set_test_function("test_all_models_torch");
+  rec.set_key("m/pytorch-Base-single_device-inference");
+  rec.set_arch("n150");
+  rec.set_outcome(v1::NightlyRecord::PASSED);
+  rec.set_pcc(0.999);
+  rec.set_pcc_threshold(0.99);
+  rec.set_source("a.xml:4");
+  run.set_testcases(1);
+  return rec;
 }
 
 const std::vector<Row>& Rows() {
@@ -253,6 +271,37 @@ const std::vector<Row>& Rows() {
       {"parameters of other executors are theirs to read",
        [](auto& r) { (*r.mutable_params())["command"] = "not checked"; }, "",
        [](const StartRequest& s) { EXPECT_EQ(s.executor, "native"); }},
+      // --- nightly runs: the coordinator checks every record again ---------------------------
+      {"a nightly record", [](auto& r) { NightlyRecord(r); }, "",
+       [](const StartRequest& s) { EXPECT_EQ(s.executor, "native"); }},
+      {"a nightly record whose pcc is NaN (a failed comparison)",
+       [](auto& r) { NightlyRecord(r).set_pcc(std::nan("")); }, "",
+       [](const StartRequest& s) { EXPECT_EQ(s.executor, "native"); }},
+      {"a nightly record whose pcc is over 1",
+       [](auto& r) { NightlyRecord(r).set_pcc(1.5); },
+       "nightly run 1 (night): a.xml:4: test_all_models_torch[m/pytorch-Base-single_device-"
+       "inference] on n150: pcc 1.5 is not a correlation in [-1, 1]"},
+      {"a nightly record whose pcc is infinite",
+       [](auto& r) { NightlyRecord(r).set_pcc(INFINITY); },
+       "[m/pytorch-Base-single_device-inference] on n150: pcc inf is not a correlation"},
+      {"a nightly record whose pcc is below -1",
+       [](auto& r) { NightlyRecord(r).set_pcc(-1e308); }, "is not a correlation in [-1, 1]"},
+      {"a nightly record whose pcc_threshold is over 1",
+       [](auto& r) { NightlyRecord(r).set_pcc_threshold(1.5); },
+       "on n150: pcc_threshold 1.5 is not a threshold in [0, 1]"},
+      {"a nightly record whose key holds a right-to-left override",
+       [](auto& r) { NightlyRecord(r).set_key("m/pytorch-\xE2\x80\xAE" "esaB-single_device-inference"); },
+       "nightly run 1 (night): a.xml:4: key 'm/pytorch-<U+202E>esaB-single_device-inference' is "
+       "not a test-config key: character 11 is U+202E"},
+      {"a nightly record whose key holds a Cyrillic letter",
+       [](auto& r) { NightlyRecord(r).set_key("m/pytorch-Bas\xD0\xB5-single_device-inference"); },
+       "character 14 is U+0435"},
+      {"a negative count of duplicates",
+       [](auto& r) {
+         NightlyRecord(r);
+         r.mutable_nightly(0)->set_duplicate_testcases(-1);
+       },
+       "nightly run 1 (night): a negative count"},
   };
   return rows;
 }
