@@ -20,9 +20,11 @@
 #include "common/daemon/daemon.h"
 #include "common/inventory/schema.h"
 #include "common/metrics/metrics_server.h"
+#include "common/rpc/rpc.h"
 #include "common/util/dir_lock.h"
 #include "common/util/file.h"
 #include "common/util/log.h"
+#include "common/util/net.h"
 #include "common/util/strings.h"
 #include "common/util/text.h"
 #include "prometheus/registry.h"
@@ -193,6 +195,7 @@ int main(int argc, char** argv) {
   if (auto exit_code = config::ParseCommandLine(schema, app, argc, argv, "triage-agent"))
     return *exit_code;
   daemon::SetUpLogging(cfg.log_level, util::StrCat("agent ", cfg.agent_id));
+  rpc::RouteGrpcLogs();
 
   if (!cfg.token_file.empty()) {
     auto t = util::ReadFile(cfg.token_file, 4096);
@@ -258,6 +261,11 @@ int main(int argc, char** argv) {
   }
   if (!cfg.scripts_dir.empty()) {
     cfg.scripts_dir = std::filesystem::absolute(cfg.scripts_dir, ec).lexically_normal().string();
+  }
+  // A taken metrics port stops the start-up before data_dir or a lock file is created.
+  if (const std::string problem = util::ListenProblem({{"--metrics_address", cfg.metrics_address}});
+      !problem.empty()) {
+    return Fail(problem);
   }
   // One agent per data directory (its spool) and per workspace, for the whole life of the process:
   // two agents would send each other's spooled results and reset each other's checkout mid-shard.

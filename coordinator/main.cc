@@ -21,6 +21,7 @@
 #include "common/util/dir_lock.h"
 #include "common/util/file.h"
 #include "common/util/log.h"
+#include "common/util/net.h"
 #include "common/util/strings.h"
 #include "coordinator/core/coordinator.h"
 #include "coordinator/core/sweep_outputs.h"
@@ -349,6 +350,7 @@ int main(int argc, char** argv) {
   if (auto exit_code = config::ParseCommandLine(schema, app, argc, argv, "triage-coordinator"))
     return *exit_code;
   daemon::SetUpLogging(cfg.log_level, "coordinator");
+  rpc::RouteGrpcLogs();
 
   if (auto st = CheckSettings(cfg); !st.ok()) return Fail(util::MessageOf(st));
 
@@ -358,6 +360,15 @@ int main(int argc, char** argv) {
   const rpc::TlsServerConfig tls{cfg.tls_cert, cfg.tls_key, cfg.tls_client_ca};
   if (auto creds = rpc::ServerCredentials(tls, cfg.insecure); !creds.ok()) {
     return Fail(util::MessageOf(creds.status()));
+  }
+  // A listener that cannot bind (a port another process holds) stops the start-up here, before
+  // data_dir is created or its database opened: nothing is left behind.
+  if (const std::string problem = util::ListenProblem({{"--agent_address", cfg.agent_address},
+                                                       {"--control_address", cfg.control_address},
+                                                       {"--health_address", cfg.health_address},
+                                                       {"--metrics_address", cfg.metrics_address}});
+      !problem.empty()) {
+    return Fail(problem);
   }
   auto data_lock = LockDataDir(cfg.data_dir);
   if (!data_lock.ok()) return Fail(util::MessageOf(data_lock.status()));

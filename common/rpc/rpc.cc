@@ -6,20 +6,50 @@
 #include <openssl/x509.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <random>
 #include <thread>
 
 #include "common/util/file.h"
+#include "common/util/log.h"
 #include "common/util/strings.h"
+#include "grpc/support/log.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/security/server_credentials.h"
 
 namespace triage::rpc {
+
+namespace {
+
+std::atomic<int> quiet_grpc_logs{0};
+
+void GrpcLogToSpdlog(gpr_log_func_args* args) {
+  std::string message = args->message != nullptr ? args->message : "";
+  for (char& c : message) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  const char* file = args->file != nullptr ? args->file : "?";
+  if (const char* slash = std::strrchr(file, '/')) file = slash + 1;
+  if (args->severity == GPR_LOG_SEVERITY_ERROR && quiet_grpc_logs.load() == 0) {
+    spdlog::warn("grpc: {}:{}: {}", file, args->line, message);
+  } else {
+    spdlog::debug("grpc: {}:{}: {}", file, args->line, message);
+  }
+}
+
+}  // namespace
+
+void RouteGrpcLogs() { gpr_set_log_function(GrpcLogToSpdlog); }
+
+QuietGrpcLogs::QuietGrpcLogs() { quiet_grpc_logs.fetch_add(1); }
+
+QuietGrpcLogs::~QuietGrpcLogs() { quiet_grpc_logs.fetch_sub(1); }
 
 grpc::Status ToGrpc(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;

@@ -23,6 +23,20 @@ class Channel;
 
 namespace triage::rpc {
 
+// gRPC's own log lines (gpr_log: errors only, unless GRPC_VERBOSITY asks for more) go to spdlog,
+// one line each with "grpc:" before them: errors as warnings, the rest at debug. A daemon calls
+// it once at start.
+void RouteGrpcLogs();
+// While one lives, gRPC's lines go to debug only: around a call whose failure the caller reports
+// in one line of its own (a listener that cannot bind), so gRPC's dump of it is not printed too.
+class QuietGrpcLogs {
+ public:
+  QuietGrpcLogs();
+  ~QuietGrpcLogs();
+  QuietGrpcLogs(const QuietGrpcLogs&) = delete;
+  QuietGrpcLogs& operator=(const QuietGrpcLogs&) = delete;
+};
+
 grpc::Status ToGrpc(const absl::Status& status);
 absl::Status FromGrpc(const grpc::Status& status);
 

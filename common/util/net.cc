@@ -67,4 +67,20 @@ std::string BindProblem(std::string_view address) {
   return problem;
 }
 
+std::string ListenProblem(std::initializer_list<Listener> listeners) {
+  for (auto it = listeners.begin(); it != listeners.end(); ++it) {
+    if (it->address.empty()) continue;
+    for (auto before = listeners.begin(); before != it; ++before) {
+      if (before->address == it->address && !it->address.ends_with(":0")) {
+        return StrCat(it->setting, " ", it->address, ": the same address as ", before->setting,
+                      " (each listener needs its own port)");
+      }
+    }
+    if (std::string problem = BindProblem(it->address); !problem.empty()) {
+      return StrCat(it->setting, " ", it->address, ": ", problem);
+    }
+  }
+  return "";
+}
+
 }  // namespace triage::util

@@ -25,6 +25,7 @@ Coordinator::Coordinator(CoordinatorOptions options, Store* store, Clock* clock,
       reader_(std::move(reader)),
       metrics_(metrics != nullptr ? metrics : &default_metrics_),
       journal_(store, metrics_, [this](const absl::Status& why) { Rebuild(why); }),
+      uploads_(clock),
       table_(options_.scheduling(), metrics_,
              [this](const ShardRecord* old, const ShardRecord& updated) {
                OnShardChanged(old, updated);

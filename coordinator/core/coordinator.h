@@ -21,6 +21,7 @@
 #include "coordinator/model/outcome_counts.h"
 #include "coordinator/persistence/journal.h"
 #include "coordinator/persistence/store.h"
+#include "coordinator/planning/nightly_upload.h"
 #include "coordinator/planning/sweep_reader.h"
 #include "coordinator/scheduling/lease_table.h"
 #include "triage/v1/agent.pb.h"
@@ -125,7 +126,16 @@ class Coordinator {
   absl::StatusOr<v1::CompleteResponse> Complete(const v1::CompleteRequest& req);
 
   // ControlService.
+  // A request naming an upload (nightly_upload) takes caller's upload's runs: the upload is
+  // forgotten whether the sweep starts or not.
   absl::StatusOr<v1::Sweep> StartSweep(const v1::StartSweepRequest& req, const Caller& caller);
+  // StartSweep's checks without starting anything: the request's fields, its request id (a
+  // repeated one must ask for the same sweep, its nightly runs aside) and the repository, read
+  // and pinned as the sweep would read it. The answer shows the repository and its commits (and
+  // existing, for a request id that started a sweep already).
+  absl::StatusOr<v1::Sweep> CheckSweep(const v1::CheckSweepRequest& req, const Caller& caller);
+  // The nightly runs uploaded for StartSweep (UploadNightly); Tick drops the expired ones.
+  NightlyUploads& uploads() { return uploads_; }
   absl::StatusOr<v1::Sweep> GetSweep(const std::string& id);
   std::vector<v1::Sweep> ListSweeps();
   absl::StatusOr<std::vector<v1::Shard>> ListShards(const v1::ListShardsRequest& req);
@@ -306,6 +316,9 @@ class Coordinator {
   void MaybeFinishSweepLocked(const std::string& sweep_id, Effects& after);
   // The sweep a request id started, or null.
   const SweepRt* FindRequestLocked(const std::string& request_id) const;
+  // StartSweep with the runs in the request (nightly), if any.
+  absl::StatusOr<v1::Sweep> StartSweepWithRuns(const v1::StartSweepRequest& req,
+                                               const Caller& caller);
   // The sweep an incremental start carries from: `since`, or the latest succeeded sweep of the
   // same repository whose work it can carry (CarryMismatch: the same archs, executor and
   // parameters, a playbook in common); nullptr: none. *why says which was picked and which
@@ -416,6 +429,7 @@ class Coordinator {
 
   mutable std::mutex mu_;
   std::mutex start_mu_;  // one StartSweep reading its input at a time (outside mu_)
+  NightlyUploads uploads_;
   LeaseTable table_;
   std::int64_t next_seq_ = 1;
   std::int64_t next_sweep_ = 1;

@@ -481,6 +481,7 @@ void Coordinator::RefreshProblemsLocked(Effects& after) {
 }
 
 void Coordinator::Tick() {
+  uploads_.Expire();
   Effects after;
   {
     std::lock_guard lock(mu_);

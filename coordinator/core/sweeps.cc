@@ -183,6 +183,66 @@ SweepRecord RunningSweepRecord(const v1::StartSweepRequest& req, const std::stri
 
 absl::StatusOr<v1::Sweep> Coordinator::StartSweep(const v1::StartSweepRequest& req,
                                                   const Caller& caller) {
+  if (req.nightly_upload().empty()) return StartSweepWithRuns(req, caller);
+  if (!req.nightly().empty()) {
+    return absl::InvalidArgumentError(
+        "give the nightly runs (nightly) or an upload of them (nightly_upload), not both");
+  }
+  auto runs = uploads_.Take(req.nightly_upload(), caller.name);
+  if (!runs.ok()) return runs.status();
+  v1::StartSweepRequest full = req;  // no runs yet: a small copy
+  full.clear_nightly_upload();
+  full.mutable_nightly()->Swap(&*runs);
+  return StartSweepWithRuns(full, caller);
+}
+
+absl::StatusOr<v1::Sweep> Coordinator::CheckSweep(const v1::CheckSweepRequest& check,
+                                                  const Caller& /*caller*/) {
+  const v1::StartSweepRequest& req = check.sweep();
+  auto start = ValidateStartRequest(req, {options_.default_executor, options_.default_archs},
+                                    check.nightly_to_come());
+  if (!start.ok()) return start.status();
+  std::lock_guard start_lock(start_mu_);
+  v1::Sweep view;
+  if (!req.request_id().empty()) {
+    std::lock_guard lock(mu_);
+    if (const SweepRt* first = FindRequestLocked(req.request_id())) {
+      // The runs are compared once they came (StartSweep): everything else now.
+      v1::StartSweepRequest kept = first->rec.request;
+      v1::StartSweepRequest asked = WithoutNightlyRuns(req);
+      asked.set_executor(start->executor);
+      for (auto* r : {&kept, &asked}) {
+        r->clear_nightly_digest();
+        r->clear_nightly_upload();
+      }
+      const auto differ = StartOptionsDiffer(kept, asked);
+      if (!differ.empty()) {
+        return absl::AlreadyExistsError(
+            util::StrCat("request id '", req.request_id(), "' already started sweep ",
+                         first->rec.id, " with other options (", util::StrJoin(differ, ", "),
+                         " differ): give another request id for another sweep"));
+      }
+      view = ViewLocked(*first);
+      view.set_existing(true);
+      return view;
+    }
+  }
+  auto input = reader_(req);
+  if (!input.ok()) return input.status();
+  view.set_repo(input->repo);
+  view.set_ttxla_commit(input->ttxla_commit);
+  view.set_forge_commit(input->forge_commit);
+  view.set_forge_gitlink_commit(input->forge_gitlink);
+  view.set_forge_source(input->forge_source);
+  for (const auto& n : input->notes) view.add_notes(n);
+  for (const auto& a : start->archs) view.add_archs(a);
+  view.set_executor(start->executor);
+  view.set_request_id(req.request_id());
+  return view;
+}
+
+absl::StatusOr<v1::Sweep> Coordinator::StartSweepWithRuns(const v1::StartSweepRequest& req,
+                                                          const Caller& caller) {
   auto start = ValidateStartRequest(req, {options_.default_executor, options_.default_archs});
   if (!start.ok()) return start.status();
 

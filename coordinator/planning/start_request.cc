@@ -1,9 +1,10 @@
 #include "coordinator/planning/start_request.h"
 
-#include <openssl/sha.h>
+#include <openssl/evp.h>
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <set>
 
 #include "agent/playbooks/catalog.h"
@@ -11,13 +12,14 @@
 #include "common/inventory/schema.h"
 #include "common/nightly/record.h"
 #include "common/util/strings.h"
+#include "google/protobuf/field_mask.pb.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "google/protobuf/util/field_mask_util.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "nlohmann/json.hpp"
 
 namespace triage::coord {
-namespace {}  // namespace
 
 absl::StatusOr<std::map<std::string, double>> ParseDurations(const std::string& json) {
   std::map<std::string, double> out;
@@ -53,37 +55,88 @@ absl::Status ValidateRequestId(std::string_view id) {
   return absl::OkStatus();
 }
 
+std::string NightlyDigest(const google::protobuf::RepeatedPtrField<v1::NightlyRun>& runs) {
+  // SHA-256 over "<size>:<run serialized deterministically>" per run, fed run by run.
+  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), &EVP_MD_CTX_free);
+  EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr);
+  for (const auto& run : runs) {
+    std::string one;
+    {
+      google::protobuf::io::StringOutputStream stream(&one);
+      google::protobuf::io::CodedOutputStream coded(&stream);
+      coded.SetSerializationDeterministic(true);
+      run.SerializeToCodedStream(&coded);
+      coded.Trim();
+    }
+    const std::string size = util::StrCat(one.size(), ":");
+    EVP_DigestUpdate(ctx.get(), size.data(), size.size());
+    EVP_DigestUpdate(ctx.get(), one.data(), one.size());
+  }
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  EVP_DigestFinal_ex(ctx.get(), digest, &length);
+  std::string hex;
+  for (unsigned int i = 0; i < length; ++i) hex += util::Hex(digest[i], 2);
+  return hex;
+}
+
 v1::StartSweepRequest WithoutNightlyRuns(const v1::StartSweepRequest& req) {
   if (req.nightly().empty()) return req;
-  v1::StartSweepRequest kept = req;
-  kept.clear_nightly();
-  std::string bytes;
-  for (const auto& run : req.nightly()) {
-    std::string one;
-    google::protobuf::io::StringOutputStream stream(&one);
-    google::protobuf::io::CodedOutputStream coded(&stream);
-    coded.SetSerializationDeterministic(true);
-    run.SerializeToCodedStream(&coded);
-    coded.Trim();
-    bytes += util::StrCat(one.size(), ":");
-    bytes += one;
+  // Every field but the runs, copied without copying the runs (they may be a few hundred MB).
+  google::protobuf::FieldMask mask;
+  const auto* descriptor = v1::StartSweepRequest::descriptor();
+  for (int i = 0; i < descriptor->field_count(); ++i) {
+    const auto* field = descriptor->field(i);
+    if (field->number() != v1::StartSweepRequest::kNightlyFieldNumber) {
+      mask.add_paths(field->name());
+    }
   }
-  unsigned char digest[SHA256_DIGEST_LENGTH];
-  SHA256(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), digest);
-  std::string hex;
-  for (unsigned char c : digest) hex += util::Hex(c, 2);
-  kept.set_nightly_digest(hex);
+  v1::StartSweepRequest kept;
+  google::protobuf::util::FieldMaskUtil::MergeMessageTo(
+      req, mask, google::protobuf::util::FieldMaskUtil::MergeOptions(), &kept);
+  kept.set_nightly_digest(NightlyDigest(req.nightly()));
   return kept;
 }
 
-absl::Status ValidateNightly(const v1::StartSweepRequest& req) {
+absl::Status CheckNightlyRecord(const v1::NightlyRecord& r, std::string_view where) {
+  if (!nightly::IsModelTestFunction(r.test_function())) {
+    return absl::InvalidArgumentError(util::StrCat(
+        where, ": ", r.source(), ": '", r.test_function(), "' is not a model test function"));
+  }
+  if (auto st = nightly::CheckKey(r.key()); !st.ok()) {
+    return absl::InvalidArgumentError(
+        util::StrCat(where, ": ", r.source(), ": ", util::MessageOf(st)));
+  }
+  if (!inventory::IsKnownArch(r.arch())) {
+    return absl::InvalidArgumentError(
+        util::StrCat(where, ": ", r.source(), ": ", r.key(), ": unknown arch '", r.arch(), "'"));
+  }
+  if (auto st = nightly::CheckPcc(r); !st.ok()) {
+    return absl::InvalidArgumentError(util::StrCat(where, ": ", r.source(), ": ", r.test_function(),
+                                                   "[", r.key(), "] on ", r.arch(), ": ",
+                                                   util::MessageOf(st)));
+  }
+  return absl::OkStatus();
+}
+
+std::string NightlyRunName(int index, const v1::NightlyRun& run) {
+  return util::StrCat("nightly run ", index + 1, " (",
+                      run.label().empty() ? "unnamed" : run.label(), ")");
+}
+
+absl::Status ValidateNightly(const v1::StartSweepRequest& req, bool runs_to_come) {
   const v1::NightlyOptions& o = req.nightly_options();
-  if (req.recheck_skipped() && !req.nightly().empty()) {
+  if (!req.nightly().empty() && !req.nightly_upload().empty()) {
+    return absl::InvalidArgumentError(
+        "give the nightly runs (nightly) or an upload of them (nightly_upload), not both");
+  }
+  const bool nightly = !req.nightly().empty() || !req.nightly_upload().empty() || runs_to_come;
+  if (req.recheck_skipped() && nightly) {
     return absl::InvalidArgumentError(
         "recheck_skipped and nightly are two kinds of sweep: start them separately");
   }
   const char* kind = req.recheck_skipped() ? "a recheck sweep" : "a nightly sweep";
-  if (req.nightly().empty() && !req.recheck_skipped()) {
+  if (!nightly && !req.recheck_skipped()) {
     if (o.ByteSizeLong() > 0) {
       return absl::InvalidArgumentError(
           "nightly_options are for a nightly sweep: give its runs (nightly)");
@@ -121,30 +174,14 @@ absl::Status ValidateNightly(const v1::StartSweepRequest& req) {
   std::size_t records = 0;
   for (int i = 0; i < req.nightly_size(); ++i) {
     const v1::NightlyRun& run = req.nightly(i);
-    const std::string where = util::StrCat("nightly run ", i + 1, " (",
-                                           run.label().empty() ? "unnamed" : run.label(), ")");
+    const std::string where = NightlyRunName(i, run);
     for (const auto& r : run.records()) {
       if (++records > kMaxNightlyRecords) {
-        return absl::InvalidArgumentError(util::StrCat("nightly: more than ", kMaxNightlyRecords,
-                                                       " records: give fewer runs at a time"));
-      }
-      if (!nightly::IsModelTestFunction(r.test_function())) {
-        return absl::InvalidArgumentError(util::StrCat(
-            where, ": ", r.source(), ": '", r.test_function(), "' is not a model test function"));
-      }
-      if (auto st = nightly::CheckKey(r.key()); !st.ok()) {
         return absl::InvalidArgumentError(
-            util::StrCat(where, ": ", r.source(), ": ", util::MessageOf(st)));
+            util::StrCat(where, ": more than ", kMaxNightlyRecords,
+                         " records in all: give fewer runs at a time"));
       }
-      if (!inventory::IsKnownArch(r.arch())) {
-        return absl::InvalidArgumentError(util::StrCat(where, ": ", r.source(), ": ", r.key(),
-                                                       ": unknown arch '", r.arch(), "'"));
-      }
-      if (auto st = nightly::CheckPcc(r); !st.ok()) {
-        return absl::InvalidArgumentError(util::StrCat(where, ": ", r.source(), ": ",
-                                                       r.test_function(), "[", r.key(), "] on ",
-                                                       r.arch(), ": ", util::MessageOf(st)));
-      }
+      if (auto st = CheckNightlyRecord(r, where); !st.ok()) return st;
     }
     if (run.duplicate_testcases() < 0 || run.testcases() < 0 || run.not_model_tests() < 0) {
       return absl::InvalidArgumentError(
@@ -158,7 +195,9 @@ std::vector<std::string> StartOptionsDiffer(const v1::StartSweepRequest& first,
                                             const v1::StartSweepRequest& again) {
   // Not options of the sweep: why it was asked (audit), the key itself, and the durations (the
   // first sweep keeps none, and they only order the work).
-  static const std::set<std::string> kIgnored = {"reason", "request_id", "durations_json"};
+  // An upload's id names how the runs came, not what they are: the digest compares them.
+  static const std::set<std::string> kIgnored = {"reason", "request_id", "durations_json",
+                                                 "nightly_upload"};
   const auto* descriptor = v1::StartSweepRequest::descriptor();
   std::vector<std::string> differ;
   for (int i = 0; i < descriptor->field_count(); ++i) {
@@ -181,7 +220,8 @@ std::vector<std::string> StartOptionsDiffer(const v1::StartSweepRequest& first,
 }
 
 absl::StatusOr<StartRequest> ValidateStartRequest(const v1::StartSweepRequest& req,
-                                                  const StartDefaults& defaults) {
+                                                  const StartDefaults& defaults,
+                                                  bool nightly_to_come) {
   if (req.repo_path().empty() == req.git_url().empty()) {
     return absl::InvalidArgumentError("give exactly one of repo_path or git_url");
   }
@@ -210,7 +250,7 @@ absl::StatusOr<StartRequest> ValidateStartRequest(const v1::StartSweepRequest& r
                      req.max_failed_shards()));
   }
   if (auto st = ValidateRequestId(req.request_id()); !st.ok()) return st;
-  if (auto st = ValidateNightly(req); !st.ok()) return st;
+  if (auto st = ValidateNightly(req, nightly_to_come); !st.ok()) return st;
   if (!req.since().empty() && !req.incremental()) {
     return absl::InvalidArgumentError("since names the sweep to carry from: it needs incremental");
   }

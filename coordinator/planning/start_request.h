@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/classify/classify.h"
+#include "google/protobuf/repeated_ptr_field.h"
 #include "triage/v1/control.pb.h"
 
 namespace triage::coord {
@@ -32,10 +33,6 @@ struct StartDefaults {
   std::vector<std::string> archs = {"n150"};
 };
 
-// Checks a start request before anything is read (docs/farm.md, "A sweep"): exactly one of
-// repo_path or git_url; a known executor, arch and playbook; max_attempts in range; the command
-// executor's parameters; readable rules and durations. A pure function: the errors name the
-// field and the value.
 // The options (fields of StartSweepRequest but reason, request_id and durations_json) in which
 // a repeated start differs from the first with the same request id; empty: the same sweep.
 // Both requests as stored: executor filled in with its default.
@@ -49,15 +46,33 @@ absl::StatusOr<std::map<std::string, double>> ParseDurations(const std::string& 
 // An idempotency key: at most 200 characters of printable ASCII without spaces ("" = none).
 absl::Status ValidateRequestId(std::string_view id);
 
+// The SHA-256 (hex) of nightly runs a sweep keeps (nightly_digest): over each run serialized
+// deterministically, preceded by its size and ':'.
+std::string NightlyDigest(const google::protobuf::RepeatedPtrField<v1::NightlyRun>& runs);
+
 // A nightly request as the coordinator keeps it: the runs replaced by their digest
 // (nightly_digest; docs/nightly.md). Other requests come back as they are.
 v1::StartSweepRequest WithoutNightlyRuns(const v1::StartSweepRequest& req);
 
-// The nightly runs' checks (docs/nightly.md): every record's test function, key and arch, the
-// options' ranges, and what does not combine with a nightly sweep (playbooks, incremental).
-absl::Status ValidateNightly(const v1::StartSweepRequest& req);
+// "nightly run 2 (2026-11-27)": how refusals name a run (index from 0).
+std::string NightlyRunName(int index, const v1::NightlyRun& run);
 
+// One record's checks: a model test function, a test-config key, a known arch. The error
+// starts with where (the run's name) and the record's source.
+absl::Status CheckNightlyRecord(const v1::NightlyRecord& record, std::string_view where);
+
+// The nightly runs' checks (docs/nightly.md): every record's test function, key and arch (at most
+// kMaxNightlyRecords), the options' ranges, and what does not combine with a nightly sweep
+// (playbooks, incremental). The runs are nightly or an upload (nightly_upload, not both);
+// runs_to_come: a nightly sweep whose runs are uploaded after this check (CheckSweep).
+absl::Status ValidateNightly(const v1::StartSweepRequest& req, bool runs_to_come = false);
+
+// Checks a start request before anything is read (docs/farm.md, "A sweep"): exactly one of
+// repo_path or git_url; a known executor, arch and playbook; max_attempts in range; the command
+// executor's parameters; readable rules and durations; the nightly checks (nightly_to_come as
+// ValidateNightly's runs_to_come). A pure function: the errors name the field and the value.
 absl::StatusOr<StartRequest> ValidateStartRequest(const v1::StartSweepRequest& req,
-                                                  const StartDefaults& defaults);
+                                                  const StartDefaults& defaults,
+                                                  bool nightly_to_come = false);
 
 }  // namespace triage::coord

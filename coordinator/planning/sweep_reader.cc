@@ -18,7 +18,7 @@ SweepReader MakeGitSweepReader(std::filesystem::path cache_dir, std::size_t max_
           auto path = std::filesystem::absolute(req.repo_path(), ec);
           if (ec || !std::filesystem::is_directory(path, ec)) {
             return absl::InvalidArgumentError(util::StrCat(
-                "repo_path ", req.repo_path(), " is not a directory the coordinator sees"));
+                "repo_path ", req.repo_path(), ": not a directory on the coordinator's machine"));
           }
           pinned = git::PinCheckout(path, pin);
           display = path.string();

@@ -331,6 +331,68 @@ class WatchReactor : public grpc::ServerWriteReactor<v1::SweepEvent> {
   int watch_id_ = 0;
 };
 
+// UploadNightly: one chunk read at a time and appended (the stream's flow control keeps what
+// is in flight to a chunk); answered once the client has sent everything. A refusal ends the
+// stream at once (the client's next write fails and its Finish reads why) and drops the upload,
+// as does a client that goes away.
+class UploadReactor : public grpc::ServerReadReactor<v1::NightlyChunk> {
+ public:
+  UploadReactor(NightlyUploads* uploads, const Guard* guard, v1::NightlyUpload* response)
+      : uploads_(uploads), guard_(guard), response_(response), start_(Clock::now()) {}
+
+  void Begin(grpc::CallbackServerContext* ctx) {
+    auto caller = guard_->Check(ctx, Permission::kOperate, "UploadNightly");
+    if (!caller.ok()) {
+      End(caller.status());
+      return;
+    }
+    auto id = uploads_->Begin(caller->name);
+    if (!id.ok()) {
+      End(id.status());
+      return;
+    }
+    id_ = *id;
+    StartRead(&chunk_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      // The client half-closed (or went away: OnCancel drops what was kept).
+      auto r = uploads_->Finish(id_);
+      if (r.ok()) *response_ = std::move(*r);
+      End(r.status());
+      return;
+    }
+    if (auto st = uploads_->Add(id_, chunk_); !st.ok()) {
+      End(st);
+      return;
+    }
+    chunk_.Clear();
+    StartRead(&chunk_);
+  }
+
+  void OnCancel() override { cancelled_.store(true); }
+
+  void OnDone() override {
+    if (cancelled_.load() && !id_.empty()) uploads_->Drop(id_);
+    delete this;
+  }
+
+ private:
+  void End(const absl::Status& st) {
+    guard_->Observe("UploadNightly", st, start_);
+    Finish(rpc::ToGrpc(st));
+  }
+
+  NightlyUploads* uploads_;
+  const Guard* guard_;
+  v1::NightlyUpload* response_;
+  const Clock::time_point start_;
+  std::string id_;
+  v1::NightlyChunk chunk_;
+  std::atomic<bool> cancelled_{false};
+};
+
 class ControlServiceImpl final : public v1::ControlService::CallbackService {
  public:
   ControlServiceImpl(Coordinator* c, const Guard* g, OutputProviders outputs)
@@ -343,6 +405,22 @@ class ControlServiceImpl final : public v1::ControlService::CallbackService {
       if (r.ok()) *resp = std::move(*r);
       return r.status();
     });
+  }
+
+  grpc::ServerUnaryReactor* CheckSweep(grpc::CallbackServerContext* ctx,
+                                       const v1::CheckSweepRequest* req, v1::Sweep* resp) override {
+    return g_->Unary(ctx, "CheckSweep", Permission::kOperate, [&](const Caller& caller) {
+      auto r = c_->CheckSweep(*req, caller);
+      if (r.ok()) *resp = std::move(*r);
+      return r.status();
+    });
+  }
+
+  grpc::ServerReadReactor<v1::NightlyChunk>* UploadNightly(grpc::CallbackServerContext* ctx,
+                                                           v1::NightlyUpload* resp) override {
+    auto* reactor = new UploadReactor(&c_->uploads(), g_, resp);
+    reactor->Begin(ctx);
+    return reactor;
   }
 
   grpc::ServerUnaryReactor* GetSweep(grpc::CallbackServerContext* ctx,
@@ -541,7 +619,12 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
     if (service != nullptr) builder.RegisterService(service);
     builder.SetMaxReceiveMessageSize(64 << 20);
     builder.SetMaxSendMessageSize(64 << 20);
-    auto s = builder.BuildAndStart();
+    std::unique_ptr<grpc::Server> s;
+    {
+      // A failed bind is said in one line below, not also as gRPC's error dump.
+      rpc::QuietGrpcLogs quiet;
+      s = builder.BuildAndStart();
+    }
     if (s == nullptr || *port == 0) {
       const std::string problem = util::BindProblem(address);
       return absl::UnavailableError(util::StrCat("cannot listen on ", address, ": ",

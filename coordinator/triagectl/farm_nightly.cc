@@ -5,13 +5,15 @@
 #include "common/nightly/intake.h"
 #include "common/util/file.h"
 #include "common/util/strings.h"
+#include "coordinator/planning/nightly_chunks.h"
 #include "coordinator/triagectl/farm_common.h"
 #include "coordinator/triagectl/inventory_cmd.h"
 #include "yaml-cpp/yaml.h"
 
 namespace triage::ctl::farm {
 
-std::optional<int> AddNightly(const FarmOptions& o, v1::StartSweepRequest& req, std::ostream& err) {
+std::optional<int> AddNightlyOptions(const FarmOptions& o, v1::StartSweepRequest& req,
+                                     std::ostream& err) {
   const bool asked_options = o.confirm > 0 || o.no_confirm || o.max_device_hours > 0 ||
                              o.pcc_margin > 0 || o.pcc_step > 0 || o.pcc_far_below > 0 ||
                              o.regression_runs > 0 || o.promote_runs > 0;
@@ -51,6 +53,39 @@ std::optional<int> AddNightly(const FarmOptions& o, v1::StartSweepRequest& req, 
            "do not apply\n";
     return kExitUsage;
   }
+  v1::NightlyOptions& n = *req.mutable_nightly_options();
+  n.set_confirm(o.confirm);
+  n.set_no_confirm(o.no_confirm);
+  n.set_max_device_hours(o.max_device_hours);
+  n.set_pcc_margin(o.pcc_margin);
+  n.set_pcc_step(o.pcc_step);
+  n.set_pcc_far_below(o.pcc_far_below);
+  n.set_regression_runs(o.regression_runs);
+  n.set_promote_runs(o.promote_runs);
+  return std::nullopt;
+}
+
+std::optional<int> UploadNightlyRuns(Client& client, const FarmOptions& o,
+                                     v1::StartSweepRequest& req, std::ostream& err) {
+  grpc::ClientContext ctx;
+  rpc::AddBearer(ctx, client.token());
+  // Reading the runs is part of the stream's life: an hour covers the largest ones.
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::hours(1));
+  v1::NightlyUpload upload;
+  auto writer = client.stub()->UploadNightly(&ctx, &upload);
+  // The coordinator refused (or went away): its reason is the stream's status.
+  auto refused = [&]() -> int {
+    grpc::Status st = writer->Finish();
+    if (st.error_code() == grpc::StatusCode::UNIMPLEMENTED && st.error_message().empty()) {
+      err << "triagectl: the coordinator at " << o.conn.coordinator
+          << " takes no nightly uploads (UploadNightly): it is older than this triagectl; "
+             "upgrade it\n";
+      return kExitUsage;
+    }
+    return Error(
+        err, st.ok() ? absl::UnknownError("the upload stream ended early") : client.Describe(st));
+  };
+  int runs = 0;
   for (const auto& path : o.nightly) {
     const auto start = std::chrono::steady_clock::now();
     nightly::IntakeOptions options;
@@ -62,27 +97,41 @@ std::optional<int> AddNightly(const FarmOptions& o, v1::StartSweepRequest& req, 
     };
     auto run = nightly::ReadNightlyRun(path, options);
     if (!run.ok()) {
-      // Unreadable input: nothing was sent.
+      // Unreadable input: the coordinator drops what was sent.
+      ctx.TryCancel();
+      (void)writer->Finish();
       err << "triagectl: " << util::MessageOf(run.status()) << "\n";
       return kExitUsage;
     }
+    const std::string label = run->label();
+    const int files = run->files_size();
+    const std::int64_t testcases = run->testcases();
+    const int records = run->records_size();
+    const int problems = run->problems_size();
+    std::size_t bytes = 0;
+    const bool sent = coord::ChunkNightlyRun(std::move(*run), coord::kNightlyChunkBytes,
+                                             [&](v1::NightlyChunk& chunk) {
+                                               bytes += chunk.ByteSizeLong();
+                                               return writer->Write(chunk);
+                                             });
+    if (!sent) return refused();
+    ++runs;
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    err << "triagectl: nightly " << run->label() << ": " << run->files_size() << " files, "
-        << run->testcases() << " testcases, " << run->records_size() << " model test records"
-        << (run->problems_size() > 0 ? util::StrCat(", ", run->problems_size(), " left out") : "")
-        << " (" << util::StrCat(static_cast<int>(seconds * 10) / 10.0) << " s)\n";
-    *req.add_nightly() = std::move(*run);
+    err << "triagectl: nightly " << label << ": " << files << " files, " << testcases
+        << " testcases, " << records << " model test records"
+        << (problems > 0 ? util::StrCat(", ", problems, " left out") : "") << ", "
+        << util::StrCat(static_cast<double>(bytes * 10 / (1 << 20)) / 10.0) << " MiB sent ("
+        << util::StrCat(static_cast<int>(seconds * 10) / 10.0) << " s)\n";
   }
-  v1::NightlyOptions& n = *req.mutable_nightly_options();
-  n.set_confirm(o.confirm);
-  n.set_no_confirm(o.no_confirm);
-  n.set_max_device_hours(o.max_device_hours);
-  n.set_pcc_margin(o.pcc_margin);
-  n.set_pcc_step(o.pcc_step);
-  n.set_pcc_far_below(o.pcc_far_below);
-  n.set_regression_runs(o.regression_runs);
-  n.set_promote_runs(o.promote_runs);
+  v1::NightlyChunk last;
+  last.set_last(true);
+  last.set_runs(runs);
+  if (!writer->Write(last)) return refused();
+  writer->WritesDone();
+  grpc::Status st = writer->Finish();
+  if (!st.ok()) return Error(err, client.Describe(st));
+  req.set_nightly_upload(upload.upload_id());
   return std::nullopt;
 }
 

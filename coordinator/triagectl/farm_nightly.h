@@ -1,8 +1,8 @@
 #pragma once
 
 // What `sweep start --nightly` and `sweep patch/report --issue-links` read on the operator's
-// machine (docs/nightly.md): the CI runs' test reports, read as streams into records before
-// anything is sent, and the tracking-issue links.
+// machine (docs/nightly.md): the CI runs' test reports, read as streams into records one run at
+// a time and uploaded to the coordinator in bounded chunks, and the tracking-issue links.
 
 #include <map>
 #include <optional>
@@ -14,10 +14,21 @@
 
 namespace triage::ctl::farm {
 
-// Adds the --nightly runs and the nightly options to req. A hostile or unreadable run stops the
-// command with an error naming the file (the exit code; nothing was sent); nullopt when req is
-// ready. Progress goes to err.
-std::optional<int> AddNightly(const FarmOptions& o, v1::StartSweepRequest& req, std::ostream& err);
+class Client;
+
+// Checks the nightly flags and adds the nightly options to req (its runs come with
+// UploadNightlyRuns). The exit code when the flags do not combine (said on err); nullopt when
+// req is ready.
+std::optional<int> AddNightlyOptions(const FarmOptions& o, v1::StartSweepRequest& req,
+                                     std::ostream& err);
+
+// Reads the --nightly runs one at a time and sends each to the coordinator as it is read
+// (UploadNightly, in chunks of at most kNightlyChunkBytes); sets req.nightly_upload to the
+// upload's id. A hostile or unreadable run stops the command with an error naming the file, and
+// the coordinator drops what was sent; so does a refusal. The exit code then (said on err);
+// nullopt when req names the upload. Progress goes to err, a line per run.
+std::optional<int> UploadNightlyRuns(Client& client, const FarmOptions& o,
+                                     v1::StartSweepRequest& req, std::ostream& err);
 
 // Reads an --issue-links file: a YAML or JSON mapping of a failure cluster's id or an entry's key
 // to a URL. The exit code on a bad file (said on err, naming the file and the line).

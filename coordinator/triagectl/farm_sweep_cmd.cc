@@ -136,7 +136,106 @@ std::optional<int> BuildStartRequest(const FarmOptions& o, v1::StartSweepRequest
     if (!r.ok()) return Error(err, r.status());
     req.set_rules_yaml(*r);
   }
-  return AddNightly(o, req, err);
+  return AddNightlyOptions(o, req, err);
+}
+
+bool FieldChar(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_'; }
+
+// text with every whole `from` (not part of a longer field name such as a.from or from_b)
+// replaced by `to`.
+std::string ReplaceField(const std::string& text, std::string_view from, std::string_view to) {
+  std::string out;
+  std::size_t pos = 0;
+  for (std::size_t at = text.find(from); at != std::string::npos; at = text.find(from, pos)) {
+    const std::size_t end = at + from.size();
+    const bool after_field =
+        end < text.size() && (FieldChar(text[end]) || (text[end] == '.' && end + 1 < text.size() &&
+                                                       FieldChar(text[end + 1])));
+    const bool whole =
+        (at == 0 || !(FieldChar(text[at - 1]) || text[at - 1] == '.')) && !after_field;
+    out.append(text, pos, at - pos);
+    out.append(whole ? to : from);
+    pos = end;
+  }
+  out.append(text, pos);
+  return out;
+}
+
+// The coordinator's refusal of a start request worded with the flags the user gave: it speaks
+// of the request's fields (repo_path, max_failed_shards, nightly_options.pcc_step), triagectl of
+// its flags (--repo as given, --max-failed-shards, --pcc-step).
+absl::Status InFlags(const absl::Status& st, const FarmOptions& o, const v1::StartSweepRequest& req,
+                     const std::string& address) {
+  switch (st.code()) {
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kFailedPrecondition:
+    case absl::StatusCode::kNotFound:
+    case absl::StatusCode::kAlreadyExists:
+      break;
+    default:
+      return st;
+  }
+  std::string text(st.message());
+  if (!req.repo_path().empty()) {
+    // The coordinator sees the absolute path triagectl sent; the user gave o.repo.
+    const std::string field = util::StrCat("repo_path ", req.repo_path());
+    if (text.starts_with(field)) {
+      text.replace(0, field.size(), util::StrCat("--repo ", o.repo));
+      if (text.ends_with(": not a directory on the coordinator's machine")) {
+        util::StrAppend(&text, " (", address, " resolves --repo paths there)");
+      }
+    }
+  }
+  static const std::pair<std::string_view, std::string_view> kFlags[] = {
+      {"nightly_options.max_device_hours", "--max-device-hours"},
+      {"nightly_options.pcc_margin", "--pcc-margin"},
+      {"nightly_options.pcc_step", "--pcc-step"},
+      {"nightly_options.pcc_far_below", "--pcc-far-below"},
+      {"nightly_options.regression_runs", "--regression-runs"},
+      {"nightly_options.promote_runs", "--promote-runs"},
+      {"nightly_options.confirm", "--confirm"},
+      {"repo_path", "--repo"},
+      {"git_url", "--git-url"},
+      {"git_ref", "--ref"},
+      {"request_id", "--request-id"},
+      {"max_attempts", "--max-attempts"},
+      {"max_failed_shards", "--max-failed-shards"},
+      {"agent_repo_url", "--agent-repo-url"},
+      {"forge_ref", "--forge-ref"},
+      {"allow_dirty", "--allow-dirty"},
+      {"recheck_skipped", "--recheck-skipped"},
+      {"rules_yaml", "--rules"},
+      {"durations_json", "--durations"},
+      {"no_confirm", "--no-confirm"},
+      {"max_device_hours", "--max-device-hours"},
+  };
+  for (const auto& [field, flag] : kFlags) text = ReplaceField(text, field, flag);
+  return absl::Status(st.code(), text);
+}
+
+// A nightly sweep's request, checked before any run is read (a wrong --repo is said at once),
+// then its runs uploaded: the exit code when either fails; nullopt when req names the upload.
+std::optional<int> CheckAndUpload(Client& client, const FarmOptions& o, v1::StartSweepRequest& req,
+                                  std::ostream& err) {
+  v1::CheckSweepRequest check;
+  *check.mutable_sweep() = req;
+  check.set_nightly_to_come(true);
+  grpc::ClientContext ctx;
+  rpc::AddBearer(ctx, client.token());
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(600));
+  v1::Sweep checked;
+  grpc::Status st = client.stub()->CheckSweep(&ctx, check, &checked);
+  if (st.error_code() == grpc::StatusCode::UNIMPLEMENTED && st.error_message().empty()) {
+    // No such method: an older coordinator, or not the control port at all.
+    auto list = client.Call<v1::ListSweepsRequest, v1::ListSweepsResponse>(&Stub::ListSweeps, {});
+    if (!list.ok()) return Error(err, list.status());
+    err << "triagectl: the coordinator at " << o.conn.coordinator
+        << " cannot take nightly runs in chunks (no CheckSweep, UploadNightly): it is older than "
+           "this triagectl; upgrade it\n";
+    return kExitUsage;
+  }
+  if (!st.ok()) return Error(err, InFlags(client.Describe(st), o, req, o.conn.coordinator));
+  return UploadNightlyRuns(client, o, req, err);
 }
 
 }  // namespace
@@ -144,8 +243,12 @@ std::optional<int> BuildStartRequest(const FarmOptions& o, v1::StartSweepRequest
 int RunSweepStart(Client& client, const FarmOptions& o, std::ostream& out, std::ostream& err) {
   v1::StartSweepRequest req;
   if (auto rc = BuildStartRequest(o, req, err)) return *rc;
+  if (!o.nightly.empty()) {
+    if (auto rc = CheckAndUpload(client, o, req, err)) return *rc;
+  }
   auto sweep = client.Call<v1::StartSweepRequest, v1::Sweep>(&Stub::StartSweep, req,
                                                              std::chrono::seconds(600));
+  if (!sweep.ok()) return Error(err, InFlags(sweep.status(), o, req, o.conn.coordinator));
   if (int rc = ShowSweep(sweep, o, out, err); rc != kExitOk) return rc;
   if (o.watch) return Watch(client, sweep->id(), o.output == "json", out, err);
   return kExitOk;

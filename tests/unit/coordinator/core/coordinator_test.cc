@@ -2691,5 +2691,90 @@ TEST_F(CoordinatorTest, ANightlySweepIsDecidedWhenPlannedAndIsNoPlaybookSweepsBa
   EXPECT_EQ(again->carry().base(), playbooks.id()) << "not the later nightly sweep";
 }
 
+// A nightly sweep whose runs came by UploadNightly (docs/nightly.md, "How the runs reach the
+// coordinator"): CheckSweep starts nothing; StartSweep takes the caller's upload once, keeps the
+// same digest as the runs inline, and a repeated request id compares it.
+TEST_F(CoordinatorTest, ANightlySweepTakesItsUploadOnceAndKeepsTheRunsDigest) {
+  v1::StartSweepRequest req;
+  req.set_repo_path("/fake/tt-xla");
+  req.set_request_id("nightly-1");
+  req.mutable_nightly_options()->set_no_confirm(true);
+  v1::NightlyRun run;
+  run.set_label("night-1");
+  v1::NightlyRecord* failed = run.add_records();
+  failed->set_test_function("test_all_models_torch");
+  failed->set_key("d/pytorch-single_device-training");
+  failed->set_arch("n150");
+  failed->set_outcome(v1::NightlyRecord::FAILED);
+  failed->set_bringup_status("FAILED_RUNTIME");
+
+  v1::CheckSweepRequest check;
+  *check.mutable_sweep() = req;
+  check.set_nightly_to_come(true);
+  auto checked = coord_->CheckSweep(check, operator_);
+  ASSERT_TRUE(checked.ok()) << checked.status();
+  EXPECT_EQ(checked->ttxla_commit(), std::string(40, 'a'));
+  EXPECT_TRUE(checked->id().empty());
+  EXPECT_TRUE(coord_->ListSweeps().empty()) << "a check starts nothing";
+  check.set_nightly_to_come(false);
+  EXPECT_THAT(std::string(coord_->CheckSweep(check, operator_).status().message()),
+              ::testing::HasSubstr("nightly_options are for a nightly sweep"));
+
+  // Uploads run as one chunk (its header and its record) and the last chunk.
+  auto upload = [&](const v1::NightlyRun& r, const Caller& who) {
+    auto id = coord_->uploads().Begin(who.name);
+    EXPECT_TRUE(id.ok()) << id.status();
+    v1::NightlyChunk chunk;
+    chunk.set_begin_run(true);
+    chunk.set_run_records(r.records_size());
+    *chunk.mutable_run() = r;
+    EXPECT_TRUE(coord_->uploads().Add(*id, chunk).ok());
+    v1::NightlyChunk last;
+    last.set_last(true);
+    last.set_runs(1);
+    EXPECT_TRUE(coord_->uploads().Add(*id, last).ok());
+    auto done = coord_->uploads().Finish(*id);
+    EXPECT_TRUE(done.ok()) << done.status();
+    return done.ok() ? *done : v1::NightlyUpload{};
+  };
+  const v1::NightlyUpload first = upload(run, operator_);
+  Caller other = operator_;
+  other.name = "someone-else";
+  v1::StartSweepRequest by_upload = req;
+  by_upload.set_nightly_upload(first.upload_id());
+  EXPECT_TRUE(absl::IsNotFound(coord_->StartSweep(by_upload, other).status()))
+      << "an upload is its caller's";
+  auto sweep = coord_->StartSweep(by_upload, operator_);
+  ASSERT_TRUE(sweep.ok()) << sweep.status();
+  EXPECT_EQ(sweep->nightly().records(), 1);
+  const SweepRecord kept = *coord_->SweepInfo(sweep->id());
+  EXPECT_EQ(kept.request.nightly_digest(), first.nightly_digest());
+  EXPECT_TRUE(kept.request.nightly_upload().empty());
+  EXPECT_EQ(coord_->uploads().held(), 0) << "taken";
+  auto twice = coord_->StartSweep(by_upload, operator_);
+  EXPECT_TRUE(absl::IsNotFound(twice.status())) << twice.status();
+
+  // The same runs inline under the same request id: the same sweep (same digest).
+  v1::StartSweepRequest inline_runs = req;
+  *inline_runs.add_nightly() = run;
+  auto same = coord_->StartSweep(inline_runs, operator_);
+  ASSERT_TRUE(same.ok()) << same.status();
+  EXPECT_EQ(same->id(), sweep->id());
+  EXPECT_TRUE(same->existing());
+  // A check of the retry passes (the runs are compared once they came) ...
+  check.set_nightly_to_come(true);
+  auto recheck = coord_->CheckSweep(check, operator_);
+  ASSERT_TRUE(recheck.ok()) << recheck.status();
+  EXPECT_TRUE(recheck->existing());
+  // ... but other runs under that id are refused, naming the digest.
+  run.mutable_records(0)->set_arch("p150");
+  v1::StartSweepRequest other_runs = req;
+  other_runs.set_nightly_upload(upload(run, operator_).upload_id());
+  auto refused = coord_->StartSweep(other_runs, operator_);
+  EXPECT_TRUE(absl::IsAlreadyExists(refused.status())) << refused.status();
+  EXPECT_THAT(std::string(refused.status().message()), ::testing::HasSubstr("nightly_digest"));
+  EXPECT_EQ(coord_->uploads().held(), 0) << "taken, though no sweep started";
+}
+
 }  // namespace
 }  // namespace triage::coord
