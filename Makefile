@@ -11,7 +11,7 @@ FUZZ_CHECK_SECONDS ?= 30
 KEEP ?= 0
 
 .PHONY: all deps configure build test unit integration e2e badinput demo bench format format-check \
-	clean fuzz fuzz-check asan image image-test
+	clean fuzz fuzz-check asan asan-check image image-test
 
 all: build
 
@@ -63,6 +63,11 @@ fuzz-check: deps
 # The whole project with ASan + UBSan in build-asan/ (gcc), then the unit and integration tests.
 asan: deps
 	JOBS=$(JOBS) CTEST_ARGS="$(CTEST_ARGS)" scripts/asan.sh
+
+# CI's sanitizer run: the same build, only the intake, merge, report, PR text and landing tests
+# and the real-size night end to end (scripts/asan.sh --check).
+asan-check: deps
+	JOBS=$(JOBS) scripts/asan.sh --check
 
 format-check:
 	@scripts/format.sh --check

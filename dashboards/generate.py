@@ -80,19 +80,31 @@ RI = "$__rate_interval"
 
 SWEEP = dashboard(
     "triage-sweep-progress", "triage-farm / sweep progress",
-    "Entries decided by outcome and stage, what remains, shards per arch, queue and run times.",
+    "Entries done and decided by outcome and stage, what remains, shards per arch, queue and run "
+    "times.",
     [
+        # Progress is the entries done: a sweep's outcomes are counted only when its counts
+        # settle, so they arrive in one step at its end.
         panel("Entries decided by outcome and stage",
               f'sum by (outcome, stage) (increase(triage_entry_outcomes_total{{playbook=~"$playbook"}}[{RI}]))',
               legend="{{outcome}} {{stage}}",
-              description="Each entry counted once, when it is done, under the label sweep status "
-                          "and report.json count it under (docs/farm.md, \"Decided entries\")."),
+              description="Each decided entry counted once, when its sweep's counts settle (the "
+                          "merge, or a cancel), under the label sweep status and report.json "
+                          "count it under (docs/farm.md, \"Decided entries\"): a sweep's "
+                          "outcomes arrive in one step at its end. Progress while sweeps run: "
+                          "\"Entries done\"."),
+        panel("Entries done",
+              f'sum by (playbook) (increase(triage_entries_done_total{{playbook=~"$playbook"}}[{RI}]))',
+              legend="{{playbook}}",
+              description="Entries done with a result (every shard that carries one ended), "
+                          "each counted once, as their shards end: the farm's progress while "
+                          "sweeps run."),
         panel("Entries remaining",
               'sum by (state) (triage_entries{playbook=~"$playbook", state!="done"})',
               legend="{{state}}"),
-        panel("ETA of the running sweeps (remaining / decision rate over 15m)",
+        panel("ETA of the running sweeps (remaining / entries done per second over 15m)",
               'sum(triage_entries{playbook=~"$playbook", state!="done"}) / '
-              'clamp_min(sum(rate(triage_entry_outcomes_total{playbook=~"$playbook"}[15m])), 0.0001)',
+              'clamp_min(sum(rate(triage_entries_done_total{playbook=~"$playbook"}[15m])), 0.0001)',
               unit="s", kind="stat"),
         panel("Shards by state per arch", 'sum by (arch, state) (triage_shards{arch=~"$arch"})',
               legend="{{arch}} {{state}}"),
@@ -106,12 +118,19 @@ SWEEP = dashboard(
               unit="s", legend=["p50 {{playbook}}", "p90 {{playbook}}"]),
         panel("Merge conflicts", 'sum by (kind) (triage_merge_conflicts_total)', legend="{{kind}}"),
         panel("Sweeps by state", 'sum by (state) (triage_sweeps)', legend="{{state}}"),
-        # By signature, not rank: a cluster stays one line over the weeks when its rank changes.
+        # By cluster id, not rank: a cluster stays one line over the weeks when its rank changes.
+        # Its whole signature comes from the info gauge (one series per cluster id; max by on the
+        # right keeps the match one-to-one when two targets export the same cluster).
         panel("Top failure clusters",
-              'max by (signature) (triage_failure_cluster_entries)', legend="{{signature}}",
+              'max by (cluster, signature) (triage_failure_cluster_entries'
+              ' * on(cluster) group_left(signature)'
+              ' max by (cluster, signature) (triage_failure_cluster_info))',
+              legend="{{signature}}",
               description="Entries in the ten largest failure clusters of the latest finished "
-                          "sweep (report.md, \"Failure clusters\"); triagectl sweep diff A B "
-                          "shows how they moved between two sweeps."),
+                          "sweep, one line per cluster id (c- and 8 hex digits, as report.json's "
+                          "clusters have it), named by its whole signature (report.md, "
+                          "\"Failure clusters\"); triagectl sweep diff A B shows how they moved "
+                          "between two sweeps."),
         # The one per-sweep family: running sweeps only, so the label set stays bounded.
         panel("Running sweeps", 'sum by (sweep, state) (triage_running_sweep_entries)',
               legend="{{sweep}} {{state}}",

@@ -34,6 +34,12 @@ std::size_t ValueEndOnKeyLine(std::string_view line, int key_col, std::string_vi
 std::string InlineComment(std::string_view line, int key_col, std::string_view name);
 // The trailer a comment text is written as: " # text", the text's surrounding spaces trimmed.
 std::string CommentTrailer(std::string_view text);
+// A trailer that replaces old_comment (an InlineComment), with the links (http:// and https://
+// words: a tracking issue a person wrote there) of the old comment that it does not carry
+// appended, so a rewritten comment never loses one.
+std::string WithKeptLinks(std::string_view trailer, std::string_view old_comment);
+// Whether got is trailer, or trailer followed by links only (WithKeptLinks's result).
+bool IsTrailerWithLinks(std::string_view got, std::string_view trailer);
 const std::string* FindComment(const std::vector<std::pair<std::string, std::string>>& comments,
                                std::string_view name);
 // Whether a string can be written as a plain scalar and read back as the same string.

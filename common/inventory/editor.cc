@@ -246,9 +246,14 @@ class EntryText {
 
   // trailer: the inline comment the field's line gets (" # text"); nullopt keeps its own.
   absl::Status SetIn(std::vector<Chunk>& items, int indent, const std::string& name,
-                     const Value& value, const std::optional<std::string>& trailer,
+                     const Value& value, const std::optional<std::string>& asked,
                      std::string& last_inserted) {
     auto it = FindItem(items, name);
+    std::optional<std::string> trailer = asked;
+    if (trailer && it != items.end() && !it->is_map) {
+      // A link a person wrote in the comment being replaced stays on the line.
+      trailer = WithKeptLinks(*trailer, InlineComment(it->lines.front(), it->indent, name));
+    }
     if (it == items.end()) {
       Chunk c;
       c.name = name;
@@ -652,7 +657,8 @@ absl::StatusOr<std::string> ApplyEdits(const Document& doc, std::span<const Entr
     if (map == nullptr || !map->is_map()) continue;  // gone: the field check above decides
     for (const MapItem& item : map->map) {
       if (item.key != name) continue;
-      if (InlineComment(check.Line(item.key_pos.line), item.key_pos.col, name) != trailer) {
+      if (!IsTrailerWithLinks(InlineComment(check.Line(item.key_pos.line), item.key_pos.col, name),
+                              trailer)) {
         return absl::InternalError(util::StrCat(doc.path(), ": entry '", key, "': the comment on '",
                                                 name, "' did not land on its line (",
                                                 check.Line(item.key_pos.line), ")"));

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <iterator>
+#include <string_view>
+#include <vector>
 
 #include "common/inventory/edit_internal.h"
 #include "common/inventory/schema.h"
@@ -106,6 +108,46 @@ std::string CommentTrailer(std::string_view text) {
   while (!text.empty() && text.front() == ' ') text.remove_prefix(1);
   while (!text.empty() && text.back() == ' ') text.remove_suffix(1);
   return util::StrCat(" # ", text);
+}
+
+namespace {
+bool IsLink(std::string_view word) {
+  return word.starts_with("https://") || word.starts_with("http://");
+}
+// The words of a comment's text, split at spaces and tabs.
+std::vector<std::string_view> Words(std::string_view text) {
+  std::vector<std::string_view> out;
+  std::size_t i = 0;
+  while (i < text.size()) {
+    while (i < text.size() && (text[i] == ' ' || text[i] == '\t')) ++i;
+    std::size_t j = i;
+    while (j < text.size() && text[j] != ' ' && text[j] != '\t') ++j;
+    if (j > i) out.push_back(text.substr(i, j - i));
+    i = j;
+  }
+  return out;
+}
+}  // namespace
+
+std::string WithKeptLinks(std::string_view trailer, std::string_view old_comment) {
+  std::string out(trailer);
+  for (std::string_view word : Words(old_comment)) {
+    if (IsLink(word) && trailer.find(word) == std::string_view::npos) {
+      util::StrAppend(&out, " ", word);
+    }
+  }
+  return out;
+}
+
+bool IsTrailerWithLinks(std::string_view got, std::string_view trailer) {
+  if (!got.starts_with(trailer)) return false;
+  const std::string_view rest = got.substr(trailer.size());
+  if (rest.empty()) return true;
+  if (rest.front() != ' ') return false;
+  for (std::string_view word : Words(rest)) {
+    if (!IsLink(word)) return false;
+  }
+  return true;
 }
 
 const std::string* FindComment(const std::vector<std::pair<std::string, std::string>>& comments,

@@ -104,10 +104,9 @@ class Parser {
   // One more item into a built container: refused past max_built_.
   absl::Status Built() {
     if (!counting_ || ++built_ <= max_built_) return absl::OkStatus();
-    return absl::ResourceExhaustedError(
-        util::StrCat("python literal: the values kept hold more than ",
-                     static_cast<std::uint64_t>(max_built_), " items at byte ",
-                     static_cast<std::uint64_t>(pos_)));
+    return absl::ResourceExhaustedError(util::StrCat(
+        "python literal: the values kept hold more than ", static_cast<std::uint64_t>(max_built_),
+        " items at byte ", static_cast<std::uint64_t>(pos_)));
   }
 
   bool AtEnd() const { return pos_ >= text_.size(); }
@@ -193,8 +192,8 @@ class Parser {
         ++pos_;
         bool kept = !skip_;
         if (keep != nullptr) {
-          kept = key->is_string() &&
-                 std::find(keep->begin(), keep->end(), key->string) != keep->end();
+          kept =
+              key->is_string() && std::find(keep->begin(), keep->end(), key->string) != keep->end();
           skip_ = !kept;
         }
         absl::StatusOr<Value> value = ParseValue(depth + 1);

@@ -270,8 +270,8 @@ v1::EntryOutcome DecideNightly(const v1::ShardEntry& entry,
   }
   out.set_changed(true);
   if (mode == DecideMode::kNoConfirm) {
+    // The decision says it; a sweep-wide choice is not a flag on each entry.
     f.set_decision("no_confirm");
-    out.add_review("proposed from the nightly alone (--no-confirm): not confirmed on the fleet");
   } else {
     f.set_decision("confirmed");
   }

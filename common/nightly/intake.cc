@@ -514,8 +514,9 @@ absl::Status ReadArchive(const Format& format, int depth, int fd, struct archive
       state.run_bytes +=
           static_cast<std::uint64_t>(std::max<la_int64_t>(0, archive_entry_size(entry)));
       if (state.run_bytes > state.limits.max_run_bytes) {
-        return absl::InvalidArgumentError(util::StrCat(
-            member_display, ": the run is over ", state.limits.max_run_bytes, " bytes uncompressed"));
+        return absl::InvalidArgumentError(util::StrCat(member_display, ": the run is over ",
+                                                       state.limits.max_run_bytes,
+                                                       " bytes uncompressed"));
       }
     }
     if (archive_read_data_skip(a.get()) != ARCHIVE_OK) {
@@ -633,8 +634,8 @@ absl::Status EmptyRunError(const std::string& given, const v1::NightlyRun& run) 
   if (run.not_model_tests() > 0) {
     util::StrAppend(&found, ", ", run.not_model_tests(), " not model tests");
   }
-  std::string message = util::StrCat(given, ": no model test testcase (", found,
-                                     "): not a nightly run's reports");
+  std::string message =
+      util::StrCat(given, ": no model test testcase (", found, "): not a nightly run's reports");
   constexpr int kShown = 5;
   for (int i = 0; i < run.problems_size() && i < kShown; ++i) {
     util::StrAppend(&message, "; ", run.problems(i));

@@ -39,10 +39,9 @@ constexpr std::size_t kMaxTagItems = 10000;
 // The keys of the tags literal a record reads (RecordOf).
 const std::vector<std::string_view>& TagsKept() {
   static const std::vector<std::string_view> kKept = {
-      "arch",          "parallelism",   "run_mode",
-      "run_phase",     "model_name",    "bringup_status",
-      "model_test_status", "pcc",       "pcc_threshold",
-      "pcc_assertion_enabled", "guidance", "failing_reason"};
+      "arch",          "parallelism",           "run_mode",          "run_phase",
+      "model_name",    "bringup_status",        "model_test_status", "pcc",
+      "pcc_threshold", "pcc_assertion_enabled", "guidance",          "failing_reason"};
   return kKept;
 }
 
@@ -239,11 +238,11 @@ std::string KeyProblem(std::string_view key) {
     if ((static_cast<unsigned char>(key[i]) & 0xC0) != 0x80) ++characters;
     if (!IsKeyChar(key[i])) {
       const std::uint32_t cp = CodePointAt(key, i);
-      return util::StrCat("character ", characters, " is ", CodePointName(cp),
-                          cp >= 0x21 && cp < 0x7f ? util::StrCat(" '", static_cast<char>(cp), "'")
-                                                  : std::string(),
-                          ", not of tt-xla's key alphabet (ASCII letters, digits, '_', '-', '.', "
-                          "'/' and '+')");
+      return util::StrCat(
+          "character ", characters, " is ", CodePointName(cp),
+          cp >= 0x21 && cp < 0x7f ? util::StrCat(" '", static_cast<char>(cp), "'") : std::string(),
+          ", not of tt-xla's key alphabet (ASCII letters, digits, '_', '-', '.', "
+          "'/' and '+')");
     }
   }
   if (key.front() == '/') return "it starts with '/'";
@@ -358,12 +357,11 @@ absl::StatusOr<std::optional<v1::NightlyRecord>> RecordOf(const junit::TestCase&
   // hostile tags literal costs time in proportion to its size.
   absl::StatusOr<Value> tags = junit::ParsePythonDictKeys(*tags_text, TagsKept(), kMaxTagItems);
   if (!tags.ok()) {
-    return absl::InvalidArgumentError(
-        util::StrCat(where, ": ", function, "[", key, "]: the tags property is ",
-                     tags.status().code() == absl::StatusCode::kResourceExhausted
-                         ? "not a test's tags: "
-                         : "not a Python literal: ",
-                     util::MessageOf(tags.status())));
+    return absl::InvalidArgumentError(util::StrCat(
+        where, ": ", function, "[", key, "]: the tags property is ",
+        tags.status().code() == absl::StatusCode::kResourceExhausted ? "not a test's tags: "
+                                                                     : "not a Python literal: ",
+        util::MessageOf(tags.status())));
   }
   if (!tags->is_map()) {
     return absl::InvalidArgumentError(util::StrCat(where, ": ", function, "[", key,
@@ -418,8 +416,7 @@ absl::Status CheckPcc(const v1::NightlyRecord& record) {
     return absl::InvalidArgumentError(
         util::StrCat("pcc ", record.pcc(), " is not a correlation in [-1, 1]"));
   }
-  if (record.has_pcc_threshold() &&
-      !(record.pcc_threshold() >= 0 && record.pcc_threshold() <= 1)) {
+  if (record.has_pcc_threshold() && !(record.pcc_threshold() >= 0 && record.pcc_threshold() <= 1)) {
     return absl::InvalidArgumentError(
         util::StrCat("pcc_threshold ", record.pcc_threshold(), " is not a threshold in [0, 1]"));
   }

@@ -56,9 +56,24 @@ inventory::EntryEdit ToEditorEdit(const v1::EntryEdit& e, const std::string& arc
   return out;
 }
 
+// An entry's lines as report.md shows them: its span, and the comment lines right after its last
+// field that are indented deeper than its key (a comment about a field the edit removed, a
+// commented-out field). Without them a comment that stays in the file would read as removed
+// when the field below it goes.
 std::string EntryText(const inventory::Document& doc, const std::string& key) {
   const inventory::Entry* e = doc.Find(key);
-  return e == nullptr ? "" : doc.EntryText(*e);
+  if (e == nullptr) return "";
+  std::string out = doc.EntryText(*e);
+  for (int i = e->last_line + 1; i < doc.line_count(); ++i) {
+    const std::string_view line = doc.Line(i);
+    const std::size_t indent = line.find_first_not_of(' ');
+    if (indent == std::string_view::npos || line[indent] != '#' ||
+        static_cast<int>(indent) <= e->pos.col) {
+      break;
+    }
+    util::StrAppend(&out, line, "\n");
+  }
+  return out;
 }
 
 // One shard's accepted result (its latest attempt).

@@ -1,5 +1,6 @@
 #include "coordinator/merge/pr_text.h"
 
+#include <algorithm>
 #include <cctype>
 #include <set>
 #include <vector>
@@ -125,37 +126,80 @@ std::string TriageLine(const json& e, const PrOptions& o) {
                       "\n");
 }
 
-// One line of a nightly section's item: the change, the tag or figure behind it, the runs.
-std::string NightlyLine(const json& item) {
-  std::string line = util::StrCat("- ", Code(Str(item, "key")), " on ", Str(item, "arch"));
-  if (!Str(item, "change").empty()) line += ": " + Short(Str(item, "change"), 200);
-  std::set<std::string> tags;
-  std::vector<std::string> figures;
-  int confirmed = 0, total = 0;
-  if (item.contains("confirmations") && item["confirmations"].is_array()) {
-    for (const auto& c : item["confirmations"]) {
-      ++total;
-      confirmed += Str(c, "outcome") == "passed";
-      if (c.contains("guidance") && c["guidance"].is_array()) {
-        for (const auto& g : c["guidance"]) tags.insert(g.get<std::string>());
-      }
-      if (c.contains("pcc") && c["pcc"].is_number()) {
-        std::string f = util::StrCat("pcc ", c["pcc"].get<double>());
-        if (c.contains("pcc_threshold") && c["pcc_threshold"].is_number()) {
-          f += util::StrCat(" (required ", c["pcc_threshold"].get<double>(), ")");
+// What the fleet's confirmation runs say of a decision: "confirmed by 2 runs on the fleet".
+std::string FleetText(const std::string& decision, int runs) {
+  if (decision == "confirmed") {
+    return util::StrCat("confirmed by ", runs, " run", runs == 1 ? "" : "s", " on the fleet");
+  }
+  if (decision == "no_confirm") return "";  // the section says it
+  if (decision.empty()) return "";
+  if (decision == "already") return "already at target";
+  return util::StrCat(decision, runs > 0 ? util::StrCat(" after ", runs, " fleet runs") : "");
+}
+
+// One line of a nightly entry (its items: one per arch): the archs, the change (per arch when
+// they differ), and why: the tags and PCC figures behind it and the fleet's confirmation.
+std::string NightlyLine(const std::vector<const json*>& items) {
+  std::vector<std::string> archs;
+  std::map<std::string, std::vector<std::string>> by_change;
+  std::set<std::string> tags, rules;
+  std::map<std::string, std::vector<std::string>> fleet;  // what the fleet said -> archs
+  std::string figure;
+  for (const json* item : items) {
+    const std::string arch = Str(*item, "arch");
+    archs.push_back(arch);
+    by_change[Short(Str(*item, "change"), 200)].push_back(arch);
+    if (!Str(*item, "rule").empty()) rules.insert(Str(*item, "rule"));
+    int runs = 0;
+    for (const char* field : {"confirmations", "nightly"}) {
+      if (!item->contains(field) || !(*item)[field].is_array()) continue;
+      for (const auto& r : (*item)[field]) {
+        runs += std::string_view(field) == "confirmations";
+        if (r.contains("guidance") && r["guidance"].is_array()) {
+          for (const auto& g : r["guidance"]) {
+            if (g.is_string()) tags.insert(g.get<std::string>());
+          }
         }
-        figures.push_back(f);
+        if (figure.empty() && r.contains("pcc") && r["pcc"].is_number()) {
+          figure = util::StrCat("pcc ", r["pcc"].get<double>());
+          if (r.contains("pcc_threshold") && r["pcc_threshold"].is_number()) {
+            figure += util::StrCat(" (required ", r["pcc_threshold"].get<double>(), ")");
+          }
+          figure += util::StrCat(" on ", arch);
+        }
       }
     }
+    const std::string f = FleetText(Str(*item, "decision"), runs);
+    if (!f.empty()) fleet[f].push_back(arch);
+  }
+  std::string line =
+      util::StrCat("- ", Code(Str(*items.front(), "key")), " on ", util::StrJoin(archs, ", "));
+  if (by_change.size() == 1) {
+    if (!by_change.begin()->first.empty()) line += ": " + by_change.begin()->first;
+  } else {
+    std::vector<std::string> parts;
+    for (const auto& [change, which] : by_change) {
+      parts.push_back(
+          util::StrCat(util::StrJoin(which, ", "), " ", change.empty() ? "unchanged" : change));
+    }
+    line += ": " + util::StrJoin(parts, "; ");
   }
   std::vector<std::string> why;
+  if (!rules.empty()) {
+    why.push_back(
+        Short(util::StrJoin(std::vector<std::string>(rules.begin(), rules.end()), "; "), 200));
+  }
   if (!tags.empty()) {
     why.push_back("guidance " +
                   util::StrJoin(std::vector<std::string>(tags.begin(), tags.end()), ", "));
   }
-  if (!figures.empty()) why.push_back(figures.front());
-  if (total > 0) why.push_back(util::StrCat(confirmed, "/", total, " confirmation runs passed"));
-  if (!Str(item, "decision").empty()) why.push_back("decision " + Str(item, "decision"));
+  if (!figure.empty()) why.push_back(figure);
+  // Said once when every arch says it, else with the archs that do.
+  for (const auto& [f, which] : fleet) {
+    why.push_back(fleet.size() == 1 && which.size() == archs.size()
+                      ? f
+                      : util::StrCat(util::StrJoin(which, ", "), " ", f));
+  }
   if (!why.empty()) line += ". Why: " + util::StrJoin(why, "; ");
   return line + "\n";
 }
@@ -180,38 +224,133 @@ struct Group {
   std::vector<std::string> lines;
 };
 
-void AppendGroups(std::string& md, const std::vector<Group>& groups) {
-  for (const auto& g : groups) {
-    if (g.lines.empty()) continue;
-    util::StrAppend(&md, "\n### ", g.title, " (", g.lines.size(), ")\n\n");
-    for (const auto& l : g.lines) md += l;
+// A list of groups under one heading, as much of it as the body's budget holds.
+struct Part {
+  std::string heading;  // "\n## ...\n" ("" = none)
+  std::string intro;    // text after the heading
+  std::vector<Group> groups;
+};
+
+// GitHub refuses a pull-request body over 65,536 characters: the body stays under this, with
+// room for what a person adds.
+constexpr std::size_t kBodyBudget = 60'000;
+
+// The groups of every part, each as its first lines and then, folded in <details> where GitHub
+// renders it collapsed, as many of the rest as the budget holds; what does not fit is counted
+// and left to report.md. Parts and groups keep their order; lines are never cut.
+std::string RenderParts(const std::vector<Part>& parts, std::size_t fixed,
+                        const std::string& report_hint) {
+  const auto heading = [](const Group& g) -> std::string {
+    if (g.title.empty()) return "\n";
+    return util::StrCat("\n### ", g.title, " (", g.lines.size(), ")\n\n");
+  };
+  const auto more = [&](std::size_t n) {
+    return util::StrCat("\n", n, " more in report.md (", report_hint, ").\n");
+  };
+  std::size_t lines = 0;
+  for (const auto& p : parts) {
+    for (const auto& g : p.groups) lines += g.lines.size();
   }
+  // The first lines of each group: 10, fewer when even those would take half the budget.
+  std::size_t first = 10;
+  for (; first > 1; first = first > 5 ? 5 : first > 3 ? 3 : 1) {
+    std::size_t size = fixed;
+    for (const auto& p : parts) {
+      size += p.heading.size() + p.intro.size();
+      for (const auto& g : p.groups) {
+        size += heading(g).size() + 64;
+        for (std::size_t i = 0; i < std::min(first, g.lines.size()); ++i) size += g.lines[i].size();
+      }
+    }
+    if (size <= kBodyBudget / 2) break;
+  }
+  // What the first lines take, with room for a "more" line under every group that has more;
+  // the budget left holds the folded rest, given out in order.
+  std::size_t used = fixed;
+  for (const auto& p : parts) {
+    if (p.groups.empty()) continue;
+    used += p.heading.size() + p.intro.size();
+    for (const auto& g : p.groups) {
+      used += heading(g).size();
+      for (std::size_t i = 0; i < std::min(first, g.lines.size()); ++i) used += g.lines[i].size();
+      if (g.lines.size() > first) used += more(lines).size();
+    }
+  }
+  std::string out;
+  for (const auto& p : parts) {
+    if (p.groups.empty()) continue;
+    // Rebuilt group by group, the folded rest after each group's first lines.
+    std::string md = p.heading + p.intro;
+    for (const auto& g : p.groups) {
+      md += heading(g);
+      const std::size_t shown = std::min(first, g.lines.size());
+      for (std::size_t i = 0; i < shown; ++i) md += g.lines[i];
+      if (shown == g.lines.size()) continue;
+      const std::string open =
+          util::StrCat("\n<details><summary>", g.lines.size(), " more</summary>\n\n");
+      const std::string close = "\n</details>\n";
+      std::size_t i = shown, folded_bytes = open.size() + close.size();
+      for (; i < g.lines.size() && used + folded_bytes + g.lines[i].size() <= kBodyBudget; ++i) {
+        folded_bytes += g.lines[i].size();
+      }
+      if (i > shown) {
+        md += util::StrCat("\n<details><summary>", i - shown, " more</summary>\n\n");
+        for (std::size_t k = shown; k < i; ++k) md += g.lines[k];
+        md += close;
+        used += folded_bytes;
+      }
+      if (i < g.lines.size()) md += more(g.lines.size() - i);  // its room is in `used`
+    }
+    out += md;
+  }
+  return out;
 }
 
 bool Changed(const json& e) { return e.contains("outcome") && e["outcome"].is_object(); }
 
-std::string LeftOutSection(const PrOptions& o) {
-  if (o.left_out.empty()) return "";
-  std::string md = util::StrCat("\n## Left out of this PR (", o.left_out.size(), ")\n\n");
-  for (const auto& [key, why] : o.left_out) md += util::StrCat("- ", Code(key), ": ", why, "\n");
-  return md;
+// An entry this text does not carry: left out by the landing, or in another part.
+bool Skip(const PrOptions& o, const std::string& key) {
+  return o.left_out.count(key) > 0 || (o.only && !o.only->count(key));
 }
 
-std::string ReviewSection(const json& entries, const PrOptions& o, bool forge_only) {
-  std::vector<std::string> lines;
+Group LeftOutGroup(const PrOptions& o) {
+  Group g{"Left out of this PR", {}};
+  for (const auto& [key, why] : o.left_out) {
+    g.lines.push_back(util::StrCat("- ", Code(key), ": ", Short(why, 240), "\n"));
+  }
+  return g;
+}
+
+// Entries flagged for a person that this PR carries. A nightly sweep's --no-confirm changes
+// have a part of their own: their flag says nothing more.
+Group ReviewGroup(const json& entries, const PrOptions& o, bool forge_only) {
+  Group g{"Needs a person", {}};
   for (const auto& e : entries) {
-    if (!e["review"].is_array() || e["review"].empty() || o.left_out.count(Str(e, "key"))) continue;
+    if (!e["review"].is_array() || e["review"].empty() || Skip(o, Str(e, "key"))) continue;
     if (forge_only && (Str(e, "fix_path").empty() || Str(e, "fix_path") == "none")) continue;
     std::vector<std::string> flags;
     for (const auto& r : e["review"]) flags.push_back(Short(r.get<std::string>(), 240));
-    lines.push_back(
+    g.lines.push_back(
         util::StrCat("- ", Code(Str(e, "key")), ": ", util::StrJoin(flags, "; "), "\n"));
   }
-  if (lines.empty()) return "";
-  std::string md = util::StrCat("\n## Needs a person (", lines.size(), ")\n\n",
-                                "Landed as the sweep decided; a reviewer should check these:\n\n");
-  for (const auto& l : lines) md += l;
-  return md;
+  return g;
+}
+
+// The parts after the changes: what needs a person and what the landing left out.
+void AddReviewParts(std::vector<Part>& parts, Group review, Group left_out) {
+  if (!review.lines.empty()) {
+    const std::size_t n = review.lines.size();
+    review.title.clear();
+    parts.push_back({util::StrCat("\n## Needs a person (", n, ")\n"),
+                     "\nLanded as the sweep decided; a reviewer should check these:\n",
+                     {std::move(review)}});
+  }
+  if (!left_out.lines.empty()) {
+    const std::size_t n = left_out.lines.size();
+    left_out.title.clear();
+    parts.push_back(
+        {util::StrCat("\n## Left out of this PR (", n, ")\n"), "", {std::move(left_out)}});
+  }
 }
 
 std::string EvidenceSection(const json& report, const PrOptions& o) {
@@ -259,93 +398,141 @@ std::string SummaryHead(const json& report, const PrOptions& o) {
   return md + "\n";
 }
 
+// A nightly sweep's sections (report.json's nightly.sections), each entry once: in the section
+// of its label, its items (one per arch) in one line.
+struct NightlyKindText {
+  const char* id;
+  const char* title;
+  const char* short_name;  // in the title line
+  bool change;             // its entries change in the patch
+};
+constexpr NightlyKindText kNightlyText[] = {
+    {"promoted", "Promoted", "promoted", true},
+    {"demoted", "Demoted to KNOWN_FAILURE_XFAIL", "demoted", true},
+    {"skipped", "Skipped (NOT_SUPPORTED_SKIP)", "skipped", true},
+    {"unskipped", "Unskipped (NOT_SUPPORTED_SKIP to KNOWN_FAILURE_XFAIL)", "unskipped", true},
+    {"skips_refreshed", "Skips with refreshed reasons", "skips refreshed", true},
+    {"thresholds", "Thresholds changed", "thresholds", true},
+    {"reasons", "Reasons refreshed", "reasons refreshed", true},
+    {"new_entries", "New entries", "new entries", true},
+    {"flaky", "Flaky (not changed)", "flaky", false},
+    {"unconfirmed", "Unconfirmed (not changed)", "unconfirmed", false},
+    {"already", "Already at target", "already at target", false},
+    {"flagged", "Flagged for a person (not changed)", "flagged", false},
+};
+
 PrText TtXlaText(const json& report, const PrOptions& o) {
   const json& entries = report["entries"];
-  std::vector<Group> groups;
-  std::map<std::string, std::size_t> group_of;
-  const auto add = [&](const std::string& title, std::string line) {
-    auto [it, fresh] = group_of.try_emplace(title, groups.size());
-    if (fresh) groups.push_back({title, {}});
-    groups[it->second].lines.push_back(std::move(line));
-  };
   std::set<std::string> files;
   int changed = 0;
-  const bool nightly = report.contains("nightly") && report["nightly"].is_object();
-  if (nightly) {
-    const json& sections = report["nightly"].value("sections", json::object());
-    static constexpr std::pair<const char*, const char*> kSections[] = {
-        {"promoted", "Promoted"},
-        {"demoted", "Demoted to KNOWN_FAILURE_XFAIL"},
-        {"skipped", "Skipped (NOT_SUPPORTED_SKIP)"},
-        {"unskipped", "Unskipped (NOT_SUPPORTED_SKIP to KNOWN_FAILURE_XFAIL)"},
-        {"skips_refreshed", "Skips with refreshed reasons"},
-        {"thresholds", "Thresholds changed"},
-        {"reasons", "Reasons refreshed"},
-        {"new_entries", "New entries"}};
-    for (const auto& [name, title] : kSections) {
-      for (const auto& item : sections.value(name, json::array())) {
-        if (o.left_out.count(Str(item, "key"))) continue;
-        add(title, NightlyLine(item));
-      }
-    }
-  }
   for (const auto& e : entries) {
-    if (!Changed(e) || o.left_out.count(Str(e, "key"))) continue;
+    if (!Changed(e) || Skip(o, Str(e, "key"))) continue;
     ++changed;
     files.insert(Str(e, "file"));
-    if (!nightly) add(TriageKind(e), TriageLine(e, o));
   }
-  std::string title_counts;
-  for (const auto& g : groups) {
-    title_counts +=
-        util::StrCat(title_counts.empty() ? "" : ", ", g.lines.size(), " ", ShortKind(g.title));
-  }
-  PrText t;
+  const bool nightly = report.contains("nightly") && report["nightly"].is_object();
   const bool recheck = report.contains("recheck") && report["recheck"].is_object();
+  Part confirmed{"\n## Changes by kind\n", "", {}};
+  Part proposed{"\n## Proposed from the nightly alone (--no-confirm)\n",
+                "\nNot confirmed on the fleet: the sweep decided these from the nightly runs "
+                "alone (`--no-confirm`). A sweep without it confirms them on the devices.\n",
+                {}};
+  Part unchanged{"\n## Not changed\n", "", {}};
+  PrText t;
+  // Kind, entries: the title's counts and the summary's table.
+  std::vector<std::pair<std::string, std::size_t>> table;
+  std::string title_counts;
+  if (nightly) {
+    const json& sections = report["nightly"].value("sections", json::object());
+    for (const auto& k : kNightlyText) {
+      std::vector<std::string> order;
+      std::map<std::string, std::vector<const json*>> by_key;
+      if (sections.contains(k.id) && sections[k.id].is_array()) {
+        for (const auto& item : sections[k.id]) {
+          const std::string key = Str(item, "key");
+          if (Skip(o, key)) continue;
+          auto& items = by_key[key];
+          if (items.empty()) order.push_back(key);
+          items.push_back(&item);
+        }
+      }
+      if (order.empty()) continue;
+      Group sure{k.title, {}}, alone{k.title, {}};
+      for (const auto& key : order) {
+        bool no_confirm = false;
+        for (const json* item : by_key[key]) no_confirm |= Str(*item, "decision") == "no_confirm";
+        (no_confirm ? alone : sure).lines.push_back(NightlyLine(by_key[key]));
+      }
+      table.emplace_back(k.title, order.size());
+      t.counts[k.id] = order.size();
+      if (k.change) {
+        util::StrAppend(&title_counts, title_counts.empty() ? "" : ", ", order.size(), " ",
+                        k.short_name);
+      }
+      Part& home = k.change ? confirmed : unchanged;
+      if (!sure.lines.empty()) home.groups.push_back(std::move(sure));
+      if (!alone.lines.empty())
+        (k.change ? proposed : unchanged).groups.push_back(std::move(alone));
+    }
+  } else {
+    std::map<std::string, std::size_t> group_of;
+    for (const auto& e : entries) {
+      if (!Changed(e) || Skip(o, Str(e, "key"))) continue;
+      const std::string title = TriageKind(e);
+      auto [it, fresh] = group_of.try_emplace(title, confirmed.groups.size());
+      if (fresh) confirmed.groups.push_back({title, {}});
+      confirmed.groups[it->second].lines.push_back(TriageLine(e, o));
+    }
+    for (const auto& e : entries) {
+      if (Changed(e) && !Skip(o, Str(e, "key"))) ++t.counts[Str(e["outcome"], "status")];
+    }
+    for (const auto& g : confirmed.groups) {
+      table.emplace_back(g.title, g.lines.size());
+      util::StrAppend(&title_counts, title_counts.empty() ? "" : ", ", g.lines.size(), " ",
+                      ShortKind(g.title));
+    }
+    Group g{"Unchanged (left as they are)", {}};
+    for (const auto& e : entries) {
+      if (Changed(e) || Skip(o, Str(e, "key"))) continue;
+      g.lines.push_back(util::StrCat("- ", Code(Str(e, "key")), " (", Str(e, "playbook"), ")\n"));
+    }
+    if (!g.lines.empty()) {
+      table.emplace_back(g.title, g.lines.size());
+      unchanged.groups.push_back(std::move(g));
+    }
+  }
   t.title = util::StrCat(recheck   ? "Skipped entries rechecked "
                          : nightly ? "Nightly maintenance "
                                    : "Triage sweep ",
-                         Str(report, "sweep"), ": ",
+                         Str(report, "sweep"), o.part.empty() ? "" : " (" + o.part + ")", ": ",
                          title_counts.empty() ? "no YAML changes" : title_counts);
-  std::string md = "## Summary\n\n" + SummaryHead(report, o);
-  md += util::StrCat("\nThis PR edits ", changed, " entries in ", files.size(), " test-config file",
-                     files.size() == 1 ? "" : "s");
+  std::string head = "## Summary\n\n" + SummaryHead(report, o);
+  util::StrAppend(&head, "\nThis PR edits ", changed, " entries in ", files.size(),
+                  " test-config file", files.size() == 1 ? "" : "s");
   if (!o.forge_commit.empty()) {
-    md += util::StrCat(" and moves `third_party/tt_forge_models` to ", Code(o.forge_commit),
-                       " (the loader and registry changes, in tt-forge-models' own PR)");
+    util::StrAppend(&head, " and moves `third_party/tt_forge_models` to ", Code(o.forge_commit),
+                    " (the loader and registry changes, in tt-forge-models' own PR)");
   }
-  md += ".\n\n## Changes by kind\n";
-  AppendGroups(md, groups);
-  // Entries the sweep left as they were, and a nightly sweep's flaky and unconfirmed ones.
-  std::vector<Group> rest;
-  if (nightly) {
-    const json& sections = report["nightly"].value("sections", json::object());
-    for (const auto& [name, title] :
-         {std::pair{"already", "Already at target"}, std::pair{"flaky", "Flaky (not changed)"},
-          std::pair{"unconfirmed", "Unconfirmed (not changed)"}}) {
-      Group g{title, {}};
-      for (const auto& item : sections.value(name, json::array()))
-        g.lines.push_back(NightlyLine(item));
-      rest.push_back(std::move(g));
-    }
-  } else {
-    Group g{"Unchanged (left as they are)", {}};
-    for (const auto& e : entries) {
-      if (Changed(e) || o.left_out.count(Str(e, "key"))) continue;
-      g.lines.push_back(util::StrCat("- ", Code(Str(e, "key")), " (", Str(e, "playbook"), ")\n"));
-    }
-    rest.push_back(std::move(g));
+  head += ".\n";
+  if (!proposed.groups.empty()) {
+    std::size_t n = 0;
+    for (const auto& g : proposed.groups) n += g.lines.size();
+    util::StrAppend(&head, "\n**", n,
+                    " of the changes were decided from the nightly runs alone "
+                    "(`--no-confirm`): no device confirmed them.**\n");
   }
-  bool any_rest = false;
-  for (const auto& g : rest) any_rest |= !g.lines.empty();
-  if (any_rest) {
-    md += "\n## Not changed\n";
-    AppendGroups(md, rest);
+  if (!table.empty()) {
+    head += "\n| Kind | Entries |\n| --- | ---: |\n";
+    for (const auto& [kind, n] : table) util::StrAppend(&head, "| ", kind, " | ", n, " |\n");
   }
-  md += ReviewSection(entries, o, false);
-  md += LeftOutSection(o);
-  md += EvidenceSection(report, o);
-  t.body = md;
+  std::vector<Part> parts;
+  for (Part* p : {&confirmed, &proposed, &unchanged}) {
+    if (!p->groups.empty()) parts.push_back(std::move(*p));
+  }
+  AddReviewParts(parts, ReviewGroup(entries, o, false), LeftOutGroup(o));
+  const std::string evidence = EvidenceSection(report, o);
+  const std::string hint = util::StrCat("`triagectl sweep report ", Str(report, "sweep"), "`");
+  t.body = head + RenderParts(parts, head.size() + evidence.size(), hint) + evidence;
   return t;
 }
 
@@ -384,7 +571,7 @@ PrText ForgeText(const json& report, const PrOptions& o) {
   std::map<std::string, std::vector<std::string>> by_loader;
   for (const auto& e : entries) {
     const std::string fix = Str(e, "fix_path");
-    if (o.left_out.count(Str(e, "key")) || fix.empty() || fix == "none" ||
+    if (Skip(o, Str(e, "key")) || fix.empty() || fix == "none" ||
         (fix.find("loader") == std::string::npos && fix.find("override") == std::string::npos)) {
       continue;
     }
@@ -415,14 +602,33 @@ PrText ForgeText(const json& report, const PrOptions& o) {
       for (const auto& l : lines) md += l;
     }
   }
-  md += ReviewSection(entries, o, true);
-  md += LeftOutSection(o);
-  md += EvidenceSection(report, o);
-  t.body = md;
+  std::vector<Part> parts;
+  AddReviewParts(parts, ReviewGroup(entries, o, true), LeftOutGroup(o));
+  const std::string evidence = EvidenceSection(report, o);
+  const std::string hint = util::StrCat("`triagectl sweep report ", Str(report, "sweep"), "`");
+  t.body = md + RenderParts(parts, md.size() + evidence.size(), hint) + evidence;
   return t;
 }
 
 }  // namespace
+
+absl::StatusOr<std::map<std::string, std::set<std::string>>> SplitParts(const json& report,
+                                                                        const std::string& by) {
+  if (by != "file" && by != "kind") {
+    return absl::InvalidArgumentError(util::StrCat("--split-by: '", by, "' is not file or kind"));
+  }
+  if (!report.is_object() || !report.contains("entries") || !report["entries"].is_array()) {
+    return absl::InvalidArgumentError("report.json has no 'entries': not a sweep's report");
+  }
+  std::map<std::string, std::set<std::string>> parts;
+  for (const auto& e : report["entries"]) {
+    if (!Changed(e)) continue;
+    std::string part = by == "file" ? Str(e, "file") : Str(e, "label");
+    if (part.empty()) part = Str(e["outcome"], "status");
+    parts[part].insert(Str(e, "key"));
+  }
+  return parts;
+}
 
 absl::StatusOr<PrText> BuildPrText(const json& report, PrRepo repo, const PrOptions& options) {
   for (const char* field : {"sweep", "commits", "entries"}) {

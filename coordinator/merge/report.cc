@@ -167,7 +167,13 @@ std::string EntryLabel(const EntryMerge& e, const std::vector<std::string>& arch
   if (e.probe) labels.emplace("", coord::OutcomeLabel(*e.probe));
   if (e.placement == EntryMerge::Placement::kConflict) return nightly ? "flagged" : "conflict";
   const std::string* label = coord::DecidingLabel(labels, archs);
-  return label != nullptr ? *label : "";
+  if (label == nullptr) return "";
+  // A change the patch does not make is not counted as one: the merge flagged it for a person
+  // (a new entry confirmed on some of its archs only), or the YAML already says it.
+  if (nightly && coord::IsChangeKind(*label) && e.yaml_before == e.yaml_after) {
+    return e.review.empty() ? "already" : "flagged";
+  }
+  return *label;
 }
 
 BuiltReport BuildReport(const ReportInput& in) {
@@ -204,9 +210,8 @@ BuiltReport BuildReport(const ReportInput& in) {
   // A nightly sweep: its intake and its changes grouped like the maintenance pull requests.
   std::string nightly_md;
   if (sweep.details.has_nightly()) {
-    NightlySections n =
-        BuildNightlySections(merge, sweep.details.nightly(), sweep.request.nightly_options(),
-                             sweep.archs);
+    NightlySections n = BuildNightlySections(merge, sweep.details.nightly(),
+                                             sweep.request.nightly_options(), sweep.archs);
     j["nightly"] = std::move(n.json);
     nightly_md = std::move(n.markdown);
   }

@@ -11,6 +11,7 @@
 #include "common/inventory/key.h"
 #include "common/registry/registry.h"
 #include "common/util/strings.h"
+#include "common/util/text.h"
 #include "coordinator/merge/report_internal.h"
 
 namespace triage::merge {
@@ -314,15 +315,26 @@ std::string ClustersMd(const std::vector<FailureCluster>& clusters,
       "reason (numbers written N), largest first: one bug to file per cluster (its id names it "
       "in `sweep patch --issue-links`).\n\n"
       "| entries | id | signature | entries (archs when not all) |\n|---|---|---|---|\n";
+  // A table row stays readable at tt-xla's size: the first kMaxMembers entries and the
+  // signature's first kMaxSignatureBytes; report.json's `clusters` has them all.
+  constexpr std::size_t kMaxMembers = 20;
+  constexpr std::size_t kMaxSignatureBytes = 300;
   for (const auto& c : clusters) {
     std::string members;
-    for (const auto& m : c.entries) {
+    for (std::size_t i = 0; i < c.entries.size() && i < kMaxMembers; ++i) {
+      const auto& m = c.entries[i];
       util::StrAppend(&members, members.empty() ? "" : ", ", Code(m.key));
       if (m.archs.size() != archs.size()) {
         util::StrAppend(&members, " (", util::StrJoin(m.archs, ", "), ")");
       }
     }
-    util::StrAppend(&md, "| ", c.entries.size(), " | ", Code(c.id), " | ", Md(c.signature), " | ",
+    if (c.entries.size() > kMaxMembers) {
+      util::StrAppend(&members, " and ", c.entries.size() - kMaxMembers,
+                      " more (report.json's `clusters`)");
+    }
+    std::string signature(util::TruncateUtf8(std::string_view(c.signature), kMaxSignatureBytes));
+    if (signature.size() < c.signature.size()) signature += "…";
+    util::StrAppend(&md, "| ", c.entries.size(), " | ", Code(c.id), " | ", Md(signature), " | ",
                     members, " |\n");
   }
   return md;

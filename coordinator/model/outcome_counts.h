@@ -23,8 +23,8 @@ std::string OutcomeLabel(const v1::EntryOutcome& o);
 // The kinds of a nightly (or recheck) sweep's outcomes, in the order the report, the pull
 // request and every count list them: the changes first, then what is only reported.
 inline constexpr std::string_view kNightlyKinds[] = {
-    "promoted",        "demoted", "skipped", "unskipped",   "skips_refreshed", "thresholds",
-    "reasons",         "new_entries", "flaky",   "unconfirmed", "already",         "flagged"};
+    "promoted", "demoted",     "skipped", "unskipped",   "skips_refreshed", "thresholds",
+    "reasons",  "new_entries", "flaky",   "unconfirmed", "already",         "flagged"};
 // The kind of one arch's nightly outcome (docs/report.md, "Counting"): the section it is listed
 // in; "" when it says nothing (a change the fleet did not support, say).
 std::string NightlyKind(const v1::EntryOutcome& o);

@@ -221,7 +221,13 @@ Plan PlanNightly(const inventory::Inventory& inventory, const v1::StartSweepRequ
   }
 
   // The device-time budget: the most valuable candidates first, shorter ones first within a
-  // kind; what does not fit is reported unconfirmed.
+  // kind; what does not fit is reported unconfirmed, with the time all of them would take.
+  double needed = 0;
+  for (const auto& i : items) {
+    if (i.how == Item::How::kConfirm) needed += i.seconds;
+  }
+  intake.set_confirm_seconds_needed(needed);
+  intake.set_confirm_seconds_planned(needed);
   if (rules.max_device_hours > 0 && !rules.no_confirm) {
     std::vector<Item*> order;
     for (auto& i : items) {
@@ -238,6 +244,7 @@ Plan PlanNightly(const inventory::Inventory& inventory, const v1::StartSweepRequ
       } else {
         i->how = Item::How::kUnconfirmed;
         intake.set_unconfirmed(intake.unconfirmed() + 1);
+        intake.set_confirm_seconds_planned(intake.confirm_seconds_planned() - i->seconds);
       }
     }
   }

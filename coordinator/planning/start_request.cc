@@ -237,7 +237,8 @@ absl::StatusOr<StartRequest> ValidateStartRequest(const v1::StartSweepRequest& r
     }
   }
   out.archs.assign(req.archs().begin(), req.archs().end());
-  if (out.archs.empty()) out.archs = defaults.archs;
+  if (out.archs.empty())
+    out.archs = req.recheck_skipped() ? defaults.recheck_archs : defaults.archs;
   // 0: the coordinator's max_attempts.
   if (req.max_attempts() < 0 || req.max_attempts() > 1000) {
     return absl::InvalidArgumentError(

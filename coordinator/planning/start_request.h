@@ -31,6 +31,9 @@ inline constexpr std::size_t kMaxNightlyRecords = 2'000'000;
 struct StartDefaults {
   std::string executor = "native";
   std::vector<std::string> archs = {"n150"};
+  // A recheck sweep that names no arch: the single-device archs tt-xla's nightly runs its
+  // single-device test configs on, where a NOT_SUPPORTED_SKIP hides a test.
+  std::vector<std::string> recheck_archs = {"n150", "p150"};
 };
 
 // The options (fields of StartSweepRequest but reason, request_id and durations_json) in which

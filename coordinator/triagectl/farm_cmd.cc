@@ -184,7 +184,12 @@ void FarmCommands::RegisterSweepStart(CLI::App* sweep) {
       ->check(CLI::Range(1, 100));
   start->add_flag("--watch,--wait", o_.watch,
                   "Follow the sweep until it ends: exit 0 if it succeeds, 1 if it fails, is "
-                  "cancelled or stops at its failure budget");
+                  "cancelled, stops at its failure budget or stays blocked");
+  start
+      ->add_option("--blocked-timeout", o_.blocked_timeout_seconds,
+                   "--watch: seconds a sweep may stay blocked (no agent can take its work) "
+                   "before the watch gives up with exit 1; the sweep goes on (default 600)")
+      ->check(CLI::Range(1, 7 * 24 * 3600));
 }
 
 void FarmCommands::RegisterSweepDurations(CLI::App* sweep) {
@@ -212,9 +217,16 @@ void FarmCommands::RegisterSweep(CLI::App& app) {
   auto* status = AddCommand(sweep, "status", "Show a sweep (alias: get)");
   status->alias("get");
   status->add_option("ID", o_.id, "Sweep id")->required();
-  auto* watch = AddCommand(
-      sweep, "watch", "Follow a sweep with a progress bar; exit 0 if it succeeds, 1 if it fails");
+  auto* watch =
+      AddCommand(sweep, "watch",
+                 "Follow a sweep with a progress bar; exit 0 if it succeeds, 1 if it fails or "
+                 "stays blocked");
   watch->add_option("ID", o_.id, "Sweep id")->required();
+  watch
+      ->add_option("--blocked-timeout", o_.blocked_timeout_seconds,
+                   "Seconds the sweep may stay blocked (no agent can take its work) before the "
+                   "watch gives up with exit 1; the sweep goes on (default 600)")
+      ->check(CLI::Range(1, 7 * 24 * 3600));
   auto* cancel = AddCommand(sweep, "cancel", "Cancel a running sweep");
   cancel->add_option("ID", o_.id, "Sweep id")->required();
   cancel->add_option("--reason", o_.reason, "Why (audit log)")->required();
@@ -280,6 +292,11 @@ void FarmCommands::RegisterSweepLand(CLI::App* sweep) {
       ->delimiter(',');
   apply->add_flag("--exclude-review", o_.exclude_review,
                   "Leave out every entry the sweep flagged for a person");
+  apply
+      ->add_option("--split-by", o_.split_by,
+                   "One branch (--branch NAME-PART) and commit per test-config file or per kind "
+                   "of change, for a sweep too large for one pull request (needs --commit)")
+      ->check(CLI::IsMember({"file", "kind"}));
   apply->add_option("--author", o_.author, "Commit author, \"Name <email>\" (default: git's)");
   apply->add_option("--committer", o_.committer,
                     "Committer, \"Name <email>\" (default: git's user.name and user.email)");
@@ -287,12 +304,16 @@ void FarmCommands::RegisterSweepLand(CLI::App* sweep) {
                     "Prefix of the evidence links in the commit messages (default: local paths)");
   auto* body = AddCommand(sweep, "pr-body",
                           "Print the pull-request descriptions of a sweep (markdown, from its "
-                          "report): tt-forge-models' and tt-xla's");
+                          "report): tt-forge-models' (when it changes anything) and tt-xla's");
   body->add_option("ID", o_.id, "Sweep id")->required();
   body->add_option("--repo", o_.pr_repo, "Only this one: tt-xla or forge")
       ->check(CLI::IsMember({"tt-xla", "forge"}));
   body->add_option("--evidence-url", o_.evidence_url,
                    "Prefix of the evidence links (where `sweep report --out` was published)");
+  body->add_option("--split-by", o_.split_by,
+                   "One tt-xla pull request per test-config file or per kind of change, for a "
+                   "sweep too large for one")
+      ->check(CLI::IsMember({"file", "kind"}));
   body->add_option("--exclude", o_.exclude, "As for sweep apply")->delimiter(',');
   body->add_flag("--exclude-review", o_.exclude_review, "As for sweep apply");
 }

@@ -87,9 +87,11 @@ struct FarmOptions {
   std::string forge_onto;
   std::vector<std::string> exclude;  // entry keys
   bool exclude_review = false;
-  std::string author;     // "Name <email>"
-  std::string committer;  // "Name <email>"
-  std::string pr_repo;    // pr-body: tt-xla, forge or "" (both)
+  std::string author;                 // "Name <email>"
+  std::string committer;              // "Name <email>"
+  std::string pr_repo;                // pr-body: tt-xla, forge or "" (both)
+  int blocked_timeout_seconds = 600;  // sweep watch / start --watch
+  std::string split_by;               // pr-body: "", file or kind (one tt-xla text per part)
   std::string evidence_url;
 };
 

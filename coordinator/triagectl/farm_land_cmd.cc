@@ -2,6 +2,7 @@
 
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -214,6 +215,9 @@ absl::StatusOr<std::string> Commit(const git::Git& g, const std::vector<std::str
 struct Landing {
   Bases bases;
   land::Plan plan;
+  // One part of --split-by: its entries (the others are in other parts) and its name.
+  std::optional<std::set<std::string>> only;
+  std::string part;
   bool forge_branch = false;
   std::string forge_commit;  // after --commit
   std::string ttxla_commit;  // after --commit ("" = nothing to commit)
@@ -227,6 +231,8 @@ merge::PrOptions PrOptionsOf(const Landing& l, const v1::Patch& p, const FarmOpt
   if (l.bases.forge != p.forge_commit()) opt.forge_base = l.bases.forge;
   opt.forge_commit = l.forge_commit;
   opt.evidence_url = o.evidence_url;
+  opt.only = l.only;
+  opt.part = l.part;
   return opt;
 }
 
@@ -287,14 +293,11 @@ absl::Status Land(const git::Git& repo, const git::Git& forge, const Sweep& s, c
   return absl::OkStatus();
 }
 
-void PrintLanding(const Landing& l, const v1::Patch& p, const FarmOptions& o, std::ostream& out,
-                  std::ostream& err) {
-  const bool json_out = o.output == "json";
-  if (json_out) {
-    json files = json::array();
-    for (const auto& f : l.plan.forge) files.push_back("tt_forge_models/" + f.path);
-    for (const auto& f : l.plan.ttxla) files.push_back("tt-xla/" + f.path);
-    out << json{{"sweep", p.sweep_id()},
+json LandingJson(const Landing& l, const v1::Patch& p, const FarmOptions& o) {
+  json files = json::array();
+  for (const auto& f : l.plan.forge) files.push_back("tt_forge_models/" + f.path);
+  for (const auto& f : l.plan.ttxla) files.push_back("tt-xla/" + f.path);
+  json j = json{{"sweep", p.sweep_id()},
                 {"bases", {{"tt-xla", l.bases.ttxla}, {"tt_forge_models", l.bases.forge}}},
                 {"branch", o.branch.empty() ? json(nullptr) : json(o.branch)},
                 {"commits",
@@ -308,10 +311,24 @@ void PrintLanding(const Landing& l, const v1::Patch& p, const FarmOptions& o, st
                 {"problems", l.plan.problems},
                 {"committed", o.commit},
                 {"pushed", l.pushed},
-                {"partial", p.partial().empty() ? json(nullptr) : json(p.partial())}}
-               .dump(2)
-        << "\n";
+                {"partial", p.partial().empty() ? json(nullptr) : json(p.partial())}};
+  if (l.only) j["part"] = l.part;
+  return j;
+}
+
+// What a landing did: JSON (-o json), else lines; its warnings on err. json_parts: a --split-by
+// landing collects each part's JSON there instead (printed together at the end).
+void PrintLanding(const Landing& l, const v1::Patch& p, const FarmOptions& o, std::ostream& out,
+                  std::ostream& err, json* json_parts = nullptr) {
+  const bool json_out = o.output == "json";
+  if (json_out) {
+    if (json_parts != nullptr) {
+      json_parts->push_back(LandingJson(l, p, o));
+    } else {
+      out << LandingJson(l, p, o).dump(2) << "\n";
+    }
   } else {
+    if (l.only) out << "part " << l.part << ":\n";
     for (const auto& [name, base, files, commit] :
          {std::tuple{"tt_forge_models", l.bases.forge, l.plan.forge.size(),
                      l.forge_commit == l.bases.forge ? std::string() : l.forge_commit},
@@ -339,7 +356,84 @@ void PrintLanding(const Landing& l, const v1::Patch& p, const FarmOptions& o, st
 
 }  // namespace
 
+namespace {
+
+// A part's branch: the --branch name and the part's, in characters git takes ("nightly-1-torch-
+// test_config_inference_single_device", "nightly-1-promoted").
+std::string PartBranch(const std::string& branch, std::string part) {
+  static constexpr std::string_view kConfigs = "tests/runner/test_config/";
+  if (part.starts_with(kConfigs)) part = part.substr(kConfigs.size());
+  if (part.ends_with(".yaml")) part.resize(part.size() - 5);
+  for (char& c : part) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '_' || c == '-';
+    if (!ok) c = '-';
+  }
+  return branch + "-" + part;
+}
+
+// sweep apply --split-by: one branch and commit per part, each from the same bases, the other
+// parts' entries not in it.
+int ApplyParts(const git::Git& repo, const git::Git& forge, const Sweep& s, const FarmOptions& o,
+               const Bases& bases, land::PlanInput in, std::ostream& out, std::ostream& err) {
+  if (!s.patch.forge_patch().empty()) {
+    err << "triagectl: --split-by splits tt-xla's changes, and sweep " << o.id
+        << " changes tt-forge-models too: land it whole\n";
+    return kExitUsage;
+  }
+  auto parts = merge::SplitParts(s.report, o.split_by);
+  if (!parts.ok()) return Error(err, parts.status());
+  // Before anything changes: no part's branch may exist unless --force.
+  for (const auto& [part, keys] : *parts) {
+    const std::string branch = PartBranch(o.branch, part);
+    if (!o.force && BranchExists(repo, branch)) {
+      err << "triagectl: tt-xla in " << repo.repo().string() << " has a branch " << branch
+          << " already: pass --force to reset it, or name another\n";
+      return kExitProblems;
+    }
+  }
+  const std::map<std::string, std::string> excluded = in.excluded;
+  json json_parts = json::array();
+  int rc = kExitOk;
+  for (const auto& [part, keys] : *parts) {
+    FarmOptions po = o;
+    po.branch = PartBranch(o.branch, part);
+    in.excluded = excluded;
+    std::set<std::string> others;
+    for (const auto& [other, other_keys] : *parts) {
+      if (other == part) continue;
+      for (const auto& k : other_keys) {
+        others.insert(k);
+        in.excluded.emplace(k, "in part " + other + " (--split-by)");
+      }
+    }
+    auto plan = land::PlanLanding(in);
+    if (!plan.ok()) return Error(err, plan.status());
+    Landing l;
+    l.bases = bases;
+    l.plan = std::move(*plan);
+    for (const auto& k : others) l.plan.left_out.erase(k);
+    l.only = keys;
+    l.part = part;
+    if (auto st = Land(repo, forge, s, po, l); !st.ok()) {
+      err << "triagectl: part " << part << ": " << util::MessageOf(st) << "\n";
+      rc = kExitProblems;
+    }
+    PrintLanding(l, s.patch, po, out, err, &json_parts);
+    if (rc != kExitOk) break;
+  }
+  if (o.output == "json") out << json{{"parts", json_parts}}.dump(2) << "\n";
+  return rc;
+}
+
+}  // namespace
+
 int RunSweepApply(Client& client, const FarmOptions& o, std::ostream& out, std::ostream& err) {
+  if (!o.split_by.empty() && !o.commit) {
+    err << "triagectl: --split-by needs --branch NAME and --commit (a branch and a commit per "
+           "part)\n";
+    return kExitUsage;
+  }
   if (o.commit && o.branch.empty()) {
     err << "triagectl: --commit needs --branch NAME (the commits go on new branches)\n";
     return kExitUsage;
@@ -390,6 +484,7 @@ int RunSweepApply(Client& client, const FarmOptions& o, std::ostream& out, std::
   in.ttxla_target = Reader(repo, l.bases.ttxla);
   in.forge_target = Reader(forge, l.bases.forge);
   in.excluded = *excluded;
+  if (!o.split_by.empty()) return ApplyParts(repo, forge, *s, o, l.bases, std::move(in), out, err);
   auto plan = land::PlanLanding(in);
   if (!plan.ok()) return Error(err, plan.status());
   l.plan = std::move(*plan);
@@ -415,27 +510,70 @@ int RunSweepApply(Client& client, const FarmOptions& o, std::ostream& out, std::
 }
 
 int RunSweepPrBody(Client& client, const FarmOptions& o, std::ostream& out, std::ostream& err) {
-  auto s = FetchSweep(client, o.id, false);
+  if (!o.split_by.empty() && o.pr_repo == "forge") {
+    err << "triagectl: --split-by splits tt-xla's pull request: it does not apply to --repo "
+           "forge\n";
+    return kExitUsage;
+  }
+  auto s = FetchSweep(client, o.id, true);
   if (!s.ok()) return Error(err, s.status());
   auto excluded = Excluded(s->report, o);
   if (!excluded.ok()) return Error(err, excluded.status());
   merge::PrOptions opt;
   opt.left_out = *excluded;
   opt.evidence_url = o.evidence_url;
-  json texts = json::object();
-  bool first = true;
-  for (const auto& [name, repo] :
-       {std::pair{"forge", merge::PrRepo::kForge}, std::pair{"tt-xla", merge::PrRepo::kTtXla}}) {
-    if (!o.pr_repo.empty() && o.pr_repo != name) continue;
-    auto text = merge::BuildPrText(s->report, repo, opt);
+  // tt-forge-models' text when its patch changes something (or when asked for), then tt-xla's:
+  // one, or one per part.
+  struct Text {
+    std::string repo;
+    std::string part;
+    merge::PrText text;
+  };
+  std::vector<Text> texts;
+  if (o.pr_repo == "forge" || (o.pr_repo.empty() && !s->patch.forge_patch().empty())) {
+    auto text = merge::BuildPrText(s->report, merge::PrRepo::kForge, opt);
     if (!text.ok()) return Error(err, text.status());
-    texts[name] = {{"title", text->title}, {"body", text->body}};
-    if (o.output == "json") continue;
-    if (!first) out << "\n---\n\n";
-    first = false;
-    out << "# " << text->title << "\n\n" << text->body;
+    texts.push_back({"forge", "", std::move(*text)});
   }
-  if (o.output == "json") out << texts.dump(2) << "\n";
+  if (o.pr_repo.empty() || o.pr_repo == "tt-xla") {
+    std::map<std::string, std::set<std::string>> parts = {{"", {}}};
+    if (!o.split_by.empty()) {
+      auto split = merge::SplitParts(s->report, o.split_by);
+      if (!split.ok()) return Error(err, split.status());
+      parts = std::move(*split);
+    }
+    for (auto& [part, keys] : parts) {
+      merge::PrOptions p = opt;
+      if (!o.split_by.empty()) {
+        p.only = std::move(keys);
+        p.part = part;
+      }
+      auto text = merge::BuildPrText(s->report, merge::PrRepo::kTtXla, p);
+      if (!text.ok()) return Error(err, text.status());
+      texts.push_back({"tt-xla", part, std::move(*text)});
+    }
+  }
+  if (o.output == "json") {
+    json j = json::object();
+    for (const auto& t : texts) {
+      json one = {{"title", t.text.title}, {"body", t.text.body}};
+      if (t.repo == "tt-xla") one["counts"] = t.text.counts;
+      if (o.split_by.empty()) {
+        j[t.repo] = std::move(one);
+      } else if (t.repo == "forge") {
+        j["forge"] = std::move(one);
+      } else {
+        one["part"] = t.part;
+        j["tt-xla"].push_back(std::move(one));
+      }
+    }
+    out << j.dump(2) << "\n";
+    return kExitOk;
+  }
+  for (std::size_t i = 0; i < texts.size(); ++i) {
+    if (i > 0) out << "\n---\n\n";
+    out << "# " << texts[i].text.title << "\n\n" << texts[i].text.body;
+  }
   return kExitOk;
 }
 

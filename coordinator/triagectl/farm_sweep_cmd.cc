@@ -3,12 +3,16 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <ctime>
 #include <filesystem>
 #include <iostream>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -36,7 +40,8 @@ int ShowSweep(const absl::StatusOr<v1::Sweep>& r, const FarmOptions& o, std::ost
 
 // Follows a sweep until it ends: 0 succeeded, 1 failed or cancelled.
 // With json, one SweepEvent object per line (JSON lines) instead of progress lines.
-int Watch(Client& client, const std::string& id, bool json, std::ostream& out, std::ostream& err) {
+int Watch(Client& client, const std::string& id, bool json, std::chrono::seconds blocked_timeout,
+          std::ostream& out, std::ostream& err) {
   const bool tty = !json && isatty(STDOUT_FILENO) && &out == &std::cout;
   grpc::ClientContext ctx;
   rpc::AddBearer(ctx, client.token());
@@ -46,8 +51,41 @@ int Watch(Client& client, const std::string& id, bool json, std::ostream& out, s
   v1::SweepEvent ev;
   v1::Sweep last;
   ProgressPrinter progress(out, tty);
+  // A sweep that stays blocked (no agent can take its work) ends the watch after
+  // blocked_timeout: nothing moves until a person acts, and no event may come meanwhile.
+  std::mutex mu;
+  std::condition_variable cv;
+  bool ended = false, gave_up = false;
+  std::optional<std::chrono::steady_clock::time_point> blocked_since;
+  std::thread timer([&] {
+    std::unique_lock lock(mu);
+    while (!ended) {
+      if (blocked_since && std::chrono::steady_clock::now() - *blocked_since >= blocked_timeout) {
+        gave_up = true;
+        ctx.TryCancel();
+        return;
+      }
+      cv.wait_for(lock, std::chrono::milliseconds(200));
+    }
+  });
+  const auto stop_timer = [&] {
+    {
+      std::lock_guard lock(mu);
+      ended = true;
+    }
+    cv.notify_all();
+    timer.join();
+  };
   while (reader->Read(&ev)) {
     last = ev.sweep();
+    {
+      std::lock_guard lock(mu);
+      if (last.state() != "blocked" || last.over_budget()) {
+        blocked_since.reset();
+      } else if (!blocked_since) {
+        blocked_since = std::chrono::steady_clock::now();
+      }
+    }
     if (json) {
       std::string one;
       google::protobuf::util::JsonPrintOptions options;
@@ -59,6 +97,20 @@ int Watch(Client& client, const std::string& id, bool json, std::ostream& out, s
       progress.Show(last);
     }
     if (last.over_budget()) break;
+  }
+  stop_timer();
+  if (gave_up) {
+    // The sweep itself goes on: an agent of the needed arch, or a person, unblocks it.
+    (void)reader->Finish();
+    if (tty) out << "\n";
+    (json ? err : out) << "sweep " << id << " has been blocked for " << blocked_timeout.count()
+                       << " s: "
+                       << (last.problems().empty()
+                               ? std::string("see `triagectl sweep status " + id + "`")
+                               : util::StrJoin(last.problems(), "; "))
+                       << ". It goes on once that is fixed: `triagectl sweep watch " << id
+                       << "` to follow it again\n";
+    return kExitProblems;
   }
   if (last.over_budget()) {
     // Nothing moves until a person acts: a waiting job ends here, failed.
@@ -250,7 +302,10 @@ int RunSweepStart(Client& client, const FarmOptions& o, std::ostream& out, std::
                                                              std::chrono::seconds(600));
   if (!sweep.ok()) return Error(err, InFlags(sweep.status(), o, req, o.conn.coordinator));
   if (int rc = ShowSweep(sweep, o, out, err); rc != kExitOk) return rc;
-  if (o.watch) return Watch(client, sweep->id(), o.output == "json", out, err);
+  if (o.watch) {
+    return Watch(client, sweep->id(), o.output == "json",
+                 std::chrono::seconds(o.blocked_timeout_seconds), out, err);
+  }
   return kExitOk;
 }
 
@@ -291,7 +346,8 @@ int RunSweepResume(Client& client, const FarmOptions& o, std::ostream& out, std:
 }
 
 int RunSweepWatch(Client& client, const FarmOptions& o, std::ostream& out, std::ostream& err) {
-  return Watch(client, o.id, o.output == "json", out, err);
+  return Watch(client, o.id, o.output == "json", std::chrono::seconds(o.blocked_timeout_seconds),
+               out, err);
 }
 
 }  // namespace triage::ctl::farm

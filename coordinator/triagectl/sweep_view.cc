@@ -1,6 +1,8 @@
 #include "coordinator/triagectl/sweep_view.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <ctime>
 #include <utility>
 
@@ -80,13 +82,26 @@ void PrintSweep(std::ostream& out, const v1::Sweep& s) {
           << " loaders run\n";
     }
   }
-  if (s.has_nightly()) {
+  // A recheck sweep reads no nightly run: its line is the recheck's.
+  if (s.has_nightly() && !s.has_recheck()) {
     const auto& n = s.nightly();
     out << "  nightly   " << n.runs() << " runs on " << util::StrJoin(n.archs(), ", ") << ": "
         << n.records() << " records, " << n.mapped() << " mapped, " << n.unmapped() << " unmapped, "
         << n.duplicates() << " duplicates, " << n.contradictory() << " contradictory\n";
     out << "  candidates " << Counts(n.candidates()) << "   already=" << n.already()
         << " flagged=" << n.flagged() << " unconfirmed=" << n.unconfirmed() << "\n";
+    if (n.unconfirmed() > 0 && n.confirm_seconds_needed() > 0) {
+      // What full confirmation would take, so the next sweep can ask for it.
+      const auto hours = [](double seconds) {
+        char buf[32];
+        std::snprintf(buf, sizeof(buf), "%.1f", seconds / 3600);
+        return std::string(buf);
+      };
+      out << "  budget    confirmations of " << hours(n.confirm_seconds_planned())
+          << " device-hours run, " << hours(n.confirm_seconds_needed())
+          << " needed to confirm every candidate (--max-device-hours "
+          << static_cast<long>(std::ceil(n.confirm_seconds_needed() / 3600)) << ")\n";
+    }
   }
   if (s.has_recheck()) {
     const auto& r = s.recheck();

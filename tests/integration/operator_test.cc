@@ -366,6 +366,16 @@ TEST_F(PinTest, ABlockedSweepSaysSoAndWhy) {
   EXPECT_NE(out.find("blocked"), std::string::npos) << out;
   EXPECT_NE(out.find("problem   2 shards need arch p150"), std::string::npos) << out;
 
+  // A watch (a CI job waiting on the sweep) gives up once the sweep has stayed blocked for
+  // --blocked-timeout, naming why; the sweep itself goes on.
+  const auto watch_start = std::chrono::steady_clock::now();
+  EXPECT_EQ(Ctl({"sweep", "watch", id, "--blocked-timeout", "2"}, &out), 1) << out;
+  EXPECT_LT(std::chrono::steady_clock::now() - watch_start, 30s);
+  EXPECT_NE(out.find("sweep " + id + " has been blocked for 2 s: 2 shards need arch p150"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(Status(id).value("state", ""), "blocked") << "the sweep goes on";
+
   // --stuck lists only leased or running shards without progress, whatever the threshold.
   ASSERT_EQ(Ctl({"shards", "list", "--stuck", "--stuck-minutes", "0.001", "-o", "json"}, &out), 0)
       << out;

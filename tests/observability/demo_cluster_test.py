@@ -10,9 +10,16 @@ the playbook sweep and the nightly sweep), then on that cluster:
     line of `sweep watch` and report.json (`sweep report`) give the same decided, total and
     review counts, and status and report the same counts by outcome, each shown on the line;
   - the coordinator's /metrics, scraped after they ended: no entry is left queued or running,
-    every entry is done, triage_entry_outcomes_total counts each decided entry once (the sum
-    of the sweeps' decided counts), no running sweep is exported, the sweeps by state are 2
-    succeeded and 1 cancelled, and the build info is there;
+    every entry is done, triage_entries_done_total counts each entry done with a result once
+    (the sum of the sweeps' done entries that have an outcome label, no_result aside: the
+    decided ones and a nightly sweep's unconfirmed ones), triage_entry_outcomes_total counts
+    each decided entry once (the sum of the sweeps' decided counts, settled at the merge or the
+    cancel), no running sweep is exported, the sweeps by state are 2 succeeded and 1
+    cancelled, and the build info is there;
+  - the failure clusters: every triage_failure_cluster_entries series has labels rank and
+    cluster (c- and 8 hex digits), each with exactly one triage_failure_cluster_info series of
+    the same cluster, value 1 and a non-empty signature; together they are the first ten
+    clusters of report.json of the demo sweep that ended last (id, rank, size, signature);
   - promtool evaluates dashboards/alerts.yaml over the scraped values held for three hours:
     no alert fires on the idle farm.
 The cluster is stopped at the end (scripts/demo.sh stop), whatever happened.
@@ -79,6 +86,19 @@ def scrape(url):
     return samples
 
 
+LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+CLUSTER_ID = re.compile(r"^c-[0-9a-f]{8}$")
+
+
+def labels_of(text):
+    """{name: value} of a series' label text ('{a="x",b="y"}'), the exposition's escapes undone."""
+    out = {}
+    for m in LABEL.finditer(text):
+        out[m.group(1)] = re.sub(r"\\(.)", lambda e: "\n" if e.group(1) == "n" else e.group(1),
+                                 m.group(2))
+    return out
+
+
 def total(samples, name, **labels):
     s = 0.0
     for (n, lab), v in samples.items():
@@ -90,7 +110,8 @@ def total(samples, name, **labels):
 
 
 def check_sweep(conn, sweep, out_dir):
-    """status, the watch line and report.json agree on one sweep; its status is returned."""
+    """status, the watch line and report.json agree on one sweep; its status and report.json are
+    returned."""
     st = status(conn, sweep)
     e = st["entries"]
     line = last_watch_line(conn, sweep)
@@ -113,7 +134,59 @@ def check_sweep(conn, sweep, out_dir):
     if "provisional" in line:
         fail("%s: an ended sweep's line is not provisional: %s" % (sweep, line))
     expect_eq(sweep + " report state", report["state"], st["state"])
-    return st
+    return st, report
+
+
+def check_clusters(samples, report, sweep):
+    """The failure-cluster gauges against report.json of the sweep that ended last (the one whose
+    outputs set them): one triage_failure_cluster_entries{rank, cluster} series per cluster of
+    its first ten, and one triage_failure_cluster_info{cluster, signature} = 1 for each."""
+    sizes = {}  # cluster id -> (rank, entries)
+    for (name, text), v in samples.items():
+        if name != "triage_failure_cluster_entries":
+            continue
+        lab = labels_of(text)
+        if set(lab) != {"rank", "cluster"}:
+            fail("triage_failure_cluster_entries%s: labels %s, expected rank and cluster"
+                 % (text, sorted(lab)))
+            continue
+        if not CLUSTER_ID.match(lab["cluster"]):
+            fail("triage_failure_cluster_entries%s: cluster %r is not c- and 8 hex digits"
+                 % (text, lab["cluster"]))
+        if lab["cluster"] in sizes:
+            fail("triage_failure_cluster_entries: cluster %s twice" % lab["cluster"])
+        sizes[lab["cluster"]] = (lab["rank"], v)
+    info = {}  # cluster id -> [signature, ...]
+    for (name, text), v in samples.items():
+        if name != "triage_failure_cluster_info":
+            continue
+        lab = labels_of(text)
+        if set(lab) != {"cluster", "signature"}:
+            fail("triage_failure_cluster_info%s: labels %s, expected cluster and signature"
+                 % (text, sorted(lab)))
+            continue
+        expect_eq("triage_failure_cluster_info%s" % text, v, 1.0)
+        if not lab["signature"]:
+            fail("triage_failure_cluster_info%s: empty signature" % text)
+        info.setdefault(lab["cluster"], []).append(lab["signature"])
+    for cluster in sorted(sizes):
+        if len(info.get(cluster, [])) != 1:
+            fail("cluster %s: %d triage_failure_cluster_info series, expected 1: %s"
+                 % (cluster, len(info.get(cluster, [])), info.get(cluster, [])))
+    for cluster in sorted(set(info) - set(sizes)):
+        fail("triage_failure_cluster_info of cluster %s, which has no "
+             "triage_failure_cluster_entries series" % cluster)
+    expected = {c["id"]: (str(i + 1), float(c["size"]), c["signature"])
+                for i, c in enumerate(report.get("clusters", [])[:10])}
+    got = {c: (rank, n, info[c][0] if len(info.get(c, [])) == 1 else None)
+           for c, (rank, n) in sizes.items()}
+    expect_eq("failure clusters on /metrics (cluster: rank, entries, signature) vs report.json of "
+              + sweep, got, expected)
+    print("failure clusters exported: %d (report.json of %s has %d)"
+          % (len(sizes), sweep, len(report.get("clusters", []))), flush=True)
+    if not expected and not sizes:
+        print("note: %s has no failure cluster: the cluster labels had nothing to check" % sweep,
+              flush=True)
 
 
 def promtool_idle(samples, work):
@@ -190,13 +263,20 @@ def main():
                 break
             time.sleep(0.5)
 
-        decided = entries = 0
+        decided = entries = with_result = 0
         states = {}
+        last = None  # (finished, sweep, report.json) of the sweep that ran to its end last
         for sweep in demo_sweeps + [cancelled]:
-            st = check_sweep(conn, sweep, os.path.join(work, "out-" + sweep))
+            st, report = check_sweep(conn, sweep, os.path.join(work, "out-" + sweep))
             decided += st["entries"].get("decided", 0)
             entries += st["entries"].get("total", 0)
+            # Done with a result: every done entry but those without one (no_result).
+            with_result += sum(n for label, n in st["entries"].get("by_outcome", {}).items()
+                               if label != "no_result")
             states[st["state"]] = states.get(st["state"], 0) + 1
+            finished = int(st.get("finished_unix_ms", 0))
+            if st["state"] == "succeeded" and (last is None or finished > last[0]):
+                last = (finished, sweep, report)
         expect_eq("sweep states", states, {"succeeded": 2, "cancelled": 1})
         if status(conn, cancelled)["entries"].get("decided", 0) == 0:
             fail("the cancelled sweep decided nothing before it was cancelled: nothing checked")
@@ -207,6 +287,8 @@ def main():
                   - total(samples, "triage_entries", state="done"), 0.0)
         expect_eq("triage_entries done vs the sweeps' entries",
                   total(samples, "triage_entries", state="done"), float(entries))
+        expect_eq("triage_entries_done_total vs the sweeps' entries done with a result",
+                  total(samples, "triage_entries_done_total"), float(with_result))
         expect_eq("triage_entry_outcomes_total vs the sweeps' decided entries",
                   total(samples, "triage_entry_outcomes_total"), float(decided))
         expect_eq("triage_running_sweep_entries after every sweep ended",
@@ -216,6 +298,10 @@ def main():
                       total(samples, "triage_sweeps", state=state), float(n))
         if not any(k[0] == "triage_coordinator_build_info" for k in samples):
             fail("no triage_coordinator_build_info")
+        if last is None:
+            fail("no succeeded sweep to compare the failure clusters with")
+        else:
+            check_clusters(samples, last[2], last[1])
         promtool_idle(samples, work)
     finally:
         subprocess.run([os.path.join(SRC, "scripts/demo.sh"), "stop"], cwd=SRC, env=env,

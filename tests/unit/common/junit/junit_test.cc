@@ -471,6 +471,11 @@ TEST_P(PythonLiteralErrorTest, RefusedAlikeByParsePythonDictKeys) {
        {GetParam().text, util::StrCat("{'skipped': ", GetParam().text, "}"),
         util::StrCat("{'kept': ", GetParam().text, "}"),
         util::StrCat("{'a': {'skipped': [", GetParam().text, "]}}")}) {
+    // Nothing inside a list is an empty list, not an error.
+    if (util::TrimWhitespace(std::string_view(GetParam().text)).empty() &&
+        text.find('[') != std::string::npos) {
+      continue;
+    }
     absl::StatusOr<Value> full = ParsePythonLiteral(text);
     ASSERT_FALSE(full.ok()) << text;
     absl::StatusOr<Value> kept = ParsePythonDictKeys(text, {"kept"});

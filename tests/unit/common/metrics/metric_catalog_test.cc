@@ -430,6 +430,7 @@ TEST(MetricCatalogExportersTest, CoordinatorRegistersItsEntries) {
   metrics.SweepSucceeded(1);
   metrics.EntryStateChanged("v-playbook", "", "v-state");
   metrics.EntryDecided("v-playbook", "v-outcome", "v-stage");
+  metrics.EntryDone("v-playbook");
   metrics.ShardStateChanged("v-arch", "", "v-state");
   metrics.ShardCompleted("v-arch", "v-playbook", "v-outcome");
   metrics.ShardQueueWait("v-arch", "v-playbook", 1);
@@ -450,7 +451,7 @@ TEST(MetricCatalogExportersTest, CoordinatorRegistersItsEntries) {
   metrics.StoreCommit(0.001, 1, true);
   metrics.StoreCommit(0.001, 1, false);
   metrics.Rpc("v-method", "v-code", 1);
-  metrics.FailureClusters({{"v-signature", 1}});
+  metrics.FailureClusters({{"v-cluster", "v-signature", 1}});
   ExpectRegistryMatches(*registry, catalog::kCoordinatorMetrics, "coordinator",
                         "kCoordinatorMetrics");
 }
@@ -487,37 +488,60 @@ TEST(MetricCatalogExportersTest, CoordinatorExportsAtMostTwentyRunningSweeps) {
   EXPECT_TRUE(series().empty());
 }
 
-// triage_failure_cluster_entries: the latest sweep's ten largest clusters, each signature cut to
-// 100 bytes (on a character boundary); the previous sweep's series are gone.
+// triage_failure_cluster_entries: the latest sweep's ten largest clusters, each by its stable id;
+// triage_failure_cluster_info carries each one's whole signature. The previous sweep's series
+// are gone.
 TEST(MetricCatalogExportersTest, CoordinatorExportsTheLatestSweepsTenLargestClusters) {
   auto registry = std::make_shared<prometheus::Registry>();
   coord::PrometheusMetrics metrics(registry, "v-version");
+  // rank -> cluster, entries; cluster -> signature.
+  using Sizes = std::map<std::string, std::pair<std::string, double>>;
   const auto series = [&] {
-    std::map<std::string, std::pair<std::string, double>> out;  // rank -> signature, entries
+    Sizes sizes;
+    std::map<std::string, std::string> info;
     for (const prometheus::MetricFamily& family : registry->Collect()) {
-      if (family.name != catalog::kFailureClusterEntries.name) continue;
+      const bool is_sizes = family.name == catalog::kFailureClusterEntries.name;
+      if (!is_sizes && family.name != catalog::kFailureClusterInfo.name) continue;
       for (const prometheus::ClientMetric& m : family.metric) {
         std::map<std::string, std::string> labels;
         for (const auto& l : m.label) labels[l.name] = l.value;
-        out[labels["rank"]] = {labels["signature"], m.gauge.value};
+        if (is_sizes) {
+          sizes[labels["rank"]] = {labels["cluster"], m.gauge.value};
+        } else {
+          EXPECT_EQ(m.gauge.value, 1.0);
+          EXPECT_EQ(info.count(labels["cluster"]), 0u) << "one info series per cluster";
+          info[labels["cluster"]] = labels["signature"];
+        }
       }
     }
-    return out;
+    return std::pair{sizes, info};
   };
   std::vector<coord::ClusterSize> many;
-  for (int i = 0; i < 12; ++i) many.push_back({"cluster " + std::to_string(i), 20 - i});
-  many[0].signature = std::string(98, 'x') + "é tail";  // é is bytes 99 and 100
+  for (int i = 0; i < 12; ++i) {
+    many.push_back({"c-0000000" + std::to_string(i % 10) + (i >= 10 ? "x" : ""),
+                    "cluster " + std::to_string(i), 20 - i});
+  }
+  // Three signatures alike for their first 100 bytes stay three series.
+  const std::string oom(120, 'o');
+  many[0].signature = oom + " 1";
+  many[1].signature = oom + " 2";
+  many[2].signature = oom + " 3";
   metrics.FailureClusters(many);
-  auto first = series();
+  auto [first, first_info] = series();
   ASSERT_EQ(first.size(), 10u) << "only the ten largest are exported";
-  EXPECT_EQ(first["1"], std::pair(std::string(98, 'x') + "é", 20.0));
-  EXPECT_EQ(first["10"], std::pair(std::string("cluster 9"), 11.0));
-  metrics.FailureClusters({{"only one now", 3}});
-  auto second = series();
+  ASSERT_EQ(first_info.size(), 10u);
+  EXPECT_EQ(first["1"], std::pair(std::string("c-00000000"), 20.0));
+  EXPECT_EQ(first["10"], std::pair(std::string("c-00000009"), 11.0));
+  EXPECT_EQ(first_info["c-00000000"], oom + " 1") << "the whole signature";
+  EXPECT_EQ(first_info["c-00000002"], oom + " 3");
+  metrics.FailureClusters({{"c-12345678", "only one now", 3}});
+  auto [second, second_info] = series();
   ASSERT_EQ(second.size(), 1u) << "the previous sweep's clusters are removed";
-  EXPECT_EQ(second["1"], std::pair(std::string("only one now"), 3.0));
+  EXPECT_EQ(second["1"], std::pair(std::string("c-12345678"), 3.0));
+  EXPECT_EQ(second_info, (std::map<std::string, std::string>{{"c-12345678", "only one now"}}));
   metrics.FailureClusters({});
-  EXPECT_TRUE(series().empty());
+  EXPECT_TRUE(series().first.empty());
+  EXPECT_TRUE(series().second.empty());
 }
 
 TEST(MetricCatalogExportersTest, AgentRegistersItsEntries) {

@@ -871,7 +871,6 @@ TEST_F(IntakeRun, HostileMembersOfAnArchive) {
                     HasSubstr("<!DOCTYPE>")));
 }
 
-
 // ---------------------------------------------------------------------------------------------
 // Formats: compressions, suffixes in any case, archives inside archives
 
@@ -920,9 +919,8 @@ TEST_F(IntakeRun, CompressedReports) {
   WriteArchive(night / "n150/report.xml.gz", Kind::kGz, {{"", Report({Passed(kKeyA)})}});
   WriteArchive(night / "p150/report.XML.BZ2", Kind::kBz2, {{"", Report({Passed(kKeyB, "p150")})}});
   WriteArchive(night / "x.tar", Kind::kTar,
-               {{"n300/report.xml.xz",
-                 ArchiveBytes(dir_.path() / "scratch.xz", Kind::kXz,
-                              {{"", Report({Passed(kKeyC, "n300")})}})}});
+               {{"n300/report.xml.xz", ArchiveBytes(dir_.path() / "scratch.xz", Kind::kXz,
+                                                    {{"", Report({Passed(kKeyC, "n300")})}})}});
   run = ReadNightlyRun(night);
   ASSERT_TRUE(run.ok()) << run.status();
   EXPECT_THAT(run->files(),
@@ -940,22 +938,23 @@ TEST_F(IntakeRun, CompressedReports) {
 TEST_F(IntakeRun, ArchivesInsideArchivesAreReadAsStreamsToThreeLevels) {
   const fs::path scratch = dir_.path() / "scratch";
   // outer.zip > mid.tar.gz > inner.tar.xz > c.xml: three levels of archives, read.
-  const std::string inner = ArchiveBytes(scratch, Kind::kTarXz, {{"c.xml", Report({Passed(kKeyC)})}});
+  const std::string inner =
+      ArchiveBytes(scratch, Kind::kTarXz, {{"c.xml", Report({Passed(kKeyC)})}});
   const std::string mid = ArchiveBytes(
       scratch, Kind::kTarGz, {{"b.xml", Report({Passed(kKeyB)})}, {"deep/inner.tar.xz", inner}});
   WriteArchive(dir_.path() / "run/outer.zip", Kind::kZip,
                {{"a.xml", Report({Passed(kKeyA)})}, {"mid.tar.gz", mid}});
   absl::StatusOr<v1::NightlyRun> run = ReadNightlyRun(dir_.path() / "run");
   ASSERT_TRUE(run.ok()) << run.status();
-  EXPECT_THAT(run->files(),
-              ElementsAre("outer.zip!a.xml", "outer.zip!mid.tar.gz!b.xml",
-                          "outer.zip!mid.tar.gz!deep/inner.tar.xz!c.xml"));
+  EXPECT_THAT(run->files(), ElementsAre("outer.zip!a.xml", "outer.zip!mid.tar.gz!b.xml",
+                                        "outer.zip!mid.tar.gz!deep/inner.tar.xz!c.xml"));
   ASSERT_EQ(run->records_size(), 3);
   EXPECT_EQ(run->records(2).source(), "outer.zip!mid.tar.gz!deep/inner.tar.xz!c.xml:4");
   EXPECT_THAT(run->problems(), IsEmpty());
 
   // A fourth level is named, not read.
-  const std::string fourth = ArchiveBytes(scratch, Kind::kZip, {{"d.xml", Report({Passed(kKeyA)})}});
+  const std::string fourth =
+      ArchiveBytes(scratch, Kind::kZip, {{"d.xml", Report({Passed(kKeyA)})}});
   const std::string third = ArchiveBytes(scratch, Kind::kTar, {{"d.zip", fourth}});
   const std::string second = ArchiveBytes(scratch, Kind::kTarGz, {{"third.tar", third}});
   WriteArchive(dir_.path() / "run2/first.zip", Kind::kZip,
@@ -1077,7 +1076,9 @@ TEST(IntakeHostile, KeysOutsideTheKeyAlphabetNameTheCodePoint) {
   // A Cyrillic 'е' (U+0435) for the Latin 'e', and a right-to-left override (U+202E).
   for (auto [key, code] : std::vector<std::pair<std::string, std::string>>{
            {"r\xD0\xB5snet/pytorch-50-single_device-inference", "character 2 is U+0435"},
-           {"resnet/pytorch-\xE2\x80\xAE" "05-single_device-inference", "character 16 is U+202E"},
+           {"resnet/pytorch-\xE2\x80\xAE"
+            "05-single_device-inference",
+            "character 16 is U+202E"},
            {"resnet/pytorch-50 x-single_device-inference", "character 18 is U+0020"}}) {
     std::string xml = Report({Passed(key)});
     std::string error = BytesError(xml);
@@ -1089,7 +1090,8 @@ TEST(IntakeHostile, KeysOutsideTheKeyAlphabetNameTheCodePoint) {
     EXPECT_EQ(error.find("\xE2\x80\xAE"), std::string::npos);
     EXPECT_EQ(error.find("\xD0\xB5"), std::string::npos);
   }
-  EXPECT_THAT(BytesError(Report({Passed("resnet/pytorch-\xE2\x80\xAE" "05-single_device-inference")})),
+  EXPECT_THAT(BytesError(Report({Passed("resnet/pytorch-\xE2\x80\xAE"
+                                        "05-single_device-inference")})),
               HasSubstr("[resnet/pytorch-<U+202E>05-single_device-inference]"));
 }
 

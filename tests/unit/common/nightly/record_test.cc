@@ -348,7 +348,6 @@ TEST(RecordOf, APropertyOverTheLimitIsRejected) {
                                  HasSubstr("over the limit")));
 }
 
-
 TEST(CheckKey, EveryKeyOfTtXlasTestConfigFilesPasses) {
   // The key alphabet is derived from these files: every key under `test_config:` of every
   // tests/runner/test_config/**/*.yaml (the placeholders file lists model names for
@@ -384,8 +383,12 @@ TEST(CheckKey, OnlyTheKeyAlphabet) {
            {"r\xD0\xB5snet/pytorch-50-single_device-inference",
             "character 2 is U+0435, not of tt-xla's key alphabet (ASCII letters, digits, '_', "
             "'-', '.', '/' and '+')"},
-           {"resnet/pytorch-\xE2\x80\xAE" "05-single_device-inference", "character 16 is U+202E"},
-           {"resnet/pytorch-\xE2\x80\x8B" "50-single_device-inference", "character 16 is U+200B"},
+           {"resnet/pytorch-\xE2\x80\xAE"
+            "05-single_device-inference",
+            "character 16 is U+202E"},
+           {"resnet/pytorch-\xE2\x80\x8B"
+            "50-single_device-inference",
+            "character 16 is U+200B"},
            {"resnet\xEF\xBC\x8Fpytorch-50-single_device-inference", "character 7 is U+FF0F"},
            {"resnet/pytorch-50:x-single_device-inference", "character 18 is U+003A ':'"},
            {"resnet/pytorch-50*-single_device-inference", "character 18 is U+002A '*'"},
@@ -397,17 +400,18 @@ TEST(CheckKey, OnlyTheKeyAlphabet) {
     // The message shows the key without the character itself.
     EXPECT_EQ(std::string(st.message()).find("\xE2\x80"), std::string::npos) << key;
   }
-  EXPECT_EQ(std::string(CheckKey("resnet/pytorch-\xE2\x80\xAE" "05-single_device-inference")
+  EXPECT_EQ(std::string(CheckKey("resnet/pytorch-\xE2\x80\xAE"
+                                 "05-single_device-inference")
                             .message()),
             "key 'resnet/pytorch-<U+202E>05-single_device-inference' is not a test-config key: "
             "character 16 is U+202E, not of tt-xla's key alphabet (ASCII letters, digits, '_', "
             "'-', '.', '/' and '+')");
   // RecordOf refuses such a testcase, naming where it is.
   testing::Tags tags;
-  EXPECT_THAT(ErrorOf(Case(TorchName("r\xD0\xB5snet/pytorch-50-single_device-inference"),
-                           tags.Literal())),
-              AllOf(StartsWith("run/a.xml:7: test_all_models_torch[r<U+0435>snet/pytorch-50-"),
-                    HasSubstr("U+0435")));
+  EXPECT_THAT(
+      ErrorOf(Case(TorchName("r\xD0\xB5snet/pytorch-50-single_device-inference"), tags.Literal())),
+      AllOf(StartsWith("run/a.xml:7: test_all_models_torch[r<U+0435>snet/pytorch-50-"),
+            HasSubstr("U+0435")));
 }
 
 TEST(CheckPcc, ACorrelationAndAThreshold) {

@@ -111,13 +111,14 @@ class RecordingMetrics : public CoordinatorMetrics {
                     std::string_view stage) override {
     ++outcomes[std::string(playbook) + "/" + std::string(outcome) + "/" + std::string(stage)];
   }
+  void EntryDone(std::string_view playbook) override { ++done[std::string(playbook)]; }
   void RunningSweeps(const std::vector<SweepProgress>& sweeps) override { running = sweeps; }
   void VerifyBatch(std::string_view arch, int n) override {
     verify_batches.push_back(std::string(arch) + "/" + std::to_string(n));
   }
   std::vector<std::string> verify_batches;  // arch/shards per verify grant, in order
   std::map<std::string, int> expired, requeued, stale, shards, agents, unservable, entries,
-      outcomes;
+      outcomes, done;
   int blocked = 0;
   std::vector<SweepProgress> running;
 };
@@ -1406,8 +1407,9 @@ TEST_F(CoordinatorTest, EntriesOfAnEndedSweepAreCountedDoneOnly) {
 }
 
 // triage_entry_outcomes_total counts decided entries, once each and under the label the
-// sweep's counts (and so its report) use: not once per arch and per phase, and not again when a
-// restart replays the store.
+// sweep's counts (and so its report) use, when the sweep's counts settle: not once per arch and
+// per phase, and not again when a restart replays the store. triage_entries_done_total counts
+// them as they are done.
 TEST_F(CoordinatorTest, EntryOutcomesCountEachDecidedEntryOnce) {
   RegisterAgent("cpu", "", true);
   RegisterAgent("n", "n150");
@@ -1439,9 +1441,14 @@ TEST_F(CoordinatorTest, EntryOutcomesCountEachDecidedEntryOnce) {
   for (const auto& [label, n] : ended->entries().by_outcome()) {
     EXPECT_EQ(by_label[label], n) << label;
   }
+  int done = 0;
+  for (const auto& [playbook, n] : metrics_.done) done += n;
+  EXPECT_EQ(done, ended->entries().decided()) << "every entry done with a result, once";
   const auto before = metrics_.outcomes;
+  const auto done_before = metrics_.done;
   Make();  // a restart replays the results: nothing is counted twice
   EXPECT_EQ(metrics_.outcomes, before);
+  EXPECT_EQ(metrics_.done, done_before);
 }
 
 // triage_running_sweep_entries: each running sweep's entries, as its status counts them; an

@@ -100,6 +100,15 @@ const std::vector<Row>& Rows() {
          EXPECT_THAT(s.archs, ElementsAre("p150", "n150"));
        },
        StartDefaults{"replay", {"n300"}}},
+      {"a recheck sweep that names no arch rechecks the single-device archs",
+       [](auto& r) { r.set_recheck_skipped(true); }, "",
+       [](const StartRequest& s) { EXPECT_THAT(s.archs, ElementsAre("n150", "p150")); }},
+      {"a recheck sweep's named archs win",
+       [](auto& r) {
+         r.set_recheck_skipped(true);
+         r.add_archs("p150");
+       },
+       "", [](const StartRequest& s) { EXPECT_THAT(s.archs, ElementsAre("p150")); }},
       {"git_url instead of repo_path",
        [](auto& r) {
          r.clear_repo_path();
@@ -277,20 +286,23 @@ const std::vector<Row>& Rows() {
       {"a nightly record whose pcc is NaN (a failed comparison)",
        [](auto& r) { NightlyRecord(r).set_pcc(std::nan("")); }, "",
        [](const StartRequest& s) { EXPECT_EQ(s.executor, "native"); }},
-      {"a nightly record whose pcc is over 1",
-       [](auto& r) { NightlyRecord(r).set_pcc(1.5); },
+      {"a nightly record whose pcc is over 1", [](auto& r) { NightlyRecord(r).set_pcc(1.5); },
        "nightly run 1 (night): a.xml:4: test_all_models_torch[m/pytorch-Base-single_device-"
        "inference] on n150: pcc 1.5 is not a correlation in [-1, 1]"},
       {"a nightly record whose pcc is infinite",
        [](auto& r) { NightlyRecord(r).set_pcc(INFINITY); },
        "[m/pytorch-Base-single_device-inference] on n150: pcc inf is not a correlation"},
-      {"a nightly record whose pcc is below -1",
-       [](auto& r) { NightlyRecord(r).set_pcc(-1e308); }, "is not a correlation in [-1, 1]"},
+      {"a nightly record whose pcc is below -1", [](auto& r) { NightlyRecord(r).set_pcc(-1e308); },
+       "is not a correlation in [-1, 1]"},
       {"a nightly record whose pcc_threshold is over 1",
        [](auto& r) { NightlyRecord(r).set_pcc_threshold(1.5); },
        "on n150: pcc_threshold 1.5 is not a threshold in [0, 1]"},
       {"a nightly record whose key holds a right-to-left override",
-       [](auto& r) { NightlyRecord(r).set_key("m/pytorch-\xE2\x80\xAE" "esaB-single_device-inference"); },
+       [](auto& r) {
+         NightlyRecord(r).set_key(
+             "m/pytorch-\xE2\x80\xAE"
+             "esaB-single_device-inference");
+       },
        "nightly run 1 (night): a.xml:4: key 'm/pytorch-<U+202E>esaB-single_device-inference' is "
        "not a test-config key: character 11 is U+202E"},
       {"a nightly record whose key holds a Cyrillic letter",

@@ -45,6 +45,28 @@ TEST(ProgressLineTest, StatusSaysProvisionalToo) {
   EXPECT_THAT(out.str(), HasSubstr("(provisional until the merge)"));
 }
 
+// A budget that left candidates unconfirmed says what confirming all of them takes; a recheck
+// sweep has no nightly line (it reads no run).
+TEST(ProgressLineTest, StatusSaysWhatFullConfirmationNeeds) {
+  v1::Sweep s = Running(3, 4);
+  auto* n = s.mutable_nightly();
+  n->set_runs(2);
+  n->set_unconfirmed(1080);
+  n->set_confirm_seconds_planned(7200);
+  n->set_confirm_seconds_needed(9.3 * 3600);
+  std::ostringstream out;
+  PrintSweep(out, s);
+  EXPECT_THAT(out.str(), HasSubstr("unconfirmed=1080"));
+  EXPECT_THAT(out.str(), HasSubstr("budget    confirmations of 2.0 device-hours run, 9.3 needed "
+                                   "to confirm every candidate (--max-device-hours 10)"));
+  EXPECT_THAT(out.str(), HasSubstr("nightly   2 runs"));
+  s.mutable_recheck()->set_selected(40);
+  std::ostringstream recheck;
+  PrintSweep(recheck, s);
+  EXPECT_THAT(recheck.str(), Not(HasSubstr("nightly   ")));
+  EXPECT_THAT(recheck.str(), HasSubstr("recheck   40 of"));
+}
+
 // The problems are printed first, then the line that points at them: "above", not "below".
 TEST(ProgressPrinterTest, ABlockedSweepsLinePointsAtTheProblemsPrintedBeforeIt) {
   v1::Sweep s = Running(2, 26);
