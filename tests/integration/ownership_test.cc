@@ -84,6 +84,9 @@ class OwnershipTest : public ::testing::Test {
     auto second = StartCoordinator(tmp_.path() / "second", agent, control, metrics, "second.log");
     const std::string log = ExpectExitsNonZero(*second, "second.log");
     EXPECT_TRUE(Contains(log, what + ": address in use (another process holds it)")) << log;
+    // One clear line, no gRPC dump before it, and nothing left behind.
+    EXPECT_FALSE(Contains(log, "No address added")) << log;
+    EXPECT_FALSE(std::filesystem::exists(tmp_.path() / "second" / "coordinator.db")) << log;
     ExpectFirstStillServes();
   }
 
@@ -105,19 +108,19 @@ class OwnershipTest : public ::testing::Test {
 TEST_F(OwnershipTest, SecondCoordinatorOnATakenControlPortExitsNamingIt) {
   StartFirst();
   ExpectSecondExitsNaming("127.0.0.1:0", Addr(control_port_), "",
-                          "cannot listen on " + Addr(control_port_));
+                          "--control_address " + Addr(control_port_));
 }
 
 TEST_F(OwnershipTest, SecondCoordinatorOnATakenAgentPortExitsNamingIt) {
   StartFirst();
   ExpectSecondExitsNaming(Addr(agent_port_), "127.0.0.1:0", "",
-                          "cannot listen on " + Addr(agent_port_));
+                          "--agent_address " + Addr(agent_port_));
 }
 
 TEST_F(OwnershipTest, SecondCoordinatorOnATakenMetricsPortExitsNamingIt) {
   StartFirst();
   ExpectSecondExitsNaming("127.0.0.1:0", "127.0.0.1:0", Addr(metrics_port_),
-                          "cannot serve metrics on " + Addr(metrics_port_));
+                          "--metrics_address " + Addr(metrics_port_));
 }
 
 TEST_F(OwnershipTest, SecondCoordinatorOnTheSameDataDirExitsNamingTheOwner) {

@@ -1430,6 +1430,11 @@ TEST_F(CoordinatorTest, EntryOutcomesCountEachDecidedEntryOnce) {
   ASSERT_TRUE(ended.ok());
   ASSERT_EQ(ended->state(), "succeeded");
   ASSERT_GT(ended->entries().decided(), 0);
+  EXPECT_TRUE(metrics_.outcomes.empty()) << "counted when the counts settle, not before";
+  // The sweep's outputs settle its counts (with the merge's labels; none differ here), twice
+  // as a restart that builds the outputs again would: counted once.
+  ASSERT_TRUE(coord_->SettleCounts(sweep.id(), {}).ok());
+  ASSERT_TRUE(coord_->SettleCounts(sweep.id(), {}).ok());
   std::map<std::string, int> by_label;
   int counted = 0;
   for (const auto& [k, v] : metrics_.outcomes) {
