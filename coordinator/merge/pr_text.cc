@@ -265,7 +265,7 @@ std::string RenderParts(const std::vector<Part>& parts, std::size_t fixed,
     if (size <= kBodyBudget / 2) break;
   }
   // What the first lines take, with room for a "more" line under every group that has more;
-  // the budget left holds the folded rest, given out in order.
+  // the budget left holds the folded rest (shared below).
   std::size_t used = fixed;
   for (const auto& p : parts) {
     if (p.groups.empty()) continue;
@@ -276,7 +276,44 @@ std::string RenderParts(const std::vector<Part>& parts, std::size_t fixed,
       if (g.lines.size() > first) used += more(lines).size();
     }
   }
+  // The budget left is shared fairly among the groups with more lines (each gets an equal
+  // share, a group that needs less leaves the rest to the others), so every kind shows some of
+  // its rest, not the first kinds all of theirs.
+  const std::string close = "\n</details>\n";
+  std::vector<std::size_t> want;  // per group with more: bytes of its whole folded rest
+  for (const auto& p : parts) {
+    for (const auto& g : p.groups) {
+      if (g.lines.size() <= first) continue;
+      std::size_t bytes =
+          util::StrCat("\n<details><summary>", g.lines.size(), " more</summary>\n\n").size() +
+          close.size();
+      for (std::size_t i = first; i < g.lines.size(); ++i) bytes += g.lines[i].size();
+      want.push_back(bytes);
+    }
+  }
+  std::vector<std::size_t> share(want.size(), 0);
+  std::size_t left = used < kBodyBudget ? kBodyBudget - used : 0;
+  std::vector<bool> settled(want.size(), false);
+  for (std::size_t open = want.size(); open > 0 && left > 0;) {
+    const std::size_t each = left / open;
+    bool any = false;
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      if (settled[i] || want[i] > each) continue;
+      share[i] = want[i];
+      left -= want[i];
+      settled[i] = true;
+      --open;
+      any = true;
+    }
+    if (!any) {
+      for (std::size_t i = 0; i < want.size(); ++i) {
+        if (!settled[i]) share[i] = each;
+      }
+      break;
+    }
+  }
   std::string out;
+  std::size_t next = 0;  // the group's index in want/share
   for (const auto& p : parts) {
     if (p.groups.empty()) continue;
     // Rebuilt group by group, the folded rest after each group's first lines.
@@ -286,18 +323,17 @@ std::string RenderParts(const std::vector<Part>& parts, std::size_t fixed,
       const std::size_t shown = std::min(first, g.lines.size());
       for (std::size_t i = 0; i < shown; ++i) md += g.lines[i];
       if (shown == g.lines.size()) continue;
+      const std::size_t allowed = share[next++];
       const std::string open =
           util::StrCat("\n<details><summary>", g.lines.size(), " more</summary>\n\n");
-      const std::string close = "\n</details>\n";
       std::size_t i = shown, folded_bytes = open.size() + close.size();
-      for (; i < g.lines.size() && used + folded_bytes + g.lines[i].size() <= kBodyBudget; ++i) {
+      for (; i < g.lines.size() && folded_bytes + g.lines[i].size() <= allowed; ++i) {
         folded_bytes += g.lines[i].size();
       }
       if (i > shown) {
         md += util::StrCat("\n<details><summary>", i - shown, " more</summary>\n\n");
         for (std::size_t k = shown; k < i; ++k) md += g.lines[k];
         md += close;
-        used += folded_bytes;
       }
       if (i < g.lines.size()) md += more(g.lines.size() - i);  // its room is in `used`
     }
@@ -459,9 +495,10 @@ PrText TtXlaText(const json& report, const PrOptions& o) {
       if (order.empty()) continue;
       Group sure{k.title, {}}, alone{k.title, {}};
       for (const auto& key : order) {
+        // Only a change is "proposed from the nightly alone"; what stays is listed once.
         bool no_confirm = false;
         for (const json* item : by_key[key]) no_confirm |= Str(*item, "decision") == "no_confirm";
-        (no_confirm ? alone : sure).lines.push_back(NightlyLine(by_key[key]));
+        (no_confirm && k.change ? alone : sure).lines.push_back(NightlyLine(by_key[key]));
       }
       table.emplace_back(k.title, order.size());
       t.counts[k.id] = order.size();

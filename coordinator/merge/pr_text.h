@@ -6,8 +6,9 @@
 // (a nightly sweep's --no-confirm changes in a part of their own); the entries already at
 // target, flaky and unconfirmed ones; what needs a person, what the landing left out, and where
 // the evidence is. Each group shows its first lines, then the rest folded in <details>, as much
-// as keeps the body under 60,000 characters; the rest is counted and left to report.md.
-// A pure function: `triagectl sweep pr-body` prints it and `sweep apply --commit` commits with it.
+// as keeps the body under 60,000 characters (shared fairly among the groups); the rest is counted
+// and left to report.md. A pure function: `triagectl sweep pr-body` prints it and `sweep apply
+// --commit` commits with it.
 
 #include <map>
 #include <optional>

@@ -208,9 +208,12 @@ TEST(PrText, NightlyEntryIsOneLineWhateverItsArchs) {
 // --no-confirm is the sweep's choice: its changes have their own part, said once, and are not
 // each "a person's".
 TEST(PrText, NoConfirmChangesHaveTheirOwnPart) {
-  json r = NightlyReport({{"demoted", {NightlyItem("k0", "n150", "status: X", "no_confirm")}},
-                          {"promoted", {NightlyItem("k1", "n150", "status: Y", "confirmed")}}},
-                         2);
+  json r = NightlyReport(
+      {{"demoted", {NightlyItem("k0", "n150", "status: X", "no_confirm")}},
+       {"promoted", {NightlyItem("k1", "n150", "status: Y", "confirmed")}},
+       {"flagged",
+        {NightlyItem("k2", "n150", "", "no_confirm"), NightlyItem("k3", "n150", "", "capacity")}}},
+      4);
   auto t = BuildPrText(r, PrRepo::kTtXla);
   ASSERT_TRUE(t.ok());
   EXPECT_EQ(t->title, "Nightly maintenance sw-0007: 1 promoted, 1 demoted");
@@ -223,6 +226,9 @@ TEST(PrText, NoConfirmChangesHaveTheirOwnPart) {
   EXPECT_NE(t->body.find("**1 of the changes were decided from the nightly runs alone"),
             std::string::npos);
   EXPECT_EQ(t->body.find("Needs a person"), std::string::npos);
+  EXPECT_NE(t->body.find("## Not changed\n\n### Flagged for a person (not changed) (2)\n\n- `k2`"),
+            std::string::npos)
+      << "what stays is listed once, whatever its decision: " << t->body;
 }
 
 // A night of tt-xla's size: every group shows its first lines, the rest folded as far as the
