@@ -229,8 +229,12 @@ Placement Place(const inventory::Entry& entry, const std::vector<std::string>& a
     UnitValue top = top_now;
     if (agree && !want.empty()) {
       top = want[0];
-    } else if (auto clean = most_wanted([](const UnitValue& w) { return !w[1].has_value(); });
-               status_unit && clean) {
+    } else if (auto clean = status_unit ? most_wanted([](const UnitValue& w) {
+                 // The status group's second field: its reason.
+                 return !w[1].has_value();
+               })
+                                        : std::nullopt;
+               clean) {
       top = want[*clean];
     } else if (std::none_of(want.begin(), want.end(),
                             [&](const UnitValue& w) { return SameUnit(w, top_now); })) {
