@@ -6,6 +6,7 @@
 #include "common/util/log.h"
 #include "common/util/net.h"
 #include "common/util/strings.h"
+#include "coordinator/server/guard.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -16,78 +17,6 @@ namespace triage::coord {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-std::string_view CodeName(absl::StatusCode code) {
-  switch (code) {
-    case absl::StatusCode::kOk:
-      return "OK";
-    case absl::StatusCode::kCancelled:
-      return "CANCELLED";
-    case absl::StatusCode::kInvalidArgument:
-      return "INVALID_ARGUMENT";
-    case absl::StatusCode::kDeadlineExceeded:
-      return "DEADLINE_EXCEEDED";
-    case absl::StatusCode::kNotFound:
-      return "NOT_FOUND";
-    case absl::StatusCode::kAlreadyExists:
-      return "ALREADY_EXISTS";
-    case absl::StatusCode::kPermissionDenied:
-      return "PERMISSION_DENIED";
-    case absl::StatusCode::kResourceExhausted:
-      return "RESOURCE_EXHAUSTED";
-    case absl::StatusCode::kFailedPrecondition:
-      return "FAILED_PRECONDITION";
-    case absl::StatusCode::kUnimplemented:
-      return "UNIMPLEMENTED";
-    case absl::StatusCode::kUnavailable:
-      return "UNAVAILABLE";
-    case absl::StatusCode::kUnauthenticated:
-      return "UNAUTHENTICATED";
-    default:
-      return "ERROR";
-  }
-}
-
-// Authentication, authorization and the latency metric around every handler.
-class Guard {
- public:
-  Guard(const Authenticator* auth, PrometheusMetrics* metrics) : auth_(auth), metrics_(metrics) {}
-
-  absl::StatusOr<Caller> Check(grpc::CallbackServerContext* ctx, Permission permission,
-                               std::string_view method) const {
-    std::string_view header;
-    const auto& md = ctx->client_metadata();
-    auto it = md.find(rpc::kAuthorizationHeader);
-    if (it != md.end()) header = std::string_view(it->second.data(), it->second.size());
-    auto caller = auth_->Authenticate(header);
-    if (!caller.ok()) return caller.status();
-    if (auto st = Authenticator::Authorize(*caller, permission, method); !st.ok()) return st;
-    return caller;
-  }
-
-  void Observe(std::string_view method, const absl::Status& status, Clock::time_point start) const {
-    if (metrics_ == nullptr) return;
-    metrics_->Rpc(method, CodeName(status.code()),
-                  std::chrono::duration<double>(Clock::now() - start).count());
-  }
-
-  // Runs a unary handler: fn(caller) -> absl::Status.
-  template <typename Fn>
-  grpc::ServerUnaryReactor* Unary(grpc::CallbackServerContext* ctx, std::string_view method,
-                                  Permission permission, Fn fn) const {
-    auto* reactor = ctx->DefaultReactor();
-    const auto start = Clock::now();
-    auto caller = Check(ctx, permission, method);
-    absl::Status st = caller.ok() ? fn(*caller) : caller.status();
-    Observe(method, st, start);
-    reactor->Finish(rpc::ToGrpc(st));
-    return reactor;
-  }
-
- private:
-  const Authenticator* auth_;
-  PrometheusMetrics* metrics_;
-};
 
 // Lease is a long-poll: the reactor finishes when the coordinator calls back. The callback may
 // run before Lease() returns or on another thread, so everything it touches lives in a shared

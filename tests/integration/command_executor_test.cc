@@ -346,7 +346,8 @@ TEST_F(CommandExecutorTest, TheCommandSeesOnlyTheAllowListedEnvironment) {
     std::set<std::string> names;
     for (const auto& e : r.evidence()) {
       if (e.name() != "logs/command-1.log") continue;
-      for (auto line : util::SplitLines(e.content())) {
+      const std::string& log = e.content();
+      for (auto line : util::SplitLines(log)) {
         const auto eq = line.find('=');
         if (eq != std::string_view::npos) names.insert(std::string(line.substr(0, eq)));
       }

@@ -92,7 +92,8 @@ std::string ParamOf(const std::vector<std::string>& lines, int def_line, int hea
   const std::size_t close = header.rfind(')');
   if (open == std::string::npos || close == std::string::npos || close < open) return "";
   std::vector<std::string> params;
-  for (const std::string& p : Split(header.substr(open + 1, close - open - 1), ',')) {
+  const std::string inside = header.substr(open + 1, close - open - 1);
+  for (const std::string& p : Split(inside, ',')) {
     std::string_view t = util::TrimWhitespace(p);
     if (t.empty()) continue;
     t = t.substr(0, std::min(t.find(':'), t.find('=')));

@@ -1,0 +1,48 @@
+#pragma once
+
+// Authentication, authorization and the latency metric around every handler of the
+// coordinator's services (coordinator/server/server.cc).
+
+#include <chrono>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "common/rpc/rpc.h"
+#include "coordinator/metrics/prometheus_metrics.h"
+#include "coordinator/server/auth.h"
+#include "grpcpp/grpcpp.h"
+
+namespace triage::coord {
+
+class Guard {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  Guard(const Authenticator* auth, PrometheusMetrics* metrics) : auth_(auth), metrics_(metrics) {}
+
+  // The caller of ctx, authenticated by its bearer token and authorized for permission.
+  absl::StatusOr<Caller> Check(grpc::CallbackServerContext* ctx, Permission permission,
+                               std::string_view method) const;
+
+  // The call's latency and status code, in triage_rpc_seconds (when there are metrics).
+  void Observe(std::string_view method, const absl::Status& status, Clock::time_point start) const;
+
+  // Runs a unary handler: fn(caller) -> absl::Status.
+  template <typename Fn>
+  grpc::ServerUnaryReactor* Unary(grpc::CallbackServerContext* ctx, std::string_view method,
+                                  Permission permission, Fn fn) const {
+    auto* reactor = ctx->DefaultReactor();
+    const auto start = Clock::now();
+    auto caller = Check(ctx, permission, method);
+    absl::Status st = caller.ok() ? fn(*caller) : caller.status();
+    Observe(method, st, start);
+    reactor->Finish(rpc::ToGrpc(st));
+    return reactor;
+  }
+
+ private:
+  const Authenticator* auth_;
+  PrometheusMetrics* metrics_;
+};
+
+}  // namespace triage::coord
