@@ -2,6 +2,10 @@
 # install missing packages, configure with CMake + Ninja into build/, build, then run.
 BUILD_DIR ?= build
 BUILD_TYPE ?= RelWithDebInfo
+# RelWithDebInfo with line tables only (-g1): backtraces, sanitizer reports and perf keep file and
+# line, and the build on 2 cores takes about a quarter less than with full debug info (-g).
+# BUILD_TYPE=Debug for a debugger's locals.
+RELWITHDEBINFO_FLAGS ?= -O2 -g1 -DNDEBUG
 JOBS ?= $(shell nproc)
 CTEST_ARGS ?=
 # make fuzz: seconds per target (make test's regression run uses FUZZ_CHECK_SECONDS)
@@ -19,10 +23,12 @@ deps:
 	@scripts/install-deps.sh
 
 $(BUILD_DIR)/build.ninja: CMakeLists.txt
-	cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE)
+	cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) \
+	  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$(RELWITHDEBINFO_FLAGS)"
 
 configure: deps
-	cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE)
+	cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) \
+	  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$(RELWITHDEBINFO_FLAGS)"
 
 build: configure
 	cmake --build $(BUILD_DIR) -j $(JOBS)

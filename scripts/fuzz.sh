@@ -39,7 +39,7 @@ if [[ ! -f "$build/build.ninja" ]]; then
   # -O1 without NDEBUG: assertions (ours, absl's, nlohmann's) stay on.
   cmake -S . -B "$build" -G Ninja "${launcher[@]}" \
     -DCMAKE_CXX_COMPILER="$cxx" \
-    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
     -DTRIAGE_FUZZ=ON -DTRIAGE_BUILD_TESTS=OFF -DTRIAGE_BUILD_BENCH=OFF >/dev/null
 fi
 build_targets=()
