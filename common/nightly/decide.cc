@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/junit/reason.h"
 #include "common/nightly/behaviour.h"
 #include "common/util/strings.h"
 
@@ -79,7 +80,27 @@ bool Change(std::string kind, const v1::NightlyCandidate& c,
   const double threshold = c.has_required_pcc() ? c.required_pcc() : kDefaultRequiredPcc;
   const bool far = !worst || std::isnan(*worst) || *worst <= o.pcc_far_below + 1e-12;
   auto pcc_comment = [&]() {
-    if (worst) f.set_pcc_comment(util::StrCat(Pcc(*worst), " on ", c.arch()));
+    if (worst && o.policy.pcc_comment != "none") {
+      f.set_pcc_comment(util::StrCat(Pcc(*worst), " on ", c.arch()));
+    }
+  };
+  // A nonsense PCC under the xfail policy: KNOWN_FAILURE_XFAIL with INCORRECT_RESULT and the
+  // comparison's figures in the reason.
+  auto xfail_incorrect = [&]() {
+    SetString(e, "status", "KNOWN_FAILURE_XFAIL");
+    SetString(e, "bringup_status", "INCORRECT_RESULT");
+    char buf[96];
+    if (worst && !std::isnan(*worst)) {
+      std::snprintf(buf, sizeof(buf), "PCC comparison failed (calc ~%.2f, required %.2f)", *worst,
+                    threshold);
+    } else {
+      std::snprintf(buf, sizeof(buf), "PCC comparison failed (calc nan, required %.2f)", threshold);
+    }
+    SetString(e, "reason", buf);
+    e.add_delete_("assert_pcc");
+    e.add_delete_("required_pcc");
+    out.set_stage("INCORRECT_RESULT");
+    out.set_reason(buf);
   };
   if (kind == "promote" || kind == "add_config") {
     SetString(e, "status", "EXPECTED_PASSING");
@@ -89,6 +110,7 @@ bool Change(std::string kind, const v1::NightlyCandidate& c,
     }
     // Rule P: the worst PCC of every deciding run, nightly and confirmation alike.
     const bool below = worst && (std::isnan(*worst) || *worst < threshold);
+    if (below && far && o.policy.nonsense == "xfail") return false;
     if (below) {
       if (!far && FloorThreshold(*worst, o) < threshold - 1e-9) {
         SetFloat(e, "required_pcc", FloorThreshold(*worst, o));
@@ -112,6 +134,11 @@ bool Change(std::string kind, const v1::NightlyCandidate& c,
       SetFloat(e, "required_pcc", to);
     }
     pcc_comment();
+  } else if ((kind == "lower_pcc" || kind == "disable_pcc" || kind == "demote_xfail") && far &&
+             o.policy.nonsense == "xfail" && !c.nightly().empty() &&
+             BehaviourOf(Freshest(c, confirmations)) == Behaviour::kIncorrect) {
+    kind = "demote_xfail";
+    xfail_incorrect();
   } else if (kind == "lower_pcc" || kind == "disable_pcc") {
     if (!far && FloorThreshold(*worst, o) < threshold - 1e-9) {
       kind = "lower_pcc";
@@ -129,7 +156,9 @@ bool Change(std::string kind, const v1::NightlyCandidate& c,
     if (reason.empty()) return false;
     if (kind == "demote_xfail" || kind == "unskip_xfail") {
       SetString(e, "status", "KNOWN_FAILURE_XFAIL");
-      SetString(e, "bringup_status", stage.empty() ? "UNKNOWN" : stage);
+      if (!stage.empty() || o.policy.unknown_stage != "omit") {
+        SetString(e, "bringup_status", stage.empty() ? "UNKNOWN" : stage);
+      }
     } else {
       if (!StaleReason(c.reason(), c.bringup_status(), r)) return false;
       if (!c.bringup_status().empty() && !stage.empty() && stage != c.bringup_status()) {
@@ -144,11 +173,21 @@ bool Change(std::string kind, const v1::NightlyCandidate& c,
     const Behaviour b = BehaviourOf(r);
     std::string stage = FailureStage(r);
     std::string reason;
+    // The policy's form, or the run's own error (the runner's, not pytest's timeout line);
+    // the fixed form when it left none.
+    auto form = [&](const std::string& policy) -> std::string {
+      if (policy != "message") return policy;
+      for (const std::string* text : {&r.real_error(), &r.error_message()}) {
+        std::string own = junit::NormalizeReason(*text);
+        if (!own.empty()) return own;
+      }
+      return b == Behaviour::kHang ? "Hang" : "Host OOM: killed by signal 9";
+    };
     if (b == Behaviour::kHang) {
-      reason = "Hang";
+      reason = form(o.policy.hang_reason);
       if (stage != "FAILED_TTMLIR_COMPILATION") stage = "FAILED_RUNTIME";
     } else if (b == Behaviour::kOomKill) {
-      reason = "Host OOM: killed by signal 9";
+      reason = form(o.policy.oom_reason);
       stage = "FAILED_RUNTIME";
     } else {
       reason = ErrorReason(r);
@@ -156,7 +195,7 @@ bool Change(std::string kind, const v1::NightlyCandidate& c,
       if (stage.empty()) stage = "FAILED_RUNTIME";
     }
     SetString(e, "status", "NOT_SUPPORTED_SKIP");
-    SetString(e, "bringup_status", stage);
+    if (o.policy.skip_bringup_status != "omit") SetString(e, "bringup_status", stage);
     SetString(e, "reason", reason);
     out.set_stage(stage);
     out.set_reason(reason);
@@ -176,6 +215,9 @@ bool Agree(const v1::NightlyCandidate& c, const std::vector<v1::NightlyRecord>& 
     return AllOf(runs, [](Behaviour b) { return b == Behaviour::kPass; });
   }
   if (kind == "lower_pcc" || kind == "disable_pcc") {
+    return AllOf(runs, [](Behaviour b) { return b == Behaviour::kIncorrect; });
+  }
+  if (kind == "demote_xfail" && c.expect() == "incorrect") {
     return AllOf(runs, [](Behaviour b) { return b == Behaviour::kIncorrect; });
   }
   if (kind == "demote_xfail" || kind == "refresh_reason" || kind == "unskip_xfail") {
@@ -220,8 +262,10 @@ std::optional<double> WorstPcc(const v1::NightlyCandidate& c,
 
 v1::EntryOutcome DecideNightly(const v1::ShardEntry& entry,
                                const std::vector<v1::NightlyRecord>& confirmations,
-                               const RuleOptions& o, DecideMode mode) {
+                               const RuleOptions& options, DecideMode mode) {
   const v1::NightlyCandidate& c = entry.nightly();
+  const RuleOptions o =
+      c.nightly().empty() ? options : ForRecord(options, c.nightly(c.nightly_size() - 1));
   v1::EntryOutcome out = Base(entry);
   v1::NightlyFinding& f = *out.mutable_nightly();
   *f.mutable_confirmations() = {confirmations.begin(), confirmations.end()};

@@ -152,6 +152,25 @@ RuleOptions RuleOptionsFrom(const v1::NightlyOptions& p) {
   if (p.pcc_far_below() > 0) o.pcc_far_below = p.pcc_far_below();
   if (p.regression_runs() > 0) o.regression_runs = p.regression_runs();
   if (p.promote_runs() > 0) o.promote_runs = p.promote_runs();
+  o.policy.grid = o.pcc_step;
+  o.policy.margin = o.pcc_margin;
+  o.policy.lowest["default"] = o.pcc_far_below;
+  return o;
+}
+
+RuleOptions WithPolicy(RuleOptions o, const Policy& policy) {
+  o.policy = policy;
+  o.pcc_step = policy.grid;
+  o.pcc_margin = policy.margin;
+  o.pcc_far_below = policy.Lowest("", "");
+  return o;
+}
+
+RuleOptions ForRecord(const RuleOptions& options, const v1::NightlyRecord& record) {
+  RuleOptions o = options;
+  if (o.policy.lowest.size() > 1) {
+    o.pcc_far_below = o.policy.Lowest(record.parallelism(), record.run_mode());
+  }
   return o;
 }
 
@@ -239,11 +258,12 @@ int MinDevices(std::string_view parallelism, std::string_view arch) {
   return 1;
 }
 
-Judgement Judge(const History& h, const OnArch& yaml, const RuleOptions& o) {
+Judgement Judge(const History& h, const OnArch& yaml, const RuleOptions& options) {
   Judgement none;
   const std::vector<const v1::NightlyRecord*> telling = Telling(h);
   if (h.records.empty() || BehaviourOf(h.records.back()) == Behaviour::kSkipped) return none;
   const v1::NightlyRecord& latest = h.records.back();
+  const RuleOptions o = ForRecord(options, latest);
   const Behaviour now = BehaviourOf(latest);
   v1::NightlyCandidate c = Base(h, yaml, telling);
   const auto promote_runs = Latest(telling, o.promote_runs);
@@ -283,7 +303,15 @@ Judgement Judge(const History& h, const OnArch& yaml, const RuleOptions& o) {
                                   ": it would take the CI job down, so NOT_SUPPORTED_SKIP"));
   }
   if (xfail) {
-    if (All(promote_runs, RanToEnd)) return Promote(std::move(c), promote_runs, o);  // rows 1-3
+    if (All(promote_runs, RanToEnd)) {  // rows 1-3
+      // A nonsense PCC under the xfail policy: the test stays what it is.
+      if (o.policy.nonsense == "xfail" &&
+          !All(promote_runs, [](Behaviour b) { return b == Behaviour::kPass; }) &&
+          FarBelow(Worst(promote_runs), o)) {
+        return none;
+      }
+      return Promote(std::move(c), promote_runs, o);
+    }
     if (now == Behaviour::kFail && StaleReason(yaml.reason, yaml.bringup_status, latest)) {
       return Candidate(
           std::move(c), "refresh_reason", "fail",
@@ -305,6 +333,12 @@ Judgement Judge(const History& h, const OnArch& yaml, const RuleOptions& o) {
         return Candidate(std::move(c), "lower_pcc", "incorrect",
                          util::StrCat("near miss: worst ", Pcc(worst), " below required ",
                                       Fixed2(threshold), ", above ", Fixed2(o.pcc_far_below)));
+      }
+      if (o.policy.nonsense == "xfail") {
+        return Candidate(std::move(c), "demote_xfail", "incorrect",
+                         util::StrCat("far below: worst ", Pcc(worst), " at or below ",
+                                      Fixed2(o.pcc_far_below), " (required ", Fixed2(threshold),
+                                      "): KNOWN_FAILURE_XFAIL, INCORRECT_RESULT"));
       }
       return Candidate(std::move(c), "disable_pcc", "incorrect",
                        util::StrCat("far below: worst ", Pcc(worst), " at or below ",

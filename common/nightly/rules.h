@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/inventory/document.h"
+#include "common/nightly/policy.h"
 #include "common/util/text.h"
 #include "triage/v1/nightly.pb.h"
 
@@ -24,8 +25,16 @@ struct RuleOptions {
   double pcc_far_below = 0.97;
   int regression_runs = 2;
   int promote_runs = 2;
+  // The policy's knobs (docs/nightly.md, "The policy"); its grid, margin and default lowest
+  // threshold are pcc_step, pcc_margin and pcc_far_below.
+  Policy policy;
 };
 RuleOptions RuleOptionsFrom(const v1::NightlyOptions& options);
+// The options with a policy's knobs (pcc_step, pcc_margin and pcc_far_below from it).
+RuleOptions WithPolicy(RuleOptions options, const Policy& policy);
+// The options for one test: pcc_far_below is the policy's lowest threshold for the record's
+// parallelism and run mode.
+RuleOptions ForRecord(const RuleOptions& options, const v1::NightlyRecord& record);
 // The request's options back, defaults written out (what a sweep records and reports).
 v1::NightlyOptions ToProto(const RuleOptions& options);
 

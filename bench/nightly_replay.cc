@@ -1,0 +1,591 @@
+// nightly_replay: tt-xla's real maintenance rounds replayed through the nightly rules, and the
+// result compared field by field with what the engineers wrote (docs/nightly.md, "Replaying the
+// rounds engineers landed").
+//
+// Each round of the commits file (one JSON object per line: the round's changed entries with
+// their fields before and after, and the PCC figures its pull request quotes) is presented the
+// way a night would present it:
+//   - the checkout: every changed entry as it was before the round, in its test-config file;
+//   - the night: per entry and arch the runner ran it on, two runs whose records are what CI
+//     showed, synthesized from the entry after the round (the engineer's reading of CI) and the
+//     figures the PR quotes (the PCC measured; when the PR quotes none, one the engineer's
+//     threshold admits);
+//   - the rules: Judge, then DecideNightly confirmed by two fleet runs that behave alike, then
+//     Place and the editor (a skipped entry goes through the recheck sweep's DecideRecheck:
+//     skips do not run at night).
+// Fields compared per entry and arch, as the entry resolves there: status, assert_pcc,
+// required_pcc (0.99 when absent), bringup_status and the reason without its tracking link.
+// "changed" fields are those the engineer changed; a "spurious" field is one the engineer left
+// as it was and the farm changed.
+//
+//   nightly_replay [--commits FILE] [--misses N] [--json FILE]
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "common/inventory/document.h"
+#include "common/inventory/editor.h"
+#include "common/inventory/key.h"
+#include "common/nightly/behaviour.h"
+#include "common/nightly/decide.h"
+#include "common/nightly/placement.h"
+#include "common/nightly/rules.h"
+#include "common/util/strings.h"
+#include "nlohmann/json.hpp"
+
+namespace triage::bench {
+namespace {
+
+using nightly::OnArch;
+using nlohmann::json;
+
+constexpr std::string_view kTestConfigDir = "tests/runner/test_config/";
+
+// ---- The checkout: entries rendered as a test-config file ----------------------------------
+
+std::string Scalar(const json& v) {
+  if (v.is_string()) return inventory::DoubleQuote(v.get<std::string>());
+  if (v.is_boolean()) return v.get<bool>() ? "true" : "false";
+  if (v.is_number_integer()) return std::to_string(v.get<long long>());
+  if (v.is_number()) {
+    char buf[40];
+    std::snprintf(buf, sizeof(buf), "%.10g", v.get<double>());
+    std::string s = buf;
+    if (s.find_first_of(".e") == std::string::npos) s += ".0";
+    return s;
+  }
+  return "null";
+}
+
+void RenderFields(const json& fields, int indent, std::string& out) {
+  const std::string pad(indent, ' ');
+  for (const auto& [name, v] : fields.items()) {
+    if (v.is_object()) {
+      out += util::StrCat(pad, name, ":\n");
+      RenderFields(v, indent + 2, out);
+    } else if (v.is_array()) {
+      std::vector<std::string> items;
+      for (const auto& item : v) items.push_back(Scalar(item));
+      out += util::StrCat(pad, name, ": [", util::StrJoin(items, ", "), "]\n");
+    } else {
+      out += util::StrCat(pad, name, ": ", Scalar(v), "\n");
+    }
+  }
+}
+
+// One test-config file holding these entries (key, fields), null fields left out.
+std::string RenderFile(const std::vector<std::pair<std::string, const json*>>& entries) {
+  std::string out = "test_config:\n";
+  for (const auto& [key, fields] : entries) {
+    if (fields == nullptr || fields->is_null()) continue;
+    out += util::StrCat("  ", inventory::DoubleQuote(key), ":\n");
+    // status first, as tt-xla writes entries.
+    json ordered = json::object();
+    if (fields->contains("status")) ordered["status"] = (*fields)["status"];
+    RenderFields(ordered, 4, out);
+    json rest = *fields;
+    rest.erase("status");
+    RenderFields(rest, 4, out);
+  }
+  return out;
+}
+
+// The YAML file the round's file is today (a .py round: the .yaml of the same name).
+std::string YamlPath(std::string file) {
+  if (file.ends_with(".py")) file = file.substr(0, file.size() - 3) + ".yaml";
+  return file;
+}
+
+// ---- The night: records synthesized from the engineer's reading of CI -----------------------
+
+std::vector<std::string> Archs(const std::string& key, const json& before, const json& after) {
+  std::set<std::string> out;
+  for (const json* e : {&before, &after}) {
+    if (e->is_null()) continue;
+    if (auto it = e->find("supported_archs"); it != e->end() && it->is_array()) {
+      for (const auto& a : *it) out.insert(a.get<std::string>());
+    }
+  }
+  if (out.empty()) {
+    if (inventory::IsTensorParallelKey(key)) {
+      out.insert(std::string(inventory::kTensorParallelArch));
+    } else {
+      out = {"n150", "p150"};
+    }
+  }
+  for (const json* e : {&before, &after}) {
+    if (e->is_null()) continue;
+    if (auto it = e->find("arch_overrides"); it != e->end() && it->is_object()) {
+      for (const auto& [arch, v] : it->items()) out.insert(arch);
+    }
+  }
+  return {out.begin(), out.end()};
+}
+
+// The PCC the PR quotes for the key on the arch: the lowest number of a figure line that names
+// the arch, else of any figure line; nullopt when it quotes none.
+std::optional<double> Figure(const json& figures, const std::string& arch) {
+  std::optional<double> named, any;
+  for (const auto& f : figures) {
+    const std::string line = f.value("line", "");
+    const bool names = line.find(arch) != std::string::npos;
+    for (const auto& n : f.value("numbers", json::array())) {
+      double v = 0;
+      try {
+        v = std::stod(n.get<std::string>());
+      } catch (...) {
+        continue;
+      }
+      if (v <= -1 || v >= 1) continue;
+      if (!any || v < *any) any = v;
+      if (names && (!named || v < *named)) named = v;
+    }
+  }
+  return named ? named : any;
+}
+
+// A PCC a reason quotes ("pcc=0.1442", "calc ~0.52", "Calculated: pcc=0.98"), if any.
+std::optional<double> PccInText(const std::string& text) {
+  static const std::regex kPcc(R"((?:pcc|PCC|calc)[^0-9\-]{0,12}(-?[01]?\.[0-9]+))");
+  std::smatch m;
+  if (std::regex_search(text, m, kPcc)) return std::stod(m[1].str());
+  return std::nullopt;
+}
+
+std::string Lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+struct Synth {
+  v1::NightlyRecord record;
+  std::string how;  // how the record was made, for the misses listing
+};
+
+Synth Synthesize(const std::string& key, const std::string& arch, const OnArch& before,
+                 const OnArch& after, std::optional<double> figure) {
+  Synth s;
+  v1::NightlyRecord& r = s.record;
+  r.set_test_function(std::string(inventory::TestFunctionOfKey(key)));
+  r.set_key(key);
+  r.set_arch(arch);
+  r.set_parallelism(inventory::IsTensorParallelKey(key)                ? "tensor_parallel"
+                    : key.find("-data_parallel-") != std::string::npos ? "data_parallel"
+                                                                       : "single_device");
+  r.set_run_mode(key.ends_with("-training") ? "training" : "inference");
+  r.set_model_test_status(util::StrCat("ModelTestStatus.", before.status));
+  const double before_threshold = before.required_pcc.value_or(nightly::kDefaultRequiredPcc);
+  r.set_pcc_threshold(before_threshold);
+  r.set_pcc_assertion_enabled(before.assert_pcc);
+  const bool before_xfail = before.status == "KNOWN_FAILURE_XFAIL";
+  auto quoted_pcc = [&]() -> std::optional<double> {
+    if (figure) return figure;
+    if (auto p = PccInText(after.reason)) return p;
+    return PccInText(before.reason);
+  };
+  auto ran = [&](double pcc) {
+    r.set_pcc(pcc);
+    const bool below = before.assert_pcc && pcc < before_threshold;
+    r.set_bringup_status(below ? "BringupStatus.INCORRECT_RESULT" : "BringupStatus.PASSED");
+    r.set_outcome(below || before_xfail
+                      ? (before_xfail ? v1::NightlyRecord::XFAILED : v1::NightlyRecord::FAILED)
+                      : v1::NightlyRecord::PASSED);
+    if (!below && before_xfail) r.set_outcome(v1::NightlyRecord::PASSED);
+  };
+  if (after.status == "EXPECTED_PASSING") {
+    if (after.assert_pcc) {
+      const double t = after.required_pcc.value_or(nightly::kDefaultRequiredPcc);
+      double pcc = figure ? *figure : (t < nightly::kDefaultRequiredPcc ? t + 0.002 : 0.995);
+      s.how = figure ? "ran, PCC quoted" : "ran, PCC within the engineer's threshold";
+      ran(pcc);
+    } else {
+      auto p = quoted_pcc();
+      s.how = p ? "ran, PCC quoted" : "ran, PCC check off, no figure: 0.5";
+      ran(p.value_or(0.5));
+    }
+    return s;
+  }
+  const std::string reason(nightly::WithoutUrl(after.reason));
+  const std::string low = Lower(after.reason);
+  if (after.status == "KNOWN_FAILURE_XFAIL") {
+    if (after.bringup_status == "INCORRECT_RESULT" || low.find("pcc") != std::string::npos) {
+      auto p = quoted_pcc();
+      s.how = p ? "incorrect result, PCC quoted" : "incorrect result, no figure: 0.5";
+      r.set_pcc(p.value_or(0.5));
+      r.set_bringup_status("BringupStatus.INCORRECT_RESULT");
+      r.set_outcome(before_xfail ? v1::NightlyRecord::XFAILED : v1::NightlyRecord::FAILED);
+      r.set_error_message(reason);
+      return s;
+    }
+    s.how = "failed with the reason's error";
+    r.set_bringup_status(util::StrCat("BringupStatus.", after.bringup_status.starts_with("FAILED_")
+                                                            ? after.bringup_status
+                                                            : "UNKNOWN"));
+    r.set_outcome(before_xfail ? v1::NightlyRecord::XFAILED : v1::NightlyRecord::FAILED);
+    r.set_error_message(reason.empty() ? "failed" : reason);
+    r.set_failure(r.error_message());
+    return s;
+  }
+  // NOT_SUPPORTED_SKIP: the run took the job down; the reason says how, if it says.
+  r.set_outcome(v1::NightlyRecord::FAILED);
+  r.set_error_message(reason);
+  r.set_failure(reason);
+  r.set_bringup_status(util::StrCat("BringupStatus.", after.bringup_status.starts_with("FAILED_")
+                                                          ? after.bringup_status
+                                                          : "UNKNOWN"));
+  auto has = [&](std::initializer_list<std::string_view> words) {
+    for (auto w : words) {
+      if (low.find(w) != std::string::npos) return true;
+    }
+    return false;
+  };
+  if (has({"hang", "timed out", "timeout", "time out"})) {
+    r.set_timed_out(true);
+    s.how = "hung (the reason says)";
+  } else if (has({"signal 9", "oom", "out of memory", "memory", "killed"})) {
+    r.set_crash_signal(9);
+    s.how = "killed for host memory (the reason says)";
+  } else if (has({"segmentation", "signal 11", "segfault"})) {
+    r.set_crash_signal(11);
+    s.how = "crashed, SIGSEGV (the reason says)";
+  } else {
+    r.set_crash_signal(6);
+    s.how = "crashed (the reason names no cause: an abort)";
+  }
+  return s;
+}
+
+// ---- The comparison ------------------------------------------------------------------------
+
+constexpr std::string_view kFields[] = {"status", "assert_pcc", "required_pcc", "bringup_status",
+                                        "reason"};
+
+std::string Collapse(std::string_view s) {
+  std::string out;
+  bool space = false;
+  for (char c : s) {
+    if (c == ' ' || c == '\t' || c == '\n') {
+      space = !out.empty();
+      continue;
+    }
+    if (space) out += ' ';
+    space = false;
+    out += c;
+  }
+  return out;
+}
+
+std::string FieldOf(const OnArch& y, std::string_view field) {
+  if (!y.exists) return "<no entry>";
+  if (field == "status") return y.status;
+  if (field == "assert_pcc") return y.assert_pcc ? "true" : "false";
+  if (field == "required_pcc") {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%.4f", y.required_pcc.value_or(nightly::kDefaultRequiredPcc));
+    return buf;
+  }
+  if (field == "bringup_status") return y.bringup_status;
+  return Collapse(nightly::WithoutUrl(y.reason));
+}
+
+struct Tally {
+  int fields = 0, agree = 0;           // every field the engineer's entry has, per arch
+  int changed = 0, changed_agree = 0;  // the fields the engineer changed
+  int unchanged = 0, spurious = 0;     // fields the engineer left; the farm changed
+  int entries = 0, entries_exact = 0;  // entries with every field as the engineer's
+  void Add(const Tally& o) {
+    fields += o.fields, agree += o.agree, changed += o.changed, changed_agree += o.changed_agree;
+    unchanged += o.unchanged, spurious += o.spurious, entries += o.entries;
+    entries_exact += o.entries_exact;
+  }
+};
+
+std::string Pct(int a, int b) {
+  if (b == 0) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f%%", 100.0 * a / b);
+  return buf;
+}
+
+std::string Quarter(const std::string& date) {
+  const int month = std::stoi(date.substr(5, 2));
+  return util::StrCat(date.substr(0, 4), "-Q", (month - 1) / 3 + 1);
+}
+
+struct Miss {
+  std::string round, key, arch, field, before, engineer, farm, how, kind;
+};
+
+// ---- One entry replayed ---------------------------------------------------------------------
+
+struct EntryResult {
+  Tally tally;
+  std::vector<Miss> misses;
+  std::string error;  // the replay could not read or edit the entry
+};
+
+const inventory::Entry* Only(const inventory::Document& doc) {
+  return doc.entries().empty() ? nullptr : &doc.entries().front();
+}
+
+EntryResult ReplayEntry(const json& round, const json& e, const nightly::RuleOptions& options) {
+  EntryResult res;
+  const std::string key = e["key"].get<std::string>();
+  const std::string path = YamlPath(e["file"].get<std::string>());
+  const json& before = e["before"];
+  const json& after = e["after"];
+  if (after.is_null()) {
+    res.error = "the engineer removed the entry (the rules never remove one)";
+    return res;
+  }
+  const inventory::Document before_doc =
+      inventory::Document::Parse(path, RenderFile({{key, &before}}));
+  const inventory::Document after_doc =
+      inventory::Document::Parse(path, RenderFile({{key, &after}}));
+  if (!before_doc.ok() || !after_doc.ok()) {
+    const auto& d = !before_doc.ok() ? before_doc : after_doc;
+    res.error = util::StrCat("not read: ", d.diagnostics().front().message);
+    return res;
+  }
+  const inventory::Entry* b_entry = Only(before_doc);
+  const inventory::Entry* a_entry = Only(after_doc);
+  const std::vector<std::string> archs = Archs(key, before, after);
+
+  // The night and the rules, arch by arch.
+  std::map<std::string, Synth> synth;
+  for (const auto& arch : archs) {
+    synth[arch] = Synthesize(key, arch, nightly::Resolve(b_entry, arch),
+                             nightly::Resolve(a_entry, arch), Figure(e["pr_figures"], arch));
+  }
+  std::vector<nightly::ArchTarget> targets;
+  std::map<std::string, std::string> kinds;
+  for (const auto& arch : archs) {
+    const OnArch yaml = nightly::Resolve(b_entry, arch);
+    const v1::NightlyRecord& rec = synth[arch].record;
+    const std::vector<v1::NightlyRecord> runs = {rec, rec};
+    v1::ShardEntry se;
+    se.set_key(key);
+    se.set_file(path);
+    v1::EntryOutcome out;
+    if (yaml.exists && yaml.status == "NOT_SUPPORTED_SKIP") {
+      v1::NightlyCandidate& c = *se.mutable_nightly();
+      c.set_kind("recheck");
+      c.set_arch(arch);
+      c.set_test_function(rec.test_function());
+      c.set_status(yaml.status);
+      c.set_reason(yaml.reason);
+      c.set_bringup_status(yaml.bringup_status);
+      if (yaml.required_pcc) c.set_required_pcc(*yaml.required_pcc);
+      c.set_assert_pcc(yaml.assert_pcc);
+      for (const auto& a : archs) c.add_archs(a);
+      out = nightly::DecideRecheck(se, runs, options);
+    } else {
+      nightly::History h;
+      h.test_function = rec.test_function();
+      h.key = key;
+      h.arch = arch;
+      h.records = runs;
+      for (const auto& other : archs) {
+        if (other != arch && nightly::RanToEnd(nightly::BehaviourOf(synth[other].record))) {
+          h.completed_elsewhere.push_back(other);
+        }
+      }
+      nightly::Judgement j = nightly::Judge(h, yaml, options);
+      if (j.kind != nightly::Judgement::Kind::kCandidate) continue;
+      *se.mutable_nightly() = j.candidate;
+      for (const auto& a : archs) se.mutable_nightly()->add_archs(a);
+      out = nightly::DecideNightly(se, runs, options, nightly::DecideMode::kConfirm);
+    }
+    if (!out.changed()) continue;
+    kinds[arch] = out.nightly().kind();
+    nightly::ArchTarget t;
+    t.arch = arch;
+    t.edit = out.edit();
+    t.pcc_comment = out.nightly().pcc_comment();
+    targets.push_back(std::move(t));
+  }
+
+  // The farm's entry: its archs' targets placed and written by the editor.
+  std::optional<inventory::Document> farm_doc;
+  if (!targets.empty()) {
+    std::vector<inventory::EntryEdit> edits;
+    if (b_entry == nullptr) {
+      if (targets.size() == archs.size()) edits.push_back(nightly::NewEntry(key, targets[0].edit));
+    } else {
+      edits = nightly::Place(*b_entry, archs, targets).edits;
+    }
+    if (!edits.empty()) {
+      std::optional<inventory::Document> empty;
+      if (b_entry == nullptr) empty = inventory::Document::Parse(path, "test_config:\n");
+      const inventory::Document& base = b_entry == nullptr ? *empty : before_doc;
+      auto text = inventory::ApplyEdits(base, edits);
+      if (!text.ok()) {
+        res.error = util::StrCat("edit refused: ", util::MessageOf(text.status()));
+        return res;
+      }
+      farm_doc = inventory::Document::Parse(path, *text);
+    }
+  }
+  const inventory::Entry* f_entry =
+      farm_doc ? farm_doc->Find(key) : (b_entry == nullptr ? nullptr : b_entry);
+
+  bool exact = true;
+  for (const auto& arch : archs) {
+    const OnArch b = nightly::Resolve(b_entry, arch);
+    const OnArch a = nightly::Resolve(a_entry, arch);
+    const OnArch f = nightly::Resolve(f_entry, arch);
+    for (std::string_view field : kFields) {
+      const std::string bv = FieldOf(b, field), av = FieldOf(a, field), fv = FieldOf(f, field);
+      const bool engineer_wrote = !(av.empty() && bv.empty());
+      if (engineer_wrote) {
+        ++res.tally.fields;
+        res.tally.agree += av == fv;
+      }
+      if (av != bv) {
+        ++res.tally.changed;
+        res.tally.changed_agree += av == fv;
+      } else {
+        ++res.tally.unchanged;
+        res.tally.spurious += fv != bv;
+      }
+      if (av != fv) {
+        exact = false;
+        res.misses.push_back(
+            {util::StrCat(round["short"].get<std::string>(), " ", round["date"].get<std::string>()),
+             key, arch, std::string(field), bv, av, fv, synth[arch].how,
+             kinds.count(arch) ? kinds[arch] : "none"});
+      }
+    }
+  }
+  res.tally.entries = 1;
+  res.tally.entries_exact = exact;
+  return res;
+}
+
+void PrintRow(const std::string& name, const Tally& t) {
+  std::printf("| %-26s | %7d | %7s | %7d | %7s | %9d | %8d | %7d | %7s |\n", name.c_str(), t.fields,
+              Pct(t.agree, t.fields).c_str(), t.changed, Pct(t.changed_agree, t.changed).c_str(),
+              t.unchanged, t.spurious, t.entries, Pct(t.entries_exact, t.entries).c_str());
+}
+
+int Main(int argc, char** argv) {
+  CLI::App app{
+      "nightly_replay: tt-xla's maintenance rounds replayed through the nightly rules, compared "
+      "field by field with what the engineers wrote"};
+  std::string commits = std::string(TRIAGE_SHARED_DIR) + "/data/maintenance/commits.jsonl";
+  int show_misses = 0;
+  std::string json_out, policy_file;
+  app.add_option("--policy", policy_file,
+                 "a nightly policy file (docs/nightly.md, \"The policy\")");
+  app.add_option("--commits", commits, "the rounds, one JSON object per line")
+      ->capture_default_str();
+  app.add_option("--misses", show_misses, "list this many fields the farm wrote otherwise");
+  app.add_option("--json", json_out, "write the tallies as JSON to this file");
+  CLI11_PARSE(app, argc, argv);
+
+  std::ifstream in(commits);
+  if (!in) {
+    std::cerr << "nightly_replay: cannot read " << commits << "\n";
+    return 2;
+  }
+  nightly::RuleOptions options;
+  if (!policy_file.empty()) {
+    std::ifstream pf(policy_file);
+    std::stringstream text;
+    text << pf.rdbuf();
+    if (!pf) {
+      std::cerr << "nightly_replay: cannot read " << policy_file << "\n";
+      return 2;
+    }
+    auto policy = nightly::ReadPolicy(text.str(), policy_file);
+    if (!policy.ok()) {
+      std::cerr << "nightly_replay: " << policy.status().message() << "\n";
+      return 2;
+    }
+    options = nightly::WithPolicy(options, *policy);
+  }
+  Tally all;
+  std::map<std::string, Tally> by_class, by_quarter;
+  std::map<std::string, int> not_read;
+  std::vector<Miss> misses;
+  int rounds = 0, line_no = 0, entries = 0;
+  std::string line;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (line.empty()) continue;
+    json round;
+    try {
+      round = json::parse(line);
+    } catch (const std::exception& ex) {
+      std::cerr << commits << ":" << line_no << ": not JSON: " << ex.what() << "\n";
+      return 2;
+    }
+    ++rounds;
+    const std::string quarter = Quarter(round["date"].get<std::string>());
+    for (const auto& e : round["entries"]) {
+      ++entries;
+      EntryResult r = ReplayEntry(round, e, options);
+      if (!r.error.empty()) {
+        ++not_read[r.error.substr(0, r.error.find(':'))];
+        continue;
+      }
+      all.Add(r.tally);
+      by_quarter[quarter].Add(r.tally);
+      for (const auto& c : e["classes"]) by_class[c.get<std::string>()].Add(r.tally);
+      for (auto& m : r.misses) misses.push_back(std::move(m));
+    }
+  }
+  std::printf("nightly_replay: %d rounds, %d changed entries (%s)\n\n", rounds, entries,
+              commits.c_str());
+  std::printf("| %-26s | %7s | %7s | %7s | %7s | %9s | %8s | %7s | %7s |\n", "rows", "fields",
+              "agree", "changed", "agree", "unchanged", "spurious", "entries", "exact");
+  std::printf("|%s|\n", std::string(114, '-').c_str());
+  PrintRow("all", all);
+  for (const auto& [q, t] : by_quarter) PrintRow(q, t);
+  for (const auto& [c, t] : by_class) PrintRow(c, t);
+  std::printf("\nnot replayed:");
+  if (not_read.empty()) std::printf(" none");
+  for (const auto& [why, n] : not_read) std::printf(" %d %s;", n, why.c_str());
+  std::printf("\n");
+  std::printf(
+      "changed fields as engineers wrote them: %d of %d (%s); spurious changes: %d of %d "
+      "unchanged fields\n",
+      all.changed_agree, all.changed, Pct(all.changed_agree, all.changed).c_str(), all.spurious,
+      all.unchanged);
+  for (int i = 0; i < show_misses && i < static_cast<int>(misses.size()); ++i) {
+    const Miss& m = misses[static_cast<std::size_t>(i)];
+    std::printf("miss %s %s %s %s: before '%s' engineer '%s' farm '%s' [%s; %s]\n", m.round.c_str(),
+                m.key.c_str(), m.arch.c_str(), m.field.c_str(), m.before.c_str(),
+                m.engineer.c_str(), m.farm.c_str(), m.kind.c_str(), m.how.c_str());
+  }
+  if (!json_out.empty()) {
+    json j;
+    auto tj = [](const Tally& t) {
+      return json{{"fields", t.fields},       {"agree", t.agree},
+                  {"changed", t.changed},     {"changed_agree", t.changed_agree},
+                  {"unchanged", t.unchanged}, {"spurious", t.spurious},
+                  {"entries", t.entries},     {"entries_exact", t.entries_exact}};
+    };
+    j["all"] = tj(all);
+    for (const auto& [q, t] : by_quarter) j["by_quarter"][q] = tj(t);
+    for (const auto& [c, t] : by_class) j["by_class"][c] = tj(t);
+    for (const auto& [why, n] : not_read) j["not_replayed"][why] = n;
+    std::ofstream(json_out) << j.dump(1) << "\n";
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace triage::bench
+
+int main(int argc, char** argv) { return triage::bench::Main(argc, argv); }

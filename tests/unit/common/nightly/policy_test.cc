@@ -1,0 +1,178 @@
+// The nightly policy (docs/nightly.md, "The policy"): the file's knobs, its errors, and what
+// each knob changes in the rules' decisions.
+
+#include "common/nightly/policy.h"
+
+#include "common/nightly/decide.h"
+#include "common/nightly/rules.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/unit/common/nightly/nightly_test_support.h"
+
+namespace triage::nightly {
+namespace {
+
+using namespace testing;  // NOLINT
+using ::testing::HasSubstr;
+
+Policy Read(const std::string& text) {
+  auto p = ReadPolicy(text, "policy.yaml");
+  EXPECT_TRUE(p.ok()) << p.status();
+  return p.ok() ? *p : Policy{};
+}
+
+std::string Error(const std::string& text) {
+  auto p = ReadPolicy(text, "policy.yaml");
+  EXPECT_FALSE(p.ok());
+  return p.ok() ? "" : std::string(p.status().message());
+}
+
+TEST(NightlyPolicy, AnEmptyFileKeepsEveryDefault) {
+  Policy p = Read("");
+  EXPECT_EQ(p.grid, 0.01);
+  EXPECT_EQ(p.margin, 0.004);
+  EXPECT_EQ(p.Lowest("single_device", "inference"), 0.97);
+  EXPECT_EQ(p.nonsense, "disable_pcc");
+  EXPECT_TRUE(p.sources.empty());
+}
+
+TEST(NightlyPolicy, KnobsAreReadWithTheirLines) {
+  Policy p = Read(
+      "grid: 0.005\n"
+      "margin: 0\n"
+      "lowest: {default: 0.95, tensor_parallel: 0.9, tensor_parallel-training: 0.85}\n"
+      "nonsense: xfail\n"
+      "pcc_comment: none\n"
+      "hang_reason: message\n"
+      "oom_reason: \"Host OOM\"\n");
+  EXPECT_EQ(p.grid, 0.005);
+  EXPECT_EQ(p.margin, 0);
+  EXPECT_EQ(p.Lowest("single_device", "inference"), 0.95);
+  EXPECT_EQ(p.Lowest("tensor_parallel", "inference"), 0.9);
+  EXPECT_EQ(p.Lowest("tensor_parallel", "training"), 0.85);
+  EXPECT_EQ(p.nonsense, "xfail");
+  EXPECT_EQ(p.hang_reason, "message");
+  EXPECT_EQ(p.oom_reason, "Host OOM");
+  EXPECT_EQ(p.sources.at("nonsense"), "policy.yaml:4");
+  EXPECT_EQ(p.sources.count("skip_bringup"), 0u);
+  // Written back, every knob with where it came from.
+  EXPECT_THAT(PolicyYaml(p), HasSubstr("nonsense: xfail  # policy.yaml:4\n"));
+  EXPECT_THAT(PolicyYaml(p), HasSubstr("skip_bringup: write  # default\n"));
+}
+
+TEST(NightlyPolicy, BadInputNamesTheLineAndTheKnob) {
+  EXPECT_THAT(Error("grid: 0.01\nnonsens: xfail\n"),
+              AllOf(HasSubstr("policy.yaml:2: nonsens: not a knob"), HasSubstr("nonsense")));
+  EXPECT_THAT(Error("nonsense: skip\n"),
+              HasSubstr("policy.yaml:1: nonsense: 'skip' is not one of disable_pcc, xfail"));
+  EXPECT_THAT(Error("grid: 0.01\nlowest: 1.5\n"),
+              HasSubstr("policy.yaml:2: lowest: 1.5 is not between 0 and 0.999"));
+  EXPECT_THAT(Error("lowest: {galaxy: 0.9}\n"), HasSubstr("'galaxy' is not default"));
+  EXPECT_THAT(Error("grid: abc\n"), HasSubstr("policy.yaml:1: grid: expected a number"));
+  EXPECT_THAT(Error("grid: 0.01\ngrid: 0.02\n"), HasSubstr("policy.yaml:2: grid: set twice"));
+  EXPECT_THAT(Error("grid: 0.005\nmargin: 0.005\n"), HasSubstr("must be smaller than grid"));
+  EXPECT_THAT(Error("- grid\n"), HasSubstr("policy.yaml:1: a policy is a mapping"));
+  EXPECT_THAT(Error("grid: [0.01\n"), HasSubstr("policy.yaml:"));
+}
+
+// The candidate the rules make of these records on this YAML, decided by two like runs.
+v1::EntryOutcome Decided(const std::string& fields, const std::vector<v1::NightlyRecord>& runs,
+                         const RuleOptions& o) {
+  OneEntry e = Entry(fields);
+  History h;
+  h.test_function = "test_all_models_torch";
+  h.key = e.entry()->key;
+  h.arch = "n150";
+  h.records = runs;
+  Judgement j = Judge(h, Resolve(e.entry(), "n150"), o);
+  if (j.kind != Judgement::Kind::kCandidate) return {};
+  v1::ShardEntry se;
+  se.set_key(h.key);
+  se.set_file(e.doc.path());
+  *se.mutable_nightly() = j.candidate;
+  return DecideNightly(se, runs, o, DecideMode::kConfirm);
+}
+
+std::string Set(const v1::EntryOutcome& o, const std::string& name) {
+  for (const auto& f : o.edit().set()) {
+    if (f.name() != name) continue;
+    if (f.value().has_string_value()) return f.value().string_value();
+    if (f.value().has_bool_value()) return f.value().bool_value() ? "true" : "false";
+    char buf[16];
+    std::snprintf(buf, sizeof(buf), "%.3f", f.value().float_value());
+    return buf;
+  }
+  return "<unset>";
+}
+
+constexpr char kPassing[] = "    status: EXPECTED_PASSING\n";
+
+TEST(NightlyPolicy, ANonsensePccDisablesTheCheckOrXfailsByThePolicy) {
+  const std::vector<v1::NightlyRecord> runs = {Incorrect(0.41), Incorrect(0.41)};
+  auto disabled = Decided(kPassing, runs, {});
+  EXPECT_EQ(disabled.nightly().kind(), "disable_pcc");
+  EXPECT_EQ(Set(disabled, "assert_pcc"), "false");
+
+  RuleOptions xfail = WithPolicy({}, Read("nonsense: xfail\n"));
+  auto o = Decided(kPassing, runs, xfail);
+  EXPECT_TRUE(o.changed());
+  EXPECT_EQ(o.nightly().kind(), "demote_xfail");
+  EXPECT_EQ(Set(o, "status"), "KNOWN_FAILURE_XFAIL");
+  EXPECT_EQ(Set(o, "bringup_status"), "INCORRECT_RESULT");
+  EXPECT_EQ(Set(o, "reason"), "PCC comparison failed (calc ~0.41, required 0.99)");
+  EXPECT_EQ(Set(o, "assert_pcc"), "<unset>");
+}
+
+TEST(NightlyPolicy, TheLowestThresholdFollowsTheKeysParallelism) {
+  // 0.933: nonsense under the default (0.97), a near miss where the lowest is 0.90.
+  const std::vector<v1::NightlyRecord> runs = {Incorrect(0.933), Incorrect(0.933)};
+  EXPECT_EQ(Decided(kPassing, runs, {}).nightly().kind(), "disable_pcc");
+  RuleOptions low = WithPolicy({}, Read("lowest: {default: 0.97, single_device: 0.9}\n"));
+  auto o = Decided(kPassing, runs, low);
+  EXPECT_EQ(o.nightly().kind(), "lower_pcc");
+  EXPECT_EQ(Set(o, "required_pcc"), "0.920");  // floored, one step for the margin
+  RuleOptions tp = WithPolicy({}, Read("lowest: {default: 0.97, tensor_parallel: 0.9}\n"));
+  EXPECT_EQ(Decided(kPassing, runs, tp).nightly().kind(), "disable_pcc");
+}
+
+TEST(NightlyPolicy, GridAndMarginSetTheFloor) {
+  const std::vector<v1::NightlyRecord> runs = {Incorrect(0.9882), Incorrect(0.9882)};
+  EXPECT_EQ(Set(Decided(kPassing, runs, {}), "required_pcc"), "0.980");
+  RuleOptions fine = WithPolicy({}, Read("grid: 0.005\nmargin: 0\n"));
+  auto o = Decided(kPassing, runs, fine);
+  EXPECT_EQ(Set(o, "required_pcc"), "0.985");
+  EXPECT_EQ(o.nightly().pcc_comment(), "pcc 0.9882 on n150");
+  RuleOptions bare = WithPolicy({}, Read("pcc_comment: none\n"));
+  EXPECT_EQ(Decided(kPassing, runs, bare).nightly().pcc_comment(), "");
+}
+
+TEST(NightlyPolicy, ReasonFormsAndBringupStatusOfSkips) {
+  auto hang = Hang();
+  hang.set_error_message("Model timed out during compilation");
+  const std::vector<v1::NightlyRecord> runs = {hang, hang};
+  auto fixed = Decided(kPassing, runs, {});
+  EXPECT_EQ(Set(fixed, "reason"), "Hang");
+  EXPECT_EQ(Set(fixed, "bringup_status"), "FAILED_RUNTIME");
+  RuleOptions own = WithPolicy({}, Read("hang_reason: message\nskip_bringup: omit\n"));
+  auto o = Decided(kPassing, runs, own);
+  EXPECT_EQ(Set(o, "status"), "NOT_SUPPORTED_SKIP");
+  EXPECT_EQ(Set(o, "reason"), "Model timed out during compilation");
+  EXPECT_EQ(Set(o, "bringup_status"), "<unset>");
+  // A run that left no message of its own gets the fixed form.
+  const std::vector<v1::NightlyRecord> bare = {Hang(), Hang()};
+  EXPECT_EQ(Set(Decided(kPassing, bare, own), "reason"), "Hang");
+}
+
+TEST(NightlyPolicy, AnUnknownStageIsWrittenOrLeftOut) {
+  const std::vector<v1::NightlyRecord> runs = {Fail("UNKNOWN", "ValueError: Error code: 13"),
+                                               Fail("UNKNOWN", "ValueError: Error code: 13")};
+  EXPECT_EQ(Set(Decided(kPassing, runs, {}), "bringup_status"), "UNKNOWN");
+  RuleOptions omit = WithPolicy({}, Read("unknown_stage: omit\n"));
+  auto o = Decided(kPassing, runs, omit);
+  EXPECT_EQ(Set(o, "status"), "KNOWN_FAILURE_XFAIL");
+  EXPECT_EQ(Set(o, "bringup_status"), "<unset>");
+  EXPECT_EQ(Set(o, "reason"), "ValueError: Error code: 13");
+}
+
+}  // namespace
+}  // namespace triage::nightly
