@@ -10,7 +10,8 @@
 # as the next week's sweep planned with what the farm measured (about 20 s), then one
 # coordinator's scale: full
 # sweeps of 500 and 5,000 entries (SCALE overrides the list; a full 50,000 takes about 17
-# minutes and 3 GB) and the planning of 50,000. Then bench/device_time.py: device
+# minutes and 3 GB) and the planning of 50,000. nightly_replay: tt-xla's maintenance rounds
+# replayed through the nightly rules, agreement with the engineers (well under a second). Then bench/device_time.py: device
 # time per entry on the fixture, the farm against one at a time (about 3 minutes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,6 +28,8 @@ for b in "$build"/bench/*_bench; do
       grep -E "Benchmark|median|---"
   fi
 done
+echo "== nightly_replay"
+"$build"/bench/nightly_replay  # tt-xla's maintenance rounds through the rules (docs/nightly.md)
 echo "== fleet_sim"
 "$build"/bench/fleet_sim --seeds 10 --second-week  # seed 1's tables, seeds 1-10; each week 2 too
 echo "== fleet_sim scale"
