@@ -28,6 +28,7 @@
 #include <optional>
 #include <regex>
 #include <set>
+#include <span>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -38,6 +39,7 @@
 #include "common/inventory/key.h"
 #include "common/nightly/behaviour.h"
 #include "common/nightly/decide.h"
+#include "common/nightly/learn.h"
 #include "common/nightly/placement.h"
 #include "common/nightly/rules.h"
 #include "common/util/strings.h"
@@ -338,27 +340,55 @@ const inventory::Entry* Only(const inventory::Document& doc) {
   return doc.entries().empty() ? nullptr : &doc.entries().front();
 }
 
-EntryResult ReplayEntry(const json& round, const json& e, const nightly::RuleOptions& options) {
-  EntryResult res;
-  const std::string key = e["key"].get<std::string>();
-  const std::string path = YamlPath(e["file"].get<std::string>());
+// A changed entry of a round, its test-config file before and after the round parsed.
+struct ParsedEntry {
+  const json* e = nullptr;
+  std::string key, path;
+  std::optional<inventory::Document> before_doc, after_doc;
+  std::string after_text;  // the block as the engineer wrote it
+  std::string error;       // why it is not replayed ("" when it is)
+};
+
+ParsedEntry ParseEntry(const json& e) {
+  ParsedEntry p;
+  p.e = &e;
+  p.key = e["key"].get<std::string>();
+  p.path = YamlPath(e["file"].get<std::string>());
+  if (auto raw = e.find("after_raw"); raw != e.end() && raw->is_string()) {
+    p.after_text = raw->get<std::string>();
+  }
   const json& before = e["before"];
   const json& after = e["after"];
   if (after.is_null()) {
-    res.error = "the engineer removed the entry (the rules never remove one)";
+    p.error = "the engineer removed the entry (the rules never remove one)";
+    return p;
+  }
+  p.before_doc = inventory::Document::Parse(p.path, RenderFile({{p.key, &before}}));
+  p.after_doc = inventory::Document::Parse(p.path, RenderFile({{p.key, &after}}));
+  for (const auto* d : {&*p.before_doc, &*p.after_doc}) {
+    if (!d->ok()) {
+      p.error = util::StrCat("not read: ", d->diagnostics().front().message);
+      return p;
+    }
+  }
+  return p;
+}
+
+EntryResult ReplayEntry(const json& round, const ParsedEntry& p,
+                        const nightly::RuleOptions& options) {
+  EntryResult res;
+  const json& e = *p.e;
+  const std::string& key = p.key;
+  const std::string& path = p.path;
+  const json& before = e["before"];
+  const json& after = e["after"];
+  if (!p.error.empty()) {
+    res.error = p.error;
     return res;
   }
-  const inventory::Document before_doc =
-      inventory::Document::Parse(path, RenderFile({{key, &before}}));
-  const inventory::Document after_doc =
-      inventory::Document::Parse(path, RenderFile({{key, &after}}));
-  if (!before_doc.ok() || !after_doc.ok()) {
-    const auto& d = !before_doc.ok() ? before_doc : after_doc;
-    res.error = util::StrCat("not read: ", d.diagnostics().front().message);
-    return res;
-  }
+  const inventory::Document& before_doc = *p.before_doc;
   const inventory::Entry* b_entry = Only(before_doc);
-  const inventory::Entry* a_entry = Only(after_doc);
+  const inventory::Entry* a_entry = Only(*p.after_doc);
   const std::vector<std::string> archs = Archs(key, before, after);
 
   // The night and the rules, arch by arch.
@@ -499,7 +529,9 @@ int Main(int argc, char** argv) {
     return 2;
   }
   nightly::RuleOptions options;
-  if (!policy_file.empty()) {
+  std::string policy_text;
+  const bool file_policy = !policy_file.empty();
+  if (file_policy) {
     std::ifstream pf(policy_file);
     std::stringstream text;
     text << pf.rdbuf();
@@ -507,61 +539,116 @@ int Main(int argc, char** argv) {
       std::cerr << "nightly_replay: cannot read " << policy_file << "\n";
       return 2;
     }
-    auto policy = nightly::ReadPolicy(text.str(), policy_file);
+    policy_text = text.str();
+    auto policy = nightly::ReadPolicy(policy_text, policy_file);
     if (!policy.ok()) {
       std::cerr << "nightly_replay: " << policy.status().message() << "\n";
       return 2;
     }
     options = nightly::WithPolicy(options, *policy);
   }
-  Tally all;
-  std::map<std::string, Tally> by_class, by_quarter;
-  std::map<std::string, int> not_read;
-  std::vector<Miss> misses;
-  int rounds = 0, line_no = 0, entries = 0;
+  // Every round read and parsed first: the learned policy of a round reads the rounds before it.
+  std::vector<json> rounds_json;
+  int line_no = 0;
   std::string line;
   while (std::getline(in, line)) {
     ++line_no;
     if (line.empty()) continue;
-    json round;
     try {
-      round = json::parse(line);
+      rounds_json.push_back(json::parse(line));
     } catch (const std::exception& ex) {
       std::cerr << commits << ":" << line_no << ": not JSON: " << ex.what() << "\n";
       return 2;
     }
-    ++rounds;
-    const std::string quarter = Quarter(round["date"].get<std::string>());
+  }
+  std::vector<std::vector<ParsedEntry>> parsed(rounds_json.size());
+  std::vector<nightly::Round> history(rounds_json.size());
+  int entries = 0;
+  for (std::size_t i = 0; i < rounds_json.size(); ++i) {
+    const json& round = rounds_json[i];
+    history[i].commit = round["short"].get<std::string>();
+    history[i].date = round["date"].get<std::string>();
     for (const auto& e : round["entries"]) {
+      parsed[i].push_back(ParseEntry(e));
       ++entries;
-      EntryResult r = ReplayEntry(round, e, options);
-      if (!r.error.empty()) {
-        ++not_read[r.error.substr(0, r.error.find(':'))];
-        continue;
-      }
-      all.Add(r.tally);
-      by_quarter[quarter].Add(r.tally);
-      for (const auto& c : e["classes"]) by_class[c.get<std::string>()].Add(r.tally);
-      for (auto& m : r.misses) misses.push_back(std::move(m));
+    }
+    for (const ParsedEntry& p : parsed[i]) {
+      if (!p.error.empty()) continue;
+      nightly::EntryChange c;
+      c.key = p.key;
+      c.before = (*p.e)["before"].is_null() ? nullptr : Only(*p.before_doc);
+      c.after = Only(*p.after_doc);
+      c.after_text = p.after_text;
+      history[i].changes.push_back(std::move(c));
     }
   }
+  const int rounds = static_cast<int>(rounds_json.size());
+
+  // Two replays: the policy as given (the defaults, or --policy), and the policy learned from
+  // the rounds before each round (--policy's knobs still win).
+  struct Replay {
+    Tally all;
+    std::map<std::string, Tally> by_class, by_quarter;
+    std::map<std::string, int> not_read;
+    std::vector<Miss> misses;
+  };
+  Replay fixed, learned;
+  for (std::size_t i = 0; i < rounds_json.size(); ++i) {
+    const json& round = rounds_json[i];
+    const std::string quarter = Quarter(round["date"].get<std::string>());
+    nightly::Learned l = nightly::LearnPolicy(std::span<const nightly::Round>(history.data(), i));
+    nightly::RuleOptions learned_options = nightly::WithPolicy(options, l.policy);
+    if (file_policy) {
+      auto over = nightly::ReadPolicy(policy_text, policy_file, l.policy);
+      if (over.ok()) learned_options = nightly::WithPolicy(options, *over);
+    }
+    for (const ParsedEntry& p : parsed[i]) {
+      for (auto [replay, o] :
+           {std::pair{&fixed, &options}, std::pair{&learned, &learned_options}}) {
+        EntryResult r = ReplayEntry(round, p, *o);
+        if (!r.error.empty()) {
+          ++replay->not_read[r.error.substr(0, r.error.find(':'))];
+          continue;
+        }
+        replay->all.Add(r.tally);
+        replay->by_quarter[quarter].Add(r.tally);
+        for (const auto& c : (*p.e)["classes"]) replay->by_class[c.get<std::string>()].Add(r.tally);
+        for (auto& m : r.misses) replay->misses.push_back(std::move(m));
+      }
+    }
+  }
+  const Tally& all = learned.all;
+  const auto& by_class = learned.by_class;
+  const auto& by_quarter = learned.by_quarter;
+  const auto& not_read = learned.not_read;
+  const auto& misses = learned.misses;
   std::printf("nightly_replay: %d rounds, %d changed entries (%s)\n\n", rounds, entries,
               commits.c_str());
   std::printf("| %-26s | %7s | %7s | %7s | %7s | %9s | %8s | %7s | %7s |\n", "rows", "fields",
               "agree", "changed", "agree", "unchanged", "spurious", "entries", "exact");
   std::printf("|%s|\n", std::string(114, '-').c_str());
-  PrintRow("all", all);
-  for (const auto& [q, t] : by_quarter) PrintRow(q, t);
-  for (const auto& [c, t] : by_class) PrintRow(c, t);
+  PrintRow(policy_file.empty() ? "all, default policy" : "all, --policy", fixed.all);
+  for (const auto& [q, t] : fixed.by_quarter) PrintRow(util::StrCat("  ", q), t);
+  PrintRow("all, learned policy", all);
+  for (const auto& [q, t] : by_quarter) PrintRow(util::StrCat("  ", q), t);
+  for (const auto& [c, t] : by_class) PrintRow(util::StrCat("  ", c), t);
   std::printf("\nnot replayed:");
   if (not_read.empty()) std::printf(" none");
   for (const auto& [why, n] : not_read) std::printf(" %d %s;", n, why.c_str());
   std::printf("\n");
-  std::printf(
-      "changed fields as engineers wrote them: %d of %d (%s); spurious changes: %d of %d "
-      "unchanged fields\n",
-      all.changed_agree, all.changed, Pct(all.changed_agree, all.changed).c_str(), all.spurious,
-      all.unchanged);
+  for (const auto& [name, t] : {std::pair<std::string, const Tally*>{
+                                    policy_file.empty() ? "default" : "--policy", &fixed.all},
+                                {"learned", &all}}) {
+    std::printf(
+        "%s policy: changed fields as engineers wrote them: %d of %d (%s); spurious changes: %d "
+        "of %d unchanged fields\n",
+        name.c_str(), t->changed_agree, t->changed, Pct(t->changed_agree, t->changed).c_str(),
+        t->spurious, t->unchanged);
+  }
+  // The policy the whole history teaches: what a sweep after the last round would use.
+  const nightly::Learned now = nightly::LearnPolicy(history);
+  std::printf("\npolicy learned from all %d rounds:\n%s", rounds,
+              nightly::PolicyYaml(now.policy).c_str());
   for (int i = 0; i < show_misses && i < static_cast<int>(misses.size()); ++i) {
     const Miss& m = misses[static_cast<std::size_t>(i)];
     std::printf("miss %s %s %s %s: before '%s' engineer '%s' farm '%s' [%s; %s]\n", m.round.c_str(),
