@@ -121,8 +121,23 @@ bool Change(std::string kind, const v1::NightlyCandidate& c,
     }
     out.set_stage(below ? "INCORRECT_RESULT" : "PASSED");
   } else if (kind == "enable_pcc") {
-    if (!worst || std::isnan(*worst) || *worst <= threshold + o.pcc_margin) return false;
+    const bool clears = worst && !std::isnan(*worst) && *worst > threshold + o.pcc_margin;
+    if (!clears && (o.policy.enable != "floor" || far)) return false;
     e.add_delete_("assert_pcc");
+    if (o.policy.enable == "floor") {
+      // The threshold is the floored worst PCC: the default's when that reaches 0.99.
+      const double to = FloorThreshold(*worst, o);
+      if (to >= kDefaultRequiredPcc) {
+        if (c.has_required_pcc()) e.add_delete_("required_pcc");
+      } else if (!c.has_required_pcc() || std::fabs(to - c.required_pcc()) > 1e-9) {
+        SetFloat(e, "required_pcc", to);
+      }
+    }
+    // A passing test with its check on carries no failure's reason.
+    if (c.status() == "EXPECTED_PASSING") {
+      if (!c.reason().empty()) e.add_delete_("reason");
+      if (!c.bringup_status().empty()) e.add_delete_("bringup_status");
+    }
     pcc_comment();
   } else if (kind == "raise_pcc") {
     if (!worst || std::isnan(*worst)) return false;

@@ -215,11 +215,9 @@ Learned LearnPolicy(std::span<const Round> rounds, const Policy& base) {
   choice("hang_reason", p.hang_reason);
   choice("oom_reason", p.oom_reason);
 
-  // grid: the finest grid of the newest thresholds written.
+  // grid: the grid most of the newest thresholds written sit on.
   if (auto items = collector.Newest("grid", kLearnWindow); !items.empty()) {
-    double grid = 0.01;
-    for (const auto& e : items) grid = std::min(grid, std::stod(e.value));
-    p.grid = grid;
+    p.grid = std::stod(Majority(items));
     if (p.margin >= p.grid) p.margin = 0;
     p.sources["grid"] = LearnedSource(items);
     out.evidence["grid"] = std::move(items);

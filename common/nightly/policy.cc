@@ -116,6 +116,10 @@ absl::StatusOr<Policy> ReadPolicy(std::string_view text, std::string_view path,
       } else {
         return bad("expected a number or a mapping of parallelism/run mode to a number");
       }
+    } else if (knob == "enable") {
+      auto c = choice({"floor", "above"}, false);
+      if (!c.ok()) return c.status();
+      p.enable = *c;
     } else if (knob == "nonsense") {
       auto c = choice({"disable_pcc", "xfail"}, false);
       if (!c.ok()) return c.status();
@@ -160,6 +164,7 @@ std::string PolicyYaml(const Policy& p) {
   };
   line("grid", Number(p.grid));
   line("margin", Number(p.margin));
+  line("enable", p.enable);
   std::vector<std::string> lowest;
   for (const auto& [k, v] : p.lowest) lowest.push_back(util::StrCat(k, ": ", Number(v)));
   line("lowest", util::StrCat("{", util::StrJoin(lowest, ", "), "}"));

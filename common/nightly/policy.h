@@ -16,7 +16,11 @@ struct Policy {
   // The threshold grid: a lowered or raised required_pcc is the worst PCC floored to it.
   double grid = 0.01;
   // Head room below the worst PCC: when flooring leaves less than this, one grid step lower.
-  double margin = 0.004;
+  double margin = 0;
+  // A test whose PCC check is off and whose PCC is not nonsense: "floor" turns the check on at
+  // the floored worst PCC (the default when it reaches 0.99); "above" only when the worst PCC
+  // clears the threshold by the margin, at the threshold.
+  std::string enable = "floor";
   // The lowest threshold the rules write: a worst PCC at or below it is nonsense. By the key's
   // parallelism and run mode: the most specific of "<parallelism>-<run_mode>", "<parallelism>",
   // "<run_mode>", then "default" applies.

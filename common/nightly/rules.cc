@@ -347,13 +347,20 @@ Judgement Judge(const History& h, const OnArch& yaml, const RuleOptions& options
     }
     if (All(promote_runs, RanToEnd)) {
       const std::optional<double> worst = Worst(promote_runs);
-      if (!yaml.assert_pcc && worst && !std::isnan(*worst) &&
-          *worst > threshold + o.pcc_margin) {  // row 4
-        return Candidate(
-            std::move(c), "enable_pcc", "pass",
-            util::StrCat("PCC check off, worst ", Pcc(worst), " above ", Fixed2(threshold), " + ",
-                         o.pcc_margin,
-                         threshold >= kDefaultRequiredPcc ? " (ENABLE_PCC_099)" : " (ENABLE_PCC)"));
+      // Row 4: the check back on, at the threshold (policy enable: above) or at the floored
+      // worst PCC when it is not nonsense (enable: floor).
+      const bool clears = worst && !std::isnan(*worst) && *worst > threshold + o.pcc_margin;
+      const bool floors = o.policy.enable == "floor" && !FarBelow(worst, o);
+      if (!yaml.assert_pcc && (clears || floors)) {
+        return Candidate(std::move(c), "enable_pcc", "pass",
+                         clears
+                             ? util::StrCat("PCC check off, worst ", Pcc(worst), " above ",
+                                            Fixed2(threshold), " + ", o.pcc_margin,
+                                            threshold >= kDefaultRequiredPcc ? " (ENABLE_PCC_099)"
+                                                                             : " (ENABLE_PCC)")
+                             : util::StrCat("PCC check off, worst ", Pcc(worst), " above ",
+                                            Fixed2(o.pcc_far_below), ": on at ",
+                                            Fixed2(FloorThreshold(*worst, o)), " (ENABLE_PCC)"));
       }
       if (yaml.assert_pcc && yaml.required_pcc && threshold < kDefaultRequiredPcc && worst &&
           !std::isnan(*worst) && All(promote_runs, is(Behaviour::kPass)) &&

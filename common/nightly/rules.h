@@ -20,7 +20,7 @@ struct RuleOptions {
   int confirm = 2;
   bool no_confirm = false;
   double max_device_hours = 0;
-  double pcc_margin = 0.004;
+  double pcc_margin = 0;
   double pcc_step = 0.01;
   double pcc_far_below = 0.97;
   int regression_runs = 2;

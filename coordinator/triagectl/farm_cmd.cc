@@ -165,7 +165,7 @@ void FarmCommands::RegisterSweepStart(CLI::App* sweep) {
       ->check(CLI::Range(0.0, 100000.0));
   start
       ->add_option("--pcc-margin", o_.pcc_margin,
-                   "--nightly: enable or raise a PCC check only this far above it (0.004)")
+                   "--nightly: head room below the worst PCC for a threshold (0: none)")
       ->check(CLI::Range(0.0, 0.5));
   start->add_option("--pcc-step", o_.pcc_step, "--nightly: the threshold grid (0.01)")
       ->check(CLI::Range(0.0001, 0.5));

@@ -30,7 +30,8 @@ std::string Error(const std::string& text) {
 TEST(NightlyPolicy, AnEmptyFileKeepsEveryDefault) {
   Policy p = Read("");
   EXPECT_EQ(p.grid, 0.01);
-  EXPECT_EQ(p.margin, 0.004);
+  EXPECT_EQ(p.margin, 0);
+  EXPECT_EQ(p.enable, "floor");
   EXPECT_EQ(p.Lowest("single_device", "inference"), 0.97);
   EXPECT_EQ(p.nonsense, "disable_pcc");
   EXPECT_TRUE(p.sources.empty());
@@ -130,7 +131,7 @@ TEST(NightlyPolicy, TheLowestThresholdFollowsTheKeysParallelism) {
   RuleOptions low = WithPolicy({}, Read("lowest: {default: 0.97, single_device: 0.9}\n"));
   auto o = Decided(kPassing, runs, low);
   EXPECT_EQ(o.nightly().kind(), "lower_pcc");
-  EXPECT_EQ(Set(o, "required_pcc"), "0.920");  // floored, one step for the margin
+  EXPECT_EQ(Set(o, "required_pcc"), "0.930");  // floored
   RuleOptions tp = WithPolicy({}, Read("lowest: {default: 0.97, tensor_parallel: 0.9}\n"));
   EXPECT_EQ(Decided(kPassing, runs, tp).nightly().kind(), "disable_pcc");
 }

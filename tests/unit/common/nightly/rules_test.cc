@@ -115,11 +115,18 @@ TEST(NightlyRules, Rows2And3PromoteAnIncorrectResultByItsPcc) {
   EXPECT_NE(far.candidate.rule().find("assert_pcc false"), std::string::npos);
 }
 
-TEST(NightlyRules, Row4EnablesThePccCheckAboveThresholdPlusMargin) {
+TEST(NightlyRules, Row4EnablesThePccCheckAtTheFlooredPccUnlessItIsNonsense) {
   const std::string off = "    status: EXPECTED_PASSING\n    assert_pcc: false\n";
   EXPECT_EQ(KindOf(JudgeOn(off, {Pass(0.999), Pass(0.998)})), "enable_pcc");
-  // Within the runner's buffer of the threshold: not yet.
-  EXPECT_EQ(KindOf(JudgeOn(off, {Pass(0.993)})), "nothing");
+  // Just under the default: on, at the floored PCC (policy enable: floor) ...
+  EXPECT_EQ(KindOf(JudgeOn(off, {Incorrect(0.985, v1::NightlyRecord::PASSED)})), "enable_pcc");
+  // ... but not a nonsense PCC.
+  EXPECT_EQ(KindOf(JudgeOn(off, {Incorrect(0.6, v1::NightlyRecord::PASSED)})), "nothing");
+  // enable: above, with the runner's buffer as margin: only what clears threshold + margin.
+  RuleOptions above;
+  above.policy.enable = "above";
+  above.pcc_margin = 0.004;
+  EXPECT_EQ(KindOf(JudgeOn(off, {Pass(0.993)}, above)), "nothing");
   // Against a lowered threshold.
   EXPECT_EQ(KindOf(JudgeOn("    status: EXPECTED_PASSING\n    assert_pcc: false\n"
                            "    required_pcc: 0.95\n",
@@ -213,7 +220,12 @@ TEST(NightlyRules, SkippedRecordsSayNothing) {
 }
 
 TEST(NightlyRules, RuleP) {
-  RuleOptions o;
+  RuleOptions floor;  // the default: the worst PCC floored to the grid
+  EXPECT_DOUBLE_EQ(FloorThreshold(0.9801, floor), 0.98);
+  EXPECT_DOUBLE_EQ(FloorThreshold(0.98, floor), 0.98);
+  EXPECT_DOUBLE_EQ(FloorThreshold(0.9899, floor), 0.98);
+  RuleOptions o;  // with head room: one step lower when flooring leaves less than the margin
+  o.pcc_margin = 0.004;
   EXPECT_DOUBLE_EQ(FloorThreshold(0.975, o), 0.97);
   EXPECT_DOUBLE_EQ(FloorThreshold(0.985, o), 0.98);
   EXPECT_DOUBLE_EQ(FloorThreshold(0.9801, o), 0.97);  // 0.98 would leave less than the margin
