@@ -403,6 +403,11 @@ EntryResult ReplayEntry(const json& round, const ParsedEntry& p,
     const OnArch yaml = nightly::Resolve(b_entry, arch);
     const v1::NightlyRecord& rec = synth[arch].record;
     const std::vector<v1::NightlyRecord> runs = {rec, rec};
+    // The fleet's confirmation runs: the agent's plugin keeps a crash's last fatal message.
+    v1::NightlyRecord fleet = rec;
+    if (rec.crash_signal() > 0 && rec.crash_signal() != 9)
+      fleet.set_real_error(rec.error_message());
+    const std::vector<v1::NightlyRecord> confirmations = {fleet, fleet};
     v1::ShardEntry se;
     se.set_key(key);
     se.set_file(path);
@@ -418,7 +423,7 @@ EntryResult ReplayEntry(const json& round, const ParsedEntry& p,
       if (yaml.required_pcc) c.set_required_pcc(*yaml.required_pcc);
       c.set_assert_pcc(yaml.assert_pcc);
       for (const auto& a : archs) c.add_archs(a);
-      out = nightly::DecideRecheck(se, runs, options);
+      out = nightly::DecideRecheck(se, confirmations, options);
     } else {
       nightly::History h;
       h.test_function = rec.test_function();
@@ -434,7 +439,7 @@ EntryResult ReplayEntry(const json& round, const ParsedEntry& p,
       if (j.kind != nightly::Judgement::Kind::kCandidate) continue;
       *se.mutable_nightly() = j.candidate;
       for (const auto& a : archs) se.mutable_nightly()->add_archs(a);
-      out = nightly::DecideNightly(se, runs, options, nightly::DecideMode::kConfirm);
+      out = nightly::DecideNightly(se, confirmations, options, nightly::DecideMode::kConfirm);
     }
     if (!out.changed()) continue;
     kinds[arch] = out.nightly().kind();
@@ -521,6 +526,9 @@ int Main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--misses", show_misses, "list this many fields the farm wrote otherwise");
   app.add_option("--json", json_out, "write the tallies as JSON to this file");
+  std::string policy_at;
+  app.add_option("--policy-at", policy_at,
+                 "print the policy learned for this round (its short sha) and its evidence");
   CLI11_PARSE(app, argc, argv);
 
   std::ifstream in(commits);
@@ -598,6 +606,16 @@ int Main(int argc, char** argv) {
     const std::string quarter = Quarter(round["date"].get<std::string>());
     nightly::Learned l = nightly::LearnPolicy(std::span<const nightly::Round>(history.data(), i));
     nightly::RuleOptions learned_options = nightly::WithPolicy(options, l.policy);
+    if (!policy_at.empty() && history[i].commit == policy_at) {
+      std::printf("policy learned for %s (%s):\n%s", policy_at.c_str(), history[i].date.c_str(),
+                  nightly::PolicyYaml(l.policy).c_str());
+      for (const auto& [knob, items] : l.evidence) {
+        for (const auto& ev : items) {
+          std::printf("  %s: %s from %s %s %s\n", knob.c_str(), ev.value.c_str(), ev.commit.c_str(),
+                      ev.date.c_str(), ev.key.c_str());
+        }
+      }
+    }
     if (file_policy) {
       auto over = nightly::ReadPolicy(policy_text, policy_file, l.policy);
       if (over.ok()) learned_options = nightly::WithPolicy(options, *over);

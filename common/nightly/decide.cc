@@ -206,6 +206,15 @@ bool Change(std::string kind, const v1::NightlyCandidate& c,
       stage = "FAILED_RUNTIME";
     } else {
       reason = ErrorReason(r);
+      if (o.policy.crash_reason == "message") {
+        for (const std::string* text : {&r.real_error(), &r.error_message()}) {
+          std::string own = junit::NormalizeReason(*text);
+          if (!own.empty()) {
+            reason = std::move(own);
+            break;
+          }
+        }
+      }
       if (reason.empty()) reason = "crashed";
       if (stage.empty()) stage = "FAILED_RUNTIME";
     }

@@ -98,12 +98,17 @@ class Collector {
     }
     items.push_back({std::move(value), r.commit, r.date, key});
   }
-  // Newest first, at most `window`.
-  std::vector<Evidence> Newest(const std::string& knob, std::size_t window) const {
+  // Newest first: the evidence of the newest `rounds` rounds that speak to the knob.
+  std::vector<Evidence> Newest(const std::string& knob, std::size_t rounds) const {
     auto it = by_knob_.find(knob);
     if (it == by_knob_.end()) return {};
-    std::vector<Evidence> out(it->second.rbegin(), it->second.rend());
-    if (out.size() > window) out.resize(window);
+    std::vector<Evidence> out;
+    std::set<std::string> commits;
+    for (auto e = it->second.rbegin(); e != it->second.rend(); ++e) {
+      if (!commits.count(e->commit) && commits.size() == rounds) break;
+      commits.insert(e->commit);
+      out.push_back(*e);
+    }
     return out;
   }
 
@@ -111,16 +116,37 @@ class Collector {
   std::map<std::string, std::vector<Evidence>> by_knob_;  // oldest first
 };
 
-// The majority value of the evidence (a tie: the newest of the tied values).
+// The value most rounds show: each round votes once, with the value most of its changes show;
+// a tie goes to the newest round's value.
 std::string Majority(const std::vector<Evidence>& items) {
+  std::vector<std::string> order;  // commits, newest first
+  std::map<std::string, std::map<std::string, int>> per_round;
+  for (const auto& e : items) {
+    if (!per_round.count(e.commit)) order.push_back(e.commit);
+    ++per_round[e.commit][e.value];
+  }
+  std::vector<std::string> votes;  // one per round, newest first
+  for (const auto& commit : order) {
+    const auto& counts = per_round[commit];
+    std::string best;
+    int best_n = 0;
+    for (const auto& e : items) {  // newest first: the first to reach the top count wins a tie
+      if (e.commit != commit) continue;
+      if (counts.at(e.value) > best_n) {
+        best = e.value;
+        best_n = counts.at(e.value);
+      }
+    }
+    votes.push_back(best);
+  }
   std::map<std::string, int> count;
-  for (const auto& e : items) ++count[e.value];
+  for (const auto& v : votes) ++count[v];
   std::string best;
   int best_n = 0;
-  for (const auto& e : items) {  // newest first: the first to reach the top count wins a tie
-    if (count[e.value] > best_n) {
-      best = e.value;
-      best_n = count[e.value];
+  for (const auto& v : votes) {
+    if (count[v] > best_n) {
+      best = v;
+      best_n = count[v];
     }
   }
   return best;
@@ -163,6 +189,9 @@ void Read(const Round& r, const EntryChange& c, Collector& out) {
       } else if (Mentions(reason, {"oom", "out of memory", "signal 9", "killed"})) {
         out.Add("oom_reason", reason == "Host OOM: killed by signal 9" ? reason : "message", r,
                 c.key);
+      } else if (!reason.empty()) {
+        out.Add("crash_reason", reason.starts_with("crashed with signal") ? "signal" : "message", r,
+                c.key);
       }
     }
     // unknown_stage: a new xfail whose stage the entry does not name.
@@ -188,9 +217,12 @@ void Read(const Round& r, const EntryChange& c, Collector& out) {
 std::string LearnedSource(const std::vector<Evidence>& evidence) {
   if (evidence.empty()) return "default";
   const Evidence& newest = evidence.front();
+  std::set<std::string> rounds;
+  for (const auto& e : evidence) rounds.insert(e.commit);
   return util::StrCat("learned from ", evidence.size(),
-                      evidence.size() == 1 ? " change" : " changes", ", newest ", newest.commit,
-                      " ", newest.date, " ", newest.key);
+                      evidence.size() == 1 ? " change" : " changes", " in ", rounds.size(),
+                      rounds.size() == 1 ? " round" : " rounds", ", newest ", newest.commit, " ",
+                      newest.date, " ", newest.key);
 }
 
 Learned LearnPolicy(std::span<const Round> rounds, const Policy& base) {
@@ -214,6 +246,7 @@ Learned LearnPolicy(std::span<const Round> rounds, const Policy& base) {
   choice("unknown_stage", p.unknown_stage);
   choice("hang_reason", p.hang_reason);
   choice("oom_reason", p.oom_reason);
+  choice("crash_reason", p.crash_reason);
 
   // grid: the grid most of the newest thresholds written sit on.
   if (auto items = collector.Newest("grid", kLearnWindow); !items.empty()) {

@@ -45,9 +45,9 @@ struct Learned {
   std::map<std::string, std::vector<Evidence>> evidence;
 };
 
-// How many of the newest pieces of evidence decide a knob (the majority of them; a tie goes to
-// the newest).
-inline constexpr std::size_t kLearnWindow = 8;
+// How many of the newest rounds that speak to a knob decide it: each round votes once (the value
+// most of its changes show), the majority of the rounds wins, a tie goes to the newest.
+inline constexpr std::size_t kLearnWindow = 5;
 
 // rounds: oldest first. Knobs no round speaks to keep base's value and source.
 Learned LearnPolicy(std::span<const Round> rounds, const Policy& base = {});

@@ -136,6 +136,10 @@ absl::StatusOr<Policy> ReadPolicy(std::string_view text, std::string_view path,
       auto c = choice({"write", "omit"}, false);
       if (!c.ok()) return c.status();
       p.unknown_stage = *c;
+    } else if (knob == "crash_reason") {
+      auto c = choice({"signal", "message"}, false);
+      if (!c.ok()) return c.status();
+      p.crash_reason = *c;
     } else if (knob == "hang_reason" || knob == "oom_reason") {
       auto c = choice({"message"}, true);
       if (!c.ok()) return c.status();
@@ -174,6 +178,7 @@ std::string PolicyYaml(const Policy& p) {
   line("unknown_stage", p.unknown_stage);
   line("hang_reason", inventory::DoubleQuote(p.hang_reason));
   line("oom_reason", inventory::DoubleQuote(p.oom_reason));
+  line("crash_reason", p.crash_reason);
   return out;
 }
 

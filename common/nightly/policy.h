@@ -40,6 +40,9 @@ struct Policy {
   // own first error line, the fixed text when it left none).
   std::string hang_reason = "Hang";
   std::string oom_reason = "Host OOM: killed by signal 9";
+  // The reason of a skip for a crash: "signal" ("crashed with signal 6 (SIGABRT)", then the
+  // last fatal message) or "message" (the fatal message alone when the run left one).
+  std::string crash_reason = "signal";
 
   // Where each knob's value came from ("default", "policy.yaml:4", ...), by knob name.
   std::map<std::string, std::string> sources;
