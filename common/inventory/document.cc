@@ -327,6 +327,9 @@ Document Document::Parse(std::string path, std::string bytes, const ParseOptions
   Document doc;
   doc.path_ = std::move(path);
   doc.bytes_ = std::make_shared<const std::string>(std::move(bytes));
+  if (options.grammar != nullptr && options.grammar != &DefaultKeyGrammar()) {
+    doc.grammar_ = std::make_shared<const KeyGrammar>(*options.grammar);
+  }
   const std::string& text = *doc.bytes_;
   doc.line_starts_.push_back(0);
   for (std::size_t i = 0; i < text.size(); ++i) {
@@ -504,7 +507,7 @@ void Document::CheckEntry(Entry& entry) {
     return;
   }
   if (!placeholder) {
-    auto parts = ParseKey(entry.key);
+    auto parts = ParseKey(entry.key, grammar());
     if (!parts.ok()) {
       AddError(entry.pos, std::string(parts.status().message()));
     } else {
@@ -515,7 +518,9 @@ void Document::CheckEntry(Entry& entry) {
         AddWarning(entry.pos, util::StrCat("key '", entry.key, "' has run mode '", parts->run_mode,
                                            "' but this file holds ", run_mode_, " entries"));
       }
-      if (!parallelism_.empty() && parts->parallelism != parallelism_) {
+      // A grammar without a parallelism segment: the file name's is not the key's to match.
+      if (!parallelism_.empty() && !parts->parallelism.empty() &&
+          parts->parallelism != parallelism_) {
         AddWarning(entry.pos,
                    util::StrCat("key '", entry.key, "' has parallelism '", parts->parallelism,
                                 "' but this file holds ", parallelism_, " entries"));

@@ -52,6 +52,8 @@ std::string FrameworkOfPath(std::string_view path);
 
 struct ParseOptions {
   std::size_t max_bytes = kDefaultMaxYamlBytes;
+  // The checkout's key grammar (Inventory::grammar); nullptr: DefaultKeyGrammar().
+  const KeyGrammar* grammar = nullptr;
 };
 
 // One parsed and validated test-config YAML file. Parsing never throws: every problem is a
@@ -73,6 +75,8 @@ class Document {
   // From the file name test_config_<run_mode>_<parallelism>.yaml ("" when it does not say).
   const std::string& run_mode() const { return run_mode_; }
   const std::string& parallelism() const { return parallelism_; }
+  // The key grammar the keys were parsed with (ParseOptions::grammar).
+  const KeyGrammar& grammar() const { return grammar_ ? *grammar_ : DefaultKeyGrammar(); }
 
   const std::vector<Entry>& entries() const { return entries_; }
   const Entry* Find(std::string_view key) const;
@@ -99,6 +103,7 @@ class Document {
   std::string framework_;
   std::string run_mode_;
   std::string parallelism_;
+  std::shared_ptr<const KeyGrammar> grammar_;  // nullptr: DefaultKeyGrammar()
   std::vector<Entry> entries_;
 };
 

@@ -108,14 +108,15 @@ absl::Status CheckNewKey(const Document& doc, const std::string& key) {
         util::StrCat(where, ": the file has no '", kTestConfigRoot, "' mapping to add it to"));
   }
   if (doc.is_placeholders()) return absl::OkStatus();
-  auto parts = ParseKey(key);
+  auto parts = ParseKey(key, doc.grammar());
   if (!parts.ok())
     return absl::InvalidArgumentError(util::StrCat(where, ": ", parts.status().message()));
   if (!doc.run_mode().empty() && parts->run_mode != doc.run_mode()) {
     return absl::InvalidArgumentError(util::StrCat(where, ": its run mode '", parts->run_mode,
                                                    "' is not this file's (", doc.run_mode(), ")"));
   }
-  if (!doc.parallelism().empty() && parts->parallelism != doc.parallelism()) {
+  if (!doc.parallelism().empty() && !parts->parallelism.empty() &&
+      parts->parallelism != doc.parallelism()) {
     return absl::InvalidArgumentError(util::StrCat(where, ": its parallelism '", parts->parallelism,
                                                    "' is not this file's (", doc.parallelism(),
                                                    ")"));

@@ -613,7 +613,9 @@ absl::StatusOr<std::string> ApplyEdits(const Document& doc, std::span<const Entr
 
   // Re-read what we wrote: it must parse cleanly, keep every entry in place, and differ from
   // the original exactly by the intended field changes and the created entries after them.
-  Document check = Document::Parse(doc.path(), out);
+  ParseOptions reparse;
+  reparse.grammar = &doc.grammar();
+  Document check = Document::Parse(doc.path(), out, reparse);
   if (!check.ok()) {
     const auto error = std::find_if(
         check.diagnostics().begin(), check.diagnostics().end(),

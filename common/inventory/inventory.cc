@@ -7,6 +7,7 @@
 
 #include "common/util/file.h"
 #include "common/util/strings.h"
+#include "common/util/text.h"
 
 namespace triage::inventory {
 
@@ -133,6 +134,54 @@ class Walker {
   std::set<fs::path> ancestors_;  // the folders being walked, resolved
 };
 
+// A warning about the runner from ReadKeyGrammar's "<path>:<line>: why" (or "<path>: why").
+util::Diagnostic RunnerWarning(std::string_view message) {
+  util::Diagnostic d{std::string(kRunnerPath), 0, 0, util::Severity::kWarning,
+                     std::string(message)};
+  std::string_view rest = message;
+  if (rest.starts_with(kRunnerPath) && rest.size() > kRunnerPath.size() &&
+      rest[kRunnerPath.size()] == ':') {
+    rest.remove_prefix(kRunnerPath.size() + 1);
+    int line = 0;
+    std::size_t digits = 0;
+    while (digits < rest.size() && digits < 9 && rest[digits] >= '0' && rest[digits] <= '9') {
+      line = line * 10 + (rest[digits++] - '0');
+    }
+    if (digits > 0 && digits < rest.size() && rest[digits] == ':') {
+      d.line = line;
+      rest.remove_prefix(digits + 1);
+    }
+    d.message = std::string(util::TrimWhitespace(rest));
+  }
+  util::StrAppend(&d.message, "; keys are read with the built-in grammar (",
+                  DefaultKeyGrammar().Pattern(), ")");
+  return d;
+}
+
+// inv.grammar from the source's runner: the default when there is none, and when its grammar
+// cannot be read (a warning). Fails only when the runner cannot be read for another reason.
+absl::Status ReadGrammar(const FileSource& source, const LoadOptions& options, Inventory& inv) {
+  inv.grammar = DefaultKeyGrammar();
+  auto runner = source.Read(kRunnerPath, options.max_file_bytes);
+  if (absl::IsNotFound(runner.status())) return absl::OkStatus();
+  if (!runner.ok()) {
+    if (!absl::IsFailedPrecondition(runner.status()) &&
+        !absl::IsResourceExhausted(runner.status())) {
+      return runner.status();
+    }
+    inv.diagnostics.push_back(RunnerWarning(
+        util::StrCat(kRunnerPath, ": cannot read it: ", util::MessageOf(runner.status()))));
+    return absl::OkStatus();
+  }
+  auto grammar = ReadKeyGrammar(*runner, kRunnerPath);
+  if (!grammar.ok()) {
+    inv.diagnostics.push_back(RunnerWarning(util::MessageOf(grammar.status())));
+    return absl::OkStatus();
+  }
+  inv.grammar = std::move(*grammar);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<Listing> WorkTreeSource::List(std::string_view dir, std::string_view suffix) const {
@@ -166,6 +215,9 @@ absl::StatusOr<std::string> WorkTreeSource::Read(std::string_view path,
   // never be opened (it would block).
   const fs::path full = root_ / fs::path(std::string(path));
   std::error_code ec;
+  if (fs::symlink_status(full, ec).type() == fs::file_type::not_found) {
+    return absl::NotFoundError(util::StrCat(path, " does not exist in ", root_.string()));
+  }
   const fs::path root = fs::canonical(root_, ec);
   const fs::path target = ec ? fs::path() : fs::canonical(full, ec);
   if (ec || !IsInside(root, target)) {
@@ -199,6 +251,7 @@ absl::StatusOr<Inventory> LoadInventory(const FileSource& source, const LoadOpti
   auto listing = source.List(kTestConfigDir, ".yaml");
   if (!listing.ok()) return listing.status();
   Inventory inv;
+  if (auto s = ReadGrammar(source, options, inv); !s.ok()) return s;
   for (auto& [path, why] : listing->refused) {
     inv.diagnostics.push_back({path, 0, 0, util::Severity::kError, std::move(why)});
   }
@@ -206,7 +259,8 @@ absl::StatusOr<Inventory> LoadInventory(const FileSource& source, const LoadOpti
   for (const std::string& path : listing->files) {
     auto bytes = source.Read(path, options.max_file_bytes);
     if (!bytes.ok()) {
-      if (absl::IsFailedPrecondition(bytes.status())) {
+      // A listed file gone since (NotFound) or no longer a regular file inside the repository.
+      if (absl::IsFailedPrecondition(bytes.status()) || absl::IsNotFound(bytes.status())) {
         inv.diagnostics.push_back(
             {path, 0, 0, util::Severity::kError, std::string(bytes.status().message())});
         continue;
@@ -221,6 +275,7 @@ absl::StatusOr<Inventory> LoadInventory(const FileSource& source, const LoadOpti
     }
     ParseOptions parse;
     parse.max_bytes = options.max_file_bytes;
+    parse.grammar = &inv.grammar;
     inv.documents.push_back(Document::Parse(path, std::move(*bytes), parse));
     const auto& d = inv.documents.back().diagnostics();
     inv.diagnostics.insert(inv.diagnostics.end(), d.begin(), d.end());

@@ -31,7 +31,8 @@ class FileSource {
   // The regular files below dir whose name ends in suffix. Symbolic links are followed only
   // while they stay inside the repository.
   virtual absl::StatusOr<Listing> List(std::string_view dir, std::string_view suffix) const = 0;
-  // FailedPrecondition when path is not a regular file inside the repository (any more).
+  // NotFound when nothing is at path; FailedPrecondition when path is not a regular file inside
+  // the repository (any more).
   virtual absl::StatusOr<std::string> Read(std::string_view path, std::size_t max_bytes) const = 0;
   // For messages: "/path/to/tt-xla" or "/path/to/tt-xla@<sha>".
   virtual std::string Describe() const = 0;
@@ -57,6 +58,9 @@ struct LoadOptions {
 struct Inventory {
   std::vector<Document> documents;  // sorted by path
   std::vector<util::Diagnostic> diagnostics;
+  // The checkout's key grammar, read from its runner (kRunnerPath); every document's keys were
+  // parsed with it.
+  KeyGrammar grammar = DefaultKeyGrammar();
 
   bool ok() const { return !util::HasErrors(diagnostics); }
 
@@ -70,7 +74,9 @@ struct Inventory {
 };
 
 // Fails only when the tree has no test-config directory or a file cannot be read; validation
-// problems are diagnostics in the result.
+// problems are diagnostics in the result. The key grammar is the runner's (kRunnerPath, read
+// through the same source) when it has one; DefaultKeyGrammar() when there is no runner, and
+// also, with a warning naming the runner's line, when its grammar cannot be read.
 absl::StatusOr<Inventory> LoadInventory(const FileSource& source, const LoadOptions& options = {});
 
 }  // namespace triage::inventory

@@ -49,14 +49,17 @@ std::vector<const v1::NightlyRun*> OrderRuns(const std::vector<v1::NightlyRun>& 
   return out;
 }
 
-std::string FileForNewEntry(std::string_view test_function, std::string_view key) {
+std::string FileForNewEntry(std::string_view test_function, std::string_view key,
+                            const inventory::KeyGrammar& grammar) {
   const std::string_view framework = FrameworkOfTestFunction(test_function);
-  auto parts = inventory::ParseKey(key);
+  auto parts = inventory::ParseKey(key, grammar);
   if (framework.empty() || !parts.ok()) return "";
   // The key's own grammar must be its function's: tt-xla's ids are made by the function.
-  if (inventory::TestFunctionOfKey(key) != test_function) return "";
+  if (inventory::TestFunctionOfKey(key, grammar) != test_function) return "";
+  const std::string_view parallelism =
+      parts->parallelism.empty() ? std::string_view("single_device") : parts->parallelism;
   return util::StrCat(inventory::kTestConfigDir, "/", framework, "/test_config_", parts->run_mode,
-                      "_", parts->parallelism, ".yaml");
+                      "_", parallelism, ".yaml");
 }
 
 Mapping MapRuns(const inventory::Inventory& inventory, const std::vector<v1::NightlyRun>& runs) {
@@ -146,8 +149,12 @@ Mapping MapRuns(const inventory::Inventory& inventory, const std::vector<v1::Nig
       if (bad_files.count(t.document->path())) {
         unmapped = util::StrCat(t.document->path(), " has validation errors");
       }
+    } else if (std::string why = inventory::KeyMismatch(key, inventory.grammar); !why.empty()) {
+      // A key of another time's runner (or of none): named, never fatal.
+      unmapped = util::StrCat("not a key of this checkout's grammar (", inventory.grammar.source,
+                              "): ", why);
     } else {
-      const std::string file = FileForNewEntry(fn, key);
+      const std::string file = FileForNewEntry(fn, key, inventory.grammar);
       t.document = file.empty() ? nullptr : inventory.FindDocument(file);
       if (t.document == nullptr) {
         unmapped = "no entry, and no test-config file to add one to";

@@ -33,10 +33,14 @@ struct Mapping {
 std::vector<const v1::NightlyRun*> OrderRuns(const std::vector<v1::NightlyRun>& runs);
 
 // The test-config file a new entry for this key goes to (torch/jax/torch_llm by the test
-// function; test_config_<run_mode>_<parallelism>.yaml by the key); "" when the key does not say,
+// function; test_config_<run_mode>_<parallelism>.yaml by the key read with the checkout's
+// grammar, single_device when the grammar has no parallelism); "" when the key does not parse,
 // or is not a key that function makes (a jax key under test_all_models_torch).
-std::string FileForNewEntry(std::string_view test_function, std::string_view key);
+std::string FileForNewEntry(std::string_view test_function, std::string_view key,
+                            const inventory::KeyGrammar& grammar = inventory::DefaultKeyGrammar());
 
+// A test without an entry whose key the inventory's grammar does not read is unmapped: "not a
+// key of this checkout's grammar (<source>): <why>".
 Mapping MapRuns(const inventory::Inventory& inventory, const std::vector<v1::NightlyRun>& runs);
 
 }  // namespace triage::nightly

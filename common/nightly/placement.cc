@@ -271,7 +271,11 @@ Placement Place(const inventory::Entry& entry, const std::vector<std::string>& a
     // tt-xla's runner marks a test for n150 and p150 unless supported_archs says otherwise;
     // multi-device tests run where their job's arch says.
     std::vector<std::string> supported;
-    if (entry.parts && entry.parts->parallelism == "single_device") supported = {"n150", "p150"};
+    // (A key without a parallelism segment, of an older grammar, runs on one device.)
+    if (entry.parts &&
+        (entry.parts->parallelism == "single_device" || entry.parts->parallelism.empty())) {
+      supported = {"n150", "p150"};
+    }
     if (const Value* s = entry.Field("supported_archs"); s != nullptr && s->is_list()) {
       supported.clear();
       for (const auto& item : s->list) supported.push_back(item.string);

@@ -34,9 +34,11 @@ std::string_view TestFunctionOfFile(std::string_view test_config_path);
 
 // OK when key is a test-config key a record may carry (the checks RecordOf makes: at most 512
 // bytes of tt-xla's key alphabet, ASCII letters, digits, '_', '-', '.', '/' and '+'; no "..", no
-// leading '/', and the key grammar); else InvalidArgument naming the key (other characters as
-// <U+XXXX>) and why, a character outside the alphabet by its code point ("character 5 is
-// U+202E, ..."). The coordinator checks the records it is sent again.
+// leading '/', so no model path leaves the repository); else InvalidArgument naming the key
+// (other characters as <U+XXXX>) and why, a character outside the alphabet by its code point
+// ("character 5 is U+202E, ..."). The key grammar is not checked: a key the checkout's grammar
+// does not read is a record that maps to nothing (mapping.h). The coordinator checks the
+// records it is sent again.
 absl::Status CheckKey(std::string_view key);
 
 // OK when the record's PCC figures can be a comparison's: pcc NaN (the runner's value for a

@@ -83,9 +83,9 @@ v1::ShardEntry EntryOf(const nightly::MappedTest& t, v1::NightlyCandidate candid
   return se;
 }
 
-std::string LoaderOf(const nightly::MappedTest& t) {
+std::string LoaderOf(const nightly::MappedTest& t, const inventory::KeyGrammar& grammar) {
   if (t.entry != nullptr && !t.entry->loader.empty()) return t.entry->loader;
-  auto parts = inventory::ParseKey(t.key);
+  auto parts = inventory::ParseKey(t.key, grammar);
   return parts.ok() ? parts->LoaderPath() : "";
 }
 
@@ -197,7 +197,7 @@ Plan PlanNightly(const inventory::Inventory& inventory, const v1::StartSweepRequ
       if (j.kind == Judgement::Kind::kNothing) continue;
       Item item;
       item.entry = EntryOf(t, j.candidate);
-      item.loader = LoaderOf(t);
+      item.loader = LoaderOf(t, inventory.grammar);
       item.arch = h.arch;
       item.min_devices = std::max(1, j.candidate.min_devices());
       const double one = OneRunSeconds(h, options);
@@ -294,7 +294,7 @@ Plan PlanRecheck(const inventory::Inventory& inventory, const v1::StartSweepRequ
         v1::NightlyCandidate c;
         c.set_kind("recheck");
         c.set_arch(arch);
-        c.set_test_function(std::string(inventory::TestFunctionOfKey(entry.key)));
+        c.set_test_function(std::string(inventory::TestFunctionOfKey(entry.key, doc.grammar())));
         c.set_status(yaml.status);
         c.set_reason(yaml.reason);
         c.set_bringup_status(yaml.bringup_status);

@@ -248,6 +248,35 @@ TEST_F(GitTest, GitSourceReadsTheCommitNotTheWorkingTree) {
   EXPECT_THAT(listed->files, ElementsAre("tests/runner/conftest.py"));
 }
 
+// The key grammar is the commit's runner's, read like the test-config files.
+TEST_F(GitTest, GitSourceReadsTheCommitsRunner) {
+  const fs::path runner = ttxla_ / inventory::kRunnerPath;
+  testing::WriteFileOrDie(
+      runner,
+      "@pytest.mark.parametrize(\"run_mode\", [pytest.param(0, id=\"inference\")])\n"
+      "@pytest.mark.parametrize(\"op_by_op\", [None, 1], ids=[\"full\", \"op_by_op_torch\"])\n"
+      "@pytest.mark.parametrize(\"parallelism\", [pytest.param(0, id=\"single_device\")])\n"
+      "@pytest.mark.parametrize(\"test_entry\", entries, ids=entry_id)\n"
+      "def test_all_models_torch(test_entry, run_mode, op_by_op, parallelism):\n"
+      "    pass\n");
+  testing::WriteFileOrDie(ttxla_ / kYamlPath,
+                          "test_config:\n  a/pytorch-X-single_device-full-inference:\n"
+                          "    status: EXPECTED_PASSING\n");
+  const std::string sha = Commit(ttxla_, "op by op");
+  fs::remove(runner);
+  auto inv = inventory::LoadInventory(GitSource(ttxla_, sha));
+  ASSERT_TRUE(inv.ok()) << inv.status();
+  EXPECT_TRUE(inv->ok()) << inv->diagnostics.front().ToString();
+  EXPECT_EQ(inv->grammar.source, "tests/runner/test_models.py:5");
+  EXPECT_EQ(inv->grammar.Pattern(),
+            "<model_path>/<framework>[-<variant>]-<parallelism>-<op_by_op>-<run_mode>");
+  // The first commit has no runner: the built-in grammar, without a diagnostic.
+  auto first = inventory::LoadInventory(GitSource(ttxla_, ttxla_sha_));
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_TRUE(first->grammar.built_in());
+  EXPECT_TRUE(first->diagnostics.empty());
+}
+
 // In a commit, a link is read as the test-config file it names; one that leaves the repository is
 // an error naming it (never the link text parsed as YAML).
 TEST_F(GitTest, GitSourceSymlinks) {

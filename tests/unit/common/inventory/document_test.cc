@@ -1,6 +1,9 @@
 #include "common/inventory/document.h"
 
 #include <string>
+#include <vector>
+
+#include "common/inventory/editor.h"
 
 #include "gtest/gtest.h"
 
@@ -252,6 +255,88 @@ TEST(Document, KeyInTheWrongFileIsAWarning) {
                 "'single_device' but this file holds data_parallel entries"),
             std::string::npos)
       << doc.diagnostics()[0].ToString();
+}
+
+// December 2025's runner: an op-by-op segment between parallelism and run mode.
+KeyGrammar OpByOpGrammar(bool with_parallelism) {
+  KeyGrammar g;
+  if (with_parallelism) g.segments.push_back({"parallelism", {"single_device", "data_parallel"}});
+  g.segments.push_back({"op_by_op", {"full", "op_by_op_torch"}});
+  g.segments.push_back({"run_mode", {"inference", "training"}});
+  g.source = "tests/runner/test_models.py:301";
+  return g;
+}
+
+TEST(Document, KeysOfTheCheckoutsGrammar) {
+  const std::string path =
+      "tests/runner/test_config/torch/test_config_inference_single_device.yaml";
+  const std::string text =
+      "test_config:\n"
+      "  gemma/pytorch-google/gemma-2-9b-it-single_device-full-inference:\n"
+      "    status: EXPECTED_PASSING\n"
+      "  bert/question_answering/pytorch-Base-single_device-op_by_op_torch-inference:\n"
+      "    status: KNOWN_FAILURE_XFAIL\n";
+  // With today's grammar every key is an error.
+  Document today = Document::Parse(path, text);
+  EXPECT_EQ(util::CountErrors(today.diagnostics()), 2);
+  EXPECT_NE(FirstError(today).find(
+                ":2:3: key 'gemma/pytorch-google/gemma-2-9b-it-single_device-full-inference' does "
+                "not match <model_path>/<framework>[-<variant>]-<parallelism>-<run_mode>: no "
+                "single_device/data_parallel/tensor_parallel segment"),
+            std::string::npos)
+      << FirstError(today);
+
+  const KeyGrammar grammar = OpByOpGrammar(/*with_parallelism=*/true);
+  ParseOptions options;
+  options.grammar = &grammar;
+  Document doc = Document::Parse(path, text, options);
+  EXPECT_TRUE(doc.diagnostics().empty()) << doc.diagnostics().front().ToString();
+  EXPECT_EQ(doc.grammar().source, grammar.source);
+  ASSERT_EQ(doc.entries().size(), 2u);
+  const Entry& gemma = doc.entries()[0];
+  EXPECT_EQ(gemma.loader, "third_party/tt_forge_models/gemma/pytorch/loader.py");
+  ASSERT_TRUE(gemma.parts.has_value());
+  EXPECT_EQ(gemma.parts->variant, "google/gemma-2-9b-it");
+  EXPECT_EQ(gemma.parts->parallelism, "single_device");
+  EXPECT_EQ(gemma.parts->segments,
+            (std::vector<std::pair<std::string, std::string>>{{"op_by_op", "full"}}));
+  EXPECT_EQ(doc.entries()[1].loader,
+            "third_party/tt_forge_models/bert/question_answering/pytorch/loader.py");
+
+  // Edits re-read the file with its grammar, and a created key must be of it.
+  EntryEdit edit;
+  edit.key = gemma.key;
+  edit.set.emplace_back("status", Value::String("KNOWN_FAILURE_XFAIL"));
+  EntryEdit create;
+  create.key = "m/pytorch-single_device-full-inference";
+  create.create = true;
+  create.set.emplace_back("status", Value::String("EXPECTED_PASSING"));
+  auto edited = ApplyEdits(doc, std::vector<EntryEdit>{edit, create});
+  ASSERT_TRUE(edited.ok()) << edited.status();
+  EXPECT_TRUE(Document::Parse(path, *edited, options).ok());
+  create.key = "m/pytorch-single_device-inference";
+  auto refused = ApplyEdits(doc, std::vector<EntryEdit>{create});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().ToString().find("no full/op_by_op_torch segment (key grammar of "
+                                             "tests/runner/test_models.py:301)"),
+            std::string::npos)
+      << refused.status();
+}
+
+TEST(Document, WithoutAParallelismSegmentTheFileNameIsNotChecked) {
+  const KeyGrammar grammar = OpByOpGrammar(/*with_parallelism=*/false);
+  ParseOptions options;
+  options.grammar = &grammar;
+  Document doc =
+      Document::Parse("tests/runner/test_config/torch/test_config_inference_data_parallel.yaml",
+                      "test_config:\n  hrnet/pytorch-hrnetv2_w48_osmr-full-inference:\n    status: "
+                      "EXPECTED_PASSING\n",
+                      options);
+  EXPECT_TRUE(doc.diagnostics().empty()) << doc.diagnostics().front().ToString();
+  ASSERT_EQ(doc.entries().size(), 1u);
+  EXPECT_EQ(doc.entries()[0].parts->parallelism, "");
+  EXPECT_EQ(doc.entries()[0].parts->variant, "hrnetv2_w48_osmr");
+  EXPECT_EQ(doc.entries()[0].loader, "third_party/tt_forge_models/hrnet/pytorch/loader.py");
 }
 
 TEST(Document, PlaceholdersHaveFreeFormKeys) {

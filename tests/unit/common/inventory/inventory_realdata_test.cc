@@ -36,6 +36,9 @@ TEST(RealData, AllThirteenFilesLoadAndValidate) {
   auto inv = LoadInventory(source);
   ASSERT_TRUE(inv.ok()) << inv.status();
   EXPECT_EQ(inv->documents.size(), 13u);
+  // The key grammar is the runner's: today's, read from def test_all_models_torch's decorators.
+  EXPECT_EQ(inv->grammar.source, "tests/runner/test_models.py:344");
+  EXPECT_EQ(inv->grammar.Pattern(), DefaultKeyGrammar().Pattern());
   for (const Document& doc : inv->documents) {
     EXPECT_TRUE(doc.ok()) << doc.path() << ": " << doc.diagnostics().front().ToString();
   }

@@ -92,5 +92,81 @@ TEST(WorkTreeSource, TestConfigFolderLeavingTheRepositoryIsRefused) {
                                                 "', outside the repository; not read");
 }
 
+// A runner of December 2025: entry, parallelism, op-by-op, run mode.
+constexpr char kOpByOpRunner[] =
+    "import pytest\n"
+    "\n"
+    "@pytest.mark.model_test\n"
+    "@pytest.mark.parametrize(\n"
+    "    \"run_mode\",\n"
+    "    [pytest.param(RunMode.INFERENCE, id=\"inference\"), pytest.param(RunMode.TRAINING, "
+    "id=\"training\")],\n"
+    ")\n"
+    "@pytest.mark.parametrize(\"op_by_op\", [None, B.TORCH], ids=[\"full\", \"op_by_op_torch\"])\n"
+    "@pytest.mark.parametrize(\n"
+    "    \"parallelism\", [pytest.param(Parallelism.SINGLE_DEVICE, id=\"single_device\")]\n"
+    ")\n"
+    "@pytest.mark.parametrize(\"test_entry\", entries, ids=make_id)\n"
+    "def test_all_models_torch(test_entry, run_mode, op_by_op, parallelism):\n"
+    "    pass\n";
+
+constexpr char kFullYaml[] =
+    "test_config:\n  a/pytorch-X-single_device-full-inference:\n    status: EXPECTED_PASSING\n";
+constexpr char kInferenceFile[] =
+    "tests/runner/test_config/torch/test_config_inference_single_device.yaml";
+
+TEST(LoadInventory, KeysAreReadWithTheRunnersGrammar) {
+  testing::TempDir repo;
+  testing::WriteFileOrDie(repo.path() / kInferenceFile, kFullYaml);
+  testing::WriteFileOrDie(repo.path() / kRunnerPath, kOpByOpRunner);
+  auto inv = LoadInventory(WorkTreeSource(repo.path()));
+  ASSERT_TRUE(inv.ok()) << inv.status();
+  EXPECT_TRUE(inv->diagnostics.empty()) << inv->diagnostics.front().ToString();
+  EXPECT_EQ(inv->grammar.source, "tests/runner/test_models.py:13");
+  ASSERT_EQ(inv->grammar.segments.size(), 3u);
+  EXPECT_EQ(inv->grammar.segments[1].name, "op_by_op");
+  ASSERT_EQ(inv->documents.size(), 1u);
+  EXPECT_EQ(inv->documents[0].grammar().source, inv->grammar.source);
+  ASSERT_EQ(inv->documents[0].entries().size(), 1u);
+  EXPECT_EQ(inv->documents[0].entries()[0].loader,
+            "third_party/tt_forge_models/a/pytorch/loader.py");
+}
+
+TEST(LoadInventory, WithoutARunnerTheBuiltInGrammar) {
+  testing::TempDir repo;
+  testing::WriteFileOrDie(repo.path() / kInferenceFile, kFullYaml);
+  WorkTreeSource source(repo.path());
+  auto missing = source.Read(kRunnerPath, 1 << 20);
+  EXPECT_TRUE(absl::IsNotFound(missing.status())) << missing.status();
+  auto inv = LoadInventory(source);
+  ASSERT_TRUE(inv.ok()) << inv.status();
+  EXPECT_TRUE(inv->grammar.built_in());
+  EXPECT_FALSE(inv->ok()) << "a key of another grammar is an error";
+  ASSERT_EQ(inv->diagnostics.size(), 1u);
+  EXPECT_NE(inv->diagnostics[0].ToString().find(
+                ":2:3: key 'a/pytorch-X-single_device-full-inference' does not match"),
+            std::string::npos)
+      << inv->diagnostics[0].ToString();
+}
+
+TEST(LoadInventory, ARunnerWhoseGrammarCannotBeReadIsAWarning) {
+  testing::TempDir repo;
+  testing::WriteFileOrDie(
+      repo.path() / kTestConfigDir / "torch/test_config_training_single_device.yaml", kYaml);
+  std::string runner = kOpByOpRunner;
+  runner.replace(runner.find("ids=[\"full\", \"op_by_op_torch\"]"), 30, "ids=op_id");
+  testing::WriteFileOrDie(repo.path() / kRunnerPath, runner);
+  auto inv = LoadInventory(WorkTreeSource(repo.path()));
+  ASSERT_TRUE(inv.ok()) << inv.status();
+  EXPECT_TRUE(inv->ok());
+  EXPECT_TRUE(inv->grammar.built_in());
+  ASSERT_EQ(inv->diagnostics.size(), 1u);
+  EXPECT_EQ(inv->diagnostics[0].ToString(),
+            "tests/runner/test_models.py:8: warning: @pytest.mark.parametrize('op_by_op', ...) "
+            "above the test entry has no literal ids (pytest.param(..., id=\"...\") items or "
+            "ids=[...]); keys are read with the built-in grammar "
+            "(<model_path>/<framework>[-<variant>]-<parallelism>-<run_mode>)");
+}
+
 }  // namespace
 }  // namespace triage::inventory

@@ -320,6 +320,19 @@ TEST(RecordOf, KeysThatAreNotTestConfigKeysAreRejected) {
               HasSubstr("starts with '/'"));
 }
 
+TEST(RecordOf, KeysOfAnyGrammarAreRecords) {
+  // The key grammar is the checkout's (the mapping reads it): a key of an older runner, or one
+  // no runner makes, is a record as long as it is not hostile.
+  testing::Tags tags;
+  for (const std::string& key : std::vector<std::string>{
+           "gemma/pytorch-google/gemma-2-9b-it-single_device-full-inference",
+           "hrnet/pytorch-hrnetv2_w48_osmr-full-inference", "nofw-single_device-training",
+           "a/pytorch-x-single_device-testing"}) {
+    EXPECT_TRUE(CheckKey(key).ok()) << key << ": " << CheckKey(key);
+    EXPECT_EQ(RecordOrDie(Case(TorchName(key), tags.Literal())).key(), key);
+  }
+}
+
 TEST(RecordOf, TagsMustBeALiteralDict) {
   EXPECT_THAT(ErrorOf(Case(TorchName(), "['n150', 'PASSED']")),
               HasSubstr("run/a.xml:7: test_all_models_torch[resnet/pytorch-50-single_device-"
