@@ -37,6 +37,7 @@
 #include "common/inventory/document.h"
 #include "common/inventory/editor.h"
 #include "common/inventory/key.h"
+#include "common/inventory/key_grammar.h"
 #include "common/nightly/behaviour.h"
 #include "common/nightly/decide.h"
 #include "common/nightly/learn.h"
@@ -100,6 +101,52 @@ std::string RenderFile(const std::vector<std::pair<std::string, const json*>>& e
     RenderFields(rest, 4, out);
   }
   return out;
+}
+
+// The runners of the older key grammars, as the rounds' keys show them: a run-mode-like segment
+// between parallelism and run mode (`...-single_device-full-inference`), and before that no
+// parallelism segment (`...-full-inference`). A round is read with the grammar of its time.
+constexpr char kRunnerHead[] = R"(
+@pytest.mark.parametrize(
+    "run_mode",
+    [
+        pytest.param(RunMode.INFERENCE, id="inference"),
+        pytest.param(RunMode.TRAINING, id="training"),
+    ],
+)
+@pytest.mark.parametrize(
+    "op_by_op",
+    [None, OpByOpBackend.TORCH, OpByOpBackend.STABLEHLO],
+    ids=["full", "op_by_op_torch", "op_by_op_stablehlo"],
+)
+)";
+constexpr char kRunnerParallelism[] = R"(@pytest.mark.parametrize(
+    "parallelism",
+    [
+        pytest.param(Parallelism.SINGLE_DEVICE, id="single_device"),
+        pytest.param(Parallelism.DATA_PARALLEL, id="data_parallel"),
+        pytest.param(Parallelism.TENSOR_PARALLEL, id="tensor_parallel"),
+    ],
+)
+)";
+constexpr char kRunnerTail[] = R"(@pytest.mark.parametrize(
+    "test_entry", test_entries, ids=DynamicLoader.create_test_id_generator(MODELS_ROOT_TORCH)
+)
+def test_all_models_torch(test_entry, parallelism, op_by_op, run_mode, record_property):
+    pass
+)";
+
+// The grammar a key was made by: today's, else the older ones.
+const inventory::KeyGrammar& GrammarOf(const std::string& key) {
+  static const inventory::KeyGrammar kFull = *inventory::ReadKeyGrammar(
+      std::string(kRunnerHead) + kRunnerParallelism + kRunnerTail, "runner of December 2025");
+  static const inventory::KeyGrammar kFullNoParallelism =
+      *inventory::ReadKeyGrammar(std::string(kRunnerHead) + kRunnerTail, "runner of October 2025");
+  for (const inventory::KeyGrammar* g :
+       {&inventory::DefaultKeyGrammar(), &kFull, &kFullNoParallelism}) {
+    if (inventory::ParseKey(key, *g).ok()) return *g;
+  }
+  return inventory::DefaultKeyGrammar();
 }
 
 // The YAML file the round's file is today (a .py round: the .yaml of the same name).
@@ -363,8 +410,9 @@ ParsedEntry ParseEntry(const json& e) {
     p.error = "the engineer removed the entry (the rules never remove one)";
     return p;
   }
-  p.before_doc = inventory::Document::Parse(p.path, RenderFile({{p.key, &before}}));
-  p.after_doc = inventory::Document::Parse(p.path, RenderFile({{p.key, &after}}));
+  const inventory::ParseOptions grammar{.grammar = &GrammarOf(p.key)};
+  p.before_doc = inventory::Document::Parse(p.path, RenderFile({{p.key, &before}}), grammar);
+  p.after_doc = inventory::Document::Parse(p.path, RenderFile({{p.key, &after}}), grammar);
   for (const auto* d : {&*p.before_doc, &*p.after_doc}) {
     if (!d->ok()) {
       p.error = util::StrCat("not read: ", d->diagnostics().front().message);
@@ -455,20 +503,25 @@ EntryResult ReplayEntry(const json& round, const ParsedEntry& p,
   if (!targets.empty()) {
     std::vector<inventory::EntryEdit> edits;
     if (b_entry == nullptr) {
-      if (targets.size() == archs.size()) edits.push_back(nightly::NewEntry(key, targets[0].edit));
+      if (targets.size() == archs.size() && nightly::SameTargets(targets)) {
+        edits.push_back(nightly::NewEntry(key, targets[0].edit));
+      }
     } else {
       edits = nightly::Place(*b_entry, archs, targets).edits;
     }
     if (!edits.empty()) {
       std::optional<inventory::Document> empty;
-      if (b_entry == nullptr) empty = inventory::Document::Parse(path, "test_config:\n");
+      if (b_entry == nullptr) {
+        empty =
+            inventory::Document::Parse(path, "test_config:\n", {.grammar = &before_doc.grammar()});
+      }
       const inventory::Document& base = b_entry == nullptr ? *empty : before_doc;
       auto text = inventory::ApplyEdits(base, edits);
       if (!text.ok()) {
         res.error = util::StrCat("edit refused: ", util::MessageOf(text.status()));
         return res;
       }
-      farm_doc = inventory::Document::Parse(path, *text);
+      farm_doc = inventory::Document::Parse(path, *text, {.grammar = &before_doc.grammar()});
     }
   }
   const inventory::Entry* f_entry =

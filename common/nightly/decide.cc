@@ -102,6 +102,17 @@ bool Change(std::string kind, const v1::NightlyCandidate& c,
     out.set_stage("INCORRECT_RESULT");
     out.set_reason(buf);
   };
+  if (kind == "add_config" && !c.nightly().empty() &&
+      !RanToEnd(BehaviourOf(Freshest(c, confirmations)))) {
+    // A test without an entry that fails: its entry as a demotion would write it.
+    const bool skip = KillsTheJob(BehaviourOf(Freshest(c, confirmations)));
+    if (!Change(skip ? "demote_skip" : "demote_xfail", c, confirmations, worst, o, out)) {
+      return false;
+    }
+    f.set_kind("add_config");
+    out.set_verdict("add_config");
+    return true;
+  }
   if (kind == "promote" || kind == "add_config") {
     SetString(e, "status", "EXPECTED_PASSING");
     if (kind == "promote") {
@@ -235,6 +246,11 @@ bool Change(std::string kind, const v1::NightlyCandidate& c,
 bool Agree(const v1::NightlyCandidate& c, const std::vector<v1::NightlyRecord>& runs) {
   const std::string& kind = c.kind();
   if (kind == "promote" || kind == "enable_pcc") return AllOf(runs, RanToEnd);
+  if (kind == "add_config" && c.expect() == "fail") {
+    return AllOf(runs, [](Behaviour b) { return b == Behaviour::kFail; });
+  }
+  if (kind == "add_config" && c.expect() == "incorrect") return AllOf(runs, RanToEnd);
+  if (kind == "add_config" && c.expect() != "pass") return AllOf(runs, KillsTheJob);
   if (kind == "add_config" || kind == "raise_pcc") {
     return AllOf(runs, [](Behaviour b) { return b == Behaviour::kPass; });
   }

@@ -301,4 +301,18 @@ inventory::EntryEdit NewEntry(const std::string& key, const v1::EntryEdit& targe
   return e;
 }
 
+bool SameTargets(const std::vector<ArchTarget>& targets) {
+  for (const auto& t : targets) {
+    if (t.edit.set_size() != targets.front().edit.set_size()) return false;
+    for (int i = 0; i < t.edit.set_size(); ++i) {
+      const auto& a = t.edit.set(i);
+      const auto& b = targets.front().edit.set(i);
+      if (a.name() != b.name() || a.value().SerializeAsString() != b.value().SerializeAsString()) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
 }  // namespace triage::nightly

@@ -47,5 +47,8 @@ Placement Place(const inventory::Entry& entry, const std::vector<std::string>& a
 
 // The edit that adds an entry for a test the checkout has no entry for (add_config).
 inventory::EntryEdit NewEntry(const std::string& key, const v1::EntryEdit& target);
+// Whether every arch's target sets the same fields to the same values: a new entry is one
+// top-level block, so archs that want different entries leave it to a person.
+bool SameTargets(const std::vector<ArchTarget>& targets);
 
 }  // namespace triage::nightly

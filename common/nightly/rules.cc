@@ -270,11 +270,26 @@ Judgement Judge(const History& h, const OnArch& yaml, const RuleOptions& options
   const auto regression = Latest(telling, o.regression_runs);
   auto is = [](Behaviour want) { return [want](Behaviour b) { return b == want; }; };
 
-  if (!yaml.exists) {  // row 13
+  if (!yaml.exists) {  // row 13: an entry with the status the runs show
     if (All(promote_runs, is(Behaviour::kPass))) {
       return Candidate(std::move(c), "add_config", "pass",
                        util::StrCat("no entry; passed in ", RunsWord(promote_runs.size()),
                                     HasGuidance(latest, "ADD_CONFIG") ? " (ADD_CONFIG)" : ""));
+    }
+    if (All(promote_runs, RanToEnd)) {
+      return Candidate(std::move(c), "add_config", "incorrect",
+                       util::StrCat("no entry; ran end to end in ", RunsWord(promote_runs.size()),
+                                    ", worst ", Pcc(Worst(promote_runs))));
+    }
+    if (now == Behaviour::kFail && All(regression, is(Behaviour::kFail))) {
+      return Candidate(std::move(c), "add_config", "fail",
+                       util::StrCat("no entry; failed in ", RunsWord(regression.size()), " (",
+                                    FailureStage(latest), "): KNOWN_FAILURE_XFAIL"));
+    }
+    if (KillsTheJob(now) && All(regression, KillsTheJob)) {
+      return Candidate(std::move(c), "add_config", std::string(BehaviourName(now)),
+                       util::StrCat("no entry; ", BehaviourName(now), " in ",
+                                    RunsWord(regression.size()), ": NOT_SUPPORTED_SKIP"));
     }
     return none;
   }

@@ -341,6 +341,14 @@ void PlaceNightly(MergeState& st, EntryAcc& a, const inventory::Document& doc,
           util::StrCat("new entry not added: not confirmed on ", util::StrJoin(missing, ", ")));
       return;
     }
+    if (!nightly::SameTargets(targets)) {
+      std::vector<std::string> archs;
+      for (const auto& t : targets) archs.push_back(t.arch);
+      m.review.push_back(util::StrCat("new entry not added: its archs (",
+                                      util::StrJoin(archs, ", "),
+                                      ") want different entries; add it by hand"));
+      return;
+    }
     m.new_entry = true;
     m.placement = EntryMerge::Placement::kTopLevel;
     m.edits.push_back(nightly::NewEntry(m.key, targets.front().edit));

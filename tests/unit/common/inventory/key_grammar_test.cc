@@ -246,7 +246,7 @@ TEST(KeyGrammar, MalformedRunnersNameTheLine) {
                                              "@pytest.mark.parametrize(\n"
                                              "    \"parallelism\""),
                                       ": the parametrize nearest def test_all_models_torch(")));
-  // No run mode, two parallelisms, no parametrize at all.
+  // No run mode, two parallelisms.
   std::string no_mode = Runner({kParallelism, kEntry});
   EXPECT_EQ(ErrorOf(no_mode),
             util::StrCat(kPath, ":", LineOf(no_mode, "def test_all_models_torch("),
@@ -254,10 +254,14 @@ TEST(KeyGrammar, MalformedRunnersNameTheLine) {
                          "test_all_models_torch("));
   std::string twice = Runner({kRunMode, kParallelism, kParallelism, kEntry});
   EXPECT_THAT(ErrorOf(twice), HasSubstr(": a second parallelism segment"));
-  std::string bare = Runner({});
-  EXPECT_EQ(ErrorOf(bare), util::StrCat(kPath, ":", LineOf(bare, "def test_all_models_torch("),
-                                        ": def test_all_models_torch( has no "
-                                        "@pytest.mark.parametrize"));
+}
+
+TEST(KeyGrammar, ARunnerWhoseIdsComeFromElsewhereHasTheBuiltInGrammar) {
+  // No parametrize above the function: a conftest makes its ids, as the built-in grammar says.
+  auto g = ReadKeyGrammar(Runner({}), kPath);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_TRUE(g->built_in());
+  EXPECT_EQ(g->Pattern(), DefaultKeyGrammar().Pattern());
 }
 
 }  // namespace

@@ -243,3 +243,33 @@ TEST(DecideRecheck, TheRunsPickTheKind) {
 
 }  // namespace
 }  // namespace triage::nightly
+
+namespace triage::nightly {
+namespace {
+
+using namespace testing;  // NOLINT
+
+TEST(NightlyDecide, ANewEntryForAFailingTestIsWrittenAsADemotionWould) {
+  History h;
+  h.test_function = "test_all_models_torch";
+  h.key = "m/pytorch-New-single_device-inference";
+  h.arch = "n150";
+  const auto fail = Fail("FAILED_TTMLIR_COMPILATION", "error: failed to legalize 'ttir.gather'");
+  h.records = {fail, fail};
+  Judgement j = Judge(h, Resolve(nullptr, "n150"), {});
+  ASSERT_EQ(j.kind, Judgement::Kind::kCandidate);
+  v1::ShardEntry se;
+  se.set_key(h.key);
+  *se.mutable_nightly() = j.candidate;
+  auto o = DecideNightly(se, {fail, fail}, {}, DecideMode::kConfirm);
+  EXPECT_TRUE(o.changed());
+  EXPECT_EQ(o.nightly().kind(), "add_config");
+  EXPECT_EQ(EditText(o),
+            "set status=KNOWN_FAILURE_XFAIL; set bringup_status=FAILED_TTMLIR_COMPILATION; "
+            "set reason=error: failed to legalize 'ttir.gather'; ");
+  // A fleet run that passes: the runs disagree, no entry.
+  EXPECT_FALSE(DecideNightly(se, {Pass(), fail}, {}, DecideMode::kConfirm).changed());
+}
+
+}  // namespace
+}  // namespace triage::nightly

@@ -195,13 +195,21 @@ TEST(NightlyRules, Row12RefreshesAStaleReasonOnly) {
             "refresh_reason");
 }
 
-TEST(NightlyRules, Row13ATestWithoutAnEntryThatPassesIsANewEntry) {
+TEST(NightlyRules, Row13ATestWithoutAnEntryGetsOneWithTheStatusItsRunsShow) {
   History h = Of({Pass(), Pass()});
   h.records.back().add_guidance("ADD_CONFIG");
   Judgement j = Judge(h, Resolve(nullptr, "n150"), {});
   EXPECT_EQ(KindOf(j), "add_config");
+  EXPECT_EQ(j.candidate.expect(), "pass");
   EXPECT_TRUE(j.candidate.new_entry());
-  EXPECT_EQ(KindOf(Judge(Of({Fail("FAILED_RUNTIME", "x")}), Resolve(nullptr, "n150"), {})),
+  // Failing in the latest runs: an entry all the same (KNOWN_FAILURE_XFAIL, or a skip for what
+  // takes the job down); runs that disagree: nothing yet.
+  Judgement fail = Judge(Of({Fail("FAILED_RUNTIME", "x"), Fail("FAILED_RUNTIME", "x")}),
+                         Resolve(nullptr, "n150"), {});
+  EXPECT_EQ(KindOf(fail), "add_config");
+  EXPECT_EQ(fail.candidate.expect(), "fail");
+  EXPECT_EQ(Judge(Of({Hang(), Hang()}), Resolve(nullptr, "n150"), {}).candidate.expect(), "hang");
+  EXPECT_EQ(KindOf(Judge(Of({Fail("FAILED_RUNTIME", "x"), Hang()}), Resolve(nullptr, "n150"), {})),
             "nothing");
 }
 
