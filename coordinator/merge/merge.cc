@@ -342,10 +342,10 @@ void PlaceNightly(MergeState& st, EntryAcc& a, const inventory::Document& doc,
       return;
     }
     if (!nightly::SameTargets(targets)) {
-      std::vector<std::string> archs;
-      for (const auto& t : targets) archs.push_back(t.arch);
+      std::vector<std::string> wanting;
+      for (const auto& t : targets) wanting.push_back(t.arch);
       m.review.push_back(util::StrCat("new entry not added: its archs (",
-                                      util::StrJoin(archs, ", "),
+                                      util::StrJoin(wanting, ", "),
                                       ") want different entries; add it by hand"));
       return;
     }

@@ -7,6 +7,7 @@
 #include "CLI/CLI.hpp"
 #include "coordinator/triagectl/farm_cmd.h"
 #include "coordinator/triagectl/inventory_cmd.h"
+#include "coordinator/triagectl/nightly_policy_cmd.h"
 #include "coordinator/triagectl/yaml_cmd.h"
 
 namespace {
@@ -87,6 +88,30 @@ int main(int argc, char** argv) {
       ->required();
   yaml_edit->add_flag("--diff", edit.diff, "Print the unified diff and write nothing");
 
+  // nightly
+  auto* nightly = app.add_subcommand("nightly", "Nightly maintenance from the checkout alone");
+  nightly->require_subcommand(1);
+  NightlyPolicyOptions policy;
+  auto* nightly_policy = nightly->add_subcommand(
+      "policy",
+      "The nightly policy the checkout's own maintenance history teaches, each knob with where "
+      "it came from");
+  nightly_policy->add_option("--repo", policy.repo, "tt-xla checkout (git)")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  nightly_policy->add_option("--rev", policy.rev, "the commit whose history is read")
+      ->capture_default_str();
+  nightly_policy->add_option("--since", policy.since,
+                             "no commit older than this date (YYYY-MM-DD)");
+  nightly_policy
+      ->add_option("--commits", policy.commits,
+                   "the newest commits that changed test-config files to read")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 5000));
+  nightly_policy->add_option("--policy", policy.policy,
+                             "a policy file whose knobs replace the learned ones");
+  nightly_policy->add_option("-o,--output", policy.output, "yaml or json")->capture_default_str();
+
   FarmCommands farm;
   farm.Register(app);
 
@@ -107,6 +132,7 @@ int main(int argc, char** argv) {
     if (classify->parsed()) return RunInventoryClassify(inv, std::cout, std::cerr);
     if (rules->parsed()) return RunInventoryRules(std::cout);
     if (yaml_edit->parsed()) return RunYamlEdit(edit, std::cin, std::cout, std::cerr);
+    if (nightly_policy->parsed()) return RunNightlyPolicy(policy, std::cout, std::cerr);
     if (int rc = farm.Run(std::cout, std::cerr); rc >= 0) return rc;
   } catch (const std::exception& e) {
     std::cout.flush();
