@@ -159,6 +159,9 @@ bool Change(std::string kind, const v1::NightlyCandidate& c,
     } else {
       SetFloat(e, "required_pcc", to);
     }
+    // It passes above its old threshold: a failure's reason no longer describes it.
+    if (!c.reason().empty()) e.add_delete_("reason");
+    if (!c.bringup_status().empty()) e.add_delete_("bringup_status");
     pcc_comment();
   } else if ((kind == "lower_pcc" || kind == "disable_pcc" || kind == "demote_xfail") && far &&
              o.policy.nonsense == "xfail" && !c.nightly().empty() &&

@@ -191,8 +191,22 @@ Placement Place(const inventory::Entry& entry, const std::vector<std::string>& a
     const bool pcc_unit =
         unit.size() == 1 && (unit[0] == "required_pcc" || unit[0] == "assert_pcc");
 
-    // required_pcc shared by every arch (no own override): one value, the lowest wanted.
-    if (unit.size() == 1 && unit[0] == "required_pcc" &&
+    // required_pcc shared by every arch (no own override): one value, the lowest wanted;
+    // except a threshold only one of several archs lowers, which is that arch's (an override):
+    // the archs that pass keep the check they pass.
+    const auto changing = std::count_if(archs.begin(), archs.end(), [&](const std::string& a) {
+      auto it = by_arch.find(a);
+      return it != by_arch.end() && Said(it->second->edit, "required_pcc").has_value();
+    });
+    bool lowers_alone = false;
+    if (unit.size() == 1 && unit[0] == "required_pcc" && changing == 1 && archs.size() > 1) {
+      for (std::size_t i = 0; i < archs.size(); ++i) {
+        auto it = by_arch.find(archs[i]);
+        if (it == by_arch.end() || !Said(it->second->edit, "required_pcc")) continue;
+        lowers_alone = PccOf(want[i][0]) < PccOf(TopLevel(entry, "required_pcc")) - 1e-9;
+      }
+    }
+    if (unit.size() == 1 && unit[0] == "required_pcc" && !lowers_alone &&
         std::none_of(archs.begin(), archs.end(),
                      [&](const std::string& a) { return OverrideHas(entry, a, "required_pcc"); })) {
       double lowest = kDefaultRequiredPcc;

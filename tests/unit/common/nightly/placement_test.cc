@@ -107,10 +107,11 @@ TEST(NightlyPlacement, OverridesCollapseWhenTheArchsConverge) {
 }
 
 TEST(NightlyPlacement, ASharedThresholdIsTheLowestOfTheArchsThatShareIt) {
-  // p150 has no candidate: it keeps wanting the default, and the lowest wins.
+  // p150 has no candidate: it keeps the check it passes, n150 alone is lowered.
   EXPECT_EQ(Placed("    status: EXPECTED_PASSING\n", {"n150", "p150"},
                    {Target("n150", {{"required_pcc", Num(0.97)}}, {}, "pcc 0.9734 on n150")}),
-            "    status: EXPECTED_PASSING\n    required_pcc: 0.97 # pcc 0.9734 on n150\n");
+            "    status: EXPECTED_PASSING\n    arch_overrides:\n      n150:\n"
+            "        required_pcc: 0.97 # pcc 0.9734 on n150\n");
   // Both lowered: one value, both figures in the comment.
   EXPECT_EQ(Placed("    status: EXPECTED_PASSING\n", {"n150", "p150"},
                    {Target("n150", {{"required_pcc", Num(0.97)}}, {}, "pcc 0.9734 on n150"),
