@@ -402,8 +402,11 @@ TEST_F(TriagectlTest, UnknownSubcommandListsTheKnownOnes) {
             "undrain\n");
   EXPECT_EQ(Run({"frobnicate"}, &out), 2);
   EXPECT_EQ(out,
-            "triagectl: unknown command 'frobnicate'; expected one of: inventory, yaml, sweep, "
-            "shards, shard, agents, audit\n");
+            "triagectl: unknown command 'frobnicate'; expected one of: inventory, yaml, nightly, "
+            "sweep, shards, shard, agents, audit\n");
+  EXPECT_EQ(Run({"nightly", "frobnicate"}, &out), 2);
+  EXPECT_EQ(out,
+            "triagectl: unknown subcommand 'frobnicate' of 'nightly'; expected one of: policy\n");
   EXPECT_EQ(Run({"shard"}, &out), 2);
   EXPECT_EQ(out, "triagectl: 'shard' needs a subcommand; expected one of: requeue, cancel\n");
   // Known commands are untouched, help included.
