@@ -3,6 +3,7 @@
 #include <regex>
 
 #include "common/inventory/key.h"
+#include "common/nightly/learn.h"
 #include "common/util/strings.h"
 
 namespace triage::bench {
@@ -150,10 +151,11 @@ Synth Synthesize(const std::string& key, const std::string& arch, const OnArch& 
     }
     return false;
   };
-  if (has({"hang", "timed out", "timeout", "time out"})) {
+  const std::string_view cause = nightly::SkipCause(after.reason);
+  if (cause == "hang") {
     r.set_timed_out(true);
     s.how = "hung (the reason says)";
-  } else if (has({"signal 9", "oom", "out of memory", "memory", "killed"})) {
+  } else if (cause == "oom_kill") {
     r.set_crash_signal(9);
     s.how = "killed for host memory (the reason says)";
   } else if (has({"segmentation", "signal 11", "segfault"})) {

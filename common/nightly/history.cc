@@ -5,26 +5,15 @@
 #include "common/inventory/inventory.h"
 #include "common/inventory/key_grammar.h"
 #include "common/util/strings.h"
+#include "common/util/text.h"
 
 namespace triage::nightly {
 namespace {
 
 constexpr std::size_t kMaxFileBytes = 8 << 20;
 
-std::vector<std::string> Lines(std::string_view text) {
-  std::vector<std::string> out;
-  std::size_t start = 0;
-  while (start < text.size()) {
-    std::size_t end = text.find('\n', start);
-    if (end == std::string_view::npos) end = text.size();
-    out.emplace_back(text.substr(start, end - start));
-    start = end + 1;
-  }
-  return out;
-}
-
 // The entry's lines as written (comments on its lines included), from its file's lines.
-std::string EntryText(const std::vector<std::string>& lines, const inventory::Entry& e) {
+std::string EntryText(const std::vector<std::string_view>& lines, const inventory::Entry& e) {
   std::string out;
   for (int i = e.first_line; i <= e.last_line && i < static_cast<int>(lines.size()); ++i) {
     out += lines[static_cast<std::size_t>(i)];
@@ -57,14 +46,15 @@ absl::StatusOr<std::unique_ptr<MaintenanceHistory>> ReadMaintenanceHistory(
   auto log = git.Run(args);
   if (!log.ok()) return log.status();
   auto out = std::make_unique<MaintenanceHistory>();
-  std::vector<std::string> lines = Lines(*log);
+  const std::vector<std::string_view> lines = util::SplitLines(*log);
   // git log lists newest first; rounds are oldest first.
   for (auto it = lines.rbegin(); it != lines.rend(); ++it) {
+    // "<sha> <short> <date> <parents>"
     std::vector<std::string> f;
     for (std::size_t start = 0; start <= it->size();) {
       std::size_t end = it->find(' ', start);
-      if (end == std::string::npos) end = it->size();
-      f.push_back(it->substr(start, end - start));
+      if (end == std::string_view::npos) end = it->size();
+      f.emplace_back(it->substr(start, end - start));
       start = end + 1;
     }
     if (f.size() < 4 || f[3].empty()) continue;  // a root commit: nothing to compare with
@@ -78,7 +68,8 @@ absl::StatusOr<std::unique_ptr<MaintenanceHistory>> ReadMaintenanceHistory(
     round.commit = f[1];
     round.date = f[2];
     std::shared_ptr<inventory::KeyGrammar> grammar_after, grammar_before;
-    for (const std::string& path : Lines(*changed)) {
+    for (std::string_view line : util::SplitLines(*changed)) {
+      const std::string path(line);
       if (!path.ends_with(".yaml") || path.find("placeholder") != std::string::npos) continue;
       if (!grammar_after) {
         grammar_after = GrammarAt(git, sha);
@@ -90,7 +81,7 @@ absl::StatusOr<std::unique_ptr<MaintenanceHistory>> ReadMaintenanceHistory(
           path, after_bytes.ok() ? *after_bytes : "", {.grammar = grammar_after.get()}));
       const inventory::Document& before = out->documents.emplace_back(inventory::Document::Parse(
           path, before_bytes.ok() ? *before_bytes : "", {.grammar = grammar_before.get()}));
-      const std::vector<std::string> after_lines = Lines(after.bytes());
+      const std::vector<std::string_view> after_lines = util::SplitLines(after.bytes());
       std::map<std::string, const inventory::Entry*> old;
       for (const auto& e : before.entries()) old[e.key] = &e;
       for (const auto& e : after.entries()) {

@@ -184,9 +184,10 @@ void Read(const Round& r, const EntryChange& c, Collector& out) {
         out.Add("skip_bringup", a.bringup_status.empty() ? "omit" : "write", r, c.key);
       }
       const std::string reason(WithoutUrl(a.reason));
-      if (Mentions(reason, {"hang", "timed out", "timeout", "time out"})) {
+      const std::string_view cause = SkipCause(reason);
+      if (cause == "hang") {
         out.Add("hang_reason", reason == "Hang" ? "Hang" : "message", r, c.key);
-      } else if (Mentions(reason, {"oom", "out of memory", "signal 9", "killed"})) {
+      } else if (cause == "oom_kill") {
         out.Add("oom_reason", reason == "Host OOM: killed by signal 9" ? reason : "message", r,
                 c.key);
       } else if (!reason.empty()) {
@@ -213,6 +214,15 @@ void Read(const Round& r, const EntryChange& c, Collector& out) {
 }
 
 }  // namespace
+
+std::string_view SkipCause(std::string_view reason) {
+  if (Mentions(reason, {"hang", "timed out", "timeout", "time out"})) return "hang";
+  if (Mentions(reason, {"oom", "out of memory", "signal 9", "killed"}) &&
+      !Mentions(reason, {"not enough space to allocate"})) {
+    return "oom_kill";
+  }
+  return "crash";
+}
 
 std::string LearnedSource(const std::vector<Evidence>& evidence) {
   if (evidence.empty()) return "default";

@@ -45,6 +45,11 @@ struct Learned {
   std::map<std::string, std::vector<Evidence>> evidence;
 };
 
+// What took the job down, by what a skip's reason (as a person wrote it) says: "hang", "oom_kill"
+// (host memory; the device allocator's "Not enough space to allocate" is not one) or "crash"
+// (anything else).
+std::string_view SkipCause(std::string_view reason);
+
 // How many of the newest rounds that speak to a knob decide it: each round votes once (the value
 // most of its changes show), the majority of the rounds wins, a tie goes to the newest.
 inline constexpr std::size_t kLearnWindow = 5;

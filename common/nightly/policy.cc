@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <set>
+#include <vector>
 
 #include "common/inventory/editor.h"
 #include "common/util/strings.h"
@@ -25,6 +26,31 @@ bool IsLowestKey(std::string_view k) {
     if (k == m) return true;
   }
   return false;
+}
+
+// The knobs whose value is a word: its choices (free_text: or any text), and its field.
+struct WordKnob {
+  std::string_view name;
+  std::vector<std::string_view> choices;
+  bool free_text;
+  std::string Policy::*field;
+};
+
+const WordKnob* FindWordKnob(std::string_view name) {
+  static const std::vector<WordKnob> kKnobs = {
+      {"enable", {"floor", "above"}, false, &Policy::enable},
+      {"nonsense", {"disable_pcc", "xfail"}, false, &Policy::nonsense},
+      {"pcc_comment", {"figure", "none"}, false, &Policy::pcc_comment},
+      {"skip_bringup", {"write", "omit"}, false, &Policy::skip_bringup_status},
+      {"unknown_stage", {"write", "omit"}, false, &Policy::unknown_stage},
+      {"crash_reason", {"signal", "message"}, false, &Policy::crash_reason},
+      {"hang_reason", {"message"}, true, &Policy::hang_reason},
+      {"oom_reason", {"message"}, true, &Policy::oom_reason},
+  };
+  for (const auto& k : kKnobs) {
+    if (k.name == name) return &k;
+  }
+  return nullptr;
 }
 
 std::string Number(double v) {
@@ -78,7 +104,7 @@ absl::StatusOr<Policy> ReadPolicy(std::string_view text, std::string_view path,
       }
       return d;
     };
-    auto choice = [&](std::initializer_list<std::string_view> allowed,
+    auto choice = [&](const std::vector<std::string_view>& allowed,
                       bool free_text) -> absl::StatusOr<std::string> {
       if (!v.IsScalar() || v.Scalar().empty()) return bad("expected a word");
       for (auto a : allowed) {
@@ -116,34 +142,10 @@ absl::StatusOr<Policy> ReadPolicy(std::string_view text, std::string_view path,
       } else {
         return bad("expected a number or a mapping of parallelism/run mode to a number");
       }
-    } else if (knob == "enable") {
-      auto c = choice({"floor", "above"}, false);
+    } else if (const WordKnob* w = FindWordKnob(knob); w != nullptr) {
+      auto c = choice(w->choices, w->free_text);
       if (!c.ok()) return c.status();
-      p.enable = *c;
-    } else if (knob == "nonsense") {
-      auto c = choice({"disable_pcc", "xfail"}, false);
-      if (!c.ok()) return c.status();
-      p.nonsense = *c;
-    } else if (knob == "pcc_comment") {
-      auto c = choice({"figure", "none"}, false);
-      if (!c.ok()) return c.status();
-      p.pcc_comment = *c;
-    } else if (knob == "skip_bringup") {
-      auto c = choice({"write", "omit"}, false);
-      if (!c.ok()) return c.status();
-      p.skip_bringup_status = *c;
-    } else if (knob == "unknown_stage") {
-      auto c = choice({"write", "omit"}, false);
-      if (!c.ok()) return c.status();
-      p.unknown_stage = *c;
-    } else if (knob == "crash_reason") {
-      auto c = choice({"signal", "message"}, false);
-      if (!c.ok()) return c.status();
-      p.crash_reason = *c;
-    } else if (knob == "hang_reason" || knob == "oom_reason") {
-      auto c = choice({"message"}, true);
-      if (!c.ok()) return c.status();
-      (knob == "hang_reason" ? p.hang_reason : p.oom_reason) = *c;
+      p.*(w->field) = *c;
     } else {
       return bad(util::StrCat("not a knob of the nightly policy (",
                               util::StrJoin(kPolicyKnobs, ", "), ")"));

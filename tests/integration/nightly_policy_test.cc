@@ -10,7 +10,6 @@
 
 #include "common/git/git.h"
 #include "common/nightly/history.h"
-#include "common/process/process.h"
 #include "common/util/strings.h"
 #include "common/util/text.h"
 #include "coordinator/triagectl/nightly_policy_cmd.h"
@@ -27,19 +26,14 @@ using ::testing::HasSubstr;
 
 constexpr char kFile[] = "tests/runner/test_config/torch/test_config_inference_single_device.yaml";
 
-std::string Git(const fs::path& dir, std::vector<std::string> args,
+// git through the project's own runner, the test's identity (SetGitTestEnv) and a fixed date.
+std::string Git(const fs::path& dir, const std::vector<std::string>& args,
                 const std::string& date = "2026-03-01T12:00:00") {
-  process::RunOptions options;
-  options.argv = testing::GitTestArgv(dir, args);
-  options.env = testing::GitTestEnv();
-  options.env.emplace_back("GIT_AUTHOR_DATE", date);
-  options.env.emplace_back("GIT_COMMITTER_DATE", date);
-  options.timeout = std::chrono::seconds(60);
-  auto r = process::Run(options);
-  EXPECT_TRUE(r.ok()) << r.status();
-  if (!r.ok()) return "";
-  EXPECT_TRUE(r->ok()) << util::StrJoin(args, " ") << ": " << r->Describe() << "\n" << r->output;
-  return std::string(util::TrimWhitespace(r->output));
+  git::Git::CallOptions options;
+  options.env = {{"GIT_AUTHOR_DATE", date}, {"GIT_COMMITTER_DATE", date}};
+  auto out = git::Git(dir).RunWith(args, options);
+  EXPECT_TRUE(out.ok()) << out.status();
+  return out.ok() ? std::string(util::TrimWhitespace(*out)) : "";
 }
 
 void Write(const fs::path& path, const std::string& text) {
@@ -57,6 +51,7 @@ void Round(const fs::path& repo, const std::string& date, const std::string& yam
 class NightlyPolicyCmd : public ::testing::Test {
  protected:
   void SetUp() override {
+    testing::SetGitTestEnv();
     repo_ = testing::MakeTtXlaRepo(tmp_.path() / "src",
                                    {{kFile,
                                      "test_config:\n"
