@@ -6,7 +6,7 @@
 #                                        committed corpus and the seeds; new inputs are merged
 #                                        (minimised) into tests/fuzz/corpus/TARGET
 #   scripts/fuzz.sh --check [TARGET...]  regression: every committed corpus and regression input,
-#                                        then FUZZ_SECONDS (default 30) of fuzzing; the committed
+#                                        then FUZZ_SECONDS (default 15) of fuzzing; the committed
 #                                        corpus is not changed. Fails on any crash.
 #   scripts/fuzz.sh --build              configure and build only
 #
@@ -29,7 +29,7 @@ if [[ "${1:-}" == "--check" || "${1:-}" == "--build" ]]; then
 fi
 targets=("$@")
 if [[ ${#targets[@]} -eq 0 ]]; then targets=("${all_targets[@]}"); fi
-if [[ $mode == check ]]; then seconds="${FUZZ_SECONDS:-30}"; else seconds="${FUZZ_SECONDS:-300}"; fi
+if [[ $mode == check ]]; then seconds="${FUZZ_SECONDS:-15}"; else seconds="${FUZZ_SECONDS:-300}"; fi
 
 # --- build ---------------------------------------------------------------------------------
 cxx="${FUZZ_CXX:-clang++-14}"
@@ -109,7 +109,7 @@ max_len() {
   esac
 }
 
-# Mutations per target in --check mode: about FUZZ_SECONDS (30) of fuzzing each, from the
+# Mutations per target in --check mode: about FUZZ_SECONDS (15) of fuzzing each, from the
 # executions per second measured on a 2-core machine (docs/fuzzing.md).
 check_runs() {
   local per_second
