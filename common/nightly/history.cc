@@ -101,4 +101,26 @@ absl::StatusOr<std::unique_ptr<MaintenanceHistory>> ReadMaintenanceHistory(
   return out;
 }
 
+std::string CheckoutPolicy::Describe() const {
+  return util::StrCat(rounds, " maintenance round(s)",
+                      rounds > 0 ? util::StrCat(" (", oldest, " to ", newest, ")") : "",
+                      " in the newest ", commits,
+                      " commit(s) that changed tests/runner/test_config");
+}
+
+absl::StatusOr<CheckoutPolicy> LearnFromCheckout(const git::Git& git, const std::string& commit,
+                                                 const HistoryOptions& options) {
+  auto history = ReadMaintenanceHistory(git, commit, options);
+  if (!history.ok()) return history.status();
+  CheckoutPolicy out;
+  out.learned = LearnPolicy((*history)->rounds);
+  out.rounds = static_cast<int>((*history)->rounds.size());
+  out.commits = (*history)->commits;
+  if (!(*history)->rounds.empty()) {
+    out.oldest = (*history)->rounds.front().date;
+    out.newest = (*history)->rounds.back().date;
+  }
+  return out;
+}
+
 }  // namespace triage::nightly

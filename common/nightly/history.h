@@ -35,4 +35,18 @@ struct MaintenanceHistory {
 absl::StatusOr<std::unique_ptr<MaintenanceHistory>> ReadMaintenanceHistory(
     const git::Git& git, const std::string& commit, const HistoryOptions& options = {});
 
+// The policy the history at `commit` teaches (LearnPolicy over ReadMaintenanceHistory), and
+// what it was learned from.
+struct CheckoutPolicy {
+  Learned learned;
+  int rounds = 0;              // commits that changed entries
+  int commits = 0;             // commits read
+  std::string oldest, newest;  // the rounds' dates
+  // "12 maintenance rounds (2025-10-02 to 2026-08-30) in the newest 60 commits that changed
+  // tests/runner/test_config"
+  std::string Describe() const;
+};
+absl::StatusOr<CheckoutPolicy> LearnFromCheckout(const git::Git& git, const std::string& commit,
+                                                 const HistoryOptions& options = {});
+
 }  // namespace triage::nightly

@@ -159,28 +159,34 @@ absl::StatusOr<Policy> ReadPolicy(std::string_view text, std::string_view path,
   return p;
 }
 
-std::string PolicyYaml(const Policy& p) {
-  auto source = [&](std::string_view knob) {
+std::vector<KnobValue> PolicyValues(const Policy& p) {
+  std::vector<KnobValue> out;
+  for (std::string_view knob : kPolicyKnobs) {
+    KnobValue v;
+    v.knob = knob;
     auto it = p.sources.find(std::string(knob));
-    return it == p.sources.end() ? std::string("default") : it->second;
-  };
+    v.source = it == p.sources.end() ? std::string("default") : it->second;
+    if (knob == "grid") {
+      v.value = Number(p.grid);
+    } else if (knob == "margin") {
+      v.value = Number(p.margin);
+    } else if (knob == "lowest") {
+      std::vector<std::string> lowest;
+      for (const auto& [k, d] : p.lowest) lowest.push_back(util::StrCat(k, ": ", Number(d)));
+      v.value = util::StrCat("{", util::StrJoin(lowest, ", "), "}");
+    } else if (const WordKnob* w = FindWordKnob(knob); w != nullptr) {
+      v.value = w->free_text ? inventory::DoubleQuote(p.*(w->field)) : p.*(w->field);
+    }
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+std::string PolicyYaml(const Policy& p) {
   std::string out;
-  auto line = [&](std::string_view knob, const std::string& value) {
-    out += util::StrCat(knob, ": ", value, "  # ", source(knob), "\n");
-  };
-  line("grid", Number(p.grid));
-  line("margin", Number(p.margin));
-  line("enable", p.enable);
-  std::vector<std::string> lowest;
-  for (const auto& [k, v] : p.lowest) lowest.push_back(util::StrCat(k, ": ", Number(v)));
-  line("lowest", util::StrCat("{", util::StrJoin(lowest, ", "), "}"));
-  line("nonsense", p.nonsense);
-  line("pcc_comment", p.pcc_comment);
-  line("skip_bringup", p.skip_bringup_status);
-  line("unknown_stage", p.unknown_stage);
-  line("hang_reason", inventory::DoubleQuote(p.hang_reason));
-  line("oom_reason", inventory::DoubleQuote(p.oom_reason));
-  line("crash_reason", p.crash_reason);
+  for (const KnobValue& v : PolicyValues(p)) {
+    out += util::StrCat(v.knob, ": ", v.value, "  # ", v.source, "\n");
+  }
   return out;
 }
 

@@ -7,6 +7,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
@@ -51,10 +52,10 @@ struct Policy {
   double Lowest(std::string_view parallelism, std::string_view run_mode) const;
 };
 
-// The knobs' names, in the order docs/nightly.md lists them.
-inline constexpr std::string_view kPolicyKnobs[] = {"grid",          "margin",      "lowest",
-                                                    "nonsense",      "pcc_comment", "skip_bringup",
-                                                    "unknown_stage", "hang_reason", "oom_reason"};
+// The knobs' names, in the order docs/nightly.md and a policy file list them.
+inline constexpr std::string_view kPolicyKnobs[] = {
+    "grid",         "margin",        "enable",      "lowest",     "nonsense",    "pcc_comment",
+    "skip_bringup", "unknown_stage", "hang_reason", "oom_reason", "crash_reason"};
 
 // Reads a policy file over `base`: the knobs it sets replace base's, each with its source
 // (path:line). Errors name the file, the line and the knob.
@@ -63,5 +64,13 @@ absl::StatusOr<Policy> ReadPolicy(std::string_view text, std::string_view path,
 
 // The policy as a policy file (every knob, its source in a comment).
 std::string PolicyYaml(const Policy& policy);
+
+// One knob's value as a policy file writes it, and its source ("default" when none is recorded).
+struct KnobValue {
+  std::string_view knob;
+  std::string value;
+  std::string source;
+};
+std::vector<KnobValue> PolicyValues(const Policy& policy);
 
 }  // namespace triage::nightly

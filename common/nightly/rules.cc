@@ -152,6 +152,13 @@ RuleOptions RuleOptionsFrom(const v1::NightlyOptions& p) {
   if (p.pcc_far_below() > 0) o.pcc_far_below = p.pcc_far_below();
   if (p.regression_runs() > 0) o.regression_runs = p.regression_runs();
   if (p.promote_runs() > 0) o.promote_runs = p.promote_runs();
+  if (!p.policy_yaml().empty()) {
+    // Resolved when the sweep started (ResolvePolicy), and so already checked.
+    if (auto policy = ReadPolicy(p.policy_yaml(), "nightly_options.policy_yaml"); policy.ok()) {
+      policy->sources = {p.policy_sources().begin(), p.policy_sources().end()};
+      return WithPolicy(std::move(o), *policy);
+    }
+  }
   o.policy.grid = o.pcc_step;
   o.policy.margin = o.pcc_margin;
   o.policy.lowest["default"] = o.pcc_far_below;
@@ -184,6 +191,8 @@ v1::NightlyOptions ToProto(const RuleOptions& o) {
   p.set_pcc_far_below(o.pcc_far_below);
   p.set_regression_runs(o.regression_runs);
   p.set_promote_runs(o.promote_runs);
+  p.set_policy_yaml(PolicyYaml(o.policy));
+  p.mutable_policy_sources()->insert(o.policy.sources.begin(), o.policy.sources.end());
   return p;
 }
 

@@ -4,7 +4,10 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
+#include <optional>
 
+#include "common/nightly/policy_options.h"
 #include "common/util/log.h"
 #include "common/util/strings.h"
 #include "coordinator/core/coordinator.h"
@@ -179,6 +182,35 @@ SweepRecord RunningSweepRecord(const v1::StartSweepRequest& req, const std::stri
   return rec;
 }
 
+// "nightly policy: 6 knobs learned from <what>, 1 from policy.yaml, 4 defaults (report.md lists
+// each)".
+std::string PolicyNote(const v1::NightlyOptions& o) {
+  int learned = 0, defaults = 0;
+  std::map<std::string, int> asked;
+  for (std::string_view knob : nightly::kPolicyKnobs) {
+    auto it = o.policy_sources().find(std::string(knob));
+    if (it == o.policy_sources().end() || it->second == "default") {
+      ++defaults;
+    } else if (it->second.starts_with("learned")) {
+      ++learned;
+    } else {
+      asked[it->second.substr(0, it->second.rfind(':'))]++;
+    }
+  }
+  std::vector<std::string> parts;
+  if (learned > 0) {
+    parts.push_back(util::StrCat(learned, " knob(s) learned from ", o.policy_learned_from()));
+  }
+  for (const auto& [from, n] : asked) parts.push_back(util::StrCat(n, " from ", from));
+  parts.push_back(util::StrCat(defaults, " default(s)"));
+  std::string note = util::StrCat("nightly policy: ", util::StrJoin(parts, ", "));
+  if (learned == 0 && !o.no_learn() && !o.policy_learned_from().empty()) {
+    util::StrAppend(&note, " (", o.policy_learned_from(), " speak to none)");
+  }
+  if (o.no_learn()) util::StrAppend(&note, " (not learned: no_learn)");
+  return util::StrCat(note, "; the report lists each knob");
+}
+
 }  // namespace
 
 absl::StatusOr<v1::Sweep> Coordinator::StartSweep(const v1::StartSweepRequest& req,
@@ -272,6 +304,17 @@ absl::StatusOr<v1::Sweep> Coordinator::StartSweepWithRuns(const v1::StartSweepRe
   if (!input.ok()) return input.status();
 
   PlanOptions plan_options = PlanOptionsFor(req, *start, *input, options_);
+  // The rules' policy, once for the sweep: what its shards, its agents and its report follow.
+  std::optional<v1::NightlyOptions> resolved;
+  if (!req.nightly().empty() || req.recheck_skipped()) {
+    auto r = nightly::ResolvePolicy(req.nightly_options(),
+                                    input->learned_policy ? &*input->learned_policy : nullptr,
+                                    input->learned_from);
+    if (!r.ok()) return r.status();
+    resolved = std::move(*r);
+    plan_options.nightly_options = &*resolved;
+    input->notes.push_back(PolicyNote(*resolved));
+  }
   plan_options.inputs = input->inputs ? &*input->inputs : nullptr;
   if (req.durations_json().empty() && !input->checkout_durations.empty()) {
     // The checkout's own record (tt-xla keeps .test_durations at its root): planning's times
@@ -320,6 +363,7 @@ absl::StatusOr<v1::Sweep> Coordinator::StartSweepWithRuns(const v1::StartSweepRe
     Plan plan = PlanEntries(input->inventory, rules, req, plan_options, id, input->ttxla_commit,
                             input->forge_commit, now);
     SweepRecord rec = RunningSweepRecord(req, start->executor, *input, plan_options, rules, plan);
+    if (resolved) *rec.request.mutable_nightly_options() = *resolved;
     rec.id = id;
     rec.seq = next_seq_++;
     rec.created_by = caller.name;

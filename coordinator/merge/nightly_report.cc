@@ -147,7 +147,9 @@ NightlySections BuildNightlySections(const MergeOutput& merge, const v1::Nightly
                                      const v1::NightlyOptions& asked,
                                      const std::vector<std::string>& archs) {
   NightlySections out;
-  const v1::NightlyOptions options = nightly::ToProto(nightly::RuleOptionsFrom(asked));
+  const nightly::RuleOptions rule_options = nightly::RuleOptionsFrom(asked);
+  const v1::NightlyOptions options = nightly::ToProto(rule_options);
+  const std::vector<nightly::KnobValue> policy = nightly::PolicyValues(rule_options.policy);
   std::map<std::string, json> sections;
   std::map<std::string, std::vector<Line>> lines;  // section -> its entries, in merge order
   for (const auto& e : merge.entries) {
@@ -269,6 +271,13 @@ NightlySections BuildNightlySections(const MergeOutput& merge, const v1::Nightly
                        {"pcc_far_below", options.pcc_far_below()},
                        {"regression_runs", options.regression_runs()},
                        {"promote_runs", options.promote_runs()}};
+  // The policy the rules followed, each knob with where it came from.
+  json policy_json = json::object();
+  for (const auto& k : policy) {
+    policy_json[std::string(k.knob)] = {{"value", k.value}, {"source", k.source}};
+  }
+  options_json["policy"] = std::move(policy_json);
+  options_json["policy_learned_from"] = asked.policy_learned_from();
   json sections_json = json::object();
   for (const auto& s : kSections) {
     const std::string id(s.id);
@@ -290,6 +299,15 @@ NightlySections BuildNightlySections(const MergeOutput& merge, const v1::Nightly
           : "",
       ".\n");
   for (const auto& ex : intake.examples()) util::StrAppend(&text, "- ", Md(ex), "\n");
+  util::StrAppend(&text, "\nThe rules followed this policy",
+                  asked.policy_learned_from().empty()
+                      ? ""
+                      : util::StrCat(", learned from ", Md(asked.policy_learned_from()),
+                                     " where that history speaks to a knob"),
+                  ":\n\n| knob | value | from |\n|---|---|---|\n");
+  for (const auto& k : policy) {
+    util::StrAppend(&text, "| ", Code(k.knob), " | ", Code(k.value), " | ", Md(k.source), " |\n");
+  }
   for (const auto& s : kSections) {
     const std::string id(s.id);
     if (!md.count(id)) continue;

@@ -184,7 +184,8 @@ Plan PlanNightly(const inventory::Inventory& inventory, const v1::StartSweepRequ
                  const PlanOptions& options, const std::string& sweep_id,
                  const std::string& ttxla_commit, const std::string& forge_commit, TimePoint now) {
   Plan plan;
-  const nightly::RuleOptions rules = nightly::RuleOptionsFrom(request.nightly_options());
+  const nightly::RuleOptions rules = nightly::RuleOptionsFrom(
+      options.nightly_options ? *options.nightly_options : request.nightly_options());
   const v1::NightlyOptions written = nightly::ToProto(rules);
   nightly::Mapping mapping = nightly::MapRuns(inventory, RunsOnArchs(request));
   v1::NightlyIntake intake = mapping.intake;
@@ -260,7 +261,8 @@ Plan PlanRecheck(const inventory::Inventory& inventory, const v1::StartSweepRequ
                  const PlanOptions& options, const std::string& sweep_id,
                  const std::string& ttxla_commit, const std::string& forge_commit, TimePoint now) {
   Plan plan;
-  nightly::RuleOptions rules = nightly::RuleOptionsFrom(request.nightly_options());
+  nightly::RuleOptions rules = nightly::RuleOptionsFrom(
+      options.nightly_options ? *options.nightly_options : request.nightly_options());
   rules.confirm = std::max(2, rules.confirm);  // a pass is confirmed before a promotion
   rules.no_confirm = false;
   const v1::NightlyOptions written = nightly::ToProto(rules);

@@ -35,6 +35,9 @@ struct PlanOptions {
   // A recheck sweep (docs/nightly.md, "Rechecking skipped entries"): when each skipped
   // entry-arch was last rechecked (RecheckKey -> unix ms), from the earlier recheck sweeps.
   const std::map<std::string, std::int64_t>* rechecked = nullptr;
+  // A nightly or recheck sweep's options with its policy resolved (nightly::ResolvePolicy);
+  // nullptr: the request's own.
+  const v1::NightlyOptions* nightly_options = nullptr;
 };
 
 // The key of an entry on an arch in PlanOptions::rechecked.

@@ -10,6 +10,7 @@
 #include "agent/playbooks/catalog.h"
 #include "common/command/command_params.h"
 #include "common/inventory/schema.h"
+#include "common/nightly/policy_options.h"
 #include "common/nightly/record.h"
 #include "common/util/strings.h"
 #include "google/protobuf/field_mask.pb.h"
@@ -171,6 +172,7 @@ absl::Status ValidateNightly(const v1::StartSweepRequest& req, bool runs_to_come
     return absl::InvalidArgumentError(
         "nightly_options: no_confirm runs nothing: confirm and max_device_hours do not apply");
   }
+  if (auto st = nightly::CheckAskedPolicy(o); !st.ok()) return st;
   std::size_t records = 0;
   for (int i = 0; i < req.nightly_size(); ++i) {
     const v1::NightlyRun& run = req.nightly(i);
@@ -198,6 +200,15 @@ std::vector<std::string> StartOptionsDiffer(const v1::StartSweepRequest& first,
   // An upload's id names how the runs came, not what they are: the digest compares them.
   static const std::set<std::string> kIgnored = {"reason", "request_id", "durations_json",
                                                  "nightly_upload"};
+  // What the coordinator resolved when the first one started (the policy) is not asked.
+  auto asked = [](v1::StartSweepRequest r) {
+    r.mutable_nightly_options()->clear_policy_yaml();
+    r.mutable_nightly_options()->clear_policy_sources();
+    r.mutable_nightly_options()->clear_policy_learned_from();
+    if (r.nightly_options().ByteSizeLong() == 0) r.clear_nightly_options();
+    return r;
+  };
+  const v1::StartSweepRequest first_asked = asked(first), again_asked = asked(again);
   const auto* descriptor = v1::StartSweepRequest::descriptor();
   std::vector<std::string> differ;
   for (int i = 0; i < descriptor->field_count(); ++i) {
@@ -212,7 +223,7 @@ std::vector<std::string> StartOptionsDiffer(const v1::StartSweepRequest& first,
       }
       return kept;
     };
-    if (!google::protobuf::util::MessageDifferencer::Equals(only(first), only(again))) {
+    if (!google::protobuf::util::MessageDifferencer::Equals(only(first_asked), only(again_asked))) {
       differ.push_back(field->name());
     }
   }

@@ -1,6 +1,7 @@
 #include "coordinator/planning/sweep_reader.h"
 
 #include "common/git/git.h"
+#include "common/nightly/history.h"
 #include "common/util/strings.h"
 
 namespace triage::coord {
@@ -49,6 +50,19 @@ SweepReader MakeGitSweepReader(std::filesystem::path cache_dir, std::size_t max_
         } else if (!absl::IsNotFound(d.status())) {
           in.notes.push_back(util::StrCat("the checkout's .test_durations was not read: ",
                                           util::MessageOf(d.status())));
+        }
+        // The rules' policy, learned from the history behind the commit.
+        const bool rules = !req.nightly().empty() || req.recheck_skipped();
+        if (rules && !req.nightly_options().no_learn()) {
+          auto learned = nightly::LearnFromCheckout(git::Git(pinned->repo), pinned->ttxla_commit);
+          if (learned.ok()) {
+            in.learned_policy = std::move(learned->learned.policy);
+            in.learned_from = learned->Describe();
+          } else {
+            in.notes.push_back(
+                util::StrCat("nightly policy: the defaults, the checkout's history was not read: ",
+                             util::MessageOf(learned.status())));
+          }
         }
         // Incremental sweeps compare what every result depends on (docs/farm.md).
         auto forge = git::ForgeRepo(pinned->repo, pinned->ttxla_commit, pinned->forge_commit,

@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/inventory/inventory.h"
+#include "common/nightly/policy.h"
 #include "coordinator/planning/input_hash.h"
 #include "triage/v1/control.pb.h"
 
@@ -31,6 +32,12 @@ struct SweepInput {
   // The checkout's own .test_durations at the tt-xla commit (pytest-split's JSON, as tt-xla keeps
   // one at its root); "" when it has none. Planning uses it when the request brings none.
   std::string checkout_durations;
+  // A nightly or recheck sweep's policy as the checkout's maintenance history at ttxla_commit
+  // teaches it (docs/nightly.md, "Which policy a sweep follows"), and what it was learned from;
+  // none when the sweep is of another kind, asked no_learn, or the history could not be read
+  // (notes says why).
+  std::optional<nightly::Policy> learned_policy;
+  std::string learned_from;
 };
 using SweepReader = std::function<absl::StatusOr<SweepInput>(const v1::StartSweepRequest&)>;
 

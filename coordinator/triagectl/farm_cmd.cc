@@ -182,6 +182,12 @@ void FarmCommands::RegisterSweepStart(CLI::App* sweep) {
       ->add_option("--promote-runs", o_.promote_runs,
                    "--nightly: latest runs that must pass for a promotion or new entry (2)")
       ->check(CLI::Range(1, 100));
+  start->add_option("--policy", o_.policy,
+                    "--nightly/--recheck-skipped: a nightly policy file (docs/nightly.md, \"The "
+                    "policy\"); its knobs replace those learned from the checkout's history");
+  start->add_flag("--no-learn", o_.no_learn,
+                  "--nightly/--recheck-skipped: follow the default policy (with --policy's knobs "
+                  "over it), not the one the checkout's maintenance history teaches");
   start->add_flag("--watch,--wait", o_.watch,
                   "Follow the sweep until it ends: exit 0 if it succeeds, 1 if it fails, is "
                   "cancelled, stops at its failure budget or stays blocked");

@@ -60,6 +60,8 @@ struct FarmOptions {
   double pcc_far_below = 0;
   int regression_runs = 0;
   int promote_runs = 0;
+  std::string policy;     // --policy FILE: its knobs over the learned ones
+  bool no_learn = false;  // --no-learn: the defaults, not the checkout's history, under --policy
   // sweep patch / report: tracking-issue links (cluster id or key -> URL)
   std::string issue_links;
   // ids and filters

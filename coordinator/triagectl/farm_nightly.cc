@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "common/nightly/intake.h"
+#include "common/nightly/policy.h"
 #include "common/util/file.h"
 #include "common/util/strings.h"
 #include "coordinator/planning/nightly_chunks.h"
@@ -16,7 +17,8 @@ std::optional<int> AddNightlyOptions(const FarmOptions& o, v1::StartSweepRequest
                                      std::ostream& err) {
   const bool asked_options = o.confirm > 0 || o.no_confirm || o.max_device_hours > 0 ||
                              o.pcc_margin > 0 || o.pcc_step > 0 || o.pcc_far_below > 0 ||
-                             o.regression_runs > 0 || o.promote_runs > 0;
+                             o.regression_runs > 0 || o.promote_runs > 0 || !o.policy.empty() ||
+                             o.no_learn;
   if (o.recheck_skipped && !o.nightly.empty()) {
     err << "triagectl: --recheck-skipped and --nightly are two kinds of sweep: start them "
            "separately\n";
@@ -25,8 +27,9 @@ std::optional<int> AddNightlyOptions(const FarmOptions& o, v1::StartSweepRequest
   const char* flag = o.recheck_skipped ? "--recheck-skipped" : "--nightly";
   if (o.nightly.empty() && !o.recheck_skipped) {
     if (asked_options) {
-      err << "triagectl: --confirm, --no-confirm, --max-device-hours and the PCC and run "
-             "options are for nightly sweeps: give --nightly DIR (or --recheck-skipped)\n";
+      err << "triagectl: --confirm, --no-confirm, --max-device-hours, the PCC and run options, "
+             "--policy and --no-learn are for nightly sweeps: give --nightly DIR (or "
+             "--recheck-skipped)\n";
       return kExitUsage;
     }
     return std::nullopt;
@@ -62,6 +65,21 @@ std::optional<int> AddNightlyOptions(const FarmOptions& o, v1::StartSweepRequest
   n.set_pcc_far_below(o.pcc_far_below);
   n.set_regression_runs(o.regression_runs);
   n.set_promote_runs(o.promote_runs);
+  n.set_no_learn(o.no_learn);
+  if (!o.policy.empty()) {
+    // Read and checked here, so that an error names the file and line on this machine.
+    auto text = util::ReadFile(o.policy);
+    if (!text.ok()) {
+      err << "triagectl: --policy " << util::MessageOf(text.status()) << "\n";
+      return kExitUsage;
+    }
+    if (auto policy = nightly::ReadPolicy(*text, o.policy); !policy.ok()) {
+      err << "triagectl: --policy " << util::MessageOf(policy.status()) << "\n";
+      return kExitUsage;
+    }
+    n.set_policy_text(std::move(*text));
+    n.set_policy_file(o.policy);
+  }
   return std::nullopt;
 }
 

@@ -42,13 +42,13 @@ int RunNightlyPolicy(const NightlyPolicyOptions& o, std::ostream& out, std::ostr
   nightly::HistoryOptions history_options;
   history_options.since = o.since;
   history_options.max_commits = o.commits;
-  auto history = nightly::ReadMaintenanceHistory(git, *commit, history_options);
+  auto history = nightly::LearnFromCheckout(git, *commit, history_options);
   if (!history.ok()) {
     err << "triagectl: --repo " << o.repo
         << ": cannot read its history: " << history.status().message() << "\n";
     return kExitUsage;
   }
-  nightly::Learned learned = nightly::LearnPolicy((*history)->rounds);
+  const nightly::Learned& learned = history->learned;
   nightly::Policy policy = learned.policy;
   if (!o.policy.empty()) {
     std::ifstream in(o.policy);
@@ -65,11 +65,11 @@ int RunNightlyPolicy(const NightlyPolicyOptions& o, std::ostream& out, std::ostr
     }
     policy = std::move(*over);
   }
-  const int rounds = static_cast<int>((*history)->rounds.size());
+  const int rounds = history->rounds;
   if (o.output == "json") {
     nlohmann::json j;
     j["commit"] = *commit;
-    j["commits_read"] = (*history)->commits;
+    j["commits_read"] = history->commits;
     j["rounds"] = rounds;
     nlohmann::json knobs = nlohmann::json::object();
     for (std::string_view knob : nightly::kPolicyKnobs) {
@@ -106,9 +106,7 @@ int RunNightlyPolicy(const NightlyPolicyOptions& o, std::ostream& out, std::ostr
     return kExitOk;
   }
   out << "# nightly policy of " << o.repo << " at " << commit->substr(0, 12) << ": learned from "
-      << rounds << " maintenance round(s) in the newest " << (*history)->commits
-      << " commit(s) that changed tests/runner/test_config"
-      << (o.since.empty() ? "" : " since " + o.since) << "\n";
+      << history->Describe() << (o.since.empty() ? "" : " since " + o.since) << "\n";
   out << nightly::PolicyYaml(policy);
   return kExitOk;
 }

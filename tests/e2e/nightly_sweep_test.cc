@@ -221,7 +221,11 @@ TEST_F(NightlySweepTest, ConfirmedOnTheFleetAndReplayedToTheSamePatch) {
 }
 
 TEST_F(NightlySweepTest, NoConfirmProposesFromTheNightlyAloneWithoutAnAgent) {
-  const std::string id = RunSweep({"--no-confirm"});
+  // A policy file naming one knob at its default value: the same decisions, and the report says
+  // where each knob came from (the fixture's one commit teaches nothing: the rest are defaults).
+  const std::string policy = (dir_ / "ops-policy.yaml").string();
+  testing::WriteFileOrDie(policy, "# the grid this team writes\ngrid: 0.01\n");
+  const std::string id = RunSweep({"--no-confirm", "--policy", policy});
   Outputs(id, dir_ / "out");
   const auto ws = Patched(dir_ / "out/tt-xla.patch", "patched");
   ExpectEntries(ws, [](const YAML::Node& e) {
@@ -236,7 +240,16 @@ TEST_F(NightlySweepTest, NoConfirmProposesFromTheNightlyAloneWithoutAnAgent) {
       EXPECT_TRUE(l["confirmations"].empty());
     }
   }
-  EXPECT_NE(testing::ReadFileOrDie(dir_ / "out/report.md").find("--no-confirm"), std::string::npos);
+  const std::string md = testing::ReadFileOrDie(dir_ / "out/report.md");
+  EXPECT_NE(md.find("--no-confirm"), std::string::npos);
+  // The source is the file as given (its path escaped for markdown).
+  const auto grid = md.find("| `grid` | `0.01` | ");
+  ASSERT_NE(grid, std::string::npos) << md;
+  EXPECT_EQ(md.substr(grid, md.find('\n', grid) - grid).find("ops-policy.yaml:2 |"),
+            md.find('\n', grid) - grid - 19)
+      << md;
+  EXPECT_NE(md.find("| `nonsense` | `disable_pcc` | default |\n"), std::string::npos) << md;
+  EXPECT_EQ(report["nightly"]["options"]["policy"]["grid"]["source"], policy + ":2");
 }
 
 }  // namespace

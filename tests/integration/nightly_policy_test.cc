@@ -10,8 +10,11 @@
 
 #include "common/git/git.h"
 #include "common/nightly/history.h"
+#include "common/nightly/policy_options.h"
+#include "common/nightly/rules.h"
 #include "common/util/strings.h"
 #include "common/util/text.h"
+#include "coordinator/planning/sweep_reader.h"
 #include "coordinator/triagectl/nightly_policy_cmd.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -191,6 +194,42 @@ TEST_F(NightlyPolicyCmd, BadArgumentsAreNamed) {
   o.policy = (tmp_.path() / "missing.yaml").string();
   EXPECT_EQ(Run(o, &out, &err), 2);
   EXPECT_THAT(err, HasSubstr("missing.yaml: cannot read it"));
+}
+
+// A nightly sweep's start reads the same history (the coordinator's sweep reader), and the
+// policy it resolves names where each knob came from; other sweeps and --no-learn read none.
+TEST_F(NightlyPolicyCmd, ANightlySweepLearnsThePolicyFromItsCheckout) {
+  auto reader = coord::MakeGitSweepReader(tmp_.path() / "cache");
+  v1::StartSweepRequest req;
+  req.set_repo_path(repo_.string());
+  req.add_nightly()->set_label("night-1");
+  auto input = reader(req);
+  ASSERT_TRUE(input.ok()) << input.status();
+  ASSERT_TRUE(input->learned_policy.has_value());
+  EXPECT_EQ(input->learned_policy->nonsense, "xfail");
+  EXPECT_THAT(input->learned_from, HasSubstr("3 maintenance round(s) (2025-12-10 to 2026-03-09)"));
+
+  req.mutable_nightly_options()->set_policy_file("ops.yaml");
+  req.mutable_nightly_options()->set_policy_text("pcc_comment: figure\n");
+  auto resolved =
+      nightly::ResolvePolicy(req.nightly_options(), &*input->learned_policy, input->learned_from);
+  ASSERT_TRUE(resolved.ok()) << resolved.status();
+  const nightly::Policy p = nightly::RuleOptionsFrom(*resolved).policy;
+  EXPECT_EQ(p.nonsense, "xfail");
+  EXPECT_THAT(p.sources.at("nonsense"), HasSubstr("learned from 3 changes in 3 rounds"));
+  EXPECT_EQ(p.pcc_comment, "figure");  // the file over the learned "none"
+  EXPECT_EQ(p.sources.at("pcc_comment"), "ops.yaml:1");
+  EXPECT_EQ(p.sources.count("margin"), 0u);
+
+  req.mutable_nightly_options()->set_no_learn(true);
+  input = reader(req);
+  ASSERT_TRUE(input.ok()) << input.status();
+  EXPECT_FALSE(input->learned_policy.has_value());
+  v1::StartSweepRequest playbook_sweep;
+  playbook_sweep.set_repo_path(repo_.string());
+  input = reader(playbook_sweep);
+  ASSERT_TRUE(input.ok()) << input.status();
+  EXPECT_FALSE(input->learned_policy.has_value());
 }
 
 }  // namespace

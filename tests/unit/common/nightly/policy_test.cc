@@ -4,6 +4,7 @@
 #include "common/nightly/policy.h"
 
 #include "common/nightly/decide.h"
+#include "common/nightly/policy_options.h"
 #include "common/nightly/rules.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -173,6 +174,98 @@ TEST(NightlyPolicy, AnUnknownStageIsWrittenOrLeftOut) {
   EXPECT_EQ(Set(o, "status"), "KNOWN_FAILURE_XFAIL");
   EXPECT_EQ(Set(o, "bringup_status"), "<unset>");
   EXPECT_EQ(Set(o, "reason"), "ValueError: Error code: 13");
+}
+
+// A sweep's policy travels as text in its options (coordinator -> agents -> report): every knob,
+// free text with quotes and '#' included, and every source come back as they were.
+TEST(NightlyPolicy, ThePolicyInASweepsOptionsComesBackWhole) {
+  Policy p = Read(
+      "grid: 0.005\n"
+      "enable: above\n"
+      "lowest: {default: 0.95, tensor_parallel-training: 0.85}\n"
+      "nonsense: xfail\n"
+      "skip_bringup: omit\n"
+      "hang_reason: 'Hangs in \"compile\" # see the issue'\n"
+      "crash_reason: message\n");
+  p.sources["oom_reason"] = "learned from 2 changes, newest abc1234 2026-08-01 k";
+  p.oom_reason = "Host OOM: killed (see #123)";
+  RuleOptions o;
+  o = WithPolicy(o, p);
+  const RuleOptions back = RuleOptionsFrom(ToProto(o));
+  EXPECT_EQ(PolicyYaml(back.policy), PolicyYaml(p));
+  EXPECT_EQ(back.policy.hang_reason, "Hangs in \"compile\" # see the issue");
+  EXPECT_EQ(back.policy.oom_reason, "Host OOM: killed (see #123)");
+  EXPECT_EQ(back.policy.Lowest("tensor_parallel", "training"), 0.85);
+  EXPECT_EQ(back.pcc_step, 0.005);
+  EXPECT_EQ(back.pcc_far_below, 0.95);
+  EXPECT_EQ(back.policy.sources, p.sources);
+  // Options without a policy (an older sweep): the pcc_* numbers over the defaults.
+  v1::NightlyOptions old;
+  old.set_pcc_step(0.02);
+  EXPECT_EQ(RuleOptionsFrom(old).policy.grid, 0.02);
+  EXPECT_EQ(RuleOptionsFrom(old).policy.nonsense, "disable_pcc");
+}
+
+TEST(NightlyPolicy, ASweepFollowsTheLearnedPolicyThenItsFileThenItsFlags) {
+  Policy learned;
+  learned.nonsense = "xfail";
+  learned.grid = 0.001;
+  learned.sources = {{"nonsense", "learned from 3 changes"}, {"grid", "learned from 4 changes"}};
+  v1::NightlyOptions asked;
+  asked.set_policy_file("ops/policy.yaml");
+  asked.set_policy_text("pcc_comment: none\ngrid: 0.01\n");
+  asked.set_pcc_far_below(0.9);
+  auto r = ResolvePolicy(asked, &learned, "5 maintenance round(s)");
+  ASSERT_TRUE(r.ok()) << r.status();
+  const Policy p = RuleOptionsFrom(*r).policy;
+  EXPECT_EQ(p.nonsense, "xfail");  // learned, the file silent on it
+  EXPECT_EQ(p.sources.at("nonsense"), "learned from 3 changes");
+  EXPECT_EQ(p.grid, 0.01);  // the file over the learned value
+  EXPECT_EQ(p.sources.at("grid"), "ops/policy.yaml:2");
+  EXPECT_EQ(p.pcc_comment, "none");
+  EXPECT_EQ(p.Lowest("", ""), 0.9);  // the flag over both
+  EXPECT_EQ(p.sources.at("lowest"), "--pcc-far-below");
+  EXPECT_EQ(p.sources.count("hang_reason"), 0u);  // default
+  EXPECT_EQ(r->policy_learned_from(), "5 maintenance round(s)");
+  // What was asked stays as asked.
+  EXPECT_EQ(r->policy_file(), "ops/policy.yaml");
+  EXPECT_EQ(r->pcc_step(), 0);
+
+  // --no-learn: the defaults under the file.
+  asked.set_no_learn(true);
+  r = ResolvePolicy(asked, &learned, "5 maintenance round(s)");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(RuleOptionsFrom(*r).policy.nonsense, "disable_pcc");
+  EXPECT_EQ(r->policy_learned_from(), "");
+  // No history read (a recheck of a checkout without one): the defaults.
+  asked.set_no_learn(false);
+  r = ResolvePolicy(asked, nullptr, "");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(RuleOptionsFrom(*r).policy.nonsense, "disable_pcc");
+}
+
+TEST(NightlyPolicy, ASweepsPolicyErrorsNameTheFileAndLine) {
+  v1::NightlyOptions asked;
+  asked.set_policy_file("ops/policy.yaml");
+  asked.set_policy_text("grid: 0.01\nnonsense: maybe\n");
+  auto r = ResolvePolicy(asked, nullptr, "");
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(),
+              HasSubstr("ops/policy.yaml:2: nonsense: 'maybe' is not one of"));
+  EXPECT_FALSE(CheckAskedPolicy(asked).ok());
+  // The resolved fields are the coordinator's.
+  v1::NightlyOptions forged;
+  forged.set_policy_yaml("grid: 0.5\n");
+  EXPECT_THAT(CheckAskedPolicy(forged).message(), HasSubstr("resolved by the coordinator"));
+  // A flag's margin against the file's grid.
+  v1::NightlyOptions clash;
+  clash.set_policy_file("p.yaml");
+  clash.set_policy_text("grid: 0.01\n");
+  clash.set_pcc_margin(0.02);
+  r = ResolvePolicy(clash, nullptr, "");
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("margin (0.02, from --pcc-margin)"));
+  EXPECT_THAT(r.status().message(), HasSubstr("grid (0.01, from p.yaml:1)"));
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "common/nightly/decide.h"
+#include "common/nightly/policy_options.h"
 #include "coordinator/merge/clusters.h"
 #include "coordinator/merge/merge.h"
 #include "coordinator/merge/nightly_report.h"
@@ -149,6 +150,35 @@ TEST(NightlyMerge, TheReportGroupsTheArchsOfAnEntry) {
       << s.markdown;
   EXPECT_EQ(s.markdown.find('\0'), std::string::npos);
   EXPECT_THAT(s.markdown, HasSubstr("Confirmation: 2 run(s) per candidate on its arch."));
+  // Every knob of the policy, with where it came from (none asked, none learned: the defaults).
+  EXPECT_THAT(s.markdown, HasSubstr("| knob | value | from |\n|---|---|---|\n| `grid` | `0.01` | "
+                                    "default |\n"));
+  EXPECT_EQ(s.json["options"]["policy"].size(), std::size(nightly::kPolicyKnobs));
+}
+
+// The policy the sweep resolved when it started is what the report lists.
+TEST(NightlyMerge, TheReportSaysWhereEachKnobOfThePolicyCameFrom) {
+  MergeOutput out = MergeOf(Demotions());
+  v1::NightlyIntake intake;
+  intake.add_archs("n150");
+  nightly::Policy learned;
+  learned.nonsense = "xfail";
+  learned.sources["nonsense"] = "learned from 2 changes in 2 rounds, newest abc 2026-08-01 k|x";
+  v1::NightlyOptions asked;
+  asked.set_policy_file("ops.yaml");
+  asked.set_policy_text("hang_reason: message\n");
+  auto resolved = nightly::ResolvePolicy(asked, &learned, "2 maintenance round(s)");
+  ASSERT_TRUE(resolved.ok()) << resolved.status();
+  NightlySections s = BuildNightlySections(out, intake, *resolved, {"n150"});
+  EXPECT_THAT(s.markdown, HasSubstr("The rules followed this policy, learned from 2 maintenance "
+                                    "round(s) where that history speaks to a knob:"));
+  // A pipe in a source does not break the table.
+  EXPECT_THAT(s.markdown, HasSubstr("| `nonsense` | `xfail` | learned from 2 changes in 2 rounds, "
+                                    "newest abc 2026-08-01 k\\|x |\n"));
+  EXPECT_THAT(s.markdown, HasSubstr("| `hang_reason` | `\"message\"` | ops.yaml:1 |\n"));
+  EXPECT_EQ(s.json["options"]["policy"]["nonsense"]["value"], "xfail");
+  EXPECT_EQ(s.json["options"]["policy"]["hang_reason"]["source"], "ops.yaml:1");
+  EXPECT_EQ(s.json["options"]["policy_learned_from"], "2 maintenance round(s)");
 }
 
 }  // namespace

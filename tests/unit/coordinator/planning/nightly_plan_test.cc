@@ -4,6 +4,8 @@
 
 #include "coordinator/planning/nightly_plan.h"
 
+#include "common/nightly/policy_options.h"
+
 #include "coordinator/planning/start_request.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -197,6 +199,34 @@ TEST(NightlyRequest, TheKeptRequestHoldsTheRunsDigestAndARepeatIsTheSame) {
   other.mutable_nightly(0)->mutable_records(0)->set_pcc(0.5);
   EXPECT_THAT(StartOptionsDiffer(kept, WithoutNightlyRuns(other)),
               ::testing::ElementsAre("nightly_digest"));
+}
+
+// The coordinator records the policy it resolved in the kept request; a retry asks without it.
+TEST(NightlyRequest, ARetryIsTheSameSweepWhateverPolicyTheFirstResolved) {
+  v1::StartSweepRequest req = Request();
+  req.mutable_nightly_options()->set_policy_file("p.yaml");
+  req.mutable_nightly_options()->set_policy_text("grid: 0.005\n");
+  EXPECT_TRUE(ValidateNightly(req).ok());
+  v1::StartSweepRequest kept = WithoutNightlyRuns(req);
+  auto resolved = nightly::ResolvePolicy(kept.nightly_options(), nullptr, "");
+  ASSERT_TRUE(resolved.ok()) << resolved.status();
+  *kept.mutable_nightly_options() = *resolved;
+  EXPECT_FALSE(kept.nightly_options().policy_yaml().empty());
+  EXPECT_TRUE(StartOptionsDiffer(kept, WithoutNightlyRuns(req)).empty());
+  // Another policy file is another sweep.
+  v1::StartSweepRequest other = req;
+  other.mutable_nightly_options()->set_policy_text("grid: 0.01\n");
+  EXPECT_THAT(StartOptionsDiffer(kept, WithoutNightlyRuns(other)),
+              ::testing::ElementsAre("nightly_options"));
+  // A bad policy file is refused at the start, naming its line; so is a forged resolution.
+  v1::StartSweepRequest bad = req;
+  bad.mutable_nightly_options()->set_policy_text("grid: 0.005\ngird: 1\n");
+  EXPECT_THAT(std::string(ValidateNightly(bad).message()),
+              HasSubstr("p.yaml:2: gird: not a knob of the nightly policy"));
+  v1::StartSweepRequest forged = req;
+  forged.mutable_nightly_options()->set_policy_yaml("grid: 0.5\n");
+  EXPECT_THAT(std::string(ValidateNightly(forged).message()),
+              HasSubstr("resolved by the coordinator"));
 }
 
 }  // namespace
