@@ -1,5 +1,6 @@
 #include "coordinator/merge/nightly_report.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
@@ -299,8 +300,12 @@ NightlySections BuildNightlySections(const MergeOutput& merge, const v1::Nightly
           : "",
       ".\n");
   for (const auto& ex : intake.examples()) util::StrAppend(&text, "- ", Md(ex), "\n");
+  // "learned from ..." only when the history spoke to a knob.
+  const bool learned = std::any_of(policy.begin(), policy.end(), [](const nightly::KnobValue& k) {
+    return k.source.starts_with("learned");
+  });
   util::StrAppend(&text, "\nThe rules followed this policy",
-                  asked.policy_learned_from().empty()
+                  !learned || asked.policy_learned_from().empty()
                       ? ""
                       : util::StrCat(", learned from ", Md(asked.policy_learned_from()),
                                      " where that history speaks to a knob"),

@@ -154,6 +154,13 @@ TEST(NightlyMerge, TheReportGroupsTheArchsOfAnEntry) {
   EXPECT_THAT(s.markdown, HasSubstr("| knob | value | from |\n|---|---|---|\n| `grid` | `0.01` | "
                                     "default |\n"));
   EXPECT_EQ(s.json["options"]["policy"].size(), std::size(nightly::kPolicyKnobs));
+  // A history that taught nothing is not named as the policy's origin.
+  const nightly::Policy taught_nothing;
+  auto resolved = nightly::ResolvePolicy({}, &taught_nothing,
+                                         "0 maintenance round(s) in the newest 1 commit(s)");
+  ASSERT_TRUE(resolved.ok());
+  EXPECT_THAT(BuildNightlySections(out, intake, *resolved, {"n150"}).markdown,
+              HasSubstr("The rules followed this policy:\n"));
 }
 
 // The policy the sweep resolved when it started is what the report lists.
