@@ -31,7 +31,10 @@ class FixtureFarmTest : public ::testing::Test {
     repo_ = MakeFixtureRepo(dir_ / "src");
     ASSERT_FALSE(HasFailure());
     agent_port_ = FreePort();
-    control_port_ = FreePort();
+    // Two calls may hand out the same just-freed port: the listeners need two.
+    do {
+      control_port_ = FreePort();
+    } while (control_port_ == agent_port_);
     coordinator_ = std::make_unique<ChildProcess>();
     ASSERT_TRUE(StartLoopbackCoordinator(*coordinator_, dir_, agent_port_, control_port_,
                                          coordinator_args_))
