@@ -224,6 +224,8 @@ std::string_view SkipCause(std::string_view reason) {
   return "crash";
 }
 
+bool IsLearnedSource(std::string_view source) { return source.starts_with("learned from "); }
+
 std::string LearnedSource(const std::vector<Evidence>& evidence) {
   if (evidence.empty()) return "default";
   const Evidence& newest = evidence.front();

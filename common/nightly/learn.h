@@ -59,5 +59,7 @@ Learned LearnPolicy(std::span<const Round> rounds, const Policy& base = {});
 
 // A learned knob's source line: "learned from 5 changes, newest 3f2a1b0 2026-03-04 <key>".
 std::string LearnedSource(const std::vector<Evidence>& evidence);
+// Whether a knob's source is one LearnedSource wrote.
+bool IsLearnedSource(std::string_view source);
 
 }  // namespace triage::nightly

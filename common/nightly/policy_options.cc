@@ -4,20 +4,28 @@
 
 namespace triage::nightly {
 
-absl::Status CheckAskedPolicy(const v1::NightlyOptions& asked) {
+namespace {
+
+// The fields a client may not set, and a file name without its text.
+absl::Status CheckAskedFields(const v1::NightlyOptions& asked) {
   if (!asked.policy_yaml().empty() || !asked.policy_sources().empty() ||
       !asked.policy_learned_from().empty()) {
     return absl::InvalidArgumentError(
         "nightly_options.policy_yaml, policy_sources and policy_learned_from are resolved by the "
         "coordinator: give a policy file as policy_text (triagectl sweep start --policy FILE)");
   }
-  if (asked.policy_text().empty()) {
-    if (!asked.policy_file().empty()) {
-      return absl::InvalidArgumentError(util::StrCat(
-          "nightly_options.policy_file ", asked.policy_file(), " without its text (policy_text)"));
-    }
-    return absl::OkStatus();
+  if (asked.policy_text().empty() && !asked.policy_file().empty()) {
+    return absl::InvalidArgumentError(util::StrCat(
+        "nightly_options.policy_file ", asked.policy_file(), " without its text (policy_text)"));
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status CheckAskedPolicy(const v1::NightlyOptions& asked) {
+  if (auto st = CheckAskedFields(asked); !st.ok()) return st;
+  if (asked.policy_text().empty()) return absl::OkStatus();
   return ReadPolicy(asked.policy_text(), PolicyFileName(asked)).status();
 }
 
@@ -29,7 +37,7 @@ std::string PolicyFileName(const v1::NightlyOptions& asked) {
 absl::StatusOr<v1::NightlyOptions> ResolvePolicy(const v1::NightlyOptions& asked,
                                                  const Policy* learned,
                                                  const std::string& learned_from) {
-  if (auto st = CheckAskedPolicy(asked); !st.ok()) return st;
+  if (auto st = CheckAskedFields(asked); !st.ok()) return st;
   const bool learn = learned != nullptr && !asked.no_learn();
   Policy policy = learn ? *learned : Policy{};
   if (!asked.policy_text().empty()) {

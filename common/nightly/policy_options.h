@@ -21,9 +21,8 @@ absl::Status CheckAskedPolicy(const v1::NightlyOptions& asked);
 std::string PolicyFileName(const v1::NightlyOptions& asked);
 
 // `asked` with policy_yaml, policy_sources and policy_learned_from set: `learned` (the defaults
-// when it is null or asked.no_learn), then the asked file's knobs, then pcc_step, pcc_margin and
-// pcc_far_below where asked (sources
-// "--pcc-step", ...).
+// when it is null or asked.no_learn), then the asked file's knobs (read once, over them), then
+// pcc_step, pcc_margin and pcc_far_below where asked (sources "--pcc-step", ...).
 absl::StatusOr<v1::NightlyOptions> ResolvePolicy(const v1::NightlyOptions& asked,
                                                  const Policy* learned,
                                                  const std::string& learned_from);

@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 
+#include "common/nightly/learn.h"
 #include "common/nightly/policy_options.h"
 #include "common/util/log.h"
 #include "common/util/strings.h"
@@ -182,8 +183,8 @@ SweepRecord RunningSweepRecord(const v1::StartSweepRequest& req, const std::stri
   return rec;
 }
 
-// "nightly policy: 6 knobs learned from <what>, 1 from policy.yaml, 4 defaults (report.md lists
-// each)".
+// "nightly policy: 6 knob(s) learned from <what>, 1 from policy.yaml, 4 default(s); the report
+// lists each knob".
 std::string PolicyNote(const v1::NightlyOptions& o) {
   int learned = 0, defaults = 0;
   std::map<std::string, int> asked;
@@ -191,7 +192,7 @@ std::string PolicyNote(const v1::NightlyOptions& o) {
     auto it = o.policy_sources().find(std::string(knob));
     if (it == o.policy_sources().end() || it->second == "default") {
       ++defaults;
-    } else if (it->second.starts_with("learned")) {
+    } else if (nightly::IsLearnedSource(it->second)) {
       ++learned;
     } else {
       asked[it->second.substr(0, it->second.rfind(':'))]++;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/lift/lift.h"
+#include "common/nightly/learn.h"
 #include "common/nightly/rules.h"
 #include "common/util/strings.h"
 #include "common/util/text.h"
@@ -302,7 +303,7 @@ NightlySections BuildNightlySections(const MergeOutput& merge, const v1::Nightly
   for (const auto& ex : intake.examples()) util::StrAppend(&text, "- ", Md(ex), "\n");
   // "learned from ..." only when the history spoke to a knob.
   const bool learned = std::any_of(policy.begin(), policy.end(), [](const nightly::KnobValue& k) {
-    return k.source.starts_with("learned");
+    return nightly::IsLearnedSource(k.source);
   });
   util::StrAppend(&text, "\nThe rules followed this policy",
                   !learned || asked.policy_learned_from().empty()

@@ -79,7 +79,7 @@ int RunNightlyPolicy(const NightlyPolicyOptions& o, std::ostream& out, std::ostr
       nlohmann::json evidence = nlohmann::json::array();
       if (auto ev = learned.evidence.find(k); ev != learned.evidence.end() &&
                                               src != policy.sources.end() &&
-                                              src->second.starts_with("learned")) {
+                                              nightly::IsLearnedSource(src->second)) {
         for (const auto& e : ev->second) {
           evidence.push_back(
               {{"value", e.value}, {"commit", e.commit}, {"date", e.date}, {"key", e.key}});
