@@ -40,19 +40,10 @@ function(triage_add_test name)
     TRIAGE_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
     TRIAGE_SHARED_DIR="${TRIAGE_SHARED_DIR}"
     TRIAGE_BINARY_DIR="${PROJECT_BINARY_DIR}")
-  # COST orders a clean build's first ctest run (no cost data yet): whole-farm tests first, so
-  # that on 2 cores the long ones overlap each other and the short ones fill the end.
-  if(ARG_LABEL STREQUAL "e2e")
-    set(cost 100)
-  elseif(ARG_LABEL STREQUAL "integration")
-    set(cost 5)
-  else()
-    set(cost 0)
-  endif()
   gtest_discover_tests(${name}
     TEST_PREFIX "${ARG_TEST_PREFIX}"
     DISCOVERY_TIMEOUT 60
-    PROPERTIES LABELS ${ARG_LABEL} TIMEOUT ${ARG_TIMEOUT} COST ${cost})
+    PROPERTIES LABELS ${ARG_LABEL} TIMEOUT ${ARG_TIMEOUT})
 endfunction()
 
 # Fails the configuration when `target` links one of `forbidden` (a list), directly or through
