@@ -344,8 +344,8 @@ EntryResult ReplayEntry(const json& round, const ParsedEntry& p,
   if (!targets.empty()) {
     std::vector<inventory::EntryEdit> edits;
     if (b_entry == nullptr) {
-      if (targets.size() == archs.size() && nightly::SameTargets(targets)) {
-        edits.push_back(nightly::NewEntry(key, targets[0].edit));
+      if (targets.size() == archs.size()) {
+        if (auto placed = nightly::PlaceNew(key, archs, targets)) edits = std::move(*placed);
       }
     } else {
       edits = nightly::Place(*b_entry, archs, targets).edits;

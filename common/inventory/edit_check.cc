@@ -124,7 +124,7 @@ absl::Status CheckNewKey(const Document& doc, const std::string& key) {
   return absl::OkStatus();
 }
 
-absl::Status CheckEdit(const Document& doc, const EntryEdit& edit) {
+absl::Status CheckEdit(const Document& doc, const EntryEdit& edit, bool created) {
   const std::string where = util::StrCat(doc.path(), ": entry '", edit.key, "'");
   if (edit.create) {
     if (auto status = CheckNewKey(doc, edit.key); !status.ok()) return status;
@@ -142,6 +142,13 @@ absl::Status CheckEdit(const Document& doc, const EntryEdit& edit) {
     if (edit.set.empty()) {
       return absl::InvalidArgumentError(
           util::StrCat(where, ": a created entry needs at least one field to set"));
+    }
+  } else if (created) {
+    if (!edit.arch || !edit.del.empty() || edit.set.empty()) {
+      return absl::InvalidArgumentError(util::StrCat(
+          where,
+          " is created by this batch: give its top-level fields in its create edit, and only "
+          "fields to set in an arch's edit (its arch_overrides)"));
     }
   } else if (doc.Find(edit.key) == nullptr) {
     return absl::NotFoundError(util::StrCat(doc.path(), ": no entry '", edit.key, "'"));

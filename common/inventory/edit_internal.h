@@ -53,7 +53,8 @@ bool SameContent(const Value& a, const Value& b);
 void ApplyLogically(Value& entry, const EntryEdit& edit);
 // The key of an entry to create: one line of UTF-8, of this file's grammar.
 absl::Status CheckNewKey(const Document& doc, const std::string& key);
-// Whether the edit may be applied to doc: known fields, types, archs, keys.
-absl::Status CheckEdit(const Document& doc, const EntryEdit& edit);
+// Whether the edit may be applied to doc: known fields, types, archs, keys. created: the edit
+// gives an arch's override of an entry its batch creates.
+absl::Status CheckEdit(const Document& doc, const EntryEdit& edit, bool created = false);
 
 }  // namespace triage::inventory::edit_internal

@@ -410,20 +410,40 @@ absl::StatusOr<NewEntryPlace> FindNewEntryPlace(const Document& doc) {
   return place;
 }
 
-// The lines of a created entry (without the blank line before it).
-std::vector<std::string> RenderNewEntry(const EntryEdit& edit, const NewEntryPlace& place) {
+// The lines of a created entry (without the blank line before it): its top-level fields, then
+// its arch_overrides (one block per arch, in the order the batch first names them, each a
+// level deeper by the file's own indent step).
+std::vector<std::string> RenderNewEntry(const EntryEdit& edit,
+                                        std::span<const EntryEdit* const> overrides,
+                                        const NewEntryPlace& place) {
   std::vector<std::string> lines;
   lines.push_back(util::StrCat(std::string(place.key_col, ' '),
                                PlainSafe(edit.key) ? edit.key : DoubleQuote(edit.key), ":"));
-  for (const auto& [name, value] : edit.set) {
-    Chunk c;
-    c.name = name;
-    c.indent = place.field_col;
-    const std::string* text = FindComment(edit.comments, name);
-    EntryText::RenderField(
-        c, name, value, nullptr,
-        text != nullptr ? std::optional<std::string>(CommentTrailer(*text)) : std::nullopt);
-    lines.insert(lines.end(), c.lines.begin(), c.lines.end());
+  auto fields = [&](const EntryEdit& e, int indent) {
+    for (const auto& [name, value] : e.set) {
+      Chunk c;
+      c.name = name;
+      c.indent = indent;
+      const std::string* text = FindComment(e.comments, name);
+      EntryText::RenderField(
+          c, name, value, nullptr,
+          text != nullptr ? std::optional<std::string>(CommentTrailer(*text)) : std::nullopt);
+      lines.insert(lines.end(), c.lines.begin(), c.lines.end());
+    }
+  };
+  fields(edit, place.field_col);
+  if (overrides.empty()) return lines;
+  const int step = std::max(2, place.field_col - place.key_col);
+  lines.push_back(util::StrCat(std::string(place.field_col, ' '), "arch_overrides:"));
+  std::vector<std::string> archs;
+  for (const EntryEdit* o : overrides) {
+    if (std::find(archs.begin(), archs.end(), *o->arch) == archs.end()) archs.push_back(*o->arch);
+  }
+  for (const std::string& arch : archs) {
+    lines.push_back(util::StrCat(std::string(place.field_col + step, ' '), arch, ":"));
+    for (const EntryEdit* o : overrides) {
+      if (*o->arch == arch) fields(*o, place.field_col + 2 * step);
+    }
   }
   return lines;
 }
@@ -502,24 +522,25 @@ absl::StatusOr<std::string> ApplyEdits(const Document& doc, std::span<const Entr
     }
   }
   for (const EntryEdit& edit : edits) {
-    if (!edit.create && created.count(edit.key) > 0) {
-      return absl::InvalidArgumentError(util::StrCat(
-          doc.path(), ": entry '", edit.key,
-          "' is created by this batch: give all its fields in its create edit (a created entry "
-          "is edited, or given arch_overrides, in a later batch)"));
+    if (auto status = CheckEdit(doc, edit, !edit.create && created.count(edit.key) > 0);
+        !status.ok()) {
+      return status;
     }
-  }
-  for (const EntryEdit& edit : edits) {
-    if (auto status = CheckEdit(doc, edit); !status.ok()) return status;
   }
 
   // Edit each touched entry's text, in file order.
   std::map<int, const Entry*> touched;  // first_line -> entry
   std::map<std::string, std::vector<const EntryEdit*>, std::less<>> by_key;
   std::vector<const EntryEdit*> creates;
+  // A created entry's arch_overrides: its arch edits, in batch order.
+  std::map<std::string, std::vector<const EntryEdit*>, std::less<>> created_archs;
   for (const EntryEdit& edit : edits) {
     if (edit.create) {
       creates.push_back(&edit);
+      continue;
+    }
+    if (created.count(edit.key) > 0) {
+      created_archs[edit.key].push_back(&edit);
       continue;
     }
     const Entry* entry = doc.Find(edit.key);
@@ -559,11 +580,16 @@ absl::StatusOr<std::string> ApplyEdits(const Document& doc, std::span<const Entr
     for (const EntryEdit* edit : creates) {
       if (place.blank_between && !first) inserted.emplace_back();
       first = false;
-      std::vector<std::string> lines = RenderNewEntry(*edit, place);
+      const auto archs = created_archs.find(edit->key);
+      const std::span<const EntryEdit* const> overrides =
+          archs != created_archs.end() ? std::span<const EntryEdit* const>(archs->second)
+                                       : std::span<const EntryEdit* const>();
+      std::vector<std::string> lines = RenderNewEntry(*edit, overrides, place);
       inserted.insert(inserted.end(), lines.begin(), lines.end());
       Value value;
       value.kind = Value::Kind::kMap;
       for (const auto& [name, v] : edit->set) value.map.push_back({name, {}, v});
+      for (const EntryEdit* o : overrides) ApplyLogically(value, *o);
       created_values.push_back(std::move(value));
     }
   }

@@ -27,7 +27,9 @@ struct EntryEdit {
   std::vector<std::pair<std::string, std::string>> comments = {};
   // Adds the entry, which the file must not have yet, with the fields of `set` in that order
   // (no `arch`, no `del`). New entries are appended after the last entry of the root mapping, in
-  // the file's style (see docs/inventory.md, "New entries"), in the order of the batch.
+  // the file's style (see docs/inventory.md, "New entries"), in the order of the batch. Other
+  // edits of a created key in the same batch give its arch_overrides: each names an arch and
+  // only sets fields; they are written under the top-level fields, one block per arch.
   bool create = false;
 };
 

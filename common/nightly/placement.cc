@@ -315,6 +315,20 @@ inventory::EntryEdit NewEntry(const std::string& key, const v1::EntryEdit& targe
   return e;
 }
 
+std::optional<std::vector<inventory::EntryEdit>> PlaceNew(const std::string& key,
+                                                          const std::vector<std::string>& archs,
+                                                          const std::vector<ArchTarget>& targets) {
+  if (targets.empty()) return std::nullopt;
+  if (SameTargets(targets)) return std::vector<inventory::EntryEdit>{NewEntry(key, targets[0].edit)};
+  inventory::Entry empty;
+  empty.key = key;
+  empty.value.kind = Value::Kind::kMap;
+  Placement p = Place(empty, archs, targets);
+  if (p.edits.empty() || p.edits.front().arch || p.edits.front().set.empty()) return std::nullopt;
+  p.edits.front().create = true;
+  return std::move(p.edits);
+}
+
 bool SameTargets(const std::vector<ArchTarget>& targets) {
   for (const auto& t : targets) {
     if (t.edit.set_size() != targets.front().edit.set_size()) return false;

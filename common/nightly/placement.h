@@ -4,6 +4,7 @@
 // "Placement"): the archs' targets, placed together against the entry as it is, so that the
 // YAML says the least. Pure.
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,8 +48,16 @@ Placement Place(const inventory::Entry& entry, const std::vector<std::string>& a
 
 // The edit that adds an entry for a test the checkout has no entry for (add_config).
 inventory::EntryEdit NewEntry(const std::string& key, const v1::EntryEdit& target);
-// Whether every arch's target sets the same fields to the same values: a new entry is one
-// top-level block, so archs that want different entries leave it to a person.
+// The edits that add an entry for a test the checkout has no entry for, with a target on every
+// arch of `archs`: one create edit when the archs want the same entry (NewEntry), else Place's
+// placement of an entry that has no fields yet: the create edit holds the top level (a state
+// without a reason when some arch wants one) and the archs that differ get arch_overrides,
+// written in the same batch. nullopt when the top level would be empty.
+std::optional<std::vector<inventory::EntryEdit>> PlaceNew(const std::string& key,
+                                                          const std::vector<std::string>& archs,
+                                                          const std::vector<ArchTarget>& targets);
+// Whether every arch's target sets the same fields to the same values (a new entry without
+// arch_overrides).
 bool SameTargets(const std::vector<ArchTarget>& targets);
 
 }  // namespace triage::nightly

@@ -341,17 +341,15 @@ void PlaceNightly(MergeState& st, EntryAcc& a, const inventory::Document& doc,
           util::StrCat("new entry not added: not confirmed on ", util::StrJoin(missing, ", ")));
       return;
     }
-    if (!nightly::SameTargets(targets)) {
-      std::vector<std::string> wanting;
-      for (const auto& t : targets) wanting.push_back(t.arch);
-      m.review.push_back(util::StrCat("new entry not added: its archs (",
-                                      util::StrJoin(wanting, ", "),
-                                      ") want different entries; add it by hand"));
+    auto placed = nightly::PlaceNew(m.key, m.nightly_archs, targets);
+    if (!placed) {
+      m.review.push_back("new entry not added: its archs leave no top level to write");
       return;
     }
     m.new_entry = true;
-    m.placement = EntryMerge::Placement::kTopLevel;
-    m.edits.push_back(nightly::NewEntry(m.key, targets.front().edit));
+    m.placement = placed->size() > 1 ? EntryMerge::Placement::kPerArch
+                                     : EntryMerge::Placement::kTopLevel;
+    m.edits = std::move(*placed);
   } else {
     nightly::Placement p = nightly::Place(*entry, m.nightly_archs, targets);
     m.placement = p.per_arch ? EntryMerge::Placement::kPerArch : EntryMerge::Placement::kTopLevel;

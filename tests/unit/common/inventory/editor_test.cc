@@ -790,6 +790,39 @@ TEST(EditorCreate, TheBlankLineStyleIsDetectedFromTheEntries) {
   EXPECT_EQ(*out, one + "\n" + added);
 }
 
+// A new entry whose archs want different states: the top level and one block per arch, a
+// level deeper each by the file's own step, in one batch.
+TEST(EditorCreate, ACreatedEntryGetsItsArchOverridesInTheSameBatch) {
+  const std::string text =
+      "test_config:\n"
+      "  a/pytorch-A-single_device-inference:\n"
+      "    status: EXPECTED_PASSING\n";
+  const std::string key = "e/pytorch-E-single_device-inference";
+  auto out = ApplyAt(kInferencePath, text,
+                     {Create(key, {{"status", Value::String("EXPECTED_PASSING")}}),
+                      Set(key,
+                          {{"status", Value::String("KNOWN_FAILURE_XFAIL")},
+                           {"reason", Value::String("Out of Memory: Not enough space")}},
+                          {}, "n150"),
+                      Set(key, {{"required_pcc", Value::Float(0.97)}}, {}, "p150")});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(*out, text +
+                      "\n"
+                      "  e/pytorch-E-single_device-inference:\n"
+                      "    status: EXPECTED_PASSING\n"
+                      "    arch_overrides:\n"
+                      "      n150:\n"
+                      "        status: KNOWN_FAILURE_XFAIL\n"
+                      "        reason: \"Out of Memory: Not enough space\"\n"
+                      "      p150:\n"
+                      "        required_pcc: 0.97\n");
+  Document doc = ParseAt(kInferencePath, *out);
+  ASSERT_TRUE(doc.ok());
+  const Entry* e = doc.Find(key);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->OverrideArchs(), (std::vector<std::string>{"n150", "p150"}));
+}
+
 TEST(EditorCreate, AFileWithoutEntriesGetsItsFirst) {
   const std::string text = "# header\ntest_config:\n# nothing yet\n";
   auto out = ApplyAt(kInferencePath, text,
@@ -862,7 +895,10 @@ TEST(EditorCreate, RefusedCreatesFailTheWholeBatch) {
        absl::StatusCode::kAlreadyExists},
       {"twice", {Create(fresh, status), Create(fresh, status)}, "is created twice in this batch"},
       {"edited too",
-       {Create(fresh, status), Set(fresh, {{"required_pcc", Value::Float(0.9)}}, {}, "n150")},
+       {Create(fresh, status), Set(fresh, {{"required_pcc", Value::Float(0.9)}})},
+       "entry '" + fresh + "' is created by this batch"},
+      {"override deletes",
+       {Create(fresh, status), Set(fresh, {}, {"reason"}, "n150")},
        "entry '" + fresh + "' is created by this batch"},
       {"edited before", {Set(fresh, status), Create(fresh, status)}, "is created by this batch"},
       {"arch", {with_arch}, "a created entry cannot have arch_overrides"},

@@ -172,5 +172,37 @@ TEST(NightlyPlacement, NewEntryHasTheTargetsFields) {
   EXPECT_EQ(e.set[0].first, "status");
 }
 
+// A new test that runs on one arch and fails on the other: the top level passes, the failing
+// arch has its override, in one batch (as tt-xla's engineers add such an entry).
+TEST(NightlyPlacement, ANewEntryWhoseArchsDifferGetsOverrides) {
+  const std::string key = "n/pytorch-X-single_device-inference";
+  OneEntry file = Entry("    status: EXPECTED_PASSING\n");
+  const std::vector<ArchTarget> same = {Target("n150", {{"status", Str("EXPECTED_PASSING")}}),
+                                        Target("p150", {{"status", Str("EXPECTED_PASSING")}})};
+  auto one = PlaceNew(key, {"n150", "p150"}, same);
+  ASSERT_TRUE(one.has_value());
+  ASSERT_EQ(one->size(), 1u);
+  EXPECT_TRUE(one->front().create);
+
+  const std::vector<ArchTarget> mixed = {
+      Target("n150", {{"status", Str("KNOWN_FAILURE_XFAIL")},
+                      {"reason", Str("Out of Memory: Not enough space to allocate")},
+                      {"bringup_status", Str("FAILED_RUNTIME")}}),
+      Target("p150", {{"status", Str("EXPECTED_PASSING")}})};
+  auto edits = PlaceNew(key, {"n150", "p150"}, mixed);
+  ASSERT_TRUE(edits.has_value());
+  auto text = inventory::ApplyEdits(file.doc, *edits);
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_NE(text->find("  n/pytorch-X-single_device-inference:\n"
+                       "    status: EXPECTED_PASSING\n"
+                       "    arch_overrides:\n"
+                       "      n150:\n"
+                       "        status: KNOWN_FAILURE_XFAIL\n"
+                       "        reason: \"Out of Memory: Not enough space to allocate\"\n"
+                       "        bringup_status: FAILED_RUNTIME\n"),
+            std::string::npos)
+      << *text;
+}
+
 }  // namespace
 }  // namespace triage::nightly

@@ -67,11 +67,20 @@ TEST(NightlyBehaviour, ReadsTheRunnersRecords) {
   EXPECT_EQ(BehaviourOf(Fail("UNKNOWN", "Fatal Python error: Aborted")), Behaviour::kCrash);
 }
 
-TEST(NightlyBehaviour, ReasonIsTheFirstLineWithoutThePerBankTail) {
+TEST(NightlyBehaviour, ReasonIsTheFirstLineWithoutTheAllocatorsState) {
   EXPECT_EQ(ErrorReason(Fail("FAILED_RUNTIME",
                              "Out of Memory: Not enough space to allocate 1048576 B DRAM buffer "
                              "across 12 banks, where each bank needs to store 87382 B\nmore")),
-            "Out of Memory: Not enough space to allocate 1048576 B DRAM buffer across 12 banks");
+            "Out of Memory: Not enough space to allocate 1048576 B DRAM buffer across 12 banks, "
+            "where each bank needs to store 87382 B");
+  // The sizes asked for are the bug's; what else was allocated then is the run's.
+  EXPECT_EQ(ErrorReason(Fail("FAILED_RUNTIME",
+                             "Out of Memory: Not enough space to allocate 135790592 B DRAM buffer "
+                             "across 11 banks, where each bank needs to store 11317248 B, but bank "
+                             "size is 1073741792 B (allocated: 1055220960 B, free: 18520832 B, "
+                             "largest free block: 9253856 B)")),
+            "Out of Memory: Not enough space to allocate 135790592 B DRAM buffer across 11 banks, "
+            "where each bank needs to store 11317248 B, but bank size is 1073741792 B");
   EXPECT_EQ(ErrorReason(Crash(6)), "crashed with signal 6 (SIGABRT)");
   // A confirmation run that left no testcase: its log's reason is already the crash's.
   auto confirmed = Crash(6);

@@ -125,6 +125,20 @@ TEST(NightlyMerge, ANewEntryNeedsEveryArchTheRunsRecordedItOn) {
                                           "+    status: EXPECTED_PASSING\n"));
   ASSERT_EQ(both.entries.size(), 1u);
   EXPECT_TRUE(both.entries[0].new_entry);
+  // Archs that want different entries: the top level passes, the failing arch has its
+  // override, in the entry's one block of the patch.
+  auto fail = Fail("FAILED_TTMLIR_COMPILATION", kError);
+  MergeOutput mixed = MergeOf({Confirm(kNew, "n150", "", {fail, fail}, {fail, fail}, 1),
+                               Confirm(kNew, "p150", "", {Pass(), Pass()}, {Pass(), Pass()}, 2)});
+  EXPECT_THAT(mixed.ttxla_patch, HasSubstr("+  n/pytorch-One-single_device-inference:\n"
+                                           "+    status: EXPECTED_PASSING\n"
+                                           "+    arch_overrides:\n"
+                                           "+      n150:\n"
+                                           "+        status: KNOWN_FAILURE_XFAIL\n"));
+  ASSERT_EQ(mixed.entries.size(), 1u);
+  EXPECT_TRUE(mixed.entries[0].new_entry);
+  EXPECT_EQ(mixed.entries[0].placement, EntryMerge::Placement::kPerArch);
+  EXPECT_THAT(mixed.entries[0].yaml_after, HasSubstr("bias shape"));
 }
 
 TEST(NightlyMerge, TheReportGroupsTheArchsOfAnEntry) {
