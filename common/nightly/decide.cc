@@ -400,10 +400,12 @@ v1::EntryOutcome DecideRecheck(const v1::ShardEntry& entry,
                                         "recheck run: the skip stays, its reason refreshed");
   v1::EntryOutcome out = DecideNightly(decided, runs, options, DecideMode::kConfirm);
   out.set_flavor("recheck");
+  const std::string& bringup = entry.nightly().bringup_status();
   if (kind == "refresh_skip" && out.changed() &&
-      std::string(WithoutUrl(entry.nightly().reason())) == out.reason() &&
-      entry.nightly().bringup_status() == out.stage()) {
-    // The skip's reason says what the runs show already.
+      SameFailure(entry.nightly().reason(), out.reason()) &&
+      (bringup.empty() || bringup == out.stage())) {
+    // The skip's reason names what the runs show already (in its own words: a skip a person
+    // wrote without a bringup_status is not rewritten for the lack of one).
     out.set_changed(false);
     out.clear_edit();
     out.set_verdict("already");

@@ -247,10 +247,14 @@ bool StaleReason(std::string_view reason, std::string_view bringup_status,
   if (!stage.empty() && !bringup_status.empty() && stage != bringup_status) return true;
   const std::string fresh = ErrorReason(latest);
   if (fresh.empty()) return false;
-  const std::string old_sig = junit::ReasonSignature(WithoutUrl(reason));
-  const std::string new_sig = junit::ReasonSignature(fresh);
-  if (old_sig.empty()) return true;
-  return old_sig.find(new_sig) == std::string::npos && new_sig.find(old_sig) == std::string::npos;
+  return !SameFailure(reason, fresh);
+}
+
+bool SameFailure(std::string_view old_reason, std::string_view new_reason) {
+  const std::string old_sig = junit::ReasonSignature(WithoutUrl(old_reason));
+  const std::string new_sig = junit::ReasonSignature(WithoutUrl(new_reason));
+  if (old_sig.empty() || new_sig.empty()) return false;
+  return old_sig.find(new_sig) != std::string::npos || new_sig.find(old_sig) != std::string::npos;
 }
 
 int MinDevices(std::string_view parallelism, std::string_view arch) {

@@ -95,6 +95,11 @@ double FloorThreshold(double worst_pcc, const RuleOptions& options);
 bool StaleReason(std::string_view reason, std::string_view bringup_status,
                  const v1::NightlyRecord& latest);
 
+// Whether a new reason names the failure an old one names: the signature (junit::ReasonSignature)
+// of either contains the other's ("Hangs" and "Hang"; "Too large for single chip" and "crashed
+// with signal 6 (SIGABRT): Too large for single chip"). An empty old reason names nothing.
+bool SameFailure(std::string_view old_reason, std::string_view new_reason);
+
 // A reason without a trailing tracking URL (" - https://...").
 std::string_view WithoutUrl(std::string_view reason);
 template <util::TemporaryString S>  // a view into it (util::TemporaryString)

@@ -235,6 +235,19 @@ TEST(DecideRecheck, TheRunsPickTheKind) {
       << EditText(crash);
   EXPECT_NE(crash.reason().find("signal 6"), std::string::npos) << crash.reason();
   EXPECT_EQ(crash.nightly().kind(), "refresh_skip");
+  // A skip whose reason names the crash already stays as a person wrote it, without a
+  // bringup_status and without the signal's words; one that names something else is refreshed.
+  auto too_large = Crash(6);
+  too_large.set_real_error("Too large for single chip");
+  const v1::EntryOutcome kept = DecideRecheck(
+      Recheck("Too large for single chip - https://example.com/issues/1", ""),
+      {too_large, too_large}, {});
+  EXPECT_EQ(kept.verdict(), "already");
+  EXPECT_FALSE(kept.changed());
+  const v1::EntryOutcome stale =
+      DecideRecheck(Recheck("Can't convert shape rank", ""), {too_large, too_large}, {});
+  EXPECT_EQ(stale.verdict(), "refresh_skip");
+  EXPECT_TRUE(stale.changed());
   // Runs that disagree say so.
   const v1::EntryOutcome flaky = DecideRecheck(Recheck(), {Pass(), Crash(6)}, {});
   ASSERT_EQ(flaky.review_size(), 1);
