@@ -1,6 +1,7 @@
 #include "common/nightly/decide.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 
 #include "common/junit/reason.h"
@@ -84,18 +85,21 @@ bool Change(std::string kind, const v1::NightlyCandidate& c,
       f.set_pcc_comment(util::StrCat(Pcc(*worst), " on ", c.arch()));
     }
   };
+  // A passing test that stops running to its end: an `assert_pcc: false` describes runs that no
+  // longer happen (a promotion measures the PCC again and rule P decides the check then), unless
+  // the policy keeps it (demote_pcc_off).
+  auto drop_pcc_off = [&]() {
+    if (o.policy.demote_pcc_off == "drop" && c.status() == "EXPECTED_PASSING" &&
+        c.has_assert_pcc() && !c.assert_pcc()) {
+      e.add_delete_("assert_pcc");
+    }
+  };
   // A nonsense PCC under the xfail policy: KNOWN_FAILURE_XFAIL with INCORRECT_RESULT and the
   // comparison's figures in the reason.
   auto xfail_incorrect = [&]() {
     SetString(e, "status", "KNOWN_FAILURE_XFAIL");
     SetString(e, "bringup_status", "INCORRECT_RESULT");
-    char buf[96];
-    if (worst && !std::isnan(*worst)) {
-      std::snprintf(buf, sizeof(buf), "PCC comparison failed (calc ~%.2f, required %.2f)", *worst,
-                    threshold);
-    } else {
-      std::snprintf(buf, sizeof(buf), "PCC comparison failed (calc nan, required %.2f)", threshold);
-    }
+    const std::string buf = PccFailureReason(worst, threshold, o.policy.pcc_reason);
     SetString(e, "reason", buf);
     e.add_delete_("assert_pcc");
     e.add_delete_("required_pcc");
@@ -185,6 +189,7 @@ bool Change(std::string kind, const v1::NightlyCandidate& c,
     if (reason.empty()) return false;
     if (kind == "demote_xfail" || kind == "unskip_xfail") {
       SetString(e, "status", "KNOWN_FAILURE_XFAIL");
+      drop_pcc_off();
       if (!stage.empty() || o.policy.unknown_stage != "omit") {
         SetString(e, "bringup_status", stage.empty() ? "UNKNOWN" : stage);
       }
@@ -233,6 +238,7 @@ bool Change(std::string kind, const v1::NightlyCandidate& c,
       if (stage.empty()) stage = "FAILED_RUNTIME";
     }
     SetString(e, "status", "NOT_SUPPORTED_SKIP");
+    drop_pcc_off();
     if (o.policy.skip_bringup_status != "omit") SetString(e, "bringup_status", stage);
     SetString(e, "reason", reason);
     out.set_stage(stage);
@@ -421,6 +427,30 @@ v1::EntryOutcome ReportOnly(const v1::ShardEntry& entry) {
   out.mutable_nightly()->set_decision(kind);
   if (kind == "capacity") out.add_review(util::StrCat("capacity: ", entry.nightly().rule()));
   return out;
+}
+
+std::string PccFailureReason(std::optional<double> worst, double required, std::string_view form) {
+  const bool measured = worst && !std::isnan(*worst);
+  if (form == "short") {
+    char buf[96];
+    if (measured) {
+      std::snprintf(buf, sizeof(buf), "PCC comparison failed (calc ~%.2f, required %.2f)", *worst,
+                    required);
+    } else {
+      std::snprintf(buf, sizeof(buf), "PCC comparison failed (calc nan, required %.2f)", required);
+    }
+    return buf;
+  }
+  // Python's repr of a float: the shortest text that reads back as the same number.
+  auto repr = [](double v) {
+    char buf[64];
+    auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), v);
+    std::string s(buf, ec == std::errc() ? end : buf);
+    if (s.find_first_of(".en") == std::string::npos) s += ".0";
+    return s;
+  };
+  return util::StrCat("PCC comparison failed. Calculated: pcc=", measured ? repr(*worst) : "nan",
+                      ". Required: pcc=", repr(required), ".");
 }
 
 }  // namespace triage::nightly

@@ -42,6 +42,13 @@ std::string RecheckKind(const std::vector<v1::NightlyRecord>& runs);
 // The outcome of a judgement that is only reported (capacity, already): never a change.
 v1::EntryOutcome ReportOnly(const v1::ShardEntry& entry);
 
+// The reason of an xfail for a PCC failure, in the policy's pcc_reason form: "runner" writes the
+// runner's assertion message with the figures as Python prints them ("PCC comparison failed.
+// Calculated: pcc=0.9024592638015747. Required: pcc=0.99."), "short" two decimals ("PCC
+// comparison failed (calc ~0.90, required 0.99)"). worst: nullopt or NaN when no run measured a
+// number ("nan").
+std::string PccFailureReason(std::optional<double> worst, double required, std::string_view form);
+
 // The lowest PCC over a candidate's deciding nightly runs (the latest promote_runs /
 // regression_runs of them) and its confirmation runs; nullopt when none measured one.
 std::optional<double> WorstPcc(const v1::NightlyCandidate& candidate,

@@ -168,6 +168,19 @@ void Read(const Round& r, const EntryChange& c, Collector& out) {
         pcc_failure) {
       out.Add("nonsense", "xfail", r, c.key);
     }
+    // demote_pcc_off: a passing test with its check off demoted for another failure.
+    if (b.exists && b.status == "EXPECTED_PASSING" && !b.assert_pcc && !pcc_failure &&
+        (a.status == "KNOWN_FAILURE_XFAIL" || a.status == "NOT_SUPPORTED_SKIP")) {
+      out.Add("demote_pcc_off", a.assert_pcc ? "drop" : "keep", r, c.key);
+    }
+    // pcc_reason: a PCC failure's reason written in the round, in the runner's words or short.
+    if (a.status == "KNOWN_FAILURE_XFAIL" && pcc_failure && a.reason != b.reason) {
+      if (Mentions(a.reason, {"calculated: pcc="})) {
+        out.Add("pcc_reason", "runner", r, c.key);
+      } else if (Mentions(a.reason, {"(calc ~", "(calc nan"})) {
+        out.Add("pcc_reason", "short", r, c.key);
+      }
+    }
     // lowest and grid: a threshold the round wrote (lowered or raised) on a checked test.
     if (a.status == "EXPECTED_PASSING" && a.assert_pcc && a.required_pcc &&
         (!b.required_pcc || std::fabs(*a.required_pcc - *b.required_pcc) > 1e-9)) {
@@ -253,6 +266,8 @@ Learned LearnPolicy(std::span<const Round> rounds, const Policy& base) {
     out.evidence[knob] = std::move(items);
   };
   choice("nonsense", p.nonsense);
+  choice("pcc_reason", p.pcc_reason);
+  choice("demote_pcc_off", p.demote_pcc_off);
   choice("pcc_comment", p.pcc_comment);
   choice("skip_bringup", p.skip_bringup_status);
   choice("unknown_stage", p.unknown_stage);

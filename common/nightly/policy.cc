@@ -40,6 +40,8 @@ const WordKnob* FindWordKnob(std::string_view name) {
   static const std::vector<WordKnob> kKnobs = {
       {"enable", {"floor", "above"}, false, &Policy::enable},
       {"nonsense", {"disable_pcc", "xfail"}, false, &Policy::nonsense},
+      {"pcc_reason", {"runner", "short"}, false, &Policy::pcc_reason},
+      {"demote_pcc_off", {"drop", "keep"}, false, &Policy::demote_pcc_off},
       {"pcc_comment", {"figure", "none"}, false, &Policy::pcc_comment},
       {"skip_bringup", {"write", "omit"}, false, &Policy::skip_bringup_status},
       {"unknown_stage", {"write", "omit"}, false, &Policy::unknown_stage},

@@ -27,9 +27,15 @@ struct Policy {
   // "<run_mode>", then "default" applies.
   std::map<std::string, double> lowest = {{"default", 0.97}};
   // What a test whose PCC is nonsense becomes: "disable_pcc" (EXPECTED_PASSING with assert_pcc
-  // false) or "xfail" (KNOWN_FAILURE_XFAIL, bringup_status INCORRECT_RESULT, the reason
-  // "PCC comparison failed (calc ~X, required Y)").
+  // false) or "xfail" (KNOWN_FAILURE_XFAIL, bringup_status INCORRECT_RESULT, a PCC reason).
   std::string nonsense = "disable_pcc";
+  // The reason of an xfail for a PCC failure: "runner" (the runner's own assertion message,
+  // "PCC comparison failed. Calculated: pcc=0.9024592638015747. Required: pcc=0.99.") or
+  // "short" ("PCC comparison failed (calc ~0.90, required 0.99)").
+  std::string pcc_reason = "runner";
+  // A passing test with `assert_pcc: false` demoted for a failure that is not its PCC: "drop"
+  // the line (it describes runs that no longer happen; a promotion measures again) or "keep" it.
+  std::string demote_pcc_off = "drop";
   // The comment on a PCC line the rules write: "figure" ("# pcc 0.9734 on n150") or "none".
   std::string pcc_comment = "figure";
   // bringup_status on an entry the rules skip: "write" or "omit".
@@ -54,8 +60,10 @@ struct Policy {
 
 // The knobs' names, in the order docs/nightly.md and a policy file list them.
 inline constexpr std::string_view kPolicyKnobs[] = {
-    "grid",         "margin",        "enable",      "lowest",     "nonsense",    "pcc_comment",
-    "skip_bringup", "unknown_stage", "hang_reason", "oom_reason", "crash_reason"};
+    "grid",          "margin",         "enable",     "lowest",
+    "nonsense",      "pcc_reason",     "pcc_comment", "demote_pcc_off",
+    "skip_bringup",  "unknown_stage",  "hang_reason", "oom_reason",
+    "crash_reason"};
 
 // Reads a policy file over `base`: the knobs it sets replace base's, each with its source
 // (path:line). Errors name the file, the line and the knob.

@@ -222,7 +222,8 @@ TEST_F(NightlySweepTest, ConfirmedOnTheFleetAndReplayedToTheSamePatch) {
 
 TEST_F(NightlySweepTest, NoConfirmProposesFromTheNightlyAloneWithoutAnAgent) {
   // A policy file naming one knob at its default value: the same decisions, and the report says
-  // where each knob came from (the fixture's one commit teaches nothing: the rest are defaults).
+  // where each knob came from: the file, the fixture's one maintenance round (a hang skipped as
+  // tt-xla writes it: the default forms, so the same decisions), or the default.
   const std::string policy = (dir_ / "ops-policy.yaml").string();
   testing::WriteFileOrDie(policy, "# the grid this team writes\ngrid: 0.01\n");
   const std::string id = RunSweep({"--no-confirm", "--policy", policy});
@@ -249,6 +250,16 @@ TEST_F(NightlySweepTest, NoConfirmProposesFromTheNightlyAloneWithoutAnAgent) {
             md.find('\n', grid) - grid - 19)
       << md;
   EXPECT_NE(md.find("| `nonsense` | `disable_pcc` | default |\n"), std::string::npos) << md;
+  for (const char* knob : {"| `hang_reason` | ", "| `skip_bringup` | "}) {
+    const auto at = md.find(knob);
+    ASSERT_NE(at, std::string::npos) << knob << "\n" << md;
+    const std::string line = md.substr(at, md.find('\n', at) - at);
+    EXPECT_NE(line.find("| learned from 1 change in 1 round, newest "), std::string::npos) << line;
+    EXPECT_NE(line.find(" 2025-01-01 whisper\\_mini/pytorch-Turbo-single\\_device-inference |"),
+              std::string::npos)
+        << line;
+  }
+  EXPECT_EQ(report["nightly"]["options"]["policy"]["hang_reason"]["value"], "\"Hang\"");
   EXPECT_EQ(report["nightly"]["options"]["policy"]["grid"]["source"], policy + ":2");
 }
 

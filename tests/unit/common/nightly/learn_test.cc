@@ -158,5 +158,30 @@ TEST(LearnPolicy, ReasonFormsOfSkipsAndStagesOfXfails) {
   EXPECT_EQ(l.policy.sources.count("hang_reason"), 0u);
 }
 
+// A PCC xfail's reason in the runner's words or short; a check that was off kept or dropped
+// when its test was demoted for another failure.
+TEST(LearnPolicy, PccReasonsAndTheCheckOffOfADemotedTest) {
+  const std::string off = "    status: EXPECTED_PASSING\n    assert_pcc: false\n";
+  Rounds h;
+  h.Round("h1", "2026-03-01", kKey, kPassing,
+          "    status: KNOWN_FAILURE_XFAIL\n    bringup_status: INCORRECT_RESULT\n"
+          "    reason: \"PCC comparison failed (calc ~0.41, required 0.99)\"\n")
+      .And(kKey2, off,
+           "    status: KNOWN_FAILURE_XFAIL\n    assert_pcc: false\n"
+           "    reason: \"ValueError: Error code: 13\"\n");
+  Learned l = h.Learn();
+  EXPECT_EQ(l.policy.pcc_reason, "short");
+  EXPECT_EQ(l.policy.demote_pcc_off, "keep");
+  h.Round("h2", "2026-03-08", kKey, kPassing,
+          "    status: KNOWN_FAILURE_XFAIL\n    bringup_status: INCORRECT_RESULT\n"
+          "    reason: \"PCC comparison failed. Calculated: pcc=0.41. Required: pcc=0.99.\"\n")
+      .And(kKey2, off,
+           "    status: NOT_SUPPORTED_SKIP\n    reason: \"Fatal Python error: Aborted\"\n");
+  l = h.Learn();  // a tie: the newest round's
+  EXPECT_EQ(l.policy.pcc_reason, "runner");
+  EXPECT_EQ(l.policy.demote_pcc_off, "drop");
+  EXPECT_THAT(l.policy.sources["demote_pcc_off"], HasSubstr("newest h2 2026-03-08"));
+}
+
 }  // namespace
 }  // namespace triage::nightly

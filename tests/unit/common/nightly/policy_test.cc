@@ -121,8 +121,39 @@ TEST(NightlyPolicy, ANonsensePccDisablesTheCheckOrXfailsByThePolicy) {
   EXPECT_EQ(o.nightly().kind(), "demote_xfail");
   EXPECT_EQ(Set(o, "status"), "KNOWN_FAILURE_XFAIL");
   EXPECT_EQ(Set(o, "bringup_status"), "INCORRECT_RESULT");
-  EXPECT_EQ(Set(o, "reason"), "PCC comparison failed (calc ~0.41, required 0.99)");
+  EXPECT_EQ(Set(o, "reason"), "PCC comparison failed. Calculated: pcc=0.41. Required: pcc=0.99.");
   EXPECT_EQ(Set(o, "assert_pcc"), "<unset>");
+  auto short_form = Decided(kPassing, runs, WithPolicy({}, Read("nonsense: xfail\npcc_reason: short\n")));
+  EXPECT_EQ(Set(short_form, "reason"), "PCC comparison failed (calc ~0.41, required 0.99)");
+}
+
+// A passing test with its check off, demoted for another failure: the line goes, or stays.
+TEST(NightlyPolicy, ADemotedTestsCheckOffIsDroppedOrKeptByThePolicy) {
+  const std::string off = "    status: EXPECTED_PASSING\n    assert_pcc: false\n";
+  const std::vector<v1::NightlyRecord> runs = {Fail("FAILED_RUNTIME", "TT_FATAL: bad shape"),
+                                               Fail("FAILED_RUNTIME", "TT_FATAL: bad shape")};
+  auto dropped = Decided(off, runs, {});
+  EXPECT_EQ(dropped.nightly().kind(), "demote_xfail");
+  EXPECT_EQ(Set(dropped, "assert_pcc"), "<unset>");
+  EXPECT_THAT(dropped.edit().delete_(), ::testing::Contains("assert_pcc"));
+  auto kept = Decided(off, runs, WithPolicy({}, Read("demote_pcc_off: keep\n")));
+  EXPECT_EQ(kept.nightly().kind(), "demote_xfail");
+  EXPECT_THAT(kept.edit().delete_(), ::testing::Not(::testing::Contains("assert_pcc")));
+  // A test whose check is on has nothing to drop.
+  auto on = Decided(kPassing, runs, {});
+  EXPECT_THAT(on.edit().delete_(), ::testing::Not(::testing::Contains("assert_pcc")));
+}
+
+// The runner's message as Python prints its floats: the shortest text that reads back.
+TEST(NightlyPolicy, ThePccReasonWritesTheFiguresAsTheRunnerDoes) {
+  EXPECT_EQ(PccFailureReason(0.9024592638015747, 0.99, "runner"),
+            "PCC comparison failed. Calculated: pcc=0.9024592638015747. Required: pcc=0.99.");
+  EXPECT_EQ(PccFailureReason(-0.05, 1.0, "runner"),
+            "PCC comparison failed. Calculated: pcc=-0.05. Required: pcc=1.0.");
+  EXPECT_EQ(PccFailureReason(std::nullopt, 0.97, "runner"),
+            "PCC comparison failed. Calculated: pcc=nan. Required: pcc=0.97.");
+  EXPECT_EQ(PccFailureReason(std::nan(""), 0.97, "short"),
+            "PCC comparison failed (calc nan, required 0.97)");
 }
 
 TEST(NightlyPolicy, TheLowestThresholdFollowsTheKeysParallelism) {
