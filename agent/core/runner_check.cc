@@ -6,6 +6,7 @@
 #include "common/inventory/document.h"
 #include "common/inventory/inventory.h"
 #include "common/inventory/key.h"
+#include "common/inventory/key_grammar.h"
 #include "common/process/process.h"
 #include "common/util/strings.h"
 #include "common/util/text.h"
@@ -109,10 +110,13 @@ absl::StatusOr<std::string> CollectableTest(const fs::path& workspace) {
   const inventory::WorkTreeSource source(workspace);
   auto listing = source.List(inventory::kTestConfigDir, ".yaml");
   if (!listing.ok()) return listing.status();
+  const inventory::KeyGrammar grammar = inventory::GrammarOrDefault(
+      source.Read(inventory::kRunnerPath, inventory::kDefaultMaxYamlBytes));
   for (const std::string& path : listing->files) {
     auto bytes = source.Read(path, inventory::kDefaultMaxYamlBytes);
     if (!bytes.ok()) continue;
-    const inventory::Document doc = inventory::Document::Parse(path, std::move(*bytes));
+    const inventory::Document doc =
+        inventory::Document::Parse(path, std::move(*bytes), {.grammar = &grammar});
     if (doc.is_placeholders()) continue;
     for (const inventory::Entry& e : doc.entries()) {
       if (!e.parts || e.Status() == "EXCLUDE_MODEL" || e.loader.empty() ||

@@ -11,6 +11,7 @@
 #include "agent/playbooks/tools.h"
 #include "agent/workspace/workspace.h"
 #include "common/inventory/document.h"
+#include "common/inventory/key_grammar.h"
 #include "common/junit/reason.h"
 #include "common/util/strings.h"
 
@@ -139,11 +140,17 @@ void ApplyFarmVerification(const v1::ShardSpec& spec, lift::PinnedFiles& base_fi
                            const v1::ShardResult& farm, v1::ShardResult& result) {
   for (const auto& ev : farm.evidence()) *result.add_evidence() = ev;
   std::map<std::string, std::optional<inventory::Document>> docs;  // file -> at the pinned commit
+  std::optional<inventory::KeyGrammar> grammar;  // the pinned runner's
   auto base_of = [&](const std::string& file, const std::string& key) {
     auto it = docs.find(file);
     if (it == docs.end()) {
+      if (!grammar) {
+        grammar = inventory::GrammarOrDefault(
+            base_files.ReadTtXla(std::string(inventory::kRunnerPath)));
+      }
       auto text = base_files.ReadTtXla(file);
-      it = docs.emplace(file, text.ok() ? std::optional(inventory::Document::Parse(file, *text))
+      it = docs.emplace(file, text.ok() ? std::optional(inventory::Document::Parse(
+                                              file, *text, {.grammar = &*grammar}))
                                         : std::nullopt)
                .first;
     }

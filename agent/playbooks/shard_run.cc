@@ -10,6 +10,7 @@
 #include "common/diff/unified_diff.h"
 #include "common/inventory/document.h"
 #include "common/inventory/key.h"
+#include "common/inventory/key_grammar.h"
 #include "common/util/file.h"
 #include "common/util/strings.h"
 
@@ -63,9 +64,14 @@ class YamlFiles {
   const inventory::Document* Get(const std::string& file) {
     auto it = docs_.find(file);
     if (it == docs_.end()) {
+      if (!grammar_) {  // the workspace's runner says how its keys are made
+        grammar_ = inventory::GrammarOrDefault(
+            util::ReadFile(workspace_ / inventory::kRunnerPath, inventory::kDefaultMaxYamlBytes));
+      }
       auto text = util::ReadFile(workspace_ / file, inventory::kDefaultMaxYamlBytes);
       it = docs_
-               .emplace(file, text.ok() ? std::optional(inventory::Document::Parse(file, *text))
+               .emplace(file, text.ok() ? std::optional(inventory::Document::Parse(
+                                              file, *text, {.grammar = &*grammar_}))
                                         : std::nullopt)
                .first;
     }
@@ -74,6 +80,7 @@ class YamlFiles {
 
  private:
   std::filesystem::path workspace_;
+  std::optional<inventory::KeyGrammar> grammar_;
   std::map<std::string, std::optional<inventory::Document>> docs_;
 };
 

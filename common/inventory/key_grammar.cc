@@ -465,4 +465,12 @@ absl::StatusOr<KeyGrammar> ReadKeyGrammar(std::string_view runner_text, std::str
   return grammar;
 }
 
+KeyGrammar GrammarOrDefault(const absl::StatusOr<std::string>& runner) {
+  if (runner.ok()) {
+    auto grammar = ReadKeyGrammar(*runner, kRunnerPath);
+    if (grammar.ok()) return std::move(*grammar);
+  }
+  return DefaultKeyGrammar();
+}
+
 }  // namespace triage::inventory

@@ -54,4 +54,10 @@ const KeyGrammar& DefaultKeyGrammar();
 // or no segment is the run mode.
 absl::StatusOr<KeyGrammar> ReadKeyGrammar(std::string_view runner_text, std::string_view path);
 
+// The grammar of the checkout whose runner (kRunnerPath) read as `runner`: the runner's, else the
+// built-in one when the checkout has no runner or its grammar cannot be read. For readers of
+// single files (the merge, the report, the agent's verification): the intake reads the same
+// runner and says why it fell back.
+KeyGrammar GrammarOrDefault(const absl::StatusOr<std::string>& runner);
+
 }  // namespace triage::inventory

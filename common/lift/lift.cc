@@ -1,5 +1,6 @@
 #include "common/lift/lift.h"
 #include "common/inventory/key.h"
+#include "common/inventory/key_grammar.h"
 
 #include <algorithm>
 #include <map>
@@ -137,8 +138,11 @@ class Lifter {
                                           ": not lifted"));
         continue;
       }
-      auto before_doc = inventory::Document::Parse(path, *base);
-      auto after_doc = inventory::Document::Parse(path, *after);
+      if (!grammar_) {  // the pinned checkout's runner says how its keys are made
+        grammar_ = inventory::GrammarOrDefault(files_.ReadTtXla(std::string(inventory::kRunnerPath)));
+      }
+      auto before_doc = inventory::Document::Parse(path, *base, {.grammar = &*grammar_});
+      auto after_doc = inventory::Document::Parse(path, *after, {.grammar = &*grammar_});
       if (!after_doc.ok()) {
         out_.notes.push_back(util::StrCat("the command left ", path,
                                           " invalid: ", after_doc.diagnostics().front().ToString(),
@@ -248,6 +252,7 @@ class Lifter {
   const v1::ShardSpec& spec_;
   v1::ShardResult& result_;
   PinnedFiles& files_;
+  std::optional<inventory::KeyGrammar> grammar_;
   std::map<std::string, v1::EntryOutcome*> outcomes_;  // file + "\n" + key
   std::set<std::string> yaml_files_;
   std::string loader_dir_;  // relative to the tt_forge_models root, with its trailing '/'

@@ -8,6 +8,7 @@
 #include "common/diff/unified_diff.h"
 #include "common/inventory/document.h"
 #include "common/inventory/key.h"
+#include "common/inventory/key_grammar.h"
 #include "common/nightly/placement.h"
 #include "common/registry/registry.h"
 #include "common/util/strings.h"
@@ -95,8 +96,14 @@ using EntryId = std::pair<std::string, std::string>;  // (file, key)
 
 // The state the merge's steps share.
 struct MergeState {
-  explicit MergeState(const MergeInput& in) : input(in) {}
+  explicit MergeState(const MergeInput& in)
+      : input(in),
+        grammar(in.files != nullptr ? inventory::GrammarOrDefault(in.files->ReadTtXla(
+                                          std::string(inventory::kRunnerPath)))
+                                    : inventory::DefaultKeyGrammar()) {}
   const MergeInput& input;
+  // The pinned checkout's key grammar (its runner's): the YAML files are read with it.
+  const inventory::KeyGrammar grammar;
   std::vector<ShardResult> results;  // one per shard, in canonical order
   std::map<EntryId, EntryAcc> entries;
   // A nightly sweep's tests: the archs the runs recorded each on (from its shards' candidates).
@@ -369,7 +376,7 @@ absl::Status EditYamlFile(MergeState& st, const std::string& file,
     return absl::FailedPreconditionError(util::StrCat(
         "cannot read ", file, " at the pinned commit: ", util::MessageOf(base.status())));
   }
-  inventory::Document doc = inventory::Document::Parse(file, *base);
+  inventory::Document doc = inventory::Document::Parse(file, *base, {.grammar = &st.grammar});
   for (EntryAcc* a : nightly) PlaceNightly(st, *a, doc, edits);
   if (edits.empty()) return absl::OkStatus();
   inventory::EditDetail detail;
@@ -378,7 +385,8 @@ absl::Status EditYamlFile(MergeState& st, const std::string& file,
   if (*edited == *base) return absl::OkStatus();
   // The editor re-parsed its output and knows which line ranges it replaced: reuse both.
   inventory::Document after =
-      detail.after ? std::move(*detail.after) : inventory::Document::Parse(file, *edited);
+      detail.after ? std::move(*detail.after)
+                   : inventory::Document::Parse(file, *edited, {.grammar = &st.grammar});
   for (auto& [id, a] : st.entries) {
     if (id.first != file || a.m.edits.empty()) continue;
     a.m.yaml_before = EntryText(doc, a.m.key);

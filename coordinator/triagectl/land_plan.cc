@@ -4,6 +4,7 @@
 
 #include "common/diff/apply_diff.h"
 #include "common/inventory/document.h"
+#include "common/inventory/key_grammar.h"
 #include "common/registry/registry.h"
 #include "common/util/strings.h"
 #include "common/util/text.h"
@@ -212,8 +213,12 @@ absl::Status YamlUnits(const PlanInput& in, const std::string& path,
   if (!before.ok()) return before.status();
   auto target = in.ttxla_target(path);
   if (!target.ok()) return target.status();
-  const inventory::Document old_doc = inventory::Document::Parse(path, *before);
-  const inventory::Document new_doc = inventory::Document::Parse(path, *target);
+  const inventory::KeyGrammar grammar =
+      inventory::GrammarOrDefault(in.ttxla_at_sweep(std::string(inventory::kRunnerPath)));
+  const inventory::Document old_doc =
+      inventory::Document::Parse(path, *before, {.grammar = &grammar});
+  const inventory::Document new_doc =
+      inventory::Document::Parse(path, *target, {.grammar = &grammar});
   std::map<std::string, std::size_t> unit_of;  // an entry's unit in units
   for (const diff::Hunk& h : hunks) {
     for (EntryHunk& part : SplitByEntry(h, old_doc, entries)) {

@@ -5,6 +5,8 @@
 
 #include "common/diff/unified_diff.h"
 #include "common/inventory/editor.h"
+#include "common/inventory/inventory.h"
+#include "common/inventory/key_grammar.h"
 #include "common/util/file.h"
 #include "common/util/strings.h"
 #include "coordinator/triagectl/inventory_cmd.h"
@@ -130,7 +132,17 @@ int RunYamlEdit(const YamlEditOptions& options, std::istream& in, std::ostream& 
     return kExitUsage;
   }
   const std::string original = *bytes;
-  inventory::Document doc = inventory::Document::Parse(options.file, std::move(*bytes));
+  // A file inside a checkout is read with the key grammar of that checkout's runner.
+  const std::string& file = options.file;
+  const std::size_t dir = file.rfind(util::StrCat(inventory::kTestConfigDir, "/"));
+  const inventory::KeyGrammar grammar =
+      dir == std::string::npos || (dir > 0 && file[dir - 1] != '/')
+          ? inventory::DefaultKeyGrammar()
+          : inventory::GrammarOrDefault(util::ReadFile(
+                util::StrCat(file.substr(0, dir), inventory::kRunnerPath),
+                inventory::kDefaultMaxYamlBytes));
+  inventory::Document doc =
+      inventory::Document::Parse(options.file, std::move(*bytes), {.grammar = &grammar});
   for (const auto& d : doc.diagnostics()) err << d.ToString() << "\n";
   auto edited = inventory::ApplyEdits(doc, *edits);
   if (!edited.ok()) {

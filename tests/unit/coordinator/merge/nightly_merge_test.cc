@@ -6,6 +6,7 @@
 
 #include "common/nightly/decide.h"
 #include "common/nightly/policy_options.h"
+#include "common/util/strings.h"
 #include "coordinator/merge/clusters.h"
 #include "coordinator/merge/merge.h"
 #include "coordinator/merge/nightly_report.h"
@@ -139,6 +140,48 @@ TEST(NightlyMerge, ANewEntryNeedsEveryArchTheRunsRecordedItOn) {
   EXPECT_TRUE(mixed.entries[0].new_entry);
   EXPECT_EQ(mixed.entries[0].placement, EntryMerge::Placement::kPerArch);
   EXPECT_THAT(mixed.entries[0].yaml_after, HasSubstr("bias shape"));
+}
+
+// A checkout of December 2025, whose runner put an op-by-op segment between parallelism and run
+// mode: its file is read with that runner's grammar, so its entries are edited, not refused.
+TEST(NightlyMerge, AFileIsEditedWithTheKeyGrammarOfItsCheckoutsRunner) {
+  constexpr char kOld[] = "a/pytorch-One-single_device-full-inference";
+  const std::string runner =
+      "@pytest.mark.parametrize(\"run_mode\", [pytest.param(1, id=\"inference\"), "
+      "pytest.param(2, id=\"training\")])\n"
+      "@pytest.mark.parametrize(\"op_by_op\", [None, 1], ids=[\"full\", \"op_by_op_torch\"])\n"
+      "@pytest.mark.parametrize(\"parallelism\", [pytest.param(1, id=\"single_device\"), "
+      "pytest.param(2, id=\"data_parallel\")])\n"
+      "@pytest.mark.parametrize(\"test_entry\", test_entries, ids=make_test_id)\n"
+      "def test_all_models_torch(test_entry, run_mode, op_by_op, parallelism):\n"
+      "    run(test_entry)\n";
+  auto fail = Fail("FAILED_TTMLIR_COMPILATION", kError);
+  const std::vector<Confirmed> confirmed = {
+      Confirm(kOld, "n150", "    status: EXPECTED_PASSING\n", {fail, fail}, {fail, fail}, 1),
+      Confirm(kOld, "p150", "    status: EXPECTED_PASSING\n", {fail, fail}, {fail, fail}, 2)};
+  for (const bool with_runner : {true, false}) {
+    SCOPED_TRACE(with_runner ? "with its runner" : "without a runner");
+    testing::MemoryPinnedFiles files;
+    files.ttxla[kFile] = util::StrCat("test_config:\n  ", kOld, ":\n    status: EXPECTED_PASSING\n");
+    if (with_runner) files.ttxla["tests/runner/test_models.py"] = runner;
+    MergeInput in;
+    in.sweep_id = "sw";
+    in.archs = {"n150", "p150"};
+    in.files = &files;
+    for (const auto& c : confirmed) {
+      in.shards.push_back(c.shard);
+      in.results.push_back(c.result);
+    }
+    auto out = Merge(in);
+    if (with_runner) {
+      ASSERT_TRUE(out.ok()) << out.status();
+      EXPECT_THAT(out->ttxla_patch, HasSubstr("+    status: KNOWN_FAILURE_XFAIL\n"));
+    } else {
+      // The built-in grammar does not know the key: the file has errors and is never written.
+      ASSERT_FALSE(out.ok());
+      EXPECT_THAT(out.status().message(), HasSubstr("validation errors"));
+    }
+  }
 }
 
 TEST(NightlyMerge, TheReportGroupsTheArchsOfAnEntry) {
