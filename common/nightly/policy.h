@@ -42,14 +42,14 @@ struct Policy {
   std::string skip_bringup_status = "write";
   // A failure whose stage the run did not say: bringup_status "UNKNOWN" ("write") or none
   // ("omit").
-  std::string unknown_stage = "write";
+  std::string unknown_stage = "omit";
   // The reason of a skip for a hang / a host-memory kill: a fixed text, or "message" (the run's
   // own first error line, the fixed text when it left none).
   std::string hang_reason = "Hang";
   std::string oom_reason = "Host OOM: killed by signal 9";
   // The reason of a skip for a crash: "signal" ("crashed with signal 6 (SIGABRT)", then the
   // last fatal message) or "message" (the fatal message alone when the run left one).
-  std::string crash_reason = "signal";
+  std::string crash_reason = "message";
 
   // Where each knob's value came from ("default", "policy.yaml:4", ...), by knob name.
   std::map<std::string, std::string> sources;

@@ -146,14 +146,15 @@ TEST(LearnPolicy, CommentsOnWrittenThresholds) {
 TEST(LearnPolicy, ReasonFormsOfSkipsAndStagesOfXfails) {
   Rounds h;
   h.Round("g1", "2026-03-01", kKey, kPassing,
-          "    status: NOT_SUPPORTED_SKIP\n    reason: \"Fatal Python error: Aborted\"\n")
+          "    status: NOT_SUPPORTED_SKIP\n    reason: \"crashed with signal 6 (SIGABRT)\"\n")
       .And(kKey2, kPassing,
-           "    status: KNOWN_FAILURE_XFAIL\n    reason: \"ValueError: Error code: 13\"\n")
+           "    status: KNOWN_FAILURE_XFAIL\n    bringup_status: UNKNOWN\n"
+           "    reason: \"ValueError: Error code: 13\"\n")
       .And(kTp, kPassing,
            "    status: NOT_SUPPORTED_SKIP\n    reason: \"Host OOM: killed by signal 9\"\n");
   Learned l = h.Learn();
-  EXPECT_EQ(l.policy.crash_reason, "message");
-  EXPECT_EQ(l.policy.unknown_stage, "omit");
+  EXPECT_EQ(l.policy.crash_reason, "signal");
+  EXPECT_EQ(l.policy.unknown_stage, "write");
   EXPECT_EQ(l.policy.oom_reason, "Host OOM: killed by signal 9");
   EXPECT_EQ(l.policy.sources.count("hang_reason"), 0u);
 }

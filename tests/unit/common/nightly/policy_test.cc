@@ -199,12 +199,13 @@ TEST(NightlyPolicy, ReasonFormsAndBringupStatusOfSkips) {
 TEST(NightlyPolicy, AnUnknownStageIsWrittenOrLeftOut) {
   const std::vector<v1::NightlyRecord> runs = {Fail("UNKNOWN", "ValueError: Error code: 13"),
                                                Fail("UNKNOWN", "ValueError: Error code: 13")};
-  EXPECT_EQ(Set(Decided(kPassing, runs, {}), "bringup_status"), "UNKNOWN");
-  RuleOptions omit = WithPolicy({}, Read("unknown_stage: omit\n"));
-  auto o = Decided(kPassing, runs, omit);
+  // Engineers leave out a stage they do not know (the default).
+  auto o = Decided(kPassing, runs, {});
   EXPECT_EQ(Set(o, "status"), "KNOWN_FAILURE_XFAIL");
   EXPECT_EQ(Set(o, "bringup_status"), "<unset>");
   EXPECT_EQ(Set(o, "reason"), "ValueError: Error code: 13");
+  RuleOptions write = WithPolicy({}, Read("unknown_stage: write\n"));
+  EXPECT_EQ(Set(Decided(kPassing, runs, write), "bringup_status"), "UNKNOWN");
 }
 
 // A sweep's policy travels as text in its options (coordinator -> agents -> report): every knob,
@@ -217,7 +218,7 @@ TEST(NightlyPolicy, ThePolicyInASweepsOptionsComesBackWhole) {
       "nonsense: xfail\n"
       "skip_bringup: omit\n"
       "hang_reason: 'Hangs in \"compile\" # see the issue'\n"
-      "crash_reason: message\n");
+      "crash_reason: signal\n");
   p.sources["oom_reason"] = "learned from 2 changes, newest abc1234 2026-08-01 k";
   p.oom_reason = "Host OOM: killed (see #123)";
   RuleOptions o;
