@@ -486,15 +486,18 @@ int Main(int argc, char** argv) {
   }
   const int rounds = static_cast<int>(rounds_json.size());
 
-  // Two replays: the policy as given (the defaults, or --policy), and the policy learned from
-  // the rounds before each round (--policy's knobs still win).
+  // Three replays: the policy as given (the defaults, or --policy), the policy learned from the
+  // rounds before each round (--policy's knobs still win), and in hindsight the learned policy
+  // with every knob the round itself speaks to set as the round shows it: how far the knobs
+  // could go if each round's own habits were known beforehand (a bound on learning, not a
+  // result).
   struct Replay {
     Tally all;
     std::map<std::string, Tally> by_class, by_quarter;
     std::map<std::string, int> not_read;
     std::vector<Miss> misses;
   };
-  Replay fixed, learned;
+  Replay fixed, learned, hindsight;
   for (std::size_t i = 0; i < rounds_json.size(); ++i) {
     const json& round = rounds_json[i];
     const std::string quarter = Quarter(round["date"].get<std::string>());
@@ -514,9 +517,15 @@ int Main(int argc, char** argv) {
       auto over = nightly::ReadPolicy(policy_text, policy_file, l.policy);
       if (over.ok()) learned_options = nightly::WithPolicy(options, *over);
     }
+    // In hindsight: the knobs the round itself speaks to as it shows them, the others learned.
+    nightly::RuleOptions hindsight_options = nightly::WithPolicy(
+        options,
+        nightly::LearnPolicy(std::span<const nightly::Round>(history.data() + i, 1), l.policy)
+            .policy);
     for (const ParsedEntry& p : parsed[i]) {
       for (auto [replay, o] :
-           {std::pair{&fixed, &options}, std::pair{&learned, &learned_options}}) {
+           {std::pair{&fixed, &options}, std::pair{&learned, &learned_options},
+            std::pair{&hindsight, &hindsight_options}}) {
         EntryResult r = ReplayEntry(round, p, *o);
         if (!r.error.empty()) {
           ++replay->not_read[r.error.substr(0, r.error.find(':'))];
@@ -544,13 +553,15 @@ int Main(int argc, char** argv) {
   PrintRow("all, learned policy", all);
   for (const auto& [q, t] : by_quarter) PrintRow(util::StrCat("  ", q), t);
   for (const auto& [c, t] : by_class) PrintRow(util::StrCat("  ", c), t);
+  PrintRow("all, hindsight (a bound)", hindsight.all);
   std::printf("\nnot replayed:");
   if (not_read.empty()) std::printf(" none");
   for (const auto& [why, n] : not_read) std::printf(" %d %s;", n, why.c_str());
   std::printf("\n");
   for (const auto& [name, t] : {std::pair<std::string, const Tally*>{
                                     policy_file.empty() ? "default" : "--policy", &fixed.all},
-                                {"learned", &all}}) {
+                                {"learned", &all},
+                                {"hindsight (the round's own choices known)", &hindsight.all}}) {
     std::printf(
         "%s policy: changed fields as engineers wrote them: %d of %d (%s); spurious changes: %d "
         "of %d unchanged fields\n",
