@@ -523,9 +523,8 @@ int Main(int argc, char** argv) {
         nightly::LearnPolicy(std::span<const nightly::Round>(history.data() + i, 1), l.policy)
             .policy);
     for (const ParsedEntry& p : parsed[i]) {
-      for (auto [replay, o] :
-           {std::pair{&fixed, &options}, std::pair{&learned, &learned_options},
-            std::pair{&hindsight, &hindsight_options}}) {
+      for (auto [replay, o] : {std::pair{&fixed, &options}, std::pair{&learned, &learned_options},
+                               std::pair{&hindsight, &hindsight_options}}) {
         EntryResult r = ReplayEntry(round, p, *o);
         if (!r.error.empty()) {
           ++replay->not_read[r.error.substr(0, r.error.find(':'))];

@@ -140,13 +140,13 @@ void ApplyFarmVerification(const v1::ShardSpec& spec, lift::PinnedFiles& base_fi
                            const v1::ShardResult& farm, v1::ShardResult& result) {
   for (const auto& ev : farm.evidence()) *result.add_evidence() = ev;
   std::map<std::string, std::optional<inventory::Document>> docs;  // file -> at the pinned commit
-  std::optional<inventory::KeyGrammar> grammar;  // the pinned runner's
+  std::optional<inventory::KeyGrammar> grammar;                    // the pinned runner's
   auto base_of = [&](const std::string& file, const std::string& key) {
     auto it = docs.find(file);
     if (it == docs.end()) {
       if (!grammar) {
-        grammar = inventory::GrammarOrDefault(
-            base_files.ReadTtXla(std::string(inventory::kRunnerPath)));
+        grammar =
+            inventory::GrammarOrDefault(base_files.ReadTtXla(std::string(inventory::kRunnerPath)));
       }
       auto text = base_files.ReadTtXla(file);
       it = docs.emplace(file, text.ok() ? std::optional(inventory::Document::Parse(

@@ -139,7 +139,8 @@ class Lifter {
         continue;
       }
       if (!grammar_) {  // the pinned checkout's runner says how its keys are made
-        grammar_ = inventory::GrammarOrDefault(files_.ReadTtXla(std::string(inventory::kRunnerPath)));
+        grammar_ =
+            inventory::GrammarOrDefault(files_.ReadTtXla(std::string(inventory::kRunnerPath)));
       }
       auto before_doc = inventory::Document::Parse(path, *base, {.grammar = &*grammar_});
       auto after_doc = inventory::Document::Parse(path, *after, {.grammar = &*grammar_});

@@ -319,7 +319,8 @@ std::optional<std::vector<inventory::EntryEdit>> PlaceNew(const std::string& key
                                                           const std::vector<std::string>& archs,
                                                           const std::vector<ArchTarget>& targets) {
   if (targets.empty()) return std::nullopt;
-  if (SameTargets(targets)) return std::vector<inventory::EntryEdit>{NewEntry(key, targets[0].edit)};
+  if (SameTargets(targets))
+    return std::vector<inventory::EntryEdit>{NewEntry(key, targets[0].edit)};
   inventory::Entry empty;
   empty.key = key;
   empty.value.kind = Value::Kind::kMap;

@@ -60,10 +60,9 @@ struct Policy {
 
 // The knobs' names, in the order docs/nightly.md and a policy file list them.
 inline constexpr std::string_view kPolicyKnobs[] = {
-    "grid",          "margin",         "enable",     "lowest",
-    "nonsense",      "pcc_reason",     "pcc_comment", "demote_pcc_off",
-    "skip_bringup",  "unknown_stage",  "hang_reason", "oom_reason",
-    "crash_reason"};
+    "grid",        "margin",      "enable",         "lowest",       "nonsense",
+    "pcc_reason",  "pcc_comment", "demote_pcc_off", "skip_bringup", "unknown_stage",
+    "hang_reason", "oom_reason",  "crash_reason"};
 
 // Reads a policy file over `base`: the knobs it sets replace base's, each with its source
 // (path:line). Errors name the file, the line and the knob.

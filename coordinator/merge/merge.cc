@@ -98,8 +98,8 @@ using EntryId = std::pair<std::string, std::string>;  // (file, key)
 struct MergeState {
   explicit MergeState(const MergeInput& in)
       : input(in),
-        grammar(in.files != nullptr ? inventory::GrammarOrDefault(in.files->ReadTtXla(
-                                          std::string(inventory::kRunnerPath)))
+        grammar(in.files != nullptr ? inventory::GrammarOrDefault(
+                                          in.files->ReadTtXla(std::string(inventory::kRunnerPath)))
                                     : inventory::DefaultKeyGrammar()) {}
   const MergeInput& input;
   // The pinned checkout's key grammar (its runner's): the YAML files are read with it.
@@ -354,8 +354,8 @@ void PlaceNightly(MergeState& st, EntryAcc& a, const inventory::Document& doc,
       return;
     }
     m.new_entry = true;
-    m.placement = placed->size() > 1 ? EntryMerge::Placement::kPerArch
-                                     : EntryMerge::Placement::kTopLevel;
+    m.placement =
+        placed->size() > 1 ? EntryMerge::Placement::kPerArch : EntryMerge::Placement::kTopLevel;
     m.edits = std::move(*placed);
   } else {
     nightly::Placement p = nightly::Place(*entry, m.nightly_archs, targets);

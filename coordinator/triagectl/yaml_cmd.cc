@@ -138,9 +138,9 @@ int RunYamlEdit(const YamlEditOptions& options, std::istream& in, std::ostream& 
   const inventory::KeyGrammar grammar =
       dir == std::string::npos || (dir > 0 && file[dir - 1] != '/')
           ? inventory::DefaultKeyGrammar()
-          : inventory::GrammarOrDefault(util::ReadFile(
-                util::StrCat(file.substr(0, dir), inventory::kRunnerPath),
-                inventory::kDefaultMaxYamlBytes));
+          : inventory::GrammarOrDefault(
+                util::ReadFile(util::StrCat(file.substr(0, dir), inventory::kRunnerPath),
+                               inventory::kDefaultMaxYamlBytes));
   inventory::Document doc =
       inventory::Document::Parse(options.file, std::move(*bytes), {.grammar = &grammar});
   for (const auto& d : doc.diagnostics()) err << d.ToString() << "\n";

@@ -239,9 +239,9 @@ TEST(DecideRecheck, TheRunsPickTheKind) {
   // bringup_status and without the signal's words; one that names something else is refreshed.
   auto too_large = Crash(6);
   too_large.set_real_error("Too large for single chip");
-  const v1::EntryOutcome kept = DecideRecheck(
-      Recheck("Too large for single chip - https://example.com/issues/1", ""),
-      {too_large, too_large}, {});
+  const v1::EntryOutcome kept =
+      DecideRecheck(Recheck("Too large for single chip - https://example.com/issues/1", ""),
+                    {too_large, too_large}, {});
   EXPECT_EQ(kept.verdict(), "already");
   EXPECT_FALSE(kept.changed());
   const v1::EntryOutcome stale =

@@ -123,7 +123,8 @@ TEST(NightlyPolicy, ANonsensePccDisablesTheCheckOrXfailsByThePolicy) {
   EXPECT_EQ(Set(o, "bringup_status"), "INCORRECT_RESULT");
   EXPECT_EQ(Set(o, "reason"), "PCC comparison failed. Calculated: pcc=0.41. Required: pcc=0.99.");
   EXPECT_EQ(Set(o, "assert_pcc"), "<unset>");
-  auto short_form = Decided(kPassing, runs, WithPolicy({}, Read("nonsense: xfail\npcc_reason: short\n")));
+  auto short_form =
+      Decided(kPassing, runs, WithPolicy({}, Read("nonsense: xfail\npcc_reason: short\n")));
   EXPECT_EQ(Set(short_form, "reason"), "PCC comparison failed (calc ~0.41, required 0.99)");
 }
 

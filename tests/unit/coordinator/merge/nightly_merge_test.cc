@@ -162,7 +162,8 @@ TEST(NightlyMerge, AFileIsEditedWithTheKeyGrammarOfItsCheckoutsRunner) {
   for (const bool with_runner : {true, false}) {
     SCOPED_TRACE(with_runner ? "with its runner" : "without a runner");
     testing::MemoryPinnedFiles files;
-    files.ttxla[kFile] = util::StrCat("test_config:\n  ", kOld, ":\n    status: EXPECTED_PASSING\n");
+    files.ttxla[kFile] =
+        util::StrCat("test_config:\n  ", kOld, ":\n    status: EXPECTED_PASSING\n");
     if (with_runner) files.ttxla["tests/runner/test_models.py"] = runner;
     MergeInput in;
     in.sweep_id = "sw";
