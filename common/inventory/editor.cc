@@ -435,14 +435,12 @@ std::vector<std::string> RenderNewEntry(const EntryEdit& edit,
   if (overrides.empty()) return lines;
   const int step = std::max(2, place.field_col - place.key_col);
   lines.push_back(util::StrCat(std::string(place.field_col, ' '), "arch_overrides:"));
-  std::vector<std::string> archs;
-  for (const EntryEdit* o : overrides) {
-    if (std::find(archs.begin(), archs.end(), *o->arch) == archs.end()) archs.push_back(*o->arch);
-  }
-  for (const std::string& arch : archs) {
-    lines.push_back(util::StrCat(std::string(place.field_col + step, ' '), arch, ":"));
+  std::set<std::string> done;  // archs in the order the batch first names them
+  for (const EntryEdit* first : overrides) {
+    if (!done.insert(*first->arch).second) continue;
+    lines.push_back(util::StrCat(std::string(place.field_col + step, ' '), *first->arch, ":"));
     for (const EntryEdit* o : overrides) {
-      if (*o->arch == arch) fields(*o, place.field_col + 2 * step);
+      if (*o->arch == *first->arch) fields(*o, place.field_col + 2 * step);
     }
   }
   return lines;
@@ -580,10 +578,8 @@ absl::StatusOr<std::string> ApplyEdits(const Document& doc, std::span<const Entr
     for (const EntryEdit* edit : creates) {
       if (place.blank_between && !first) inserted.emplace_back();
       first = false;
-      const auto archs = created_archs.find(edit->key);
-      const std::span<const EntryEdit* const> overrides =
-          archs != created_archs.end() ? std::span<const EntryEdit* const>(archs->second)
-                                       : std::span<const EntryEdit* const>();
+      std::span<const EntryEdit* const> overrides;
+      if (auto a = created_archs.find(edit->key); a != created_archs.end()) overrides = a->second;
       std::vector<std::string> lines = RenderNewEntry(*edit, overrides, place);
       inserted.insert(inserted.end(), lines.begin(), lines.end());
       Value value;
