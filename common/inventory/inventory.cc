@@ -293,7 +293,8 @@ absl::StatusOr<Inventory> LoadInventory(const FileSource& source, const LoadOpti
           {doc.path(), e.pos.line + 1, e.pos.col + 1, util::Severity::kError,
            util::StrCat("duplicate key '", e.key, "' also defined in ", it->second.first->path(),
                         ":", it->second.second->pos.line + 1,
-                        " (tt-xla would silently use the later file)")});
+                        " (tt-xla would silently use the later file)"),
+           e.key});
     }
   }
   util::SortDiagnostics(inv.diagnostics);

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
+#include <cstdio>
 
 #include "common/util/strings.h"
 #include "common/util/text.h"
@@ -513,6 +515,21 @@ std::string_view CrashWhere(std::string_view stage) {
   if (stage == "FAILED_TTMLIR_COMPILATION") return "TT-MLIR compilation";
   if (stage == "FAILED_RUNTIME") return "runtime execution";
   return {};
+}
+
+std::string ClusterId(std::string_view signature) {
+  std::uint32_t h = 2166136261u;
+  for (unsigned char c : signature) {
+    h ^= c;
+    h *= 16777619u;
+  }
+  char buf[16];
+  std::snprintf(buf, sizeof(buf), "c-%08x", h);
+  return buf;
+}
+
+std::string ClusterIdOfReason(std::string_view reason) {
+  return ClusterId(reason.empty() ? std::string("(no reason)") : ReasonSignature(reason));
 }
 
 }  // namespace triage::junit

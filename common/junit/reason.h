@@ -38,6 +38,12 @@ std::string NormalizeReason(std::string_view line, std::size_t max_bytes = kMaxR
 // N])"). Digits inside a name stay (conv2d, float32); hex numbers read "0xN". Idempotent.
 std::string ReasonSignature(std::string_view reason);
 
+// A failure cluster's stable id: "c-" and 8 hex digits of the FNV-1a hash of its signature, so
+// that a tracking-issue file or a sweep's selection can name a cluster across sweeps.
+std::string ClusterId(std::string_view signature);
+// The id of the cluster a reason falls in (an empty reason: the signature "(no reason)").
+std::string ClusterIdOfReason(std::string_view reason);
+
 // "SIGABRT" for 6, "SIGSEGV" for 11, ...; "" for numbers without a standard Linux name.
 std::string_view SignalName(int signal);
 

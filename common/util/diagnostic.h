@@ -15,6 +15,9 @@ struct Diagnostic {
   int col = 0;
   Severity severity = Severity::kError;
   std::string message;
+  // The test-config entry an error is confined to ("": the whole file). Such an error keeps
+  // that entry out of a sweep and leaves the file's other entries to it.
+  std::string key = {};
 
   // "file:line:col: message" (warnings: "file:line:col: warning: message").
   std::string ToString() const;

@@ -136,6 +136,7 @@ PlanOptions PlanOptionsFor(const v1::StartSweepRequest& req, StartRequest& start
                            const SweepInput& input, const CoordinatorOptions& options) {
   PlanOptions plan_options;
   plan_options.playbooks = start.playbooks;
+  plan_options.selector = start.selector.get();
   plan_options.archs = start.archs;
   plan_options.durations = std::move(start.durations);
   plan_options.executor = start.executor;
@@ -169,6 +170,9 @@ SweepRecord RunningSweepRecord(const v1::StartSweepRequest& req, const std::stri
   for (const auto& n : input.notes) rec.details.add_notes(n);
   rec.archs = plan_options.archs;
   rec.playbooks = plan_options.playbooks.empty() ? rules.Playbooks() : plan_options.playbooks;
+  if (plan_options.selector != nullptr && plan_options.selector->failing()) {
+    rec.playbooks = {std::string(kRemediatePlaybook)};
+  }
   if (plan.nightly) {
     rec.archs.assign(plan.nightly->archs().begin(), plan.nightly->archs().end());
     rec.playbooks = {"nightly"};

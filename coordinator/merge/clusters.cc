@@ -1,28 +1,11 @@
 #include "coordinator/merge/clusters.h"
 
 #include <algorithm>
-#include <cstdint>
-#include <cstdio>
 #include <map>
 
 #include "common/junit/reason.h"
 
 namespace triage::merge {
-
-std::string ClusterId(std::string_view signature) {
-  std::uint32_t h = 2166136261u;
-  for (unsigned char c : signature) {
-    h ^= c;
-    h *= 16777619u;
-  }
-  char buf[16];
-  std::snprintf(buf, sizeof(buf), "c-%08x", h);
-  return buf;
-}
-
-std::string ClusterIdOfReason(std::string_view reason) {
-  return ClusterId(reason.empty() ? std::string("(no reason)") : junit::ReasonSignature(reason));
-}
 
 std::vector<FailureCluster> ClusterFailures(const std::vector<FailingOutcome>& failing) {
   std::map<std::string, FailureCluster> by_signature;

@@ -8,6 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include "common/junit/reason.h"
+
 namespace triage::merge {
 
 // One decided outcome that still fails: an entry on one arch and its reason.
@@ -28,11 +30,9 @@ struct FailureCluster {
   std::vector<Member> entries;  // in the order first seen
 };
 
-// A cluster's stable id: "c-" and 8 hex digits of the FNV-1a hash of its signature, so that a
-// tracking-issue file (`sweep patch --issue-links`) can name a cluster across sweeps.
-std::string ClusterId(std::string_view signature);
-// The id of the cluster a reason falls in.
-std::string ClusterIdOfReason(std::string_view reason);
+// A cluster's stable id and the id of a reason's cluster (common/junit/reason.h).
+using junit::ClusterId;
+using junit::ClusterIdOfReason;
 
 // Largest first (by entries), then by signature.
 std::vector<FailureCluster> ClusterFailures(const std::vector<FailingOutcome>& failing);

@@ -21,13 +21,7 @@ std::string TestFunction(std::string_view framework) {
   return "test_all_models_torch";
 }
 
-// An entry a selected playbook handles, as its shards carry it.
-struct Selected {
-  const inventory::Document* document;
-  const inventory::Entry* entry;
-  std::string playbook;
-  v1::ShardEntry shard_entry;
-};
+using Selected = SelectedEntry;
 
 // The entries of one (playbook, loader): single-device or tensor-parallel ones.
 struct Group {
@@ -38,59 +32,6 @@ struct Group {
   double expected = 0;  // seconds, summed over the entries
   std::set<std::string> files;
 };
-
-// Files with validation errors are never edited.
-std::set<std::string> FilesWithErrors(const inventory::Inventory& inventory) {
-  std::set<std::string> files;
-  for (const auto& d : inventory.diagnostics) {
-    if (d.severity == util::Severity::kError) files.insert(d.file);
-  }
-  return files;
-}
-
-// No playbooks named: every playbook of the rules.
-bool PlaybookSelected(const PlanOptions& options, const std::string& playbook) {
-  return options.playbooks.empty() || std::find(options.playbooks.begin(), options.playbooks.end(),
-                                                playbook) != options.playbooks.end();
-}
-
-v1::ShardEntry ShardEntryFor(const inventory::Document& doc, const inventory::Entry& e,
-                             const classify::Match& match) {
-  v1::ShardEntry se;
-  se.set_key(e.key);
-  se.set_file(doc.path());
-  se.set_flavor(match.flavor);
-  se.set_reason(match.reason);
-  se.set_status(std::string(match.arch.empty() ? e.Status() : e.StatusForArch(match.arch)));
-  se.set_bringup_status(std::string(e.StringField("bringup_status")));
-  se.set_override_arch(match.arch);
-  for (const auto& cap : match.captures) se.add_captures(cap);
-  return se;
-}
-
-// The entries a selected playbook handles, in inventory order. Entries of files with validation
-// errors are left out and named in problems.
-std::vector<Selected> SelectEntries(const inventory::Inventory& inventory,
-                                    const classify::Classifier& rules, const PlanOptions& options,
-                                    std::vector<std::string>& problems) {
-  const std::set<std::string> bad_files = FilesWithErrors(inventory);
-  std::vector<Selected> selected;
-  for (const auto& ref : inventory.TestEntries()) {
-    const inventory::Entry& e = *ref.entry;
-    if (!e.parts) continue;
-    auto c = rules.Classify(e);
-    if (!c.match) continue;
-    const auto& pb = c.match->playbook;
-    if (!PlaybookSelected(options, pb)) continue;
-    if (bad_files.count(ref.document->path())) {
-      problems.push_back(util::StrCat(ref.document->path(), ": entry '", e.key,
-                                      "' left out: the file has validation errors"));
-      continue;
-    }
-    selected.push_back({ref.document, ref.entry, pb, ShardEntryFor(*ref.document, e, *c.match)});
-  }
-  return selected;
-}
 
 // Seconds an entry is expected to take: its pytest duration when trusted, else its playbook's
 // estimate, else the default; and whether it is an estimate.
@@ -221,7 +162,14 @@ Plan PlanSweep(const inventory::Inventory& inventory, const classify::Classifier
                const PlanOptions& options, const std::string& sweep_id,
                const std::string& ttxla_commit, const std::string& forge_commit) {
   Plan plan;
-  const std::vector<Selected> selected = SelectEntries(inventory, rules, options, plan.problems);
+  static const Selector* const every_classified = [] {
+    return new Selector(*Selector::Compile(v1::Selection()));
+  }();
+  SelectOptions select{&rules, options.playbooks, options.archs};
+  Selection selection = SelectEntries(
+      inventory, options.selector != nullptr ? *options.selector : *every_classified, select);
+  plan.problems = std::move(selection.problems);
+  const std::vector<Selected>& selected = selection.entries;
   for (const auto& s : selected) {
     plan.entries.push_back(s.shard_entry);
     plan.entry_playbooks.push_back(s.playbook);

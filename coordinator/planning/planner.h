@@ -11,6 +11,7 @@
 #include "common/inventory/inventory.h"
 #include "coordinator/model/model.h"
 #include "coordinator/planning/input_hash.h"
+#include "coordinator/planning/selection.h"
 
 namespace triage::coord {
 
@@ -38,6 +39,9 @@ struct PlanOptions {
   // A nightly or recheck sweep's options with its policy resolved (nightly::ResolvePolicy);
   // nullptr: the request's own.
   const v1::NightlyOptions* nightly_options = nullptr;
+  // Which entries the sweep takes (the request's selection, compiled); nullptr: every entry
+  // the rules classify for a selected playbook.
+  const Selector* selector = nullptr;
 };
 
 // The key of an entry on an arch in PlanOptions::rechecked.

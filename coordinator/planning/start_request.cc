@@ -230,6 +230,39 @@ std::vector<std::string> StartOptionsDiffer(const v1::StartSweepRequest& first,
   return differ;
 }
 
+// A selection compiled into out.selector, and what it does not combine with.
+static absl::Status CheckSelection(const v1::StartSweepRequest& req, StartRequest& out) {
+  const v1::Selection& sel = req.selection();
+  if (sel.ByteSizeLong() == 0) return absl::OkStatus();
+  auto selector = Selector::Compile(sel);
+  if (!selector.ok()) return selector.status();
+  if (!req.nightly().empty() || !req.nightly_upload().empty() || req.recheck_skipped()) {
+    return absl::InvalidArgumentError(
+        util::StrCat("selection: ", req.recheck_skipped() ? "a recheck sweep" : "a nightly sweep",
+                     " takes its entries from its own rules; a selection does not apply"));
+  }
+  if (req.incremental()) {
+    return absl::InvalidArgumentError(
+        "selection: an incremental sweep carries whole loaders; a selection does not combine "
+        "with incremental");
+  }
+  if (sel.failing()) {
+    if (out.executor != "command") {
+      return absl::InvalidArgumentError(util::StrCat(
+          "selection.failing: no playbook handles every failing entry; it needs the command "
+          "executor (executor command), not ",
+          out.executor));
+    }
+    if (!req.playbooks().empty() || !req.rules_yaml().empty()) {
+      return absl::InvalidArgumentError(
+          "selection.failing takes every failing entry, with or without a reason: playbooks and "
+          "rules_yaml do not apply");
+    }
+  }
+  out.selector = std::make_shared<const Selector>(std::move(*selector));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<StartRequest> ValidateStartRequest(const v1::StartSweepRequest& req,
                                                   const StartDefaults& defaults,
                                                   bool nightly_to_come) {
@@ -285,6 +318,7 @@ absl::StatusOr<StartRequest> ValidateStartRequest(const v1::StartSweepRequest& r
     }
   }
   out.playbooks.assign(req.playbooks().begin(), req.playbooks().end());
+  if (auto st = CheckSelection(req, out); !st.ok()) return st;
   auto durations = ParseDurations(req.durations_json());
   if (!durations.ok()) return durations.status();
   out.durations = std::move(*durations);

@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/classify/classify.h"
+#include "coordinator/planning/selection.h"
 #include "google/protobuf/repeated_ptr_field.h"
 #include "triage/v1/control.pb.h"
 
@@ -22,6 +23,8 @@ struct StartRequest {
   std::shared_ptr<const classify::Classifier> custom_rules;
   const classify::Classifier* rules = nullptr;
   std::vector<std::string> playbooks;  // as asked; empty: every playbook of the rules
+  // The request's selection, compiled; nullptr when it sets nothing.
+  std::shared_ptr<const Selector> selector;
 };
 
 // The most nightly records one start request may carry (seven nights of three archs of
@@ -72,7 +75,8 @@ absl::Status ValidateNightly(const v1::StartSweepRequest& req, bool runs_to_come
 
 // Checks a start request before anything is read (docs/farm.md, "A sweep"): exactly one of
 // repo_path or git_url; a known executor, arch and playbook; max_attempts in range; the command
-// executor's parameters; readable rules and durations; the nightly checks (nightly_to_come as
+// executor's parameters; readable rules and durations; the selection (a failing selection needs
+// the command executor and takes no playbooks or rules); the nightly checks (nightly_to_come as
 // ValidateNightly's runs_to_come). A pure function: the errors name the field and the value.
 absl::StatusOr<StartRequest> ValidateStartRequest(const v1::StartSweepRequest& req,
                                                   const StartDefaults& defaults,

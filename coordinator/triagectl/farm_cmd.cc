@@ -144,6 +144,7 @@ void FarmCommands::RegisterSweepStart(CLI::App* sweep) {
                    "--incremental: the sweep to carry from (default: the latest succeeded "
                    "sweep of the same repository)")
       ->needs("--incremental");
+  AddSelectFlags(start, o_.select);
   start->add_flag("--recheck-skipped", o_.recheck_skipped,
                   "Recheck every NOT_SUPPORTED_SKIP entry on the sweep's archs with --force-run "
                   "under the nightly rules (docs/nightly.md, \"Rechecking skipped entries\"); "

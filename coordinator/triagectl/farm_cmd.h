@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "coordinator/triagectl/select_cmd.h"
+
 namespace CLI {
 class App;
 }
@@ -52,6 +54,7 @@ struct FarmOptions {
   // sweep start --nightly (docs/nightly.md): the runs and the rules' options (0 = default)
   std::vector<std::string> nightly;
   bool recheck_skipped = false;  // sweep start --recheck-skipped
+  SelectFlags select;            // sweep start --failing, --keys, ... (select_cmd.h)
   int confirm = 0;
   bool no_confirm = false;
   double max_device_hours = 0;

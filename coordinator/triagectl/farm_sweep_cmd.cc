@@ -179,6 +179,9 @@ std::optional<int> BuildStartRequest(const FarmOptions& o, v1::StartSweepRequest
   req.set_max_failed_shards(o.max_failed_shards);
   req.set_incremental(o.incremental);
   req.set_since(o.since);
+  auto selection = BuildSelection(o.select);
+  if (!selection.ok()) return Error(err, selection.status());
+  if (selection->ByteSizeLong() > 0) *req.mutable_selection() = std::move(*selection);
   if (o.allow_dirty && o.repo.empty()) {
     err << "triagectl: --allow-dirty is for --repo (a --git-url sweep reads commits only)\n";
     return kExitUsage;
@@ -256,6 +259,15 @@ absl::Status InFlags(const absl::Status& st, const FarmOptions& o, const v1::Sta
       {"forge_ref", "--forge-ref"},
       {"allow_dirty", "--allow-dirty"},
       {"recheck_skipped", "--recheck-skipped"},
+      {"selection.failing", "--failing"},
+      {"selection.keys", "--keys"},
+      {"selection.statuses", "--status"},
+      {"selection.files", "--file"},
+      {"selection.reason_regex", "--reason-regex"},
+      {"selection.clusters", "--cluster"},
+      {"selection.limit", "--limit"},
+      {"executor command", "--executor command"},
+      {"playbooks", "--playbooks"},
       {"rules_yaml", "--rules"},
       {"durations_json", "--durations"},
       {"no_confirm", "--no-confirm"},

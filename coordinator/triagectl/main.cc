@@ -8,6 +8,7 @@
 #include "coordinator/triagectl/farm_cmd.h"
 #include "coordinator/triagectl/inventory_cmd.h"
 #include "coordinator/triagectl/nightly_policy_cmd.h"
+#include "coordinator/triagectl/select_cmd.h"
 #include "coordinator/triagectl/yaml_cmd.h"
 
 namespace {
@@ -76,6 +77,19 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingFile);
   classify->add_flag("--matched", inv.matched_only, "Only entries a playbook handles");
   auto* rules = inventory->add_subcommand("rules", "Print the built-in classification rules");
+  auto* select = inventory->add_subcommand(
+      "select", "The entries (or failure clusters) a sweep with these selection flags would take");
+  add_repo(select);
+  SelectFlags select_flags;
+  SelectPreviewOptions select_preview;
+  AddSelectFlags(select, select_flags);
+  select->add_option("--arch", select_preview.archs, "Target archs, e.g. n150,p150 (default n150)")
+      ->delimiter(',');
+  select->add_option("--playbooks", select_preview.playbooks, "Without --failing: the playbooks")
+      ->delimiter(',');
+  select->add_flag("--clusters", select_preview.clusters_only,
+                   "Print the failure clusters (id, entries, taken, signature), not the entries");
+  select->add_option("-o,--output", inv.output, "table or json")->capture_default_str();
 
   // yaml
   auto* yaml = app.add_subcommand("yaml", "Edit test-config YAML in place, byte-faithfully");
@@ -131,6 +145,9 @@ int main(int argc, char** argv) {
     if (check->parsed()) return RunInventoryCheck(inv, std::cout, std::cerr);
     if (classify->parsed()) return RunInventoryClassify(inv, std::cout, std::cerr);
     if (rules->parsed()) return RunInventoryRules(std::cout);
+    if (select->parsed()) {
+      return RunInventorySelect(inv, select_flags, select_preview, std::cout, std::cerr);
+    }
     if (yaml_edit->parsed()) return RunYamlEdit(edit, std::cin, std::cout, std::cerr);
     if (nightly_policy->parsed()) return RunNightlyPolicy(policy, std::cout, std::cerr);
     if (int rc = farm.Run(std::cout, std::cerr); rc >= 0) return rc;

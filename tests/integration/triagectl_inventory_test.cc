@@ -244,6 +244,48 @@ TEST_F(TriagectlTest, ClassifyJsonIsAContract) {
   EXPECT_TRUE(json[1]["reason"].is_null());
 }
 
+// `inventory select` previews a sweep's selection: --failing takes the entry without a playbook
+// too; --keys reads a file of pytest node ids; a bad flag is named; the JSON is a contract.
+TEST_F(TriagectlTest, SelectPreviewsTheFailingEntriesByKeyAndCluster) {
+  testing::WriteFileOrDie(tmp_.path() / kTraining, std::string(kYaml) +
+                                                       "  d/pytorch-Y-single_device-training:\n"
+                                                       "    status: KNOWN_FAILURE_XFAIL\n"
+                                                       "  e/pytorch-Z-single_device-training:\n"
+                                                       "    status: KNOWN_FAILURE_XFAIL\n"
+                                                       "    reason: \"Hang\"\n");
+  std::string out;
+  ASSERT_EQ(Run({"inventory", "select", "--repo", ".", "--failing", "-o", "json"}, &out), 0) << out;
+  const auto j = nlohmann::json::parse(out.substr(0, out.rfind("}") + 1));
+  ASSERT_EQ(j["selected"], 3) << out;
+  EXPECT_EQ(j["without_reason"], 1);
+  EXPECT_EQ(j["entries"][1]["key"], "d/pytorch-Y-single_device-training");
+  EXPECT_TRUE(j["entries"][1]["cluster"].is_null());
+  EXPECT_EQ(j["entries"][0]["playbook"], "remediate");
+  const std::string hang = j["entries"][2]["cluster"];
+  EXPECT_EQ(j["clusters"][0]["id"], hang);
+
+  testing::WriteFileOrDie(
+      tmp_.path() / "keys.txt",
+      "# from CI\n\ntests/runner/test_models.py::test_all_models_torch["
+      "d/pytorch-Y-single_device-training]\na/pytorch-X-single_device-training\n");
+  ASSERT_EQ(Run({"inventory", "select", "--repo", ".", "--failing", "--keys", "keys.txt"}, &out), 0)
+      << out;
+  EXPECT_NE(out.find("selected 2 of 2 matching failing entries on n150; 1 clusters"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("e/pytorch-Z"), std::string::npos) << out;
+  ASSERT_EQ(Run({"inventory", "select", "--repo", ".", "--failing", "--cluster", hang}, &out), 0)
+      << out;
+  EXPECT_NE(out.find("e/pytorch-Z-single_device-training"), std::string::npos) << out;
+  EXPECT_NE(out.find("selected 1 of 1 "), std::string::npos) << out;
+
+  EXPECT_EQ(Run({"inventory", "select", "--repo", ".", "--failing", "--cluster", "c-1"}, &out), 2);
+  EXPECT_NE(out.find("triagectl: --cluster: 'c-1' is not a cluster id"), std::string::npos) << out;
+  EXPECT_EQ(Run({"inventory", "select", "--repo", ".", "--failing", "--status", "passing"}, &out),
+            2);
+  EXPECT_NE(out.find("--status: 'PASSING' is not a failing status"), std::string::npos) << out;
+}
+
 TEST_F(TriagectlTest, YamlEditDiffWritesNothingAndEditIsAtomic) {
   testing::WriteFileOrDie(tmp_.path() / "edits.json", R"([
     {"key": "a/pytorch-X-single_device-training",

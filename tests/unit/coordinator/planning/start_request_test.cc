@@ -314,6 +314,74 @@ const std::vector<Row>& Rows() {
          r.mutable_nightly(0)->set_duplicate_testcases(-1);
        },
        "nightly run 1 (night): a negative count"},
+      // --- selection (docs/remediation.md) ---------------------------------------------------
+      {"a failing selection with the command executor",
+       [](auto& r) {
+         Command(r, {{"command", R"(["agent","{key}"])"}});
+         r.mutable_selection()->set_failing(true);
+         r.mutable_selection()->add_keys("a/pytorch-V-single_device-training");
+       },
+       "",
+       [](const StartRequest& s) {
+         ASSERT_NE(s.selector, nullptr);
+         EXPECT_TRUE(s.selector->failing());
+         EXPECT_TRUE(s.selector->Matches("f", "a/pytorch-V-single_device-training",
+                                         "KNOWN_FAILURE_XFAIL", "", ""));
+         EXPECT_FALSE(s.selector->Matches("f", "b", "KNOWN_FAILURE_XFAIL", "", ""));
+       }},
+      {"no selection: no selector", [](auto&) {}, "",
+       [](const StartRequest& s) { EXPECT_EQ(s.selector, nullptr); }},
+      {"a failing selection with the native executor",
+       [](auto& r) { r.mutable_selection()->set_failing(true); },
+       "selection.failing: no playbook handles every failing entry; it needs the command "
+       "executor (executor command), not native"},
+      {"a failing selection with playbooks",
+       [](auto& r) {
+         Command(r, {{"command", R"(["agent"])"}});
+         r.mutable_selection()->set_failing(true);
+         r.add_playbooks("unpack_forward_output");
+       },
+       "selection.failing takes every failing entry, with or without a reason: playbooks and "
+       "rules_yaml do not apply"},
+      {"a selection of a passing status with failing",
+       [](auto& r) {
+         Command(r, {{"command", R"(["agent"])"}});
+         r.mutable_selection()->set_failing(true);
+         r.mutable_selection()->add_statuses("EXPECTED_PASSING");
+       },
+       "selection.statuses: 'EXPECTED_PASSING' is not a failing status"},
+      {"a selection of an unknown status",
+       [](auto& r) { r.mutable_selection()->add_statuses("XFAIL"); },
+       "selection.statuses: 'XFAIL' is not a status name"},
+      {"a selection with a bad pattern",
+       [](auto& r) { r.mutable_selection()->set_reason_regex("(unclosed"); },
+       "selection.reason_regex: '(unclosed' is not an RE2 pattern: missing )"},
+      {"a selection with a bad cluster id",
+       [](auto& r) { r.mutable_selection()->add_clusters("c-12"); },
+       "selection.clusters: 'c-12' is not a cluster id (c- and 8 hex digits)"},
+      {"a selection with a negative limit", [](auto& r) { r.mutable_selection()->set_limit(-1); },
+       "selection.limit: -1 is negative (0: no limit)"},
+      {"a selection with an empty key", [](auto& r) { r.mutable_selection()->add_keys(""); },
+       "selection.keys: an empty value"},
+      {"a selection on a nightly sweep",
+       [](auto& r) {
+         NightlyRecord(r);
+         r.mutable_selection()->set_limit(3);
+       },
+       "selection: a nightly sweep takes its entries from its own rules; a selection does not "
+       "apply"},
+      {"a selection on a recheck sweep",
+       [](auto& r) {
+         r.set_recheck_skipped(true);
+         r.mutable_selection()->set_limit(3);
+       },
+       "selection: a recheck sweep takes its entries from its own rules"},
+      {"a selection with incremental",
+       [](auto& r) {
+         r.set_incremental(true);
+         r.mutable_selection()->add_keys("k");
+       },
+       "a selection does not combine with incremental"},
   };
   return rows;
 }

@@ -1,0 +1,318 @@
+// Which entries a sweep takes (coordinator/planning/selection.h): every failing entry with or
+// without a reason, the filters, the limit by cluster size, errors that leave out one key or a
+// whole file; the planner's shards of a failing selection; and the same on tt-xla's real files.
+
+#include "coordinator/planning/selection.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "agent/playbooks/catalog.h"
+#include "common/inventory/inventory.h"
+#include "common/junit/reason.h"
+#include "coordinator/planning/planner.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/support/test_support.h"
+
+namespace triage::coord {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::SizeIs;
+
+constexpr const char* kTorchInference =
+    "tests/runner/test_config/torch/test_config_inference_single_device.yaml";
+constexpr const char* kTorchTraining =
+    "tests/runner/test_config/torch/test_config_training_single_device.yaml";
+
+// A checkout's test-config tree in a temp dir: path (under the root) -> YAML.
+inventory::Inventory Load(const testing::TempDir& dir,
+                          const std::map<std::string, std::string>& files) {
+  for (const auto& [path, text] : files) testing::WriteFileOrDie(dir.path() / path, text);
+  inventory::WorkTreeSource source(dir.path());
+  auto inv = inventory::LoadInventory(source, {});
+  EXPECT_TRUE(inv.ok()) << inv.status();
+  return std::move(*inv);
+}
+
+Selector Compile(const v1::Selection& s) {
+  auto c = Selector::Compile(s);
+  EXPECT_TRUE(c.ok()) << c.status();
+  return std::move(*c);
+}
+
+v1::Selection Failing() {
+  v1::Selection s;
+  s.set_failing(true);
+  return s;
+}
+
+std::vector<std::string> Keys(const Selection& s) {
+  std::vector<std::string> keys;
+  for (const auto& e : s.entries) keys.push_back(e.shard_entry.key());
+  return keys;
+}
+
+SelectOptions On(std::vector<std::string> archs) {
+  SelectOptions o;
+  o.archs = std::move(archs);
+  return o;
+}
+
+constexpr const char* kMixed = R"yaml(test_config:
+  pass/pytorch-A-single_device-inference:
+    status: EXPECTED_PASSING
+  xfail/pytorch-B-single_device-inference:
+    status: KNOWN_FAILURE_XFAIL
+    reason: "Out of Memory: Not enough space to allocate 2048 B DRAM buffer"
+  skip/pytorch-C-single_device-inference:
+    status: NOT_SUPPORTED_SKIP
+  over/pytorch-D-single_device-inference:
+    status: EXPECTED_PASSING
+    arch_overrides:
+      n150:
+        status: KNOWN_FAILURE_XFAIL
+        reason: "Hang"
+)yaml";
+
+TEST(Selection, FailingTakesEveryFailingEntryWithOrWithoutAReasonOnTheTargetArch) {
+  testing::TempDir dir;
+  const auto inv = Load(dir, {{kTorchInference, kMixed}});
+  const Selector failing = Compile(Failing());
+  const Selection n150 = SelectEntries(inv, failing, On({"n150"}));
+  EXPECT_THAT(Keys(n150), ElementsAre("xfail/pytorch-B-single_device-inference",
+                                      "skip/pytorch-C-single_device-inference",
+                                      "over/pytorch-D-single_device-inference"));
+  EXPECT_EQ(n150.matched, 3);
+  EXPECT_EQ(n150.without_reason, 1);
+  const v1::ShardEntry& b = n150.entries[0].shard_entry;
+  EXPECT_EQ(n150.entries[0].playbook, kRemediatePlaybook);
+  EXPECT_EQ(b.status(), "KNOWN_FAILURE_XFAIL");
+  EXPECT_EQ(b.cluster(), junit::ClusterIdOfReason(b.reason()));
+  EXPECT_EQ(b.override_arch(), "");
+  EXPECT_EQ(n150.entries[1].shard_entry.cluster(), "") << "no reason, no cluster";
+  const v1::ShardEntry& d = n150.entries[2].shard_entry;
+  EXPECT_EQ(d.override_arch(), "n150");
+  EXPECT_EQ(d.reason(), "Hang");
+  EXPECT_EQ(d.status(), "KNOWN_FAILURE_XFAIL");
+
+  // On p150 the override does not apply: the entry passes there.
+  EXPECT_THAT(Keys(SelectEntries(inv, failing, On({"p150"}))),
+              ElementsAre("xfail/pytorch-B-single_device-inference",
+                          "skip/pytorch-C-single_device-inference"));
+  // Seen on the first arch it fails on.
+  EXPECT_EQ(
+      SelectEntries(inv, failing, On({"p150", "n150"})).entries[2].shard_entry.override_arch(),
+      "n150");
+}
+
+TEST(Selection, FiltersNarrowTheFailingEntries) {
+  testing::TempDir dir;
+  const auto inv = Load(dir, {{kTorchInference, kMixed}});
+  auto with = [&](auto edit) {
+    v1::Selection s = Failing();
+    edit(s);
+    return Keys(SelectEntries(inv, Compile(s), On({"n150"})));
+  };
+  EXPECT_THAT(with([](auto& s) { s.add_keys("skip/pytorch-C-single_device-inference"); }),
+              ElementsAre("skip/pytorch-C-single_device-inference"));
+  EXPECT_THAT(with([](auto& s) { s.add_statuses("NOT_SUPPORTED_SKIP"); }),
+              ElementsAre("skip/pytorch-C-single_device-inference"));
+  EXPECT_THAT(with([](auto& s) { s.set_reason_regex("(?i)out of memory"); }),
+              ElementsAre("xfail/pytorch-B-single_device-inference"));
+  EXPECT_THAT(with([](auto& s) { s.set_reason_regex("^$"); }),
+              ElementsAre("skip/pytorch-C-single_device-inference"));
+  EXPECT_THAT(with([](auto& s) { s.add_clusters(junit::ClusterIdOfReason("Hang")); }),
+              ElementsAre("over/pytorch-D-single_device-inference"));
+  EXPECT_THAT(with([](auto& s) { s.add_files(kTorchTraining); }), IsEmpty());
+  // A key that passes is not failing: a failing selection never takes it.
+  EXPECT_THAT(with([](auto& s) { s.add_keys("pass/pytorch-A-single_device-inference"); }),
+              IsEmpty());
+}
+
+TEST(Selection, TheLimitTakesTheLargestClustersFirst) {
+  testing::TempDir dir;
+  std::string yaml = "test_config:\n";
+  auto add = [&](const std::string& model, const std::string& reason) {
+    yaml += "  " + model + "/pytorch-V-single_device-inference:\n    status: KNOWN_FAILURE_XFAIL\n";
+    if (!reason.empty()) yaml += "    reason: \"" + reason + "\"\n";
+  };
+  add("single", "ValueError: one of a kind");
+  add("nor1", "");
+  add("two1", "Hang");
+  add("oom1", "Out of Memory: Not enough space to allocate 1024 B DRAM buffer");
+  add("two2", "Hang");
+  add("oom2", "Out of Memory: Not enough space to allocate 4096 B DRAM buffer");
+  add("oom3", "Out of Memory: Not enough space to allocate 8 B DRAM buffer");
+  const auto inv = Load(dir, {{kTorchInference, yaml}});
+  v1::Selection s = Failing();
+  s.set_limit(4);
+  const Selection got = SelectEntries(inv, Compile(s), On({"n150"}));
+  // Three OOMs (one cluster: the sizes differ only in numbers), then one of the two hangs; the
+  // entries stay in file order.
+  EXPECT_THAT(Keys(got), ElementsAre("two1/pytorch-V-single_device-inference",
+                                     "oom1/pytorch-V-single_device-inference",
+                                     "oom2/pytorch-V-single_device-inference",
+                                     "oom3/pytorch-V-single_device-inference"));
+  EXPECT_EQ(got.matched, 7);
+  ASSERT_THAT(got.clusters, SizeIs(3));
+  EXPECT_EQ(got.clusters[0].matched, 3);
+  EXPECT_EQ(got.clusters[0].taken, 3);
+  EXPECT_EQ(got.clusters[0].signature,
+            "Out of Memory: Not enough space to allocate N B DRAM buffer");
+  EXPECT_EQ(got.clusters[1].id, junit::ClusterIdOfReason("Hang"));
+  EXPECT_EQ(got.clusters[1].taken, 1);
+  EXPECT_EQ(got.clusters[2].taken, 0);
+  // Entries without a reason come after every cluster.
+  s.set_limit(6);
+  EXPECT_THAT(Keys(SelectEntries(inv, Compile(s), On({"n150"}))),
+              ::testing::Not(::testing::Contains("nor1/pytorch-V-single_device-inference")));
+}
+
+TEST(Selection, AKeyDefinedInTwoFilesIsLeftOutAloneTheFilesOtherEntriesStay) {
+  testing::TempDir dir;
+  const std::string dup =
+      "  dup/pytorch-V-single_device-inference:\n    status: KNOWN_FAILURE_XFAIL\n";
+  const auto inv = Load(
+      dir, {{kTorchInference, std::string(kMixed) + dup},
+            {"tests/runner/test_config/torch/test_config_inference_data_parallel.yaml",
+             "test_config:\n" + dup +
+                 "  other/pytorch-V-data_parallel-inference:\n    status: NOT_SUPPORTED_SKIP\n"}});
+  ASSERT_FALSE(inv.ok()) << "the duplicate is an error";
+  const Selection got = SelectEntries(inv, Compile(Failing()), On({"n150"}));
+  EXPECT_THAT(Keys(got), ElementsAre("other/pytorch-V-data_parallel-inference",
+                                     "xfail/pytorch-B-single_device-inference",
+                                     "skip/pytorch-C-single_device-inference",
+                                     "over/pytorch-D-single_device-inference"));
+  ASSERT_THAT(got.problems, SizeIs(2));
+  EXPECT_THAT(got.problems[0],
+              HasSubstr("entry 'dup/pytorch-V-single_device-inference' left out: "));
+  EXPECT_THAT(got.problems[0], HasSubstr("duplicate key 'dup/pytorch-V-single_device-inference'"));
+}
+
+TEST(Selection, AFileWithAnErrorOfItsOwnIsLeftOutWhole) {
+  testing::TempDir dir;
+  const auto inv = Load(dir, {{kTorchInference, std::string(kMixed) + "    bogus_field: 1\n"}});
+  ASSERT_FALSE(inv.ok());
+  const Selection got = SelectEntries(inv, Compile(Failing()), On({"n150"}));
+  EXPECT_THAT(got.entries, IsEmpty());
+  ASSERT_THAT(got.problems, SizeIs(3));
+  EXPECT_THAT(got.problems[0], HasSubstr("left out: the file has validation errors"));
+}
+
+TEST(Selection, WithoutFailingTheFiltersNarrowTheClassifiedEntries) {
+  testing::TempDir dir;
+  const std::string yaml = R"yaml(test_config:
+  a/pytorch-V-single_device-training:
+    status: KNOWN_FAILURE_XFAIL
+    reason: "No handler for class CausalLMOutputWithPast exists in `unpack_forward_output`"
+  b/pytorch-V-single_device-training:
+    status: KNOWN_FAILURE_XFAIL
+    reason: "No handler for class Seq2SeqLMOutput exists in `unpack_forward_output`"
+  c/pytorch-V-single_device-training:
+    status: KNOWN_FAILURE_XFAIL
+    reason: "Something no playbook handles"
+)yaml";
+  const auto inv = Load(dir, {{kTorchTraining, yaml}});
+  SelectOptions o = On({"n150"});
+  o.rules = &playbooks::DefaultClassifier();
+  const Selection all = SelectEntries(inv, Compile(v1::Selection()), o);
+  ASSERT_THAT(Keys(all), ElementsAre("a/pytorch-V-single_device-training",
+                                     "b/pytorch-V-single_device-training"));
+  EXPECT_EQ(all.entries[0].playbook, "unpack_forward_output");
+  v1::Selection keys;
+  keys.add_keys("b/pytorch-V-single_device-training");
+  keys.add_keys("c/pytorch-V-single_device-training");
+  EXPECT_THAT(Keys(SelectEntries(inv, Compile(keys), o)),
+              ElementsAre("b/pytorch-V-single_device-training"));
+}
+
+TEST(Selection, PlannedShardsOfAFailingSelectionArePerLoaderWithTheirClusters) {
+  testing::TempDir dir;
+  const auto inv = Load(dir, {{kTorchInference, kMixed}});
+  const Selector failing = Compile(Failing());
+  PlanOptions options;
+  options.archs = {"n150", "p150"};
+  options.executor = "command";
+  options.selector = &failing;
+  const Plan plan = PlanSweep(inv, playbooks::DefaultClassifier(), options, "sw", "a", "b");
+  ASSERT_THAT(plan.entries, SizeIs(3));
+  // One shard per loader and arch (the first arch runs the command, the second verifies).
+  ASSERT_THAT(plan.shards, SizeIs(6));
+  std::set<std::string> loaders;
+  for (const auto& s : plan.shards) {
+    EXPECT_EQ(s.spec.playbook(), kRemediatePlaybook);
+    ASSERT_EQ(s.spec.entries_size(), 1);
+    loaders.insert(s.spec.loader());
+    if (s.spec.entries(0).key() == "xfail/pytorch-B-single_device-inference") {
+      EXPECT_EQ(s.spec.entries(0).cluster(), junit::ClusterIdOfReason(s.spec.entries(0).reason()));
+    }
+  }
+  EXPECT_THAT(loaders, SizeIs(3));
+}
+
+// tt-xla's own files: every entry failing on n150 (the tensor-parallel ones on n300-llmbox) is
+// taken but the key defined in two files; the jax file holding that key keeps its other
+// entries; a limit takes whole clusters, largest first.
+TEST(Selection, RealTtXlaEveryFailingEntryButTheDuplicatedKey) {
+  TRIAGE_REQUIRE_SHARED_DATA(data);
+  inventory::WorkTreeSource source(data / "head");
+  auto inv = inventory::LoadInventory(source, {});
+  ASSERT_TRUE(inv.ok()) << inv.status();
+  std::set<std::string> duplicated;
+  for (const auto& d : inv->diagnostics) {
+    if (d.severity == util::Severity::kError && !d.key.empty()) duplicated.insert(d.key);
+  }
+  ASSERT_THAT(duplicated, SizeIs(1)) << "tt-xla's main defines one jax key in two files";
+  int expected = 0, without_reason = 0, in_jax_file = 0;
+  for (const auto& ref : inv->TestEntries()) {
+    const auto& e = *ref.entry;
+    if (!e.parts || duplicated.count(e.key)) continue;
+    const std::string arch = e.parts->parallelism == "tensor_parallel" ? "n300-llmbox" : "n150";
+    const std::string_view status = e.StatusForArch(arch);
+    if (status != "KNOWN_FAILURE_XFAIL" && status != "NOT_SUPPORTED_SKIP") continue;
+    ++expected;
+    const auto* reason = e.FieldForArch("reason", arch);
+    if (reason == nullptr || !reason->is_string() || reason->string.empty()) ++without_reason;
+    if (ref.document->path() ==
+        "tests/runner/test_config/jax/test_config_inference_single_device.yaml") {
+      ++in_jax_file;
+    }
+  }
+  const Selection got = SelectEntries(*inv, Compile(Failing()), On({"n150"}));
+  EXPECT_EQ(got.matched, expected);
+  EXPECT_EQ(static_cast<int>(got.entries.size()), expected);
+  EXPECT_EQ(got.without_reason, without_reason);
+  EXPECT_GT(without_reason, 200) << "tt-xla keeps hundreds of failing entries without a reason";
+  EXPECT_GT(in_jax_file, 100);
+  int taken_in_jax_file = 0;
+  for (const auto& e : got.entries) {
+    taken_in_jax_file += e.shard_entry.file() ==
+                         "tests/runner/test_config/jax/test_config_inference_single_device.yaml";
+  }
+  EXPECT_EQ(taken_in_jax_file, in_jax_file);
+  ASSERT_THAT(got.problems, SizeIs(2)) << "the key, in each of its two files";
+
+  v1::Selection limited = Failing();
+  limited.set_limit(100);
+  const Selection top = SelectEntries(*inv, Compile(limited), On({"n150"}));
+  ASSERT_THAT(top.entries, SizeIs(100));
+  int smallest_taken = 1 << 30, largest_left = 0;
+  for (const auto& c : top.clusters) {
+    if (c.taken > 0) smallest_taken = std::min(smallest_taken, c.matched);
+    if (c.taken < c.matched) largest_left = std::max(largest_left, c.matched);
+  }
+  EXPECT_GE(smallest_taken, largest_left);
+  for (const auto& e : top.entries)
+    EXPECT_FALSE(e.shard_entry.cluster().empty()) << e.shard_entry.key();
+}
+
+}  // namespace
+}  // namespace triage::coord
