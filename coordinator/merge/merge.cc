@@ -111,6 +111,8 @@ struct MergeState {
   // The tt_forge_models files the merge changes: path -> text at the pinned commit / after.
   std::map<std::string, std::string> forge_before;
   std::map<std::string, std::string> forge_after;
+  // Command results whose file edits and registry lines do not land (DropRejectedCommandEdits).
+  std::set<const coord::ResultRecord*> rejected;
   MergeOutput out;
 };
 
@@ -431,7 +433,10 @@ absl::Status MergeYaml(MergeState& st) {
 // (coord::MergeRegistry), each written at its sorted position; one the file refuses is a conflict.
 absl::Status MergeRegistryLines(MergeState& st) {
   std::vector<coord::ResultRecord> records;
-  for (const auto& r : st.results) records.push_back(*r.record);
+  for (const auto& r : st.results) {
+    records.push_back(*r.record);
+    if (st.rejected.count(r.record)) records.back().result.clear_registry_ops();
+  }
   coord::WavePlan registry = coord::MergeRegistry(records);
   for (const auto& c : registry.conflicts) AddConflict(st.out, "registry", c);
   if (registry.merged.empty()) return absl::OkStatus();
@@ -501,6 +506,7 @@ void ChainLoaderEdit(LoaderState& s, const std::string& path, const diff::FileDi
 void MergeLoaderEdits(MergeState& st) {
   std::map<std::string, LoaderState> loaders;
   for (const auto& r : st.results) {
+    if (st.rejected.count(r.record)) continue;
     for (const auto& fe : r.record->result.file_edits()) {
       if (fe.repo() != "tt_forge_models") continue;
       auto split = diff::SplitDiff(fe.diff());
@@ -523,6 +529,41 @@ void MergeLoaderEdits(MergeState& st) {
     if (s.conflict || s.text == s.base) continue;
     st.forge_before[path] = s.base;
     st.forge_after[path] = s.text;
+  }
+}
+
+// Rejected means rejected (docs/remediation.md, "What lands of a command's work"): a command's
+// loader edits and registry lines land only with a change of one of its entries that the farm
+// accepted (verified, or left standing where the run gave no evidence). A result whose every
+// entry the farm overruled, or left unchanged, lands none of them, and its entries say so. One
+// accepted entry keeps the result's edits whole: the farm verified it with all of them.
+void DropRejectedCommandEdits(MergeState& st) {
+  for (const ShardResult& r : st.results) {
+    if (r.shard->spec.executor() != "command") continue;
+    const v1::ShardResult& res = r.record->result;
+    std::vector<std::string> files;
+    for (const auto& fe : res.file_edits()) {
+      if (fe.repo() == "tt_forge_models") files.push_back(fe.path());
+    }
+    if (!res.registry_ops().empty()) files.emplace_back("the registry lines of training_utils.py");
+    if (files.empty()) continue;
+    bool accepted = false, overruled = false;
+    for (const auto& o : res.entries()) {
+      const bool replaced = o.command_check() == "replaced by the farm's decision";
+      overruled |= replaced;
+      accepted |= o.changed() && !replaced;
+    }
+    if (accepted) continue;
+    st.rejected.insert(r.record);
+    const std::string note =
+        util::StrCat("not landed: the command's edits of ", util::StrJoin(files, ", "), " on ",
+                     r.shard->spec.arch().empty() ? "cpu" : r.shard->spec.arch(), " (shard ",
+                     r.shard->id, "): the farm accepted none of the command's entry changes",
+                     overruled ? " (it overruled the command's decision)" : "");
+    for (const auto& o : res.entries()) {
+      auto it = st.entries.find({o.file(), o.key()});
+      if (it != st.entries.end()) it->second.m.review.push_back(note);
+    }
   }
 }
 
@@ -552,6 +593,7 @@ absl::StatusOr<MergeOutput> Merge(const MergeInput& input) {
   }
   st.results = LatestResultsInOrder(input);
   st.entries = DecideEntries(st.results);
+  DropRejectedCommandEdits(st);
   if (absl::Status s = MergeYaml(st); !s.ok()) return s;
   if (absl::Status s = MergeRegistryLines(st); !s.ok()) return s;
   MergeLoaderEdits(st);

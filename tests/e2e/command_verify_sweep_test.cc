@@ -5,7 +5,8 @@
 // entries to EXPECTED_PASSING: right for speech_mini (its test then passes), wrong for
 // densenet_mini (its test still fails). The merged report and patch keep the command's decision for
 // the first, "verified by the farm", and replace the second with the farm's, flagged with both
-// decisions. The agent's environment holds an API key, which the command never sees.
+// decisions; the second's loader edit does not land. The agent's environment holds an API key,
+// which the command never sees.
 
 #include <set>
 #include <string>
@@ -43,7 +44,9 @@ class CommandVerifySweepTest : public testing::FixtureFarmTest {
 
   // Runs the dtype_bfloat16 entries of the fixture through the stand-in coding agent on n150 with
   // the given extra sweep arguments; the report.json of the finished sweep (patches in out/).
-  json Sweep(const std::vector<std::string>& extra) {
+  // select: the selection flags (default: the dtype_bfloat16 playbook's entries).
+  json Sweep(const std::vector<std::string>& extra,
+             const std::vector<std::string>& select = {"--playbooks", "dtype_bfloat16"}) {
     std::vector<std::string> args = {
         "sweep",
         "start",
@@ -51,8 +54,6 @@ class CommandVerifySweepTest : public testing::FixtureFarmTest {
         repo_.string(),
         "--arch",
         "n150",
-        "--playbooks",
-        "dtype_bfloat16",
         "--executor",
         "command",
         "--command",
@@ -65,6 +66,7 @@ class CommandVerifySweepTest : public testing::FixtureFarmTest {
         "e2e: command verified by the farm",
         "-o",
         "json"};
+    args.insert(args.end(), select.begin(), select.end());
     args.insert(args.end(), extra.begin(), extra.end());
     std::string out;
     EXPECT_EQ(Ctl(args, &out), 0) << out;
@@ -155,11 +157,13 @@ TEST_F(CommandVerifySweepTest, RightDecisionIsAcceptedAndWrongOneReplacedByTheFa
                                      "KNOWN_FAILURE_XFAIL, reason '",
                                      kDensenetReason, "'")));
 
-  // The patches: both loader fixes (the farm verified with them), the YAML as decided.
+  // The patches: the accepted entry's loader fix; none of the overruled one's (rejected means
+  // rejected), which its review says; the YAML as decided.
   const std::string forge = testing::ReadFileOrDie(dir_ / "out/tt-forge-models.patch");
   EXPECT_THAT(forge, HasSubstr("+        decoder_input_values = torch.zeros((1, 4, 8), "
                                "dtype=dtype_override)"));
-  EXPECT_THAT(forge, HasSubstr("+        buffer = torch.zeros(2, 16, dtype=dtype_override)"));
+  EXPECT_EQ(forge.find("densenet_mini"), std::string::npos) << forge;
+  EXPECT_THAT(Reviews(densenet), HasSubstr("not landed: the command's edits of densenet_mini/"));
   const std::string xla = testing::ReadFileOrDie(dir_ / "out/tt-xla.patch");
   EXPECT_THAT(xla, HasSubstr("hardshrink_backward_cpu")) << xla;
   // The verification run's JUnit and log are the entries' evidence, with the command's log.
@@ -190,6 +194,25 @@ TEST_F(CommandVerifySweepTest, WithoutVerifyTheCommandsDecisionStands) {
   EXPECT_TRUE(At(densenet, "/verdicts/n150/command_check").is_null()) << densenet.dump(2);
   EXPECT_EQ(Reviews(densenet).find("command wrote"), std::string::npos) << Reviews(densenet);
   ExpectScrubbedEnvironment();
+}
+
+// A failing selection by key (docs/remediation.md, "Selecting entries"): no playbook's rules,
+// just the two keys the user named, each with its failure cluster in the shard; the other
+// failing entries of the fixture are not touched.
+TEST_F(CommandVerifySweepTest, AFailingSelectionByKeyTakesExactlyTheNamedEntries) {
+  ASSERT_NO_FATAL_FAILURE(StartFixtureAgent("command-n150", "n150", "command"));
+  const json report = Sweep({"--param", "verify=false"},
+                            {"--failing", "--keys", util::StrCat(kSpeech, ",", kDensenet)});
+  ASSERT_TRUE(report.is_object());
+  auto entries = ByKey(report);
+  ASSERT_EQ(entries.size(), 2u) << report.dump(2).substr(0, 3000);
+  ASSERT_TRUE(entries.count(kSpeech) && entries.count(kDensenet));
+  EXPECT_EQ(At(entries[kDensenet], "/arch_outcomes/n150/status"), json("EXPECTED_PASSING"))
+      << entries[kDensenet].dump(2);
+  std::string out;
+  ASSERT_EQ(Ctl({"shards", "list", "--sweep", report.value("sweep", ""), "-o", "json"}, &out), 0)
+      << out;
+  EXPECT_THAT(out, HasSubstr("\"remediate\"")) << out;
 }
 
 }  // namespace

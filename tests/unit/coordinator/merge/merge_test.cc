@@ -711,6 +711,71 @@ const coord::ShardRecord& ShardOf(const Sweep& s, const std::string& id) {
   return s.shards.front();
 }
 
+// Rejected means rejected: a command's result whose entry change the farm accepted lands its
+// loader edit and registry line; one whose every entry the farm overruled lands neither, and its
+// entry says so. The farm's own decision for the overruled entry still lands.
+TEST(Merge, ACommandsLoaderEditsLandOnlyWithAnEntryChangeTheFarmAccepted) {
+  Sweep s;
+  s.archs = {"n150"};
+  const std::string loader_a = s.files.forge[kLoaderA], loader_b = s.files.forge[kLoaderB];
+  auto command_result = [&](const std::string& loader, const std::string& path,
+                            const std::string& before, v1::EntryOutcome o, const std::string& cls) {
+    const std::string id = s.AddShard(loader, 1, "n150");
+    s.shards.back().spec.set_executor("command");
+    v1::ShardResult r;
+    *r.add_entries() = std::move(o);
+    *r.add_registry_ops() = registry::AddOp(cls, "logits");
+    *r.add_file_edits() =
+        LoaderEdit(path, before, Replace(before, "torch.randn(1, 3, 8, 8)", "torch.ones(1)"),
+                   /*against_pinned=*/true);
+    s.AddResult(id, r);
+    return id;
+  };
+  v1::EntryOutcome accepted = Outcome(kB, "n150", PassEdit(kB));
+  accepted.set_command_check("verified by the farm");
+  command_result("b", kLoaderB, loader_b, accepted, "MiniCausalLMOutput");
+  v1::EntryOutcome overruled =
+      Outcome(kC, "n150", XfailEdit(kC, "RuntimeError: still broken"), "failure");
+  overruled.set_command_check("replaced by the farm's decision");
+  const std::string rejected = command_result("c", kLoaderA, loader_a, overruled, "MiniOther");
+
+  auto m = Merge(s.Input());
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_TRUE(m->conflicts.empty()) << Joined(m->conflicts);
+  EXPECT_NE(m->forge_patch.find(kLoaderB), std::string::npos) << m->forge_patch;
+  EXPECT_NE(m->forge_patch.find("MiniCausalLMOutput"), std::string::npos) << m->forge_patch;
+  EXPECT_EQ(m->forge_patch.find(kLoaderA), std::string::npos) << m->forge_patch;
+  EXPECT_EQ(m->forge_patch.find("MiniOther"), std::string::npos) << m->forge_patch;
+  ASSERT_EQ(m->registry.size(), 1u);
+  EXPECT_NE(m->ttxla_patch.find("RuntimeError: still broken"), std::string::npos)
+      << "the farm's decision for the overruled entry lands";
+  const EntryMerge* c = FindEntry(*m, kC);
+  ASSERT_NE(c, nullptr);
+  EXPECT_NE(Joined(c->review).find(util::StrCat(
+                "not landed: the command's edits of ", kLoaderA,
+                ", the registry lines of training_utils.py on n150 (shard ", rejected,
+                "): the farm accepted none of the command's entry changes (it overruled the "
+                "command's decision)")),
+            std::string::npos)
+      << Joined(c->review);
+  EXPECT_EQ(Joined(FindEntry(*m, kB)->review).find("not landed"), std::string::npos);
+  ExpectPatchesApply(s.files, *m);
+
+  // A command that changed no entry (it gave up) lands none of its loader edits either.
+  Sweep gave_up;
+  gave_up.archs = {"n150"};
+  s = gave_up;
+  v1::EntryOutcome unchanged = Outcome(kB, "n150", std::nullopt, "failure");
+  unchanged.set_command_check("verified by the farm");
+  command_result("b", kLoaderB, loader_b, unchanged, "MiniCausalLMOutput");
+  auto g = Merge(s.Input());
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->forge_patch, "");
+  EXPECT_NE(Joined(FindEntry(*g, kB)->review)
+                .find("the farm accepted none of the command's entry changes"),
+            std::string::npos);
+}
+
 TEST(Merge, CommandDiffsMergeLikeTheNativeResult) {
   MapFiles files = DefaultFiles();
   const std::string yaml = files.ttxla[kYamlPath];
