@@ -1,10 +1,12 @@
 #include "agent/executor/command_executor.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "agent/executor/command_verify.h"
 #include "agent/workspace/workspace.h"
 #include "common/command/command_params.h"
+#include "common/command/summary.h"
 #include "common/lift/lift.h"
 #include "common/process/process.h"
 #include "common/util/file.h"
@@ -53,6 +55,31 @@ class WorkspacePinnedFiles : public lift::PinnedFiles {
   const v1::ShardSpec& spec_;
 };
 
+// The summary a run's command wrote to $TRIAGE_SUMMARY (docs/remediation.md, "The command's
+// summary"): kept as evidence (summaries/run-<n>.json) and, when valid, on the run's outcomes;
+// one that is not valid is a review flag saying why, and nothing else of the run changes.
+void ReadSummary(const std::filesystem::path& path, v1::ShardResult& result,
+                 std::optional<v1::CommandSummary>& summary, std::string& review) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return;
+  const std::string name = util::StrCat("summaries/", path.filename().string());
+  auto text = util::ReadFile(path, command::kMaxSummaryBytes);
+  if (!text.ok()) {
+    review = util::StrCat("summary not used: ", name, ": ", text.status().message());
+    return;
+  }
+  auto parsed = command::ParseSummary(*text, name);
+  if (!parsed.ok()) {
+    review = util::StrCat("summary not used: ", parsed.status().message());
+    return;
+  }
+  v1::Evidence* ev = result.add_evidence();
+  ev->set_name(name);
+  ev->set_kind("summary");
+  ev->set_content(std::move(*text));
+  summary = std::move(*parsed);
+}
+
 }  // namespace
 
 CommandExecutor::CommandExecutor(std::filesystem::path scripts_dir)
@@ -94,6 +121,8 @@ absl::StatusOr<v1::ShardResult> CommandExecutor::Run(ExecContext& ctx) {
   const std::filesystem::path log_dir = ctx.shard_dir / "logs";
   std::filesystem::create_directories(junit_dir);
   std::filesystem::create_directories(log_dir);
+  const std::filesystem::path summary_dir = ctx.shard_dir / "summaries";
+  std::filesystem::create_directories(summary_dir);
   std::string loader_dir = spec.loader().substr(0, spec.loader().rfind('/'));
 
   v1::ShardResult result;
@@ -104,6 +133,8 @@ absl::StatusOr<v1::ShardResult> CommandExecutor::Run(ExecContext& ctx) {
   struct Run {
     const v1::ShardEntry* entry;  // null: per shard
     std::string review;
+    std::optional<v1::CommandSummary> summary;  // what the command wrote to $TRIAGE_SUMMARY
+    std::string summary_review;                 // why what it wrote is not used
   };
   std::vector<Run> runs;
   if (per_shard) {
@@ -135,6 +166,9 @@ absl::StatusOr<v1::ShardResult> CommandExecutor::Run(ExecContext& ctx) {
     const std::vector<std::string> argv = BuildArgv(params->command, values, keys);
     const std::string label = run.entry != nullptr ? run.entry->key() : "";
     const std::filesystem::path log = log_dir / util::StrCat("command-", n, ".log");
+    const std::filesystem::path summary = summary_dir / util::StrCat("run-", n, ".json");
+    std::error_code rm;
+    std::filesystem::remove(summary, rm);
     if (ctx.progress)
       ctx.progress("command", label, {util::StrCat("$ ", util::StrJoin(argv, " "))});
     process::RunOptions opts;
@@ -149,7 +183,8 @@ absl::StatusOr<v1::ShardResult> CommandExecutor::Run(ExecContext& ctx) {
     opts.env = Environment(ctx.settings.command_env_allow);
     opts.env.insert(opts.env.end(), {{"TRIAGE_SHARD_DIR", ctx.shard_dir.string()},
                                      {"TRIAGE_JUNIT", values["junit"]},
-                                     {"TRIAGE_KEY", values.count("key") ? values["key"] : ""}});
+                                     {"TRIAGE_KEY", values.count("key") ? values["key"] : ""},
+                                     {"TRIAGE_SUMMARY", summary.string()}});
     auto res = process::Run(opts);
     if (!res.ok()) return res.status();  // could not start: the agent's setup is wrong
     if (res->cancelled) return absl::CancelledError("lease revoked");
@@ -168,6 +203,7 @@ absl::StatusOr<v1::ShardResult> CommandExecutor::Run(ExecContext& ctx) {
     std::string content = text.ok() ? std::move(*text) : "";
     if (content.size() > (256u << 10)) content.erase(0, content.size() - (256u << 10));
     ev->set_content(std::move(content));
+    ReadSummary(summary, result, run.summary, run.summary_review);
   }
 
   // What the command changed, and what it recorded.
@@ -208,6 +244,11 @@ absl::StatusOr<v1::ShardResult> CommandExecutor::Run(ExecContext& ctx) {
       o->set_disposition(v1::EntryOutcome::DONE);  // the command's run decides it
       o->set_changed(false);  // until the lift below finds a change of the entry
       if (!runs[i].review.empty()) o->add_review(runs[i].review);
+      if (!runs[i].summary_review.empty()) o->add_review(runs[i].summary_review);
+      if (runs[i].summary) {
+        *o->mutable_summary() = *runs[i].summary;
+        o->add_evidence(util::StrCat("summaries/run-", i + 1, ".json"));
+      }
       // The log of the entry's run and the JUnit files (as the native playbooks link them).
       o->add_evidence(util::StrCat("logs/command-", i + 1, ".log"));
       for (const auto& name : junit_names) o->add_evidence(name);

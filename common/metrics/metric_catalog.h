@@ -311,6 +311,20 @@ inline constexpr MetricDef kFailureClusterInfo{
     .labels = {"cluster", "signature"},
 };
 
+// Set when a command sweep's outputs are built (docs/remediation.md, "What the report says"): its
+// ten largest remediation clusters, each by rank and by its id (the fingerprint a command reported,
+// checked to a-z, 0-9, '.', '_', '-' and 100 characters, or a cluster id), with the entries the
+// patch fixed and those still failing. The previous command sweep's series are removed.
+inline constexpr MetricDef kRemediationClusterEntries{
+    .name = "triage_remediation_cluster_entries",
+    .type = MetricType::kGauge,
+    .help =
+        "Entries in each of the ten largest remediation clusters of the latest finished command "
+        "sweep, by rank (1 = largest), cluster (fingerprint or cluster id) and state (fixed, "
+        "failing)",
+    .labels = {"rank", "cluster", "state"},
+};
+
 inline constexpr MetricDef kRunningSweepEntries{
     .name = "triage_running_sweep_entries",
     .type = MetricType::kGauge,
@@ -359,6 +373,7 @@ inline constexpr auto kCoordinatorMetrics = std::to_array<const MetricDef*>({
     &kStoreCommitFailuresTotal,
     &kFailureClusterEntries,
     &kFailureClusterInfo,
+    &kRemediationClusterEntries,
     &kRunningSweepEntries,
     &kCoordinatorBuildInfo,
 });

@@ -207,6 +207,11 @@ absl::StatusOr<SweepOutputs::Outputs> SweepOutputs::Compute(const std::string& s
   // later for an older or a cancelled sweep (on request) do not.
   if (sweep->state == coord::SweepState::kMerging && links.empty()) {
     ExportClusters(built.clusters);
+    if (metrics_ != nullptr && sweep->request.executor() == "command") {
+      std::vector<coord::RemediationClusterSize> remediation;
+      for (const auto& c : built.remediation) remediation.push_back({c.id, c.fixed, c.failing});
+      metrics_->RemediationClusters(remediation);
+    }
   }
   return Outputs{std::move(*merged), std::move(built)};
 }

@@ -153,6 +153,11 @@ void NoteOutcome(EntryAcc& a, const v1::ShardSpec& spec, const v1::EntryOutcome&
   m.playbook = spec.playbook();
   m.loader = spec.loader();
   if (m.flavor.empty()) m.flavor = o.flavor();
+  if (m.cluster.empty()) {
+    for (const auto& se : spec.entries()) {
+      if (se.key() == o.key() && se.file() == o.file()) m.cluster = se.cluster();
+    }
+  }
   if (spec.has_carried_from()) {  // carried shards come first (waves at or below 0)
     m.carried_from = spec.carried_from().sweep_id();
     m.wave = std::max(m.wave, spec.carried_from().wave());

@@ -33,7 +33,8 @@ struct EntryMerge {
   std::string playbook;
   std::string flavor;
   std::string loader;
-  int wave = 0;  // the latest wave that decided it (a carried entry's in its own sweep)
+  std::string cluster;  // the failure cluster of the reason it was selected with ("": none)
+  int wave = 0;         // the latest wave that decided it (a carried entry's in its own sweep)
   // The sweep whose result decides the entry when an incremental sweep carried it ("" = this
   // sweep ran it).
   std::string carried_from;

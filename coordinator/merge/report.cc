@@ -90,6 +90,8 @@ using report_internal::MakespanMd;
 using report_internal::Md;
 using report_internal::PartialNote;
 using report_internal::RegistryMd;
+using report_internal::RemediationJson;
+using report_internal::RemediationMd;
 using report_internal::SweepJson;
 using report_internal::Tallies;
 using report_internal::Title;
@@ -205,6 +207,12 @@ BuiltReport BuildReport(const ReportInput& in) {
   j["totals"] = TotalsJson(counts, by_outcome, tallies, merge.conflicts.size());
   const std::vector<FailureCluster> clusters = ClusterFailures(FailingOutcomes(j["entries"]));
   j["clusters"] = ClustersJson(clusters);
+  // A command sweep: its entries by fingerprint, else by the cluster of their reason.
+  std::string remediation_md;
+  if (sweep.request.executor() == "command") {
+    j["remediation"] = RemediationJson(j["entries"]);
+    remediation_md = RemediationMd(j["remediation"]);
+  }
   const std::string since_md = AddWeekOverWeek(in.previous, j);
   j["makespan"] = MakespanJson(in.makespan);
   // A nightly sweep: its intake and its changes grouped like the maintenance pull requests.
@@ -240,9 +248,12 @@ BuiltReport BuildReport(const ReportInput& in) {
   BuiltReport out;
   out.json = DumpJson(j);
   out.clusters = clusters;
+  for (const auto& c : j.value("remediation", json::array())) {
+    out.remediation.push_back({c["id"], c["fixed"], c["failing"]});
+  }
   out.markdown =
       util::StrCat(HeaderMd(sweep), TotalsMd(counts, by_outcome, tallies), nightly_md, since_md,
-                   MakespanMd(in.makespan), RegistryMd(merge.registry, per_class),
+                   MakespanMd(in.makespan), RegistryMd(merge.registry, per_class), remediation_md,
                    ClustersMd(clusters, sweep.archs), ConflictsMd(merge.conflicts),
                    "\n## Entries\n\n", md_entries);
   return out;

@@ -53,6 +53,13 @@ struct BuiltReport {
   std::string markdown;
   std::string json;
   std::vector<FailureCluster> clusters;  // as report.json lists them, largest first
+  // A command sweep's remediation clusters (report.json's `remediation`), largest first.
+  struct Remediation {
+    std::string id;
+    int fixed = 0;
+    int failing = 0;
+  };
+  std::vector<Remediation> remediation;
 };
 
 // report.md for people and report.json for scripts (docs/report.md has the JSON contract):

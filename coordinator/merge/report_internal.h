@@ -6,7 +6,8 @@
 //                   reach, report.json's state brought up to date;
 //   report_json.cc  report.json's parts: the sweep, each entry, the totals, the clusters and
 //                   the measured times;
-//   report_md.cc    report.md's sections, each entry's among them.
+//   report_md.cc    report.md's sections, each entry's among them;
+//   report_remediation.cc  a command sweep's clusters (report.json's `remediation`).
 
 #include <map>
 #include <string>
@@ -66,6 +67,12 @@ std::vector<FailingOutcome> FailingOutcomes(const json& entries);
 json ClustersJson(const std::vector<FailureCluster>& clusters);
 void AddMeasuredTimes(const EntryMerge& e, json& entry);
 json MakespanJson(const Makespan& m);
+
+// report_remediation.cc
+json CommandSummaryJson(const v1::CommandSummary& s);
+// A command sweep's clusters, from report.json's entries (their fingerprint, else cluster).
+json RemediationJson(const json& entries);
+std::string RemediationMd(const json& clusters);
 
 // report_md.cc
 std::string Md(std::string_view s);

@@ -103,6 +103,16 @@ json EntryJson(const EntryMerge& e, const EntryFacts& f, const std::vector<std::
   entry["playbook"] = e.playbook;
   entry["playbooks"] = PlaybooksOf(e);
   entry["flavor"] = e.flavor;
+  entry["cluster"] = e.cluster.empty() ? json(nullptr) : json(e.cluster);
+  // The first fingerprint a command reported for the entry, in arch order.
+  json fingerprint = nullptr;
+  for (const auto& t : f.targets) {
+    auto o = e.outcomes.find(t);
+    if (fingerprint.is_null() && o != e.outcomes.end() && o->second.has_summary()) {
+      fingerprint = o->second.summary().fingerprint();
+    }
+  }
+  entry["fingerprint"] = fingerprint;
   entry["loader"] = e.loader;
   entry["wave"] = e.wave;
   entry["carried_from"] = e.carried_from.empty() ? json(nullptr) : json(e.carried_from);
@@ -120,6 +130,8 @@ json EntryJson(const EntryMerge& e, const EntryFacts& f, const std::vector<std::
       if (!o->second.command_check().empty()) {
         verdicts[t]["command_check"] = o->second.command_check();
       }
+      // What the command said of its run (docs/remediation.md), when it wrote a summary.
+      if (o->second.has_summary()) verdicts[t]["summary"] = CommandSummaryJson(o->second.summary());
     }
   }
   entry["arch_outcomes"] = arch_outcomes;

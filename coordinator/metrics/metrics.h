@@ -13,6 +13,13 @@ struct ClusterSize {
   int entries = 0;
 };
 
+// One remediation cluster of a command sweep's report (docs/remediation.md).
+struct RemediationClusterSize {
+  std::string id;  // the reported fingerprint, else the reason's cluster id
+  int fixed = 0;
+  int failing = 0;
+};
+
 // One running sweep's entries by state, as `sweep status` counts them (CountEntries).
 struct SweepProgress {
   std::string sweep_id;
@@ -81,6 +88,9 @@ class CoordinatorMetrics {
   // When a finished sweep's outputs are built: its failure clusters, largest first. They replace
   // the previous sweep's (the exporter keeps the largest ten).
   virtual void FailureClusters(const std::vector<ClusterSize>& /*clusters*/) {}
+  // When a finished command sweep's outputs are built: its remediation clusters, largest first.
+  // They replace the previous command sweep's.
+  virtual void RemediationClusters(const std::vector<RemediationClusterSize>& /*clusters*/) {}
 };
 
 }  // namespace triage::coord

@@ -69,6 +69,7 @@ struct PrometheusMetrics::Families {
         commit_failures(r),
         clusters(r),
         cluster_info(r),
+        remediation(r),
         running_sweeps(r),
         build_info(r) {
     last_success_gauge = &last_success.Add();
@@ -108,6 +109,7 @@ struct PrometheusMetrics::Families {
   CatalogFamily<catalog::kStoreCommitFailuresTotal> commit_failures;
   CatalogFamily<catalog::kFailureClusterEntries> clusters;
   CatalogFamily<catalog::kFailureClusterInfo> cluster_info;
+  CatalogFamily<catalog::kRemediationClusterEntries> remediation;
   CatalogFamily<catalog::kRunningSweepEntries> running_sweeps;
   CatalogFamily<catalog::kCoordinatorBuildInfo> build_info;
   prometheus::Gauge* last_success_gauge;
@@ -118,6 +120,7 @@ struct PrometheusMetrics::Families {
   std::mutex clusters_mu;
   std::vector<prometheus::Gauge*> cluster_series;  // the latest sweep's, rank order
   std::vector<prometheus::Gauge*> cluster_info_series;
+  std::vector<prometheus::Gauge*> remediation_series;  // the latest command sweep's
   std::mutex running_mu;
   std::vector<prometheus::Gauge*> running_series;  // the latest tick's
 
@@ -302,6 +305,20 @@ void PrometheusMetrics::FailureClusters(const std::vector<ClusterSize>& clusters
     prometheus::Gauge& info = f_->cluster_info.Add(clusters[i].id, clusters[i].signature);
     info.Set(1);
     f_->cluster_info_series.push_back(&info);
+  }
+}
+
+void PrometheusMetrics::RemediationClusters(const std::vector<RemediationClusterSize>& clusters) {
+  std::lock_guard lock(f_->clusters_mu);
+  for (prometheus::Gauge* g : f_->remediation_series) f_->remediation.Remove(g);
+  f_->remediation_series.clear();
+  for (std::size_t i = 0; i < clusters.size() && i < kExportedClusters; ++i) {
+    for (const auto& [state, n] : {std::pair<const char*, int>{"fixed", clusters[i].fixed},
+                                   {"failing", clusters[i].failing}}) {
+      prometheus::Gauge& g = f_->remediation.Add(std::to_string(i + 1), clusters[i].id, state);
+      g.Set(n);
+      f_->remediation_series.push_back(&g);
+    }
   }
 }
 

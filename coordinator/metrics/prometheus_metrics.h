@@ -52,6 +52,7 @@ class PrometheusMetrics : public CoordinatorMetrics {
                   double oldest_queued_seconds) override;
   void StoreCommit(double seconds, int mutations, bool ok) override;
   void FailureClusters(const std::vector<ClusterSize>& clusters) override;
+  void RemediationClusters(const std::vector<RemediationClusterSize>& clusters) override;
   // Server-side RPC latency (catalog::kRpcSeconds).
   void Rpc(std::string_view method, std::string_view code, double seconds);
 

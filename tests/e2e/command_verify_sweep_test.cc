@@ -96,8 +96,9 @@ class CommandVerifySweepTest : public testing::FixtureFarmTest {
   // stand-in recorded the names it was given, and the agent's ANTHROPIC_API_KEY is not among them.
   void ExpectScrubbedEnvironment() {
     std::set<std::string> allowed = {
-        "PATH", "HOME",    "LANG", "LC_ALL",     "LC_CTYPE",         "TZ",           "TMPDIR",
-        "USER", "LOGNAME", "TERM", "PYTHONPATH", "TRIAGE_SHARD_DIR", "TRIAGE_JUNIT", "TRIAGE_KEY"};
+        "PATH",         "HOME",       "LANG",          "LC_ALL", "LC_CTYPE",   "TZ",
+        "TMPDIR",       "USER",       "LOGNAME",       "TERM",   "PYTHONPATH", "TRIAGE_SHARD_DIR",
+        "TRIAGE_JUNIT", "TRIAGE_KEY", "TRIAGE_SUMMARY"};
     int files = 0;
     for (const auto& f :
          std::filesystem::recursive_directory_iterator(dir_ / "data-command-n150")) {
@@ -175,6 +176,29 @@ TEST_F(CommandVerifySweepTest, RightDecisionIsAcceptedAndWrongOneReplacedByTheFa
   EXPECT_TRUE(names.count("logs/command-1.log")) << At(densenet, "/evidence").dump(2);
   EXPECT_TRUE(names.count("junit/01-verify.xml")) << At(densenet, "/evidence").dump(2);
   EXPECT_TRUE(names.count("logs/01-verify.log")) << At(densenet, "/evidence").dump(2);
+
+  // The command's summary: on each verdict, and the sweep's remediation clusters group both
+  // entries by the fingerprint it reported; the farm's verification decides what is fixed.
+  EXPECT_EQ(At(speech, "/fingerprint"), json("loader-tensor-without-dtype-override"));
+  EXPECT_EQ(At(densenet, "/verdicts/n150/summary/layer"), json("loader")) << densenet.dump(2);
+  ASSERT_TRUE(report.contains("remediation")) << report.dump(2).substr(0, 2000);
+  json cluster;
+  for (const auto& c : report["remediation"]) {
+    if (c["by"] == "fingerprint") {
+      EXPECT_TRUE(cluster.is_null()) << "one fingerprint: " << report["remediation"].dump(2);
+      cluster = c;
+    } else {
+      EXPECT_EQ(c["by"], "reason") << "the other entries: by the cluster of their reason";
+    }
+  }
+  ASSERT_TRUE(cluster.is_object()) << report["remediation"].dump(2);
+  EXPECT_EQ(cluster["id"], "loader-tensor-without-dtype-override");
+  EXPECT_EQ(cluster["size"], 2);
+  EXPECT_EQ(cluster["fixed"], 1);
+  EXPECT_EQ(cluster["failing"], 1);
+  EXPECT_THAT(testing::ReadFileOrDie(dir_ / "out/report.md"),
+              HasSubstr("| 2 | 1 | 1 | `loader-tensor-without-dtype-override` | fingerprint | "
+                        "loader |"));
 
   ExpectScrubbedEnvironment();
 }

@@ -354,7 +354,8 @@ TEST_F(CommandExecutorTest, TheCommandSeesOnlyTheAllowListedEnvironment) {
     }
     return names;
   };
-  std::set<std::string> allowed = {"TRIAGE_SHARD_DIR", "TRIAGE_JUNIT", "TRIAGE_KEY"};
+  std::set<std::string> allowed = {"TRIAGE_SHARD_DIR", "TRIAGE_JUNIT", "TRIAGE_KEY",
+                                   "TRIAGE_SUMMARY"};
   for (std::string_view n : command::kEnvAllowList) allowed.insert(std::string(n));
   auto r = Run("[\"/usr/bin/env\"]", "shard");
   ASSERT_TRUE(r.ok()) << r.status();
@@ -376,6 +377,43 @@ TEST_F(CommandExecutorTest, TheCommandSeesOnlyTheAllowListedEnvironment) {
   for (const char* n :
        {"ANTHROPIC_API_KEY", "AWS_SECRET_ACCESS_KEY", "TRIAGE_AGENT_TOKEN", "MY_TOOL_HOME"}) {
     ::unsetenv(n);
+  }
+}
+
+// The summary a command writes to $TRIAGE_SUMMARY (docs/remediation.md) is carried on its run's
+// outcomes and kept as evidence; one that is not valid is a review flag naming the field, and the
+// rest of the result is as without it. Each run has its own file: a run that writes none has no
+// summary, even after a run that did.
+TEST_F(CommandExecutorTest, TheCommandsSummaryIsCheckedAndCarriedOnItsRunsOutcomes) {
+  Script("tool.sh",
+         "case \"$1\" in\n"
+         "  *V1*) printf '{\"fingerprint\": \"missing-handler\", \"layer\": \"loader\", "
+         "\"fix_kind\": \"loader\", \"result\": \"pass\"}' > \"$TRIAGE_SUMMARY\" ;;\n"
+         "esac\n");
+  auto r = Run("[\"" + (tmp_.path() / "tool.sh").string() + "\", \"{key}\"]", "entry");
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->entries_size(), 2);
+  const v1::EntryOutcome& v1 = r->entries(0);
+  ASSERT_TRUE(v1.has_summary()) << v1.DebugString();
+  EXPECT_EQ(v1.summary().fingerprint(), "missing-handler");
+  EXPECT_EQ(v1.summary().layer(), "loader");
+  EXPECT_NE(std::find(v1.evidence().begin(), v1.evidence().end(), "summaries/run-1.json"),
+            v1.evidence().end());
+  bool kept = false;
+  for (const auto& e : r->evidence()) kept |= e.name() == "summaries/run-1.json";
+  EXPECT_TRUE(kept);
+  EXPECT_FALSE(r->entries(1).has_summary()) << "run 2 wrote none";
+
+  Script("bad.sh",
+         "printf '{\"fingerprint\": \"x\", \"layer\": \"kernel\"}' > \"$TRIAGE_SUMMARY\"\n");
+  r = Run("[\"" + (tmp_.path() / "bad.sh").string() + "\"]", "shard");
+  ASSERT_TRUE(r.ok()) << r.status();
+  for (const auto& o : r->entries()) {
+    EXPECT_FALSE(o.has_summary());
+    ASSERT_EQ(o.review_size(), 1) << o.DebugString();
+    EXPECT_EQ(o.review(0),
+              "summary not used: summaries/run-1.json: layer: must be one of loader, tt-xla, "
+              "tt-mlir, tt-metal, hardware, unknown");
   }
 }
 

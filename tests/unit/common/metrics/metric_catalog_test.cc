@@ -452,6 +452,7 @@ TEST(MetricCatalogExportersTest, CoordinatorRegistersItsEntries) {
   metrics.StoreCommit(0.001, 1, false);
   metrics.Rpc("v-method", "v-code", 1);
   metrics.FailureClusters({{"v-cluster", "v-signature", 1}});
+  metrics.RemediationClusters({{"v-cluster", 1, 1}});
   ExpectRegistryMatches(*registry, catalog::kCoordinatorMetrics, "coordinator",
                         "kCoordinatorMetrics");
 }
@@ -542,6 +543,37 @@ TEST(MetricCatalogExportersTest, CoordinatorExportsTheLatestSweepsTenLargestClus
   metrics.FailureClusters({});
   EXPECT_TRUE(series().first.empty());
   EXPECT_TRUE(series().second.empty());
+}
+
+// triage_remediation_cluster_entries: the latest command sweep's ten largest remediation
+// clusters, fixed and failing per cluster; the previous sweep's series are gone.
+TEST(MetricCatalogExportersTest, CoordinatorExportsTheLatestCommandSweepsRemediationClusters) {
+  auto registry = std::make_shared<prometheus::Registry>();
+  coord::PrometheusMetrics metrics(registry, "v-version");
+  const auto series = [&] {
+    std::map<std::string, double> out;  // "rank/cluster/state" -> entries
+    for (const prometheus::MetricFamily& family : registry->Collect()) {
+      if (family.name != catalog::kRemediationClusterEntries.name) continue;
+      for (const prometheus::ClientMetric& m : family.metric) {
+        std::map<std::string, std::string> labels;
+        for (const auto& l : m.label) labels[l.name] = l.value;
+        out[labels["rank"] + "/" + labels["cluster"] + "/" + labels["state"]] = m.gauge.value;
+      }
+    }
+    return out;
+  };
+  std::vector<coord::RemediationClusterSize> many;
+  for (int i = 0; i < 12; ++i) many.push_back({"fp-" + std::to_string(i), 20 - i, i});
+  metrics.RemediationClusters(many);
+  auto got = series();
+  EXPECT_EQ(got.size(), 20u) << "ten clusters, two states each";
+  EXPECT_EQ(got["1/fp-0/fixed"], 20);
+  EXPECT_EQ(got["10/fp-9/failing"], 9);
+  EXPECT_EQ(got.count("11/fp-10/fixed"), 0u);
+  metrics.RemediationClusters({{"c-12345678", 0, 3}});
+  got = series();
+  EXPECT_EQ(
+      got, (std::map<std::string, double>{{"1/c-12345678/fixed", 0}, {"1/c-12345678/failing", 3}}));
 }
 
 TEST(MetricCatalogExportersTest, AgentRegistersItsEntries) {

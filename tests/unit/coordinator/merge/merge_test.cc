@@ -233,11 +233,12 @@ struct Sweep {
 
 // The report of a merged sweep of s (sweep sw-1 on s's archs); yaml_after: the test-config file
 // after the patch, when the test reads resolved outcomes.
-BuiltReport ReportOf(const Sweep& s, const MergeOutput& merged,
-                     const std::string& yaml_after = "") {
+BuiltReport ReportOf(const Sweep& s, const MergeOutput& merged, const std::string& yaml_after = "",
+                     const std::string& executor = "") {
   coord::SweepRecord sweep;
   sweep.id = "sw-1";
   sweep.archs = s.archs;
+  sweep.request.set_executor(executor);
   ReportInput in;
   in.sweep = &sweep;
   in.merge = &merged;
@@ -774,6 +775,57 @@ TEST(Merge, ACommandsLoaderEditsLandOnlyWithAnEntryChangeTheFarmAccepted) {
   EXPECT_NE(Joined(FindEntry(*g, kB)->review)
                 .find("the farm accepted none of the command's entry changes"),
             std::string::npos);
+}
+
+// A command sweep's report groups its entries by the fingerprint the command reported, else by
+// the failure cluster of the reason they were selected with, and counts what the patch fixed.
+TEST(Merge, TheRemediationClustersGroupByFingerprintElseByReasonCluster) {
+  Sweep s;
+  s.archs = {"n150"};
+  v1::CommandSummary summary;
+  summary.set_fingerprint("missing-handler");
+  summary.set_layer("loader");
+  summary.set_fix_kind("loader");
+  for (const char* loader : {"b", "c", "d"}) {
+    const std::string id = s.AddShard(loader, 1, "n150");
+    coord::ShardRecord& shard = s.shards.back();
+    shard.spec.set_executor("command");
+    const std::string key = loader == std::string("b") ? kB : loader == std::string("c") ? kC : kD;
+    v1::ShardEntry* se = shard.spec.add_entries();
+    se->set_key(key);
+    se->set_file(kYamlPath);
+    se->set_cluster(util::StrCat("c-0000000", loader == std::string("d") ? "2" : "1"));
+    v1::EntryOutcome o = loader == std::string("c")
+                             ? Outcome(key, "n150", XfailEdit(key, "RuntimeError: x"), "failure")
+                             : Outcome(key, "n150", PassEdit(key));
+    o.set_command_check("verified by the farm");
+    if (loader != std::string("d")) *o.mutable_summary() = summary;
+    s.AddResult(id, WithOutcomes({o}));
+  }
+  auto m = Merge(s.Input());
+  ASSERT_TRUE(m.ok()) << m.status();
+  std::map<std::string, std::string> patched;
+  ExpectPatchesApply(s.files, *m, &patched);
+  const BuiltReport report =
+      ReportOf(s, *m, patched[std::string("tt-xla/") + kYamlPath], "command");
+  const nlohmann::json j = nlohmann::json::parse(report.json);
+  ASSERT_EQ(j["remediation"].size(), 2u) << j["remediation"].dump(2);
+  EXPECT_EQ(j["remediation"][0], nlohmann::json({{"id", "missing-handler"},
+                                                 {"by", "fingerprint"},
+                                                 {"size", 2},
+                                                 {"fixed", 1},
+                                                 {"failing", 1},
+                                                 {"layers", {"loader"}},
+                                                 {"fix_kinds", {"loader"}},
+                                                 {"entries", {kB, kC}}}));
+  EXPECT_EQ(j["remediation"][1]["id"], "c-00000002");
+  EXPECT_EQ(j["remediation"][1]["by"], "reason");
+  EXPECT_EQ(j["remediation"][1]["fixed"], 1);
+  EXPECT_NE(report.markdown.find("| 2 | 1 | 1 | `missing-handler` | fingerprint | loader |"),
+            std::string::npos)
+      << report.markdown;
+  // Another executor's report has no such section.
+  EXPECT_FALSE(nlohmann::json::parse(ReportOf(s, *m).json).contains("remediation"));
 }
 
 TEST(Merge, CommandDiffsMergeLikeTheNativeResult) {

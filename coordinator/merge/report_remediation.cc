@@ -1,0 +1,106 @@
+// report.json's `remediation` and report.md's "Remediation clusters" (docs/remediation.md, "What
+// the report says"): a command sweep's entries grouped by the fingerprint the command reported,
+// else by the failure cluster of the reason they were selected with, each with how many the
+// sweep fixed.
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <string>
+
+#include "common/util/strings.h"
+#include "coordinator/merge/report_internal.h"
+
+namespace triage::merge {
+namespace report_internal {
+namespace {
+
+bool Failing(const json& outcome) {
+  if (!outcome.is_object()) return false;
+  const std::string status = outcome.value("status", "");
+  return status == "KNOWN_FAILURE_XFAIL" || status == "NOT_SUPPORTED_SKIP";
+}
+
+}  // namespace
+
+json CommandSummaryJson(const v1::CommandSummary& s) {
+  return {{"fingerprint", s.fingerprint()},
+          {"layer", s.layer().empty() ? json(nullptr) : json(s.layer())},
+          {"fix_kind", s.fix_kind().empty() ? json(nullptr) : json(s.fix_kind())},
+          {"workarounds", std::vector<std::string>(s.workarounds().begin(), s.workarounds().end())},
+          {"root_cause", s.root_cause().empty() ? json(nullptr) : json(s.root_cause())},
+          {"result", s.result().empty() ? json(nullptr) : json(s.result())}};
+}
+
+json RemediationJson(const json& entries) {
+  struct Group {
+    std::string by;
+    std::vector<std::string> keys;
+    int fixed = 0;
+    std::set<std::string> layers, fix_kinds;
+  };
+  std::map<std::string, Group> groups;
+  for (const auto& e : entries) {
+    std::string id, by;
+    if (e.value("fingerprint", json(nullptr)).is_string()) {
+      id = e["fingerprint"].get<std::string>();
+      by = "fingerprint";
+    } else if (e.value("cluster", json(nullptr)).is_string()) {
+      id = e["cluster"].get<std::string>();
+      by = "reason";
+    } else {
+      continue;  // no reason and no fingerprint: not part of any cluster
+    }
+    Group& g = groups[by + "\n" + id];
+    g.by = by;
+    g.keys.push_back(e.value("key", ""));
+    // Held by value: items() of a temporary would outlive it.
+    const json outcomes = e.value("arch_outcomes", json::object());
+    const json verdicts = e.value("verdicts", json::object());
+    bool failing = false;
+    for (const auto& [arch, o] : outcomes.items()) failing |= Failing(o);
+    if (!failing) ++g.fixed;
+    for (const auto& [arch, v] : verdicts.items()) {
+      if (!v.contains("summary")) continue;
+      const json& s = v["summary"];
+      if (s.value("layer", json(nullptr)).is_string()) g.layers.insert(s["layer"]);
+      if (s.value("fix_kind", json(nullptr)).is_string()) g.fix_kinds.insert(s["fix_kind"]);
+    }
+  }
+  std::vector<json> out;
+  for (auto& [k, g] : groups) {
+    const std::string id = k.substr(k.find('\n') + 1);
+    const int size = static_cast<int>(g.keys.size());
+    out.push_back({{"id", id},
+                   {"by", g.by},
+                   {"size", size},
+                   {"fixed", g.fixed},
+                   {"failing", size - g.fixed},
+                   {"layers", g.layers},
+                   {"fix_kinds", g.fix_kinds},
+                   {"entries", g.keys}});
+  }
+  std::stable_sort(out.begin(), out.end(), [](const json& a, const json& b) {
+    return a["size"].get<int>() > b["size"].get<int>();
+  });
+  return out;
+}
+
+std::string RemediationMd(const json& clusters) {
+  if (clusters.empty()) return "";
+  std::string md =
+      "\n## Remediation clusters\n\nThe entries grouped by the fingerprint their command "
+      "reported, else by the failure cluster of their reason, largest first.\n\n"
+      "| entries | fixed | still failing | cluster | by | layers |\n|---|---|---|---|---|---|\n";
+  for (const auto& c : clusters) {
+    std::vector<std::string> layers = c["layers"].get<std::vector<std::string>>();
+    util::StrAppend(&md, "| ", c["size"].get<int>(), " | ", c["fixed"].get<int>(), " | ",
+                    c["failing"].get<int>(), " | ", Code(c["id"].get<std::string>()), " | ",
+                    c["by"].get<std::string>(), " | ",
+                    layers.empty() ? std::string("-") : util::StrJoin(layers, ", "), " |\n");
+  }
+  return md;
+}
+
+}  // namespace report_internal
+}  // namespace triage::merge
