@@ -537,11 +537,12 @@ void MergeLoaderEdits(MergeState& st) {
   }
 }
 
-// Rejected means rejected (docs/remediation.md, "What lands of a command's work"): a command's
-// loader edits and registry lines land only with a change of one of its entries that the farm
-// accepted (verified, or left standing where the run gave no evidence). A result whose every
-// entry the farm overruled, or left unchanged, lands none of them, and its entries say so. One
-// accepted entry keeps the result's edits whole: the farm verified it with all of them.
+// Rejected means rejected (docs/remediation.md, "What lands of a command's work"): a command
+// result in which the farm overruled an entry's decision lands its loader edits and registry
+// lines only with an entry change the farm accepted (verified, or left standing where the run gave
+// no evidence); without one it lands none of them, and its entries say so. One accepted entry
+// keeps the result's edits whole: the farm verified it with all of them. A result the farm did
+// not overrule (verify off, or every decision verified) keeps its edits.
 void DropRejectedCommandEdits(MergeState& st) {
   for (const ShardResult& r : st.results) {
     if (r.shard->spec.executor() != "command") continue;
@@ -558,13 +559,12 @@ void DropRejectedCommandEdits(MergeState& st) {
       overruled |= replaced;
       accepted |= o.changed() && !replaced;
     }
-    if (accepted) continue;
+    if (accepted || !overruled) continue;
     st.rejected.insert(r.record);
-    const std::string note =
-        util::StrCat("not landed: the command's edits of ", util::StrJoin(files, ", "), " on ",
-                     r.shard->spec.arch().empty() ? "cpu" : r.shard->spec.arch(), " (shard ",
-                     r.shard->id, "): the farm accepted none of the command's entry changes",
-                     overruled ? " (it overruled the command's decision)" : "");
+    const std::string note = util::StrCat(
+        "not landed: the command's edits of ", util::StrJoin(files, ", "), " on ",
+        r.shard->spec.arch().empty() ? "cpu" : r.shard->spec.arch(), " (shard ", r.shard->id,
+        "): the farm overruled the command's decision and accepted none of its entry changes");
     for (const auto& o : res.entries()) {
       auto it = st.entries.find({o.file(), o.key()});
       if (it != st.entries.end()) it->second.m.review.push_back(note);

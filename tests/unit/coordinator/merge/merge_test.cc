@@ -755,26 +755,28 @@ TEST(Merge, ACommandsLoaderEditsLandOnlyWithAnEntryChangeTheFarmAccepted) {
   EXPECT_NE(Joined(c->review).find(util::StrCat(
                 "not landed: the command's edits of ", kLoaderA,
                 ", the registry lines of training_utils.py on n150 (shard ", rejected,
-                "): the farm accepted none of the command's entry changes (it overruled the "
-                "command's decision)")),
+                "): the farm overruled the command's decision and accepted none of its entry "
+                "changes")),
             std::string::npos)
       << Joined(c->review);
   EXPECT_EQ(Joined(FindEntry(*m, kB)->review).find("not landed"), std::string::npos);
   ExpectPatchesApply(s.files, *m);
 
-  // A command that changed no entry (it gave up) lands none of its loader edits either.
-  Sweep gave_up;
-  gave_up.archs = {"n150"};
-  s = gave_up;
-  v1::EntryOutcome unchanged = Outcome(kB, "n150", std::nullopt, "failure");
-  unchanged.set_command_check("verified by the farm");
-  command_result("b", kLoaderB, loader_b, unchanged, "MiniCausalLMOutput");
-  auto g = Merge(s.Input());
-  ASSERT_TRUE(g.ok()) << g.status();
-  EXPECT_EQ(g->forge_patch, "");
-  EXPECT_NE(Joined(FindEntry(*g, kB)->review)
-                .find("the farm accepted none of the command's entry changes"),
-            std::string::npos);
+  // A result the farm overruled nothing of keeps its edits: with verify off (no check at all), or
+  // where the command changed no entry and the farm agreed.
+  for (const std::string check : {"", "verified by the farm"}) {
+    SCOPED_TRACE(check);
+    Sweep fresh;
+    fresh.archs = {"n150"};
+    s = fresh;
+    v1::EntryOutcome unchanged = Outcome(kB, "n150", std::nullopt, "failure");
+    unchanged.set_command_check(check);
+    command_result("b", kLoaderB, loader_b, unchanged, "MiniCausalLMOutput");
+    auto g = Merge(s.Input());
+    ASSERT_TRUE(g.ok()) << g.status();
+    EXPECT_NE(g->forge_patch.find(kLoaderB), std::string::npos);
+    EXPECT_EQ(Joined(FindEntry(*g, kB)->review).find("not landed"), std::string::npos);
+  }
 }
 
 // A command sweep's report groups its entries by the fingerprint the command reported, else by
