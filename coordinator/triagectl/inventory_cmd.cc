@@ -15,13 +15,6 @@
 namespace triage::ctl {
 namespace {
 
-std::string Clip(std::string_view s, std::size_t n) {
-  if (s.size() <= n) return std::string(s);
-  std::size_t cut = n - 3;
-  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
-  return util::StrCat(s.substr(0, cut), "...");
-}
-
 // One test entry as `inventory classify` shows it.
 struct ClassifiedEntry {
   std::string file, key, status, bringup_status, reason, playbook, flavor, loader;
@@ -84,7 +77,7 @@ void PrintClassifiedTable(std::ostream& out, const std::vector<ClassifiedEntry>&
                                     r.bringup_status,
                                     r.playbook.empty() ? "-" : r.playbook,
                                     r.flavor.empty() ? "-" : r.flavor,
-                                    Clip(r.reason, 70)};
+                                    ClipCell(r.reason, 70)};
   };
   for (const ClassifiedEntry& r : rows) {
     auto c = cells(r);
@@ -122,11 +115,22 @@ std::string PlaceholderNote(const inventory::Inventory& inv) {
 
 }  // namespace
 
-int RunInventoryCheck(const InventoryOptions& options, std::ostream& out, std::ostream& err) {
+absl::StatusOr<inventory::Inventory> LoadWorkTree(const InventoryOptions& options) {
   inventory::WorkTreeSource source(options.repo);
   inventory::LoadOptions load;
   load.max_file_bytes = options.max_file_bytes;
-  auto inv = inventory::LoadInventory(source, load);
+  return inventory::LoadInventory(source, load);
+}
+
+std::string ClipCell(std::string_view s, std::size_t n) {
+  if (s.size() <= n) return std::string(s);
+  std::size_t cut = n - 3;
+  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
+  return util::StrCat(s.substr(0, cut), "...");
+}
+
+int RunInventoryCheck(const InventoryOptions& options, std::ostream& out, std::ostream& err) {
+  auto inv = LoadWorkTree(options);
   if (!inv.ok()) {
     err << "triagectl: " << inv.status().message() << "\n";
     return kExitUsage;
@@ -158,10 +162,7 @@ int RunInventoryClassify(const InventoryOptions& options, std::ostream& out, std
     }
     rules = &*custom;
   }
-  inventory::WorkTreeSource source(options.repo);
-  inventory::LoadOptions load;
-  load.max_file_bytes = options.max_file_bytes;
-  auto inv = inventory::LoadInventory(source, load);
+  auto inv = LoadWorkTree(options);
   if (!inv.ok()) {
     err << "triagectl: " << inv.status().message() << "\n";
     return kExitUsage;

@@ -3,6 +3,13 @@
 #include <cstddef>
 #include <ostream>
 #include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+
+namespace triage::inventory {
+struct Inventory;
+}
 
 namespace triage::ctl {
 
@@ -18,6 +25,11 @@ struct InventoryOptions {
   std::string output = "table";  // classify: table | json
   bool matched_only = false;     // classify: only entries a playbook handles
 };
+
+// The checkout's working tree as the inventory commands read it (--repo, --max-file-bytes).
+absl::StatusOr<inventory::Inventory> LoadWorkTree(const InventoryOptions& options);
+// s cut to at most n bytes at a UTF-8 boundary, "..." marking the cut: a table cell.
+std::string ClipCell(std::string_view s, std::size_t n);
 
 // `triagectl inventory check`: every problem as file:line:col: message; 0 when clean.
 int RunInventoryCheck(const InventoryOptions& options, std::ostream& out, std::ostream& err);

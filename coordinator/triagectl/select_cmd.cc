@@ -70,13 +70,6 @@ std::string Upper(std::string s) {
   return s;
 }
 
-std::string Clip(std::string_view s, std::size_t n) {
-  if (s.size() <= n) return std::string(s);
-  std::size_t cut = n - 3;
-  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
-  return util::StrCat(s.substr(0, cut), "...");
-}
-
 // Rows of left-aligned columns, the last one unpadded.
 void PrintTable(std::ostream& out, const std::vector<std::vector<std::string>>& rows) {
   if (rows.empty()) return;
@@ -195,10 +188,7 @@ int RunInventorySelect(const InventoryOptions& inventory, const SelectFlags& fla
     err << "triagectl: " << text << "\n";
     return kExitUsage;
   }
-  inventory::WorkTreeSource source(inventory.repo);
-  inventory::LoadOptions load;
-  load.max_file_bytes = inventory.max_file_bytes;
-  auto inv = inventory::LoadInventory(source, load);
+  auto inv = LoadWorkTree(inventory);
   if (!inv.ok()) {
     err << "triagectl: " << inv.status().message() << "\n";
     return kExitUsage;
@@ -215,7 +205,7 @@ int RunInventorySelect(const InventoryOptions& inventory, const SelectFlags& fla
     std::vector<std::vector<std::string>> rows = {{"CLUSTER", "ENTRIES", "TAKEN", "SIGNATURE"}};
     for (const auto& c : s.clusters) {
       rows.push_back(
-          {c.id, std::to_string(c.matched), std::to_string(c.taken), Clip(c.signature, 100)});
+          {c.id, std::to_string(c.matched), std::to_string(c.taken), ClipCell(c.signature, 100)});
     }
     PrintTable(out, rows);
   } else {
@@ -225,7 +215,7 @@ int RunInventorySelect(const InventoryOptions& inventory, const SelectFlags& fla
       std::string status = se.status();
       if (!se.override_arch().empty()) util::StrAppend(&status, " (", se.override_arch(), ")");
       rows.push_back({se.file(), se.key(), status, se.cluster().empty() ? "-" : se.cluster(),
-                      Clip(se.reason(), 70)});
+                      ClipCell(se.reason(), 70)});
     }
     PrintTable(out, rows);
   }
