@@ -23,7 +23,15 @@ namespace triage::agent {
 //   verify   "true" (default) or "false": the farm's own verification afterwards (below).
 // The command runs with a scrubbed environment: the variables of command::kEnvAllowList and of
 // the agent's command_env_allow, taken from the agent's environment, plus TRIAGE_SHARD_DIR,
-// TRIAGE_JUNIT and TRIAGE_KEY; nothing else of the agent's environment (tokens, credentials).
+// TRIAGE_JUNIT, TRIAGE_KEY, TRIAGE_SUMMARY and, for a cluster's follower or a later run of the
+// same cluster in the shard, TRIAGE_HINT; nothing else of the agent's environment (tokens,
+// credentials).
+// Fix once, verify many (docs/remediation.md): a follower whose lead's fix was accepted verifies
+// its entries first with the lead's shared edits pre-applied, and runs the command only for the
+// entries still failing; in per-entry mode, an entry whose cluster an earlier run of the shard
+// changed files for is verified before its own run. An entry fixed so carries fixed_by, and
+// ShardResult.command_runs counts the runs. Edits the shard pre-applied and the command left
+// as they were are not the command's: the result does not carry them again.
 // Afterwards both repos' diffs against the pinned commits (new files included) are lifted into
 // the structured edits a native result carries (common/lift/lift.h: entry edits, registry
 // operations, loader file edits against the pinned commit), reading the base files at the pinned
@@ -52,6 +60,11 @@ class CommandExecutor : public Executor {
       const std::vector<std::string>& extra_allow);
 
  private:
+  // The farm's verification of some of the shard's entries, in the workspace as it is now.
+  static absl::StatusOr<v1::ShardResult> VerifyEntries(
+      ExecContext& ctx, const std::filesystem::path& scripts,
+      const std::vector<const v1::ShardEntry*>& entries);
+
   std::filesystem::path scripts_dir_;
 };
 

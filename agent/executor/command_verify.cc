@@ -1,6 +1,7 @@
 #include "agent/executor/command_verify.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <exception>
 #include <optional>
 #include <utility>
@@ -119,8 +120,18 @@ DecisionCheck CheckCommandDecision(const EntryFields& base, const v1::EntryOutco
 
 absl::StatusOr<v1::ShardResult> RunFarmVerification(ExecContext& ctx,
                                                     const std::filesystem::path& scripts_dir) {
-  // The native executor's: the same subprocesses, timeouts and evidence layout.
-  NativeTools tools(NativeExecutor::ToolsOptionsFor(ctx, scripts_dir));
+  // The native executor's: the same subprocesses, timeouts and evidence layout. A shard may
+  // verify more than once (fix once, verify many: before and after its command runs), so the
+  // runs are numbered on from the shard's earlier ones (runs/pytest-N).
+  NativeToolsOptions options = NativeExecutor::ToolsOptionsFor(ctx, scripts_dir);
+  std::error_code ec;
+  for (const auto& d : std::filesystem::directory_iterator(ctx.shard_dir / "runs", ec)) {
+    int n = 0;
+    if (std::sscanf(d.path().filename().c_str(), "pytest-%d", &n) == 1) {
+      options.first_run = std::max(options.first_run, n);
+    }
+  }
+  NativeTools tools(std::move(options));
   // A verify phase: the loader may be gone (the command's doing), which verification tolerates.
   v1::ShardSpec spec = *ctx.spec;
   spec.set_phase(v1::PHASE_VERIFY);
@@ -195,6 +206,25 @@ void ApplyFarmVerification(const v1::ShardSpec& spec, lift::PinnedFiles& base_fi
     };
     for (const auto& name : f->evidence()) link(name);
     for (const auto& name : session_logs) link(name);
+    if (!o.fixed_by().empty() && f->verdict() != "no_evidence") {
+      // Fix once, verify many (docs/remediation.md): no command ran for the entry; an earlier
+      // change fixed it, and the farm's decision from this run is its decision.
+      o.set_command_check("verified by the farm: no command run");
+      if (f->verdict() != "pass") {
+        AddReview(o, util::StrCat("passed with the change of ", o.fixed_by(),
+                                  " before this shard's command runs; the farm's run on ", arch,
+                                  " after them shows ", f->verdict()));
+        o.clear_fixed_by();
+      }
+      o.set_changed(f->changed());
+      if (f->changed()) {
+        *o.mutable_edit() = f->edit();
+      } else {
+        o.clear_edit();
+      }
+      continue;
+    }
+    o.clear_fixed_by();
     if (f->verdict() == "no_evidence") {
       o.set_command_check("not verified");
       AddReview(o, util::StrCat("the farm's run on ", arch,

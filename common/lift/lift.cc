@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "common/command/shared_scope.h"
 #include "common/diff/apply_diff.h"
 #include "common/inventory/document.h"
 #include "common/registry/registry.h"
@@ -102,14 +103,19 @@ class Lifter {
   }
 
  private:
-  // A file the shard does not own stays in the result for the ownership check to reject.
+  // A file outside the loader directory and the YAML files stays in the result as a file edit:
+  // one in the shard's shared scope is a shared fix (docs/remediation.md), one that is not is
+  // for the ownership check to reject.
   void KeepOutside(std::string_view repo, const diff::FileDiff& fd) {
     auto* fe = result_.add_file_edits();
     fe->set_repo(std::string(repo));
     fe->set_path(fd.path());
     fe->set_diff(fd.text);
     fe->set_against_pinned(true);
-    out_.outside.push_back(util::StrCat(repo, "/", fd.path()));
+    const std::vector<std::string> shared(spec_.shared_paths().begin(), spec_.shared_paths().end());
+    if (!command::InSharedScope(shared, repo, fd.path())) {
+      out_.outside.push_back(util::StrCat(repo, "/", fd.path()));
+    }
   }
 
   void LiftTtXla(const std::string& raw) {

@@ -13,6 +13,7 @@
 #include "common/util/log_context.h"
 #include "common/util/strings.h"
 #include "coordinator/core/attempt_log.h"
+#include "coordinator/planning/fan_out.h"
 #include "coordinator/planning/waves.h"
 #include "coordinator/scheduling/result_check.h"
 
@@ -338,6 +339,7 @@ absl::StatusOr<v1::CompleteResponse> Coordinator::CompleteLocked(const v1::Compl
         req.result().error().empty() ? "the agent reported a failure" : req.result().error(),
         after);
   }
+  if (auto again = RunAgainOnTopLocked(s, req.result(), after)) return std::move(*again);
   return RecordResultLocked(std::move(s), req.result(), after);
 }
 
@@ -401,7 +403,8 @@ absl::StatusOr<v1::CompleteResponse> Coordinator::RecordResultLocked(ShardRecord
   s.state = ShardState::kSucceeded;
   s.last_error.clear();
   std::vector<ShardRecord> dependents;
-  CascadeLocked(s, &result, dependents);
+  std::vector<std::string> followers;
+  CascadeLocked(s, &result, dependents, &followers);
   const std::string id = s.id;
   const std::string sweep_id = s.sweep_id;
   const std::string arch = LeaseTable::ShardArch(s);
@@ -464,6 +467,10 @@ absl::StatusOr<v1::CompleteResponse> Coordinator::RecordResultLocked(ShardRecord
   metrics_->ShardCompleted(arch, playbook, "succeeded");
   metrics_->ShardAttempts(playbook, attempts);
   EmitLocked(sweep_id, util::StrCat("shard ", id, " completed by ", lease.agent_id), after);
+  for (const auto& line : followers) {
+    EmitLocked(sweep_id, line, after);
+    after.push_back(AttemptLog(spdlog::level::info, sweep_id, id, lease.lease_id, line));
+  }
   for (const auto& line : splits) EmitLocked(sweep_id, line, after);
   if (first_phase && !ahead && wave == sweep.wave) {
     // The next wave's shards whose inputs this result may have completed: its loader's, once
@@ -495,12 +502,26 @@ absl::StatusOr<v1::CompleteResponse> Coordinator::RecordResultLocked(ShardRecord
 }
 
 void Coordinator::CascadeLocked(const ShardRecord& ended, const v1::ShardResult* result,
-                                std::vector<ShardRecord>& out) {
+                                std::vector<ShardRecord>& out, std::vector<std::string>* events) {
   for (const auto& id : table_.Dependents(ended.id)) {
     const ShardRecord& d = table_.shard(id);
     if (d.state != ShardState::kWaiting) continue;
     ShardRecord u = d;
     const TimePoint now = clock_->Now();
+    if (u.spec.fan_out().lead_shard() == ended.id) {
+      // A cluster's follower (docs/remediation.md, "Fix once, verify many"): released by its
+      // lead whatever the lead's end; a lead that failed or was cancelled costs it no run.
+      std::string line = ReleaseFollower(ended, result, u, now);
+      if (events != nullptr) events->push_back(std::move(line));
+      out.push_back(u);
+      continue;
+    }
+    if (ended.spec.has_fan_out()) {
+      // A follower's own later phases verify with what it verified with: the lead's pre-applied
+      // shared edits and registry lines, then its own.
+      for (const auto& fe : ended.spec.pre_apply()) *u.spec.add_pre_apply() = fe;
+      for (const auto& op : ended.spec.pre_registry()) *u.spec.add_pre_registry() = op;
+    }
     if (ended.state == ShardState::kSucceeded && result != nullptr) {
       // Only entries the earlier phase left for verification go on, each with the output
       // class the probe saw (which registry lines its verification depends on) and whether the

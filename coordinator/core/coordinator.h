@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <tuple>
@@ -302,14 +303,20 @@ class Coordinator {
   absl::StatusOr<v1::CompleteResponse> CompleteLocked(const v1::CompleteRequest& req,
                                                       Effects& after);
   // A Complete that ends the attempt without a result: operation RejectResult or FailAttempt.
+  // The shared scope's conflict rule (shared_scope.cc, docs/remediation.md): a result that edits
+  // a shared file an earlier accepted result of its sweep edited differently is not recorded;
+  // the shard runs again with that edit pre-applied. nullopt: no such conflict.
+  std::optional<absl::StatusOr<v1::CompleteResponse>> RunAgainOnTopLocked(
+      ShardRecord& s, const v1::ShardResult& result, Effects& after);
   absl::StatusOr<v1::CompleteResponse> EndAttemptLocked(ShardRecord s, const std::string& operation,
                                                         const std::string& why, Effects& after);
   absl::StatusOr<v1::CompleteResponse> RecordResultLocked(ShardRecord s,
                                                           const v1::ShardResult& result,
                                                           Effects& after);
-  // Dependents of a shard that ended: released (succeeded) or failed/cancelled.
+  // Dependents of a shard that ended: released (succeeded) or failed/cancelled; a failure
+  // cluster's followers are released whatever their lead's end (events: one line each).
   void CascadeLocked(const ShardRecord& ended, const v1::ShardResult* result,
-                     std::vector<ShardRecord>& out);
+                     std::vector<ShardRecord>& out, std::vector<std::string>* events = nullptr);
   int MaxAttempts(const ShardRecord& s) const;
 
   // Sweeps (sweeps.cc; their accounting in sweep_accounting.cc, registry waves in sweep_waves.cc).

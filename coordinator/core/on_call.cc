@@ -206,10 +206,12 @@ absl::StatusOr<v1::Shard> Coordinator::CancelShard(const std::string& id, const 
     AuditLocked(m, caller, "cancel_shard", id, reason);
     const std::string sweep_id = s.sweep_id;
     std::vector<ShardRecord> shards{s};
-    CascadeLocked(s, nullptr, shards);
+    std::vector<std::string> released;
+    CascadeLocked(s, nullptr, shards, &released);
     std::vector<AgentRecord> agents;
     if (auto st = CommitLocked(m, shards, agents, after); !st.ok()) return st;
     EmitLocked(sweep_id, util::StrCat("shard ", id, " cancelled by ", caller.name), after);
+    for (const auto& line : released) EmitLocked(sweep_id, line, after);
     return ShardViewLocked(table_.shard(id));
   });
 }

@@ -4,6 +4,7 @@
 #include <limits>
 #include <set>
 
+#include "common/command/shared_scope.h"
 #include "common/diff/apply_diff.h"
 #include "common/diff/unified_diff.h"
 #include "common/inventory/document.h"
@@ -13,6 +14,8 @@
 #include "common/registry/registry.h"
 #include "common/util/strings.h"
 #include "coordinator/merge/clusters.h"
+#include "coordinator/merge/command_work.h"
+#include "coordinator/planning/fan_out.h"
 #include "coordinator/planning/waves.h"
 
 namespace triage::merge {
@@ -481,24 +484,28 @@ struct LoaderState {
 // the state the earlier waves left (an edit lifted from a command's diff: on the pinned file).
 // One that does not apply there, or a second one of the wave with a different result, is a
 // conflict, and the file is left as it was.
-void ChainLoaderEdit(LoaderState& s, const std::string& path, const diff::FileDiff& fd,
-                     bool against_pinned, int wave, MergeOutput& out) {
+//
+// A shard that started from another's edit of the file (a cluster's follower, with its lead's
+// shared fix pre-applied: `started_from`, the file as pre-applied) builds on it: its edit
+// replaces the file's state when that state is still the one it started from.
+void ChainLoaderEdit(LoaderState& s, const std::string& name, const diff::FileDiff& fd,
+                     bool against_pinned, int wave, const std::optional<std::string>& started_from,
+                     const std::string& kind, MergeOutput& out) {
   if (s.conflict) return;
   if (!s.started || s.wave != wave) s.wave_start = s.text;
   auto applied = diff::ApplyFileDiff(against_pinned ? s.base : s.wave_start, fd);
   if (!applied.ok()) {
     // Not based on this file's state: two shards edited it independently.
     s.conflict = true;
-    AddConflict(
-        out, "loader",
-        util::StrCat("loader: tt_forge_models/", path, ": ", util::MessageOf(applied.status())));
+    AddConflict(out, kind, util::StrCat(kind, ": ", name, ": ", util::MessageOf(applied.status())));
     return;
   }
-  if (s.started && s.wave == wave && s.wave_result != *applied) {
+  const bool on_top = started_from && s.started && s.text == *started_from;
+  if (s.started && s.wave == wave && s.wave_result != *applied && !on_top) {
     s.conflict = true;
-    AddConflict(out, "loader",
-                util::StrCat("loader: tt_forge_models/", path, ": two results of wave ", wave,
-                             " edit it differently"));
+    AddConflict(
+        out, kind,
+        util::StrCat(kind, ": ", name, ": two results of wave ", wave, " edit it differently"));
     return;
   }
   s.started = true;
@@ -507,33 +514,62 @@ void ChainLoaderEdit(LoaderState& s, const std::string& path, const diff::FileDi
   s.text = *applied;
 }
 
-// The loader files: every tt_forge_models file edit of the results, chained wave by wave.
-void MergeLoaderEdits(MergeState& st) {
-  std::map<std::string, LoaderState> loaders;
+// The file as `spec` started from it: the pinned text with the shard's pre-applied edit of it
+// (a cluster follower's lead's shared fix); none when the shard pre-applied no edit of it.
+std::optional<std::string> StartedFrom(const v1::ShardSpec& spec, const std::string& repo,
+                                       const std::string& path, const std::string& base) {
+  for (const auto& pre : spec.pre_apply()) {
+    if (pre.repo() != repo) continue;
+    auto split = diff::SplitDiff(pre.diff());
+    if (!split.ok()) continue;
+    for (const auto& fd : *split) {
+      if (fd.path() != path) continue;
+      auto applied = diff::ApplyFileDiff(base, fd);
+      if (applied.ok()) return *applied;
+    }
+  }
+  return std::nullopt;
+}
+
+// The loader files and the shared-scope files (docs/remediation.md, "Shared fixes beyond the
+// loader"): every file edit of the results, chained wave by wave; tt_forge_models files go to
+// tt-forge-models.patch, tt-xla files (shared scope only) to tt-xla.patch.
+void MergeFileEdits(MergeState& st) {
+  std::map<std::pair<std::string, std::string>, LoaderState> files;  // (repo, path)
   for (const auto& r : st.results) {
     if (st.rejected.count(r.record)) continue;
     for (const auto& fe : r.record->result.file_edits()) {
-      if (fe.repo() != "tt_forge_models") continue;
+      if (fe.repo() != "tt_forge_models" && fe.repo() != "tt-xla") continue;
+      const bool forge = fe.repo() == "tt_forge_models";
       auto split = diff::SplitDiff(fe.diff());
       if (!split.ok()) continue;
       for (const auto& fd : *split) {
         const std::string path = fe.path().empty() || split->size() > 1 ? fd.path() : fe.path();
-        auto it = loaders.find(path);
-        if (it == loaders.end()) {
-          auto base = st.input.files->ReadForge(path);
+        auto it = files.find({fe.repo(), path});
+        if (it == files.end()) {
+          auto base = forge ? st.input.files->ReadForge(path) : st.input.files->ReadTtXla(path);
           LoaderState s;
           s.base = base.ok() ? *base : "";
           s.text = s.base;
-          it = loaders.emplace(path, s).first;
+          it = files.emplace(std::make_pair(fe.repo(), path), s).first;
         }
-        ChainLoaderEdit(it->second, path, fd, fe.against_pinned(), r.shard->spec.wave(), st.out);
+        const bool shared = command::OutsideLoader(r.shard->spec.loader(), fe.repo(), path);
+        ChainLoaderEdit(it->second, util::StrCat(fe.repo(), "/", path), fd, fe.against_pinned(),
+                        r.shard->spec.wave(),
+                        StartedFrom(r.shard->spec, fe.repo(), path, it->second.base),
+                        shared ? "shared" : "loader", st.out);
       }
     }
   }
-  for (const auto& [path, s] : loaders) {
+  for (const auto& [id, s] : files) {
     if (s.conflict || s.text == s.base) continue;
-    st.forge_before[path] = s.base;
-    st.forge_after[path] = s.text;
+    if (id.first == "tt_forge_models") {
+      st.forge_before[id.second] = s.base;
+      st.forge_after[id.second] = s.text;
+      continue;
+    }
+    st.out.ttxla_patch += diff::UnifiedDiff(id.second, s.base, s.text, {.index_line = true});
+    st.out.changed_files.push_back(util::StrCat("tt-xla/", id.second));
   }
 }
 
@@ -549,17 +585,11 @@ void DropRejectedCommandEdits(MergeState& st) {
     const v1::ShardResult& res = r.record->result;
     std::vector<std::string> files;
     for (const auto& fe : res.file_edits()) {
-      if (fe.repo() == "tt_forge_models") files.push_back(fe.path());
+      files.push_back(fe.repo() == "tt_forge_models" ? fe.path() : fe.repo() + "/" + fe.path());
     }
     if (!res.registry_ops().empty()) files.emplace_back("the registry lines of training_utils.py");
     if (files.empty()) continue;
-    bool accepted = false, overruled = false;
-    for (const auto& o : res.entries()) {
-      const bool replaced = o.command_check() == "replaced by the farm's decision";
-      overruled |= replaced;
-      accepted |= o.changed() && !replaced;
-    }
-    if (accepted || !overruled) continue;
+    if (coord::CommandEditsLand(res)) continue;
     st.rejected.insert(r.record);
     const std::string note = util::StrCat(
         "not landed: the command's edits of ", util::StrJoin(files, ", "), " on ",
@@ -601,12 +631,18 @@ absl::StatusOr<MergeOutput> Merge(const MergeInput& input) {
   DropRejectedCommandEdits(st);
   if (absl::Status s = MergeYaml(st); !s.ok()) return s;
   if (absl::Status s = MergeRegistryLines(st); !s.ok()) return s;
-  MergeLoaderEdits(st);
+  MergeFileEdits(st);
   // tt-forge-models.patch: the registry file and the loaders, in path order.
   for (const auto& [path, text] : st.forge_after) {
     st.out.forge_patch +=
         diff::UnifiedDiff(path, st.forge_before[path], text, {.index_line = true});
     st.out.changed_files.push_back(util::StrCat("tt_forge_models/", path));
+  }
+  {
+    std::vector<CommandWork> work;
+    for (const auto& r : st.results)
+      work.push_back({r.shard, r.record, !st.rejected.count(r.record)});
+    SummariseCommandWork(work, st.out);
   }
   // Entries in file order (then key): the report's order.
   for (auto& [id, a] : st.entries) st.out.entries.push_back(std::move(a.m));

@@ -56,6 +56,26 @@ struct EntryMerge {
   bool new_entry = false;  // the merge added it to its file (add_config)
 };
 
+// A shared-scope change of a command sweep (docs/remediation.md, "Shared fixes beyond the
+// loader"): a file outside the loader directory that a cluster's lead changed.
+struct SharedFix {
+  std::string file;         // "tt_forge_models/<path>" or "tt-xla/<path>"
+  std::string shard;        // the lead shard whose result made it
+  std::string fingerprint;  // what its command reported ("" = no summary)
+  std::string cluster;      // the cluster it led ("" = none)
+  // The entries it fixed: the lead's that pass with it, then the followers' verified with it
+  // pre-applied and no command run (fixed_by "shard <lead>"), by key.
+  std::vector<std::string> fixed;
+  bool landed = false;  // in the patch (false: a conflict or its result did not land)
+};
+
+// Agent runs against entries of a command sweep (docs/remediation.md, "Fix once, verify many").
+struct CommandRuns {
+  int runs = 0;         // command runs of the merged results
+  int entries = 0;      // entries the command shards held
+  int without_run = 0;  // of them, fixed by an earlier change with no run (fixed_by)
+};
+
 struct MergeOutput {
   std::string ttxla_patch;  // git apply in the tt-xla checkout
   std::string forge_patch;  // git apply in third_party/tt_forge_models
@@ -64,6 +84,8 @@ struct MergeOutput {
   std::vector<v1::RegistryOp> registry;        // merged registry operations
   std::vector<EntryMerge> entries;             // in file order
   std::vector<std::string> changed_files;      // "tt-xla/<path>", "tt_forge_models/<path>"
+  std::vector<SharedFix> shared_fixes;         // a command sweep's, in shard order
+  CommandRuns command_runs;                    // a command sweep's
 };
 
 // The result the merge takes for each shard, by shard id: its latest attempt's (the highest

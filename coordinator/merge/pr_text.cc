@@ -344,6 +344,29 @@ std::string RenderParts(const std::vector<Part>& parts, std::size_t fixed,
 
 bool Changed(const json& e) { return e.contains("outcome") && e["outcome"].is_object(); }
 
+// A command sweep's shared fixes in this repository (report.json's shared_fixes, those that
+// landed), listed before the per-entry changes: each fixes several entries at once
+// (docs/remediation.md, "Shared fixes beyond the loader").
+std::string SharedFixesSection(const json& report, std::string_view repo) {
+  std::string lines;
+  for (const auto& f : report.value("shared_fixes", json::array())) {
+    const std::string file = Str(f, "file");
+    if (!f.value("landed", false) || !std::string_view(file).starts_with(repo)) continue;
+    std::vector<std::string> keys;
+    for (const auto& k : f.value("fixed", json::array()))
+      keys.push_back(Code(k.get<std::string>()));
+    util::StrAppend(
+        &lines, "- ", Code(file.substr(repo.size())), " (shard ", Str(f, "shard"),
+        Str(f, "fingerprint").empty() ? "" : ", fingerprint " + Code(Str(f, "fingerprint")),
+        "): fixes ", keys.size(), " entr", keys.size() == 1 ? "y" : "ies",
+        keys.empty() ? "" : ": " + util::StrJoin(keys, ", "), "\n");
+  }
+  if (lines.empty()) return "";
+  return "\n## Shared fixes\n\nChanges outside a loader directory that fix several entries at "
+         "once, each with the entries the farm verified it fixed (docs/remediation.md).\n\n" +
+         lines;
+}
+
 // An entry this text does not carry: left out by the landing, or in another part.
 bool Skip(const PrOptions& o, const std::string& key) {
   return o.left_out.count(key) > 0 || (o.only && !o.only->count(key));
@@ -562,6 +585,7 @@ PrText TtXlaText(const json& report, const PrOptions& o) {
     head += "\n| Kind | Entries |\n| --- | ---: |\n";
     for (const auto& [kind, n] : table) util::StrAppend(&head, "| ", kind, " | ", n, " |\n");
   }
+  head += SharedFixesSection(report, "tt-xla/");
   std::vector<Part> parts;
   for (Part* p : {&confirmed, &proposed, &unchanged}) {
     if (!p->groups.empty()) parts.push_back(std::move(*p));
@@ -612,6 +636,12 @@ PrText ForgeText(const json& report, const PrOptions& o) {
         (fix.find("loader") == std::string::npos && fix.find("override") == std::string::npos)) {
       continue;
     }
+    // A command's loader edits that did not land (the farm overruled it: docs/remediation.md).
+    bool landed = true;
+    for (const auto& r : e.value("review", json::array())) {
+      landed &= !(r.is_string() && r.get<std::string>().starts_with("not landed: "));
+    }
+    if (!landed) continue;
     std::string loader = Str(e, "loader");
     if (loader.starts_with("third_party/tt_forge_models/")) loader = loader.substr(28);
     std::string why = Short(Str(e, "probe_finding"), 200);
@@ -624,9 +654,16 @@ PrText ForgeText(const json& report, const PrOptions& o) {
         Verdicts(e).empty() ? "" : "; verified: " + Verdicts(e), EvidenceLink(e, o), "\n"));
   }
   PrText t;
-  t.title = util::StrCat("Triage sweep ", Str(report, "sweep"), ": ", registry_lines,
-                         " registry line", registry_lines == 1 ? "" : "s", ", ", by_loader.size(),
-                         " loader", by_loader.size() == 1 ? "" : "s");
+  std::size_t shared = 0;
+  for (const auto& f : report.value("shared_fixes", json::array())) {
+    shared += f.value("landed", false) && Str(f, "file").starts_with("tt_forge_models/");
+  }
+  t.title = util::StrCat(
+      "Triage sweep ", Str(report, "sweep"), ": ", registry_lines, " registry line",
+      registry_lines == 1 ? "" : "s", ", ", by_loader.size(), " loader",
+      by_loader.size() == 1 ? "" : "s",
+      shared == 0 ? "" : util::StrCat(", ", shared, " shared fix", shared == 1 ? "" : "es"));
+  md += SharedFixesSection(report, "tt_forge_models/");
   md += "\n## Changes by kind\n";
   if (registry_lines > 0) {
     md += util::StrCat("\n### Registry lines in training_utils.py (", registry_lines, ")\n\n",

@@ -211,7 +211,10 @@ BuiltReport BuildReport(const ReportInput& in) {
   std::string remediation_md;
   if (sweep.request.executor() == "command") {
     j["remediation"] = RemediationJson(j["entries"]);
-    remediation_md = RemediationMd(j["remediation"]);
+    j["command_runs"] = report_internal::CommandRunsJson(merge.command_runs);
+    j["shared_fixes"] = report_internal::SharedFixesJson(merge.shared_fixes);
+    remediation_md = report_internal::CommandWorkMd(merge.command_runs, merge.shared_fixes) +
+                     RemediationMd(j["remediation"]);
   }
   const std::string since_md = AddWeekOverWeek(in.previous, j);
   j["makespan"] = MakespanJson(in.makespan);

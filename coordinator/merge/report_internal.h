@@ -73,6 +73,10 @@ json CommandSummaryJson(const v1::CommandSummary& s);
 // A command sweep's clusters, from report.json's entries (their fingerprint, else cluster).
 json RemediationJson(const json& entries);
 std::string RemediationMd(const json& clusters);
+// Agent runs against entries and the shared fixes (report.json's command_runs, shared_fixes).
+json CommandRunsJson(const CommandRuns& runs);
+json SharedFixesJson(const std::vector<SharedFix>& fixes);
+std::string CommandWorkMd(const CommandRuns& runs, const std::vector<SharedFix>& fixes);
 
 // report_md.cc
 std::string Md(std::string_view s);

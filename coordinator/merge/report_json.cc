@@ -132,6 +132,8 @@ json EntryJson(const EntryMerge& e, const EntryFacts& f, const std::vector<std::
       }
       // What the command said of its run (docs/remediation.md), when it wrote a summary.
       if (o->second.has_summary()) verdicts[t]["summary"] = CommandSummaryJson(o->second.summary());
+      // Fixed by an earlier change with no command run (docs/remediation.md).
+      if (!o->second.fixed_by().empty()) verdicts[t]["fixed_by"] = o->second.fixed_by();
     }
   }
   entry["arch_outcomes"] = arch_outcomes;

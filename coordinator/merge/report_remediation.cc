@@ -102,5 +102,45 @@ std::string RemediationMd(const json& clusters) {
   return md;
 }
 
+json CommandRunsJson(const CommandRuns& runs) {
+  return {{"runs", runs.runs}, {"entries", runs.entries}, {"without_run", runs.without_run}};
+}
+
+json SharedFixesJson(const std::vector<SharedFix>& fixes) {
+  json out = json::array();
+  for (const auto& f : fixes) {
+    out.push_back({{"file", f.file},
+                   {"shard", f.shard},
+                   {"fingerprint", f.fingerprint.empty() ? json(nullptr) : json(f.fingerprint)},
+                   {"cluster", f.cluster.empty() ? json(nullptr) : json(f.cluster)},
+                   {"fixed", f.fixed},
+                   {"landed", f.landed}});
+  }
+  return out;
+}
+
+std::string CommandWorkMd(const CommandRuns& runs, const std::vector<SharedFix>& fixes) {
+  std::string md = util::StrCat(
+      "\n## Agent runs\n\n", runs.runs, " command run", runs.runs == 1 ? "" : "s", " for ",
+      runs.entries, " entr", runs.entries == 1 ? "y" : "ies", "; ", runs.without_run, " entr",
+      runs.without_run == 1 ? "y" : "ies",
+      " fixed by an earlier change (a cluster lead's, or an earlier run of the same shard), "
+      "verified by the farm with no run of their own.\n");
+  if (fixes.empty()) return md;
+  md +=
+      "\n## Shared fixes\n\nChanges outside a loader directory, each with the shard that made "
+      "it and the entries the farm verified it fixed.\n\n"
+      "| file | shard | fingerprint | entries fixed | landed |\n|---|---|---|---|---|\n";
+  for (const auto& f : fixes) {
+    std::vector<std::string> keys;
+    for (const auto& k : f.fixed) keys.push_back(Code(k));
+    util::StrAppend(&md, "| ", Code(f.file), " | ", f.shard, " | ",
+                    f.fingerprint.empty() ? std::string("-") : Code(f.fingerprint), " | ",
+                    keys.empty() ? std::string("-") : util::StrJoin(keys, ", "), " | ",
+                    f.landed ? "yes" : "no (see Conflicts)", " |\n");
+  }
+  return md;
+}
+
 }  // namespace report_internal
 }  // namespace triage::merge

@@ -31,6 +31,10 @@ struct Group {
   std::vector<v1::ShardEntry> entries;
   double expected = 0;  // seconds, summed over the entries
   std::set<std::string> files;
+  // A cluster's followers (docs/remediation.md, "Fix once, verify many"): the index of the
+  // group whose first shard leads the cluster, and the cluster.
+  int lead = -1;
+  std::string cluster;
 };
 
 // Seconds an entry is expected to take: its pytest duration when trusted, else its playbook's
@@ -94,6 +98,69 @@ std::vector<Group> GroupPerLoader(const std::vector<Selected>& selected, const P
   return groups;
 }
 
+// Fix once, verify many (docs/remediation.md): each failure cluster with entries in more than
+// one group is led by the group holding most of its entries (the first such on a tie); its
+// entries in other groups move to follower groups, one per (cluster, loader), placed after the
+// groups they came from. A group left without entries is dropped. Tensor-parallel groups are
+// neither leads nor followers (they run whole on their own machine).
+std::vector<Group> FanOutClusters(std::vector<Group> groups) {
+  std::map<std::string, std::map<std::size_t, int>> members;  // cluster -> group -> entries
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    if (groups[g].tensor_parallel) continue;
+    for (const auto& e : groups[g].entries) {
+      if (!e.cluster().empty()) ++members[e.cluster()][g];
+    }
+  }
+  std::map<std::string, std::size_t> lead;  // cluster -> its lead group (old index)
+  for (const auto& [cluster, by_group] : members) {
+    if (by_group.size() < 2) continue;
+    std::size_t best = by_group.begin()->first;
+    for (const auto& [g, n] : by_group) {
+      if (n > by_group.at(best)) best = g;
+    }
+    lead[cluster] = best;
+  }
+  if (lead.empty()) return groups;
+  std::vector<Group> out;
+  std::vector<int> renumbered(groups.size(), -1);
+  std::vector<Group> followers;  // lead as an old index until renumbered
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    Group kept = groups[g];
+    kept.entries.clear();
+    kept.expected = 0;
+    std::map<std::string, std::size_t> mine;  // cluster -> index in followers
+    const double per_entry =
+        groups[g].entries.empty() ? 0 : groups[g].expected / groups[g].entries.size();
+    for (const auto& e : groups[g].entries) {
+      auto l = lead.find(e.cluster());
+      if (groups[g].tensor_parallel || l == lead.end() || l->second == g) {
+        kept.entries.push_back(e);
+        kept.expected += per_entry;
+        continue;
+      }
+      auto [at, fresh] = mine.try_emplace(e.cluster(), followers.size());
+      if (fresh) {
+        Group& f = followers.emplace_back(groups[g]);
+        f.entries.clear();
+        f.expected = 0;
+        f.lead = static_cast<int>(l->second);
+        f.cluster = e.cluster();
+      }
+      followers[at->second].entries.push_back(e);
+      followers[at->second].expected += per_entry;
+    }
+    if (!kept.entries.empty()) {
+      renumbered[g] = static_cast<int>(out.size());
+      out.push_back(std::move(kept));
+    }
+  }
+  for (auto& f : followers) {
+    f.lead = renumbered[f.lead];  // a lead group keeps its cluster's entries: never dropped
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
 // Makes the first wave's shards, numbered in the order they are made.
 class ShardMaker {
  public:
@@ -130,6 +197,9 @@ class ShardMaker {
     spec.add_owned_files(loader_dir);
     spec.add_owned_files(std::string(registry::kTrainingUtilsPath));
     for (const auto& f : g.files) spec.add_owned_files(f);
+    if (options_.selector != nullptr) {
+      for (const auto& p : options_.selector->shared_paths()) spec.add_shared_paths(p);
+    }
     if (phase == v1::PHASE_PROBE) {
       s.cpu_ok = true;
     } else {
@@ -177,7 +247,15 @@ Plan PlanSweep(const inventory::Inventory& inventory, const classify::Classifier
   const std::vector<std::string> archs =
       options.archs.empty() ? std::vector<std::string>{"n150"} : options.archs;
   ShardMaker maker(options, sweep_id, ttxla_commit, forge_commit);
-  for (const Group& g : GroupPerLoader(selected, options, archs)) {
+  std::vector<Group> groups = GroupPerLoader(selected, options, archs);
+  // A probe phase on a CPU verifies nothing, so no lead could be accepted before its followers.
+  if (options.selector != nullptr && options.selector->fan_out() && !options.split_probe) {
+    groups = FanOutClusters(std::move(groups));
+  }
+  std::vector<std::size_t> first_shard(groups.size());  // index in plan.shards
+  for (std::size_t k = 0; k < groups.size(); ++k) {
+    const Group& g = groups[k];
+    first_shard[k] = plan.shards.size();
     if (g.tensor_parallel) {  // tensor-parallel entries run whole on n300-llmbox
       plan.shards.push_back(
           maker.Make(g, v1::PHASE_FULL, std::string(inventory::kTensorParallelArch)));
@@ -187,6 +265,15 @@ Plan PlanSweep(const inventory::Inventory& inventory, const classify::Classifier
         archs, options.split_probe,
         [&](v1::ShardPhase phase, const std::string& arch) { return maker.Make(g, phase, arch); },
         plan.shards);
+    if (g.lead >= 0) {
+      // A follower's first shard waits for its lead's first shard, which runs on the same arch.
+      ShardRecord& f = plan.shards[first_shard[k]];
+      const ShardRecord& lead = plan.shards[first_shard[g.lead]];
+      f.state = ShardState::kWaiting;
+      f.depends_on = lead.id;
+      f.spec.mutable_fan_out()->set_lead_shard(lead.id);
+      f.spec.mutable_fan_out()->set_cluster(g.cluster);
+    }
   }
   return plan;
 }

@@ -6,6 +6,7 @@
 #include <tuple>
 #include <utility>
 
+#include "common/command/shared_scope.h"
 #include "common/inventory/key.h"
 #include "common/inventory/schema.h"
 #include "common/junit/reason.h"
@@ -148,6 +149,31 @@ absl::StatusOr<Selector> Selector::Compile(const v1::Selection& selection) {
         util::StrCat("selection.limit: ", selection.limit(), " is negative (0: no limit)"));
   }
   s.limit_ = selection.limit();
+  if (!s.failing_ && (selection.shared_paths_size() > 0 || selection.no_fan_out())) {
+    return absl::InvalidArgumentError(
+        util::StrCat("selection.", selection.no_fan_out() ? "no_fan_out" : "shared_paths",
+                     ": only a failing selection (remediation) has a shared scope and fan-out"));
+  }
+  s.fan_out_ = s.failing_ && !selection.no_fan_out();
+  if (s.failing_ && selection.shared_paths().empty()) {
+    s.shared_paths_.assign(std::begin(command::kDefaultSharedPaths),
+                           std::end(command::kDefaultSharedPaths));
+  }
+  for (const std::string& path : selection.shared_paths()) {
+    if (path == command::kNoSharedPaths) {
+      if (selection.shared_paths_size() > 1) {
+        return absl::InvalidArgumentError(
+            "selection.shared_paths: 'none' turns the shared scope off and takes no other path");
+      }
+      break;
+    }
+    auto checked = command::CheckSharedPath(path);
+    if (!checked.ok()) {
+      return absl::InvalidArgumentError(
+          util::StrCat("selection.shared_paths: ", checked.status().message()));
+    }
+    s.shared_paths_.push_back(std::move(*checked));
+  }
   return s;
 }
 

@@ -45,6 +45,10 @@ class Selector {
 
   bool failing() const { return failing_; }
   int limit() const { return limit_; }
+  // A failing selection's shared scope (checked "<repo>:<prefix>" paths) and whether its
+  // clusters fan out from a lead (docs/remediation.md).
+  const std::vector<std::string>& shared_paths() const { return shared_paths_; }
+  bool fan_out() const { return fan_out_; }
   // The filters but the limit: the entry's status and reason on the arch the sweep sees it
   // failing on, and the cluster of that reason.
   bool Matches(std::string_view file, std::string_view key, std::string_view status,
@@ -54,6 +58,8 @@ class Selector {
   Selector() = default;
   bool failing_ = false;
   int limit_ = 0;
+  bool fan_out_ = false;
+  std::vector<std::string> shared_paths_;
   std::set<std::string, std::less<>> keys_, statuses_, files_, clusters_;
   std::unique_ptr<re2::RE2> reason_;
 };

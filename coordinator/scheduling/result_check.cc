@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "common/command/shared_scope.h"
 #include "common/registry/registry.h"
 #include "common/util/strings.h"
 #include "common/util/text.h"
@@ -80,6 +81,7 @@ absl::Status CheckResultOwnership(const v1::ShardSpec& spec, const v1::ShardResu
   if (std::string_view(loader_dir).starts_with(kForgePrefix))
     loader_dir.erase(0, kForgePrefix.size());
   const std::string registry_file(registry::kTrainingUtilsPath.substr(kForgePrefix.size()));
+  const std::vector<std::string> shared(spec.shared_paths().begin(), spec.shared_paths().end());
 
   for (const auto& o : result.entries()) {
     if (!entries.count({o.file(), o.key()})) {
@@ -97,8 +99,22 @@ absl::Status CheckResultOwnership(const v1::ShardSpec& spec, const v1::ShardResu
       return absl::PermissionDeniedError(util::StrCat("unsafe path '", p, "'"));
     }
     if (std::string_view(p).starts_with(loader_dir)) return absl::OkStatus();
-    return absl::PermissionDeniedError(util::StrCat(
-        "edit of tt_forge_models/", p, " outside the shard's loader directory ", loader_dir));
+    if (p != registry_file && command::InSharedScope(shared, "tt_forge_models", p)) {
+      return absl::OkStatus();
+    }
+    return absl::PermissionDeniedError(
+        util::StrCat("edit of tt_forge_models/", p, " outside the shard's loader directory ",
+                     loader_dir, shared.empty() ? "" : " and its shared scope"));
+  };
+  // The shared scope (docs/remediation.md, "Shared fixes beyond the loader"): tt-xla files a
+  // remediation sweep's commands may change besides the YAML decisions.
+  auto shared_ttxla = [&](const v1::FileEdit& fe) {
+    std::vector<std::string> paths = DiffPaths(fe.diff());
+    if (!fe.path().empty()) paths.push_back(fe.path());
+    for (const auto& p : paths) {
+      if (!SafeRelative(p) || !command::InSharedScope(shared, "tt-xla", p)) return false;
+    }
+    return !paths.empty();
   };
   for (const auto& fe : result.file_edits()) {
     if (fe.repo() == "tt_forge_models") {
@@ -114,7 +130,7 @@ absl::Status CheckResultOwnership(const v1::ShardSpec& spec, const v1::ShardResu
                            p == registry_file ? " (registry changes travel as registry ops)" : ""));
         }
       }
-    } else {
+    } else if (fe.repo() != "tt-xla" || !shared_ttxla(fe)) {
       return absl::PermissionDeniedError(util::StrCat(
           "file edit in repo '", fe.repo(), "' (", fe.path(),
           "): YAML changes travel as entry edits, loader changes as tt_forge_models edits"));

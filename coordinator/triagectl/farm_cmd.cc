@@ -145,6 +145,7 @@ void FarmCommands::RegisterSweepStart(CLI::App* sweep) {
                    "sweep of the same repository)")
       ->needs("--incremental");
   AddSelectFlags(start, o_.select);
+  AddRemediationFlags(start, o_.select);
   start->add_flag("--recheck-skipped", o_.recheck_skipped,
                   "Recheck every NOT_SUPPORTED_SKIP entry on the sweep's archs with --force-run "
                   "under the nightly rules (docs/nightly.md, \"Rechecking skipped entries\"); "
@@ -152,7 +153,8 @@ void FarmCommands::RegisterSweepStart(CLI::App* sweep) {
   start->add_option("--nightly", o_.nightly,
                     "A nightly sweep (docs/nightly.md): one CI run's downloaded test reports, a "
                     "directory of JUnit XML (found recursively; .zip/.tar.gz in it too) or an "
-                    "archive; repeat for several runs");
+                    "archive; repeat for several runs. With --failing: no nightly sweep, the "
+                    "failing entries whose test failed in these runs are taken");
   start
       ->add_option("--confirm", o_.confirm,
                    "--nightly: confirmation runs per candidate on its arch (default 2)")

@@ -1,6 +1,7 @@
 #include "coordinator/triagectl/farm_nightly.h"
 
 #include <chrono>
+#include <set>
 
 #include "common/nightly/intake.h"
 #include "common/nightly/policy.h"
@@ -25,6 +26,15 @@ std::optional<int> AddNightlyOptions(const FarmOptions& o, v1::StartSweepRequest
     return kExitUsage;
   }
   const char* flag = o.recheck_skipped ? "--recheck-skipped" : "--nightly";
+  if (o.select.failing && !o.nightly.empty()) {
+    // --failing --nightly: the runs select the entries; no nightly sweep (SelectFailedInNight).
+    if (asked_options || o.recheck_skipped) {
+      err << "triagectl: with --failing, --nightly only selects the entries whose test failed in "
+             "the runs: the nightly sweep's options and --recheck-skipped do not apply\n";
+      return kExitUsage;
+    }
+    return SelectFailedInNight(o, req, err);
+  }
   if (o.nightly.empty() && !o.recheck_skipped) {
     if (asked_options) {
       err << "triagectl: --confirm, --no-confirm, --max-device-hours, the PCC and run options, "
@@ -150,6 +160,48 @@ std::optional<int> UploadNightlyRuns(Client& client, const FarmOptions& o,
   grpc::Status st = writer->Finish();
   if (!st.ok()) return Error(err, client.Describe(st));
   req.set_nightly_upload(upload.upload_id());
+  return std::nullopt;
+}
+
+std::optional<int> SelectFailedInNight(const FarmOptions& o, v1::StartSweepRequest& req,
+                                       std::ostream& err) {
+  const std::set<std::string> archs = o.archs.empty()
+                                          ? std::set<std::string>{"n150"}
+                                          : std::set<std::string>(o.archs.begin(), o.archs.end());
+  std::set<std::string> failed;
+  for (const auto& path : o.nightly) {
+    auto run = nightly::ReadNightlyRun(path, {});
+    if (!run.ok()) {
+      err << "triagectl: --nightly: " << util::MessageOf(run.status()) << "\n";
+      return kExitUsage;
+    }
+    int here = 0;
+    for (const auto& r : run->records()) {
+      const bool failing = r.outcome() == v1::NightlyRecord::FAILED ||
+                           r.outcome() == v1::NightlyRecord::ERROR ||
+                           r.outcome() == v1::NightlyRecord::XFAILED;
+      if (!failing || (!r.arch().empty() && !archs.count(r.arch()))) continue;
+      here += failed.insert(r.key()).second;
+    }
+    err << "triagectl: nightly " << run->label() << ": " << run->records_size()
+        << " model test records, " << here << " more failed on " << util::StrJoin(archs, ", ")
+        << "\n";
+  }
+  v1::Selection& sel = *req.mutable_selection();
+  if (sel.keys_size() > 0) {
+    std::set<std::string> asked(sel.keys().begin(), sel.keys().end());
+    std::erase_if(failed, [&](const std::string& k) { return !asked.count(k); });
+  }
+  if (failed.empty()) {
+    err << "triagectl: --nightly: no model test failed in " << util::StrJoin(o.nightly, ", ")
+        << (sel.keys_size() > 0 ? " among the --keys" : "") << " on " << util::StrJoin(archs, ", ")
+        << ": nothing to select\n";
+    return kExitUsage;
+  }
+  sel.clear_keys();
+  for (const auto& k : failed) sel.add_keys(k);
+  err << "triagectl: --nightly: the sweep takes the failing entries among " << failed.size()
+      << " tests that failed\n";
   return std::nullopt;
 }
 

@@ -30,6 +30,15 @@ std::optional<int> AddNightlyOptions(const FarmOptions& o, v1::StartSweepRequest
 std::optional<int> UploadNightlyRuns(Client& client, const FarmOptions& o,
                                      v1::StartSweepRequest& req, std::ostream& err);
 
+// `sweep start --failing --nightly DIR …` (docs/remediation.md, "Selecting entries"): the runs
+// are read here, and the sweep takes the failing entries whose test failed in them (a record
+// FAILED, ERROR or XFAILED on one of the sweep's archs, or without an arch): their keys become the
+// selection's keys (intersected with --keys when given). No nightly sweep is started and no run
+// is uploaded. The exit code when a run cannot be read or nothing failed (said on err); nullopt
+// when req.selection holds the keys. Progress goes to err.
+std::optional<int> SelectFailedInNight(const FarmOptions& o, v1::StartSweepRequest& req,
+                                       std::ostream& err);
+
 // Reads an --issue-links file: a YAML or JSON mapping of a failure cluster's id or an entry's key
 // to a URL. The exit code on a bad file (said on err, naming the file and the line).
 std::optional<int> ReadIssueLinks(const std::string& path,

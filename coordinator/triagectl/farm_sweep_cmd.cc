@@ -266,6 +266,8 @@ absl::Status InFlags(const absl::Status& st, const FarmOptions& o, const v1::Sta
       {"selection.reason_regex", "--reason-regex"},
       {"selection.clusters", "--cluster"},
       {"selection.limit", "--limit"},
+      {"selection.shared_paths", "--shared-path"},
+      {"selection.no_fan_out", "--no-fan-out"},
       {"executor command", "--executor command"},
       {"playbooks", "--playbooks"},
       {"rules_yaml", "--rules"},
@@ -307,7 +309,7 @@ std::optional<int> CheckAndUpload(Client& client, const FarmOptions& o, v1::Star
 int RunSweepStart(Client& client, const FarmOptions& o, std::ostream& out, std::ostream& err) {
   v1::StartSweepRequest req;
   if (auto rc = BuildStartRequest(o, req, err)) return *rc;
-  if (!o.nightly.empty()) {
+  if (!o.nightly.empty() && !o.select.failing) {
     if (auto rc = CheckAndUpload(client, o, req, err)) return *rc;
   }
   auto sweep = client.Call<v1::StartSweepRequest, v1::Sweep>(&Stub::StartSweep, req,

@@ -279,6 +279,32 @@ absl::Status YamlUnits(const PlanInput& in, const std::string& path,
   return absl::OkStatus();
 }
 
+// A shared fix of a remediation sweep (report.json's shared_fixes, docs/remediation.md): the
+// entries it fixed own it, so it stays out with them, and they with it. false: file is no shared
+// fix ("tt-xla/<path>" or "tt_forge_models/<path>").
+bool SharedOwners(const json& report, const std::string& file, Unit& u) {
+  bool shared = false;
+  for (const auto& f : report.value("shared_fixes", json::array())) {
+    if (Str(f, "file") != file || !f.value("landed", false)) continue;
+    shared = true;
+    for (const auto& k : f.value("fixed", json::array())) u.owners.insert(k.get<std::string>());
+  }
+  if (shared) u.what = util::StrCat("the shared fix of ", file);
+  return shared;
+}
+
+// A tt-xla file that is not a test-config file: a shared fix, as a whole.
+void SharedTtXlaUnit(const std::string& path, const std::vector<diff::Hunk>& hunks,
+                     const json& report, std::vector<Unit>& units) {
+  Unit u;
+  u.file = path;
+  u.hunks = hunks;
+  if (!SharedOwners(report, util::StrCat("tt-xla/", path), u)) {
+    u.what = util::StrCat("the change of ", path);
+  }
+  units.push_back(std::move(u));
+}
+
 // The forge units of one file: a registry line per hunk of training_utils.py, a loader (or any
 // other file) as a whole.
 void ForgeUnits(const std::string& path, const std::vector<diff::Hunk>& hunks, const json& report,
@@ -312,6 +338,10 @@ void ForgeUnits(const std::string& path, const std::vector<diff::Hunk>& hunks, c
   u.forge = true;
   u.file = path;
   u.hunks = hunks;
+  if (SharedOwners(report, util::StrCat("tt_forge_models/", path), u)) {
+    units.push_back(std::move(u));
+    return;
+  }
   for (const auto& e : report["entries"]) {
     if (Str(e, "loader") == full) u.owners.insert(Str(e, "key"));
   }
@@ -345,6 +375,10 @@ absl::StatusOr<Plan> PlanLanding(const PlanInput& in) {
 
   std::vector<Unit> units;
   for (const auto& [path, hunks] : *yaml_files) {
+    if (!path.ends_with(".yaml") && !path.ends_with(".yml")) {
+      SharedTtXlaUnit(path, hunks, report, units);
+      continue;
+    }
     if (auto st = YamlUnits(in, path, hunks, entries, units); !st.ok()) return st;
   }
   for (const auto& [path, hunks] : *forge_files) ForgeUnits(path, hunks, report, units);

@@ -146,6 +146,20 @@ void AddSelectFlags(CLI::App* cmd, SelectFlags& flags) {
       ->check(CLI::NonNegativeNumber);
 }
 
+void AddRemediationFlags(CLI::App* cmd, SelectFlags& flags) {
+  cmd->add_option("--shared-path", flags.shared_paths,
+                  "--failing: a path outside the loader directories the commands may change, as "
+                  "tt-xla:<prefix> or tt_forge_models:<prefix> (a prefix ending in / is a "
+                  "directory; repeatable; default: tt-xla:python_package/, "
+                  "tt_forge_models:tools/, tt_forge_models:base.py, tt_forge_models:config.py; "
+                  "'none': no shared scope)")
+      ->needs("--failing");
+  cmd->add_flag("--no-fan-out", flags.no_fan_out,
+                "--failing: run every entry's command at once instead of one lead per failure "
+                "cluster first, its fix then verified on the cluster's other entries")
+      ->needs("--failing");
+}
+
 absl::StatusOr<v1::Selection> BuildSelection(const SelectFlags& flags) {
   v1::Selection sel;
   sel.set_failing(flags.failing);
@@ -157,6 +171,8 @@ absl::StatusOr<v1::Selection> BuildSelection(const SelectFlags& flags) {
   sel.set_reason_regex(flags.reason_regex);
   for (const std::string& c : flags.clusters) sel.add_clusters(c);
   sel.set_limit(flags.limit);
+  for (const std::string& p : flags.shared_paths) sel.add_shared_paths(p);
+  sel.set_no_fan_out(flags.no_fan_out);
   return sel;
 }
 

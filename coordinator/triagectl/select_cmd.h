@@ -26,9 +26,14 @@ struct SelectFlags {
   std::string reason_regex;
   std::vector<std::string> clusters;
   int limit = 0;
+  // sweep start --failing only (AddRemediationFlags): the shared scope and the fan-out.
+  std::vector<std::string> shared_paths;
+  bool no_fan_out = false;
 };
 
 void AddSelectFlags(CLI::App* cmd, SelectFlags& flags);
+// --shared-path and --no-fan-out (docs/remediation.md), for `sweep start`.
+void AddRemediationFlags(CLI::App* cmd, SelectFlags& flags);
 
 // The flags as a v1::Selection. A --keys value that names a readable file is read as keys, one
 // per line (blank lines and lines starting with '#' skipped; a pytest node id such as

@@ -22,13 +22,15 @@ namespace triage::testing {
 class FixtureFarmTest : public ::testing::Test {
  protected:
   // coordinator_args: the coordinator's further arguments (tick, heartbeat interval, ...).
-  explicit FixtureFarmTest(std::vector<std::string> coordinator_args)
-      : coordinator_args_(std::move(coordinator_args)) {}
+  // overlay: laid over the fixture (make-workspace.sh --overlay; empty: the fixture as it is).
+  explicit FixtureFarmTest(std::vector<std::string> coordinator_args,
+                           std::filesystem::path overlay = {})
+      : coordinator_args_(std::move(coordinator_args)), overlay_(std::move(overlay)) {}
 
   void SetUp() override {
     SetGitTestEnv();
     dir_ = tmp_.path();
-    repo_ = MakeFixtureRepo(dir_ / "src");
+    repo_ = MakeFixtureRepo(dir_ / "src", overlay_);
     ASSERT_FALSE(HasFailure());
     agent_port_ = FreePort();
     // Two calls may hand out the same just-freed port: the listeners need two.
@@ -133,6 +135,7 @@ class FixtureFarmTest : public ::testing::Test {
 
  private:
   std::vector<std::string> coordinator_args_;
+  std::filesystem::path overlay_;
 };
 #endif
 

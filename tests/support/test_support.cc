@@ -272,8 +272,13 @@ void MakeWorkspace(std::vector<std::string> args, const std::filesystem::path& d
 
 }  // namespace
 
-std::filesystem::path MakeFixtureRepo(const std::filesystem::path& dest) {
-  MakeWorkspace({dest.string()}, dest);
+std::filesystem::path MakeFixtureRepo(const std::filesystem::path& dest,
+                                      const std::filesystem::path& overlay) {
+  if (overlay.empty()) {
+    MakeWorkspace({dest.string()}, dest);
+  } else {
+    MakeWorkspace({"--overlay", overlay.string(), dest.string()}, dest);
+  }
   return dest / "tt-xla";
 }
 

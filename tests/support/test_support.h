@@ -133,8 +133,10 @@ std::filesystem::path MakeUnpackRepo(const std::filesystem::path& dir, int loade
 void WriteLoaderTool(const std::filesystem::path& path, const std::string& delay = "");
 // tests/fixtures/make-workspace.sh (docs/fixture.md): the ttxla-mini fixture as a tt-xla
 // repository with its tt_forge_models submodule, under dest (which must not exist or be empty).
-// Returns the tt-xla path; a failure is the calling test's.
-std::filesystem::path MakeFixtureRepo(const std::filesystem::path& dest);
+// Returns the tt-xla path; a failure is the calling test's. overlay: a directory laid over the
+// fixture first (make-workspace.sh --overlay; empty: none).
+std::filesystem::path MakeFixtureRepo(const std::filesystem::path& dest,
+                                      const std::filesystem::path& overlay = {});
 // make-workspace.sh --clone: a workspace of that repository at dest, its submodule checked out.
 std::filesystem::path CloneFixtureWorkspace(const std::filesystem::path& repo,
                                             const std::filesystem::path& dest);

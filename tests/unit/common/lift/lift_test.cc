@@ -233,6 +233,36 @@ TEST_F(LiftTest, ChangesOutsideTheShardAreFlaggedOrLeftForTheOwnershipCheck) {
   EXPECT_NE(owned.message().find("'tt-xla' (setup.py)"), std::string::npos) << owned;
 }
 
+// The shared scope of a remediation sweep (docs/remediation.md, "Shared fixes beyond the
+// loader"): a file under one of the shard's shared paths is an edit the ownership check accepts;
+// the same file without a shared path, or one beside it, is rejected as before.
+TEST_F(LiftTest, FilesInTheShardsSharedScopeAreSharedEditsTheOwnershipCheckAccepts) {
+  spec_.add_shared_paths("tt-xla:python_package/");
+  spec_.add_shared_paths("tt_forge_models:tools/");
+  const std::string ttxla =
+      diff::UnifiedDiff("python_package/tt_torch/backend.py", "x = 1\n", "x = 2\n");
+  const std::string forge = diff::UnifiedDiff("tools/utils.py", "y = 1\n", "y = 2\n");
+  v1::ShardResult r = Command(ttxla, forge);
+  LiftOutput out = Lift(spec_, r, files_);
+  EXPECT_TRUE(out.outside.empty()) << util::StrJoin(out.outside, ", ");
+  ASSERT_EQ(r.file_edits_size(), 2);
+  EXPECT_EQ(r.file_edits(0).repo(), "tt-xla");
+  EXPECT_EQ(r.file_edits(0).path(), "python_package/tt_torch/backend.py");
+  EXPECT_EQ(r.file_edits(1).repo(), "tt_forge_models");
+  EXPECT_TRUE(coord::CheckResultOwnership(spec_, r).ok()) << coord::CheckResultOwnership(spec_, r);
+
+  r = Command(diff::UnifiedDiff("python_package_other/x.py", "x = 1\n", "x = 2\n"), "");
+  out = Lift(spec_, r, files_);
+  EXPECT_EQ(out.outside, (std::vector<std::string>{"tt-xla/python_package_other/x.py"}));
+  EXPECT_FALSE(coord::CheckResultOwnership(spec_, r).ok());
+
+  spec_.clear_shared_paths();
+  r = Command("", forge);
+  out = Lift(spec_, r, files_);
+  EXPECT_EQ(out.outside, (std::vector<std::string>{"tt_forge_models/tools/utils.py"}));
+  EXPECT_FALSE(coord::CheckResultOwnership(spec_, r).ok());
+}
+
 TEST_F(LiftTest, WhatCannotBeReadIsFlaggedForReview) {
   // A diff that does not apply to the pinned file.
   const std::string stale =

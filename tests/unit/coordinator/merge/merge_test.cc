@@ -23,6 +23,7 @@
 #include "coordinator/core/sweep_outputs.h"
 #include "coordinator/merge/clusters.h"
 #include "coordinator/merge/makespan.h"
+#include "coordinator/merge/pr_text.h"
 #include "coordinator/merge/report.h"
 #include "coordinator/persistence/sqlite_store.h"
 #include "coordinator/planning/planner.h"
@@ -777,6 +778,113 @@ TEST(Merge, ACommandsLoaderEditsLandOnlyWithAnEntryChangeTheFarmAccepted) {
     EXPECT_NE(g->forge_patch.find(kLoaderB), std::string::npos);
     EXPECT_EQ(Joined(FindEntry(*g, kB)->review).find("not landed"), std::string::npos);
   }
+}
+
+// Shared fixes (docs/remediation.md): a cluster lead's edit of a shared helper lands once; a
+// follower that started from it and changed the helper further builds on it; a follower fixed by
+// it with no run carries no edit. The report counts the runs against the entries and lists the
+// shared fixes with the entries each fixed; the pull-request text lists them first.
+TEST(Merge, ASharedFixLandsOnceAndAFollowerBuildsOnIt) {
+  Sweep s;
+  s.archs = {"n150"};
+  const std::string helper = "tools/helper.py";
+  const std::string base = "def f():\n    return 1\n";
+  const std::string lead_text = "def f():\n    return 2\n";
+  const std::string follower_text = "def f():\n    return 2\n\n\ndef g():\n    return 3\n";
+  s.files.forge[helper] = base;
+  auto command_shard_of = [&](Sweep& in, const char* loader, const std::string& key) {
+    const std::string id = in.AddShard(loader, 1, "n150");
+    coord::ShardRecord& shard = in.shards.back();
+    shard.spec.set_executor("command");
+    v1::ShardEntry* se = shard.spec.add_entries();
+    se->set_key(key);
+    se->set_file(kYamlPath);
+    se->set_cluster("c-00000001");
+    return id;
+  };
+  auto command_shard = [&](const char* loader, const std::string& key) {
+    return command_shard_of(s, loader, key);
+  };
+  auto passed = [](const std::string& key, const std::string& check) {
+    v1::EntryOutcome o = Outcome(key, "n150", PassEdit(key));
+    o.set_command_check(check);
+    o.mutable_summary()->set_fingerprint("helper-bug");
+    return o;
+  };
+  const std::string lead = command_shard("b", kB);
+  v1::ShardResult r = WithOutcomes({passed(kB, "verified by the farm")});
+  *r.add_file_edits() = LoaderEdit(helper, base, lead_text, /*against_pinned=*/true);
+  r.set_command_runs(1);
+  s.AddResult(lead, r);
+  for (const auto& [loader, key] : {std::pair{"c", kC}, std::pair{"d", kD}}) {
+    const std::string id = command_shard(loader, key);
+    *s.shards.back().spec.add_pre_apply() = LoaderEdit(helper, base, lead_text, true);
+    s.shards.back().spec.mutable_fan_out()->set_lead_shard(lead);
+    v1::ShardResult f;
+    if (key == kC) {  // ran, and added to the helper on top of the lead's fix
+      f = WithOutcomes({passed(kC, "verified by the farm")});
+      *f.add_file_edits() = LoaderEdit(helper, base, follower_text, true);
+      f.set_command_runs(1);
+    } else {  // fixed by the lead's change, verified, no run
+      v1::EntryOutcome o = passed(kD, "verified by the farm: no command run");
+      o.clear_summary();
+      o.set_fixed_by(util::StrCat("shard ", lead));
+      f = WithOutcomes({o});
+    }
+    s.AddResult(id, f);
+  }
+  auto m = Merge(s.Input());
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_TRUE(m->conflicts.empty()) << Joined(m->conflicts);
+  EXPECT_NE(m->forge_patch.find("+def g():"), std::string::npos) << m->forge_patch;
+  EXPECT_NE(m->forge_patch.find("+    return 2"), std::string::npos) << m->forge_patch;
+  EXPECT_EQ(m->forge_patch.find("+    return 2"), m->forge_patch.rfind("+    return 2"));
+  ExpectPatchesApply(s.files, *m);
+  EXPECT_EQ(m->command_runs.runs, 2);
+  EXPECT_EQ(m->command_runs.entries, 3);
+  EXPECT_EQ(m->command_runs.without_run, 1);
+  ASSERT_EQ(m->shared_fixes.size(), 2u);
+  EXPECT_EQ(m->shared_fixes[0].file, "tt_forge_models/tools/helper.py");
+  EXPECT_EQ(m->shared_fixes[0].shard, lead);
+  EXPECT_EQ(m->shared_fixes[0].fingerprint, "helper-bug");
+  EXPECT_EQ(m->shared_fixes[0].cluster, "c-00000001");
+  EXPECT_EQ(m->shared_fixes[0].fixed, (std::vector<std::string>{kB, kD}));
+  EXPECT_TRUE(m->shared_fixes[0].landed);
+
+  // Two leads editing the helper differently, neither on top of the other: a conflict, and
+  // neither lands.
+  Sweep two;
+  two.archs = {"n150"};
+  two.files.forge[helper] = base;
+  two.AddResult(command_shard_of(two, "b", kB), r);
+  v1::ShardResult o = WithOutcomes({passed(kC, "verified by the farm")});
+  *o.add_file_edits() = LoaderEdit(helper, base, "def f():\n    return 7\n", true);
+  two.AddResult(command_shard_of(two, "c", kC), o);
+  auto c = Merge(two.Input());
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->conflicts.size(), 1u);
+  EXPECT_NE(c->conflicts[0].find("shared: tt_forge_models/tools/helper.py"), std::string::npos)
+      << c->conflicts[0];
+  EXPECT_EQ(c->forge_patch.find("helper.py"), std::string::npos) << c->forge_patch;
+  EXPECT_FALSE(c->shared_fixes[0].landed);
+
+  const BuiltReport report = ReportOf(s, *m, "", "command");
+  const nlohmann::json j = nlohmann::json::parse(report.json);
+  EXPECT_EQ(j["command_runs"], (nlohmann::json{{"runs", 2}, {"entries", 3}, {"without_run", 1}}));
+  EXPECT_EQ(j["shared_fixes"][0]["fixed"], (nlohmann::json{kB, kD}));
+  EXPECT_NE(report.markdown.find("2 command runs for 3 entries; 1 entry fixed by an earlier"),
+            std::string::npos)
+      << report.markdown;
+  auto pr = BuildPrText(j, PrRepo::kForge);
+  ASSERT_TRUE(pr.ok()) << pr.status();
+  const auto shared = pr->body.find("## Shared fixes");
+  ASSERT_NE(shared, std::string::npos) << pr->body;
+  EXPECT_LT(shared, pr->body.find("## Changes by kind"));
+  EXPECT_NE(pr->body.find(util::StrCat("`tools/helper.py` (shard ", lead,
+                                       ", fingerprint `helper-bug`): fixes 2 entries: `", kB,
+                                       "`, `", kD, "`")),
+            std::string::npos)
+      << pr->body;
 }
 
 // A command sweep's report groups its entries by the fingerprint the command reported, else by

@@ -5,6 +5,7 @@
 #include "coordinator/planning/selection.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -258,6 +259,112 @@ TEST(Selection, PlannedShardsOfAFailingSelectionArePerLoaderWithTheirClusters) {
   EXPECT_THAT(loaders, SizeIs(3));
 }
 
+// Fix once, verify many (docs/remediation.md): a cluster in three loaders is led by the loader
+// holding most of its entries; its entries in the other loaders move to follower shards that
+// wait for the lead's first shard; every entry is planned once per arch.
+constexpr const char* kCluster = R"yaml(test_config:
+  a/pytorch-X-single_device-inference:
+    status: KNOWN_FAILURE_XFAIL
+    reason: "RuntimeError: mat1 and mat2 shapes cannot be multiplied (1x64 and 192x4)"
+  other/pytorch-Y-single_device-inference:
+    status: KNOWN_FAILURE_XFAIL
+    reason: "Hang"
+  b/pytorch-X-single_device-inference:
+    status: KNOWN_FAILURE_XFAIL
+    reason: "RuntimeError: mat1 and mat2 shapes cannot be multiplied (1x64 and 192x4)"
+  b/pytorch-Y-single_device-inference:
+    status: KNOWN_FAILURE_XFAIL
+    reason: "RuntimeError: mat1 and mat2 shapes cannot be multiplied (1x64 and 192x4)"
+  c/pytorch-X-single_device-inference:
+    status: NOT_SUPPORTED_SKIP
+    reason: "RuntimeError: mat1 and mat2 shapes cannot be multiplied (1x64 and 192x4)"
+  c/pytorch-Z-single_device-inference:
+    status: KNOWN_FAILURE_XFAIL
+)yaml";
+
+TEST(Selection, AClusterAcrossLoadersIsLedByOneShardAndItsOtherEntriesFollow) {
+  testing::TempDir dir;
+  const auto inv = Load(dir, {{kTorchInference, kCluster}});
+  const Selector failing = Compile(Failing());
+  PlanOptions options;
+  options.archs = {"n150", "p150"};
+  options.executor = "command";
+  options.selector = &failing;
+  const Plan plan = PlanSweep(inv, playbooks::DefaultClassifier(), options, "sw", "a", "b");
+  ASSERT_THAT(plan.entries, SizeIs(6));
+  const std::string cluster = junit::ClusterIdOfReason(
+      "RuntimeError: mat1 and mat2 shapes cannot be multiplied (1x64 and 192x4)");
+  std::map<std::string, const ShardRecord*> by_id;
+  for (const auto& s : plan.shards) by_id[s.id] = &s;
+  std::map<std::string, int> planned;  // key + arch -> times
+  std::string lead;
+  std::set<std::string> followers;
+  for (const auto& s : plan.shards) {
+    for (const auto& e : s.spec.entries()) ++planned[e.key() + " " + s.spec.arch()];
+    EXPECT_THAT(s.spec.shared_paths(),
+                ElementsAre("tt-xla:python_package/", "tt_forge_models:tools/",
+                            "tt_forge_models:base.py", "tt_forge_models:config.py"));
+    if (!s.spec.has_fan_out()) continue;
+    // A follower: the first phase on n150, waiting for the lead's first shard on n150.
+    EXPECT_EQ(s.spec.arch(), "n150");
+    EXPECT_EQ(s.state, ShardState::kWaiting);
+    EXPECT_EQ(s.depends_on, s.spec.fan_out().lead_shard());
+    EXPECT_EQ(s.spec.fan_out().cluster(), cluster);
+    for (const auto& e : s.spec.entries()) EXPECT_EQ(e.cluster(), cluster) << e.key();
+    followers.insert(s.spec.loader());
+    lead = s.spec.fan_out().lead_shard();
+  }
+  for (const auto& [id, n] : planned) EXPECT_EQ(n, 1) << id;
+  EXPECT_THAT(planned, SizeIs(12));
+  // b holds two of the cluster's entries: it leads; a's and c's follow, c's other entry stays.
+  ASSERT_TRUE(by_id.count(lead)) << lead;
+  EXPECT_THAT(by_id[lead]->spec.loader(), HasSubstr("/b/"));
+  EXPECT_EQ(by_id[lead]->spec.entries_size(), 2);
+  EXPECT_THAT(followers, SizeIs(2));
+  for (const auto& s : plan.shards) {
+    const bool follows =
+        s.spec.has_fan_out() || (!s.depends_on.empty() && by_id[s.depends_on]->spec.has_fan_out());
+    if (follows || s.spec.loader().find("/c/") == std::string::npos) continue;
+    ASSERT_EQ(s.spec.entries_size(), 1);
+    EXPECT_EQ(s.spec.entries(0).key(), "c/pytorch-Z-single_device-inference");
+  }
+
+  // --no-fan-out: one shard per loader and arch, none waiting on another loader's.
+  v1::Selection alone = Failing();
+  alone.set_no_fan_out(true);
+  alone.add_shared_paths("none");
+  const Selector no_fan_out = Compile(alone);
+  options.selector = &no_fan_out;
+  const Plan flat = PlanSweep(inv, playbooks::DefaultClassifier(), options, "sw", "a", "b");
+  EXPECT_THAT(flat.shards, SizeIs(8));
+  for (const auto& s : flat.shards) {
+    EXPECT_FALSE(s.spec.has_fan_out());
+    EXPECT_THAT(s.spec.shared_paths(), IsEmpty());
+  }
+}
+
+TEST(Selection, SharedPathsAreCheckedAndBelongToAFailingSelection) {
+  auto refused = [](std::vector<std::string> paths, bool failing = true) {
+    v1::Selection s;
+    s.set_failing(failing);
+    for (auto& p : paths) s.add_shared_paths(p);
+    auto c = Selector::Compile(s);
+    return c.ok() ? std::string() : std::string(c.status().message());
+  };
+  EXPECT_EQ(refused({"tt-xla:python_package/", "tt_forge_models:tools/utils.py"}), "");
+  EXPECT_THAT(refused({"python_package/"}), HasSubstr("write it as tt-xla:<path>"));
+  EXPECT_THAT(refused({"tt-mlir:lib/"}), HasSubstr("neither tt-xla nor tt_forge_models"));
+  EXPECT_THAT(refused({"tt-xla:tests/runner/"}), HasSubstr("never shared scope"));
+  EXPECT_THAT(refused({"tt-xla:tests/"}), HasSubstr("never shared scope"));
+  EXPECT_THAT(refused({"tt-xla:"}), HasSubstr("relative"));
+  EXPECT_THAT(refused({"tt-xla:/etc/"}), HasSubstr("relative"));
+  EXPECT_THAT(refused({"tt_forge_models:../x/"}), HasSubstr("relative"));
+  EXPECT_THAT(refused({"tt_forge_models:training_utils.py"}), HasSubstr("registry"));
+  EXPECT_THAT(refused({"tt-xla:.github/workflows/"}), HasSubstr("CI"));
+  EXPECT_THAT(refused({"none", "tt-xla:python_package/"}), HasSubstr("'none'"));
+  EXPECT_THAT(refused({"tt-xla:python_package/"}, false), HasSubstr("only a failing selection"));
+}
+
 // tt-xla's own files: every entry failing on n150 (the tensor-parallel ones on n300-llmbox) is
 // taken but the key defined in two files; the jax file holding that key keeps its other
 // entries; a limit takes whole clusters, largest first.
@@ -312,6 +419,42 @@ TEST(Selection, RealTtXlaEveryFailingEntryButTheDuplicatedKey) {
   EXPECT_GE(smallest_taken, largest_left);
   for (const auto& e : top.entries)
     EXPECT_FALSE(e.shard_entry.cluster().empty()) << e.shard_entry.key();
+
+  // The fan-out on the real files: every taken entry planned once; the clusters spanning
+  // loaders have one lead each, and their other entries wait in follower shards.
+  const Selector failing = Compile(Failing());
+  PlanOptions options;
+  options.archs = {"n150"};
+  options.executor = "command";
+  options.selector = &failing;
+  const Plan plan = PlanSweep(*inv, playbooks::DefaultClassifier(), options, "sw", "a", "b");
+  std::map<std::string, int> planned;
+  std::map<std::string, std::set<std::string>> leads;  // cluster -> its lead shards
+  std::set<std::string> lead_shards;
+  int followers = 0, follower_entries = 0;
+  for (const auto& s : plan.shards) {
+    for (const auto& e : s.spec.entries()) ++planned[e.file() + "\n" + e.key()];
+    if (!s.spec.has_fan_out()) continue;
+    ++followers;
+    follower_entries += s.spec.entries_size();
+    leads[s.spec.fan_out().cluster()].insert(s.spec.fan_out().lead_shard());
+    lead_shards.insert(s.spec.fan_out().lead_shard());
+  }
+  EXPECT_EQ(static_cast<int>(planned.size()), expected);
+  for (const auto& [id, n] : planned) EXPECT_EQ(n, 1) << id;
+  for (const auto& [cluster, shards] : leads) EXPECT_EQ(shards.size(), 1u) << cluster;
+  EXPECT_GT(followers, 100);
+  v1::Selection flat_selection = Failing();
+  flat_selection.set_no_fan_out(true);
+  const Selector flat_selector = Compile(flat_selection);
+  options.selector = &flat_selector;
+  const Plan flat = PlanSweep(*inv, playbooks::DefaultClassifier(), options, "sw", "a", "b");
+  std::printf(
+      "fan-out on tt-xla's main (n150): %d entries in %zu shards (%zu without the "
+      "fan-out); %zu clusters span loaders, led by %zu shards; %d follower shards hold %d "
+      "entries\n",
+      expected, plan.shards.size(), flat.shards.size(), leads.size(), lead_shards.size(), followers,
+      follower_entries);
 }
 
 }  // namespace

@@ -90,6 +90,55 @@ TEST(PlanLanding, AtTheSweepsCommitsEverythingLands) {
   EXPECT_TRUE(p.left_out.empty());
 }
 
+// A remediation sweep's shared fixes (docs/remediation.md): a helper file serves the entries it
+// fixed, lands with them and stays out with them; a shared tt-xla file is a whole-file unit, not
+// YAML.
+TEST(PlanLanding, ASharedFixLandsWithTheEntriesItFixedAndStaysOutWithThem) {
+  Sweep s = MakeSweep({{"a/pytorch-A", "a/pytorch"}, {"b/pytorch-B", "b/pytorch"}});
+  const std::string helper = "tools/h.py", package = "python_package/backend.py";
+  s.forge_before[helper] = "x = 1\n";
+  s.forge_after[helper] = "x = 2\n";
+  s.forge_patch += diff::UnifiedDiff(helper, "x = 1\n", "x = 2\n", {.index_line = true});
+  s.ttxla_patch += diff::UnifiedDiff(package, "y = 1\n", "y = 2\n", {.index_line = true});
+  s.report["shared_fixes"] = json::array(
+      {{{"file", "tt_forge_models/tools/h.py"}, {"fixed", {"a/pytorch-A"}}, {"landed", true}},
+       {{"file", "tt-xla/python_package/backend.py"},
+        {"fixed", {"a/pytorch-A"}},
+        {"landed", true}}});
+  PlanInput in;
+  in.ttxla_patch = s.ttxla_patch;
+  in.forge_patch = s.forge_patch;
+  in.report = &s.report;
+  const auto ttxla = Files({{kYaml, s.yaml_before}, {package, "y = 1\n"}});
+  in.ttxla_at_sweep = ttxla;
+  in.ttxla_target = ttxla;
+  in.forge_target = Files(s.forge_before);
+  auto all = PlanLanding(in);
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(all->forge.size(), 2u);
+  ASSERT_EQ(all->ttxla.size(), 2u);
+  EXPECT_EQ(all->ttxla[0].path, package);
+  EXPECT_EQ(all->ttxla[0].text, "y = 2\n");
+  // Without the entry it fixed, neither shared fix lands.
+  in.excluded = {{"a/pytorch-A", "--exclude"}};
+  auto without = PlanLanding(in);
+  ASSERT_TRUE(without.ok()) << without.status();
+  ASSERT_EQ(without->forge.size(), 1u);
+  EXPECT_EQ(without->forge[0].path, "b/pytorch/loader.py");
+  ASSERT_EQ(without->ttxla.size(), 1u);
+  EXPECT_EQ(without->ttxla[0].path, kYaml);
+  // A helper that no longer applies leaves out the entries it fixed.
+  in.excluded.clear();
+  in.forge_target =
+      Files({{helper, "x = 9\n"}, {"b/pytorch/loader.py", s.forge_before["b/pytorch/loader.py"]}});
+  auto moved = PlanLanding(in);
+  ASSERT_TRUE(moved.ok()) << moved.status();
+  ASSERT_EQ(moved->left_out.count("a/pytorch-A"), 1u);
+  EXPECT_NE(moved->left_out.at("a/pytorch-A").find("the shared fix of tt_forge_models/tools/h.py"),
+            std::string::npos)
+      << moved->left_out.at("a/pytorch-A");
+}
+
 TEST(PlanLanding, AnEntryEditedUpstreamIsLeftOutWithTheLoaderOnlyItNeeded) {
   const Sweep s = MakeSweep({{"a/pytorch-A", "a/pytorch"}, {"b/pytorch-B", "b/pytorch"}});
   std::string later = s.yaml_before;
