@@ -47,37 +47,9 @@ class CommandVerifySweepTest : public testing::FixtureFarmTest {
   // select: the selection flags (default: the dtype_bfloat16 playbook's entries).
   json Sweep(const std::vector<std::string>& extra,
              const std::vector<std::string>& select = {"--playbooks", "dtype_bfloat16"}) {
-    std::vector<std::string> args = {
-        "sweep",
-        "start",
-        "--repo",
-        repo_.string(),
-        "--arch",
-        "n150",
-        "--executor",
-        "command",
-        "--command",
-        json::array({"/usr/bin/python3", kSrc + "/tests/fixtures/coding_agent_standin.py",
-                     "{workspace}", "{key}"})
-            .dump(),
-        "--per",
-        "entry",
-        "--reason",
-        "e2e: command verified by the farm",
-        "-o",
-        "json"};
-    args.insert(args.end(), select.begin(), select.end());
+    std::vector<std::string> args = select;
     args.insert(args.end(), extra.begin(), extra.end());
-    std::string out;
-    EXPECT_EQ(Ctl(args, &out), 0) << out;
-    const std::string id = json::parse(out, nullptr, false).value("id", "");
-    EXPECT_FALSE(id.empty()) << out;
-    if (id.empty()) return {};
-    EXPECT_EQ(Ctl({"sweep", "watch", id}, &out), 0)
-        << out << testing::ReadFileOrDie(dir_ / "coordinator.log");
-    EXPECT_EQ(Ctl({"sweep", "report", id, "--out", (dir_ / "out").string()}, &out), 0) << out;
-    EXPECT_EQ(Ctl({"sweep", "patch", id, "--out", (dir_ / "out").string()}, &out), 0) << out;
-    return json::parse(testing::ReadFileOrDie(dir_ / "out/report.json"), nullptr, false);
+    return StandinSweep(args, "e2e: command verified by the farm");
   }
 
   // The value at a JSON pointer ("/verdicts/n150/verdict"); null when absent.

@@ -47,49 +47,10 @@ class RemediationSweepTest : public testing::FixtureFarmTest {
           "--keys",
           util::StrJoin(std::vector<std::string>{kPatch, kMixer, kPool, kGather, kSpeech}, ",")};
     }
-    std::vector<std::string> args = {
-        "sweep",
-        "start",
-        "--repo",
-        repo_.string(),
-        "--arch",
-        "n150",
-        "--executor",
-        "command",
-        "--command",
-        json::array({"/usr/bin/python3", kSrc + "/tests/fixtures/coding_agent_standin.py",
-                     "{workspace}", "{key}"})
-            .dump(),
-        "--per",
-        "entry",
-        "--reason",
-        "e2e: remediation",
-        "--failing",
-        "-o",
-        "json"};
+    std::vector<std::string> args = {"--failing"};
     args.insert(args.end(), select.begin(), select.end());
     args.insert(args.end(), extra.begin(), extra.end());
-    std::string out;
-    EXPECT_EQ(Ctl(args, &out), 0) << out;
-    // The sweep object, after what triagectl said on stderr (the nightly runs it read).
-    const json started = JsonIn(out);
-    id_ = started.is_object() ? started.value("id", "") : "";
-    EXPECT_FALSE(id_.empty()) << out;
-    if (id_.empty()) return {};
-    EXPECT_EQ(Ctl({"sweep", "watch", id_}, &out), 0)
-        << out << testing::ReadFileOrDie(dir_ / "coordinator.log");
-    events_ = out;
-    const std::string dir = (dir_ / "out").string();
-    EXPECT_EQ(Ctl({"sweep", "report", id_, "--out", dir}, &out), 0) << out;
-    EXPECT_EQ(Ctl({"sweep", "patch", id_, "--out", dir}, &out), 0) << out;
-    return json::parse(testing::ReadFileOrDie(dir_ / "out/report.json"), nullptr, false);
-  }
-
-  // The JSON object in a command's output, whatever it said on stderr around it.
-  static json JsonIn(const std::string& out) {
-    const std::size_t first = out.find('{'), last = out.rfind('}');
-    if (first == std::string::npos || last == std::string::npos) return json();
-    return json::parse(out.substr(first, last - first + 1), nullptr, false);
+    return StandinSweep(args, "e2e: remediation", &id_, &events_);
   }
 
   static std::map<std::string, json> ByKey(const json& report) {

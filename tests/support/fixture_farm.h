@@ -102,6 +102,54 @@ class FixtureFarmTest : public ::testing::Test {
     return RunCtl(control_port_, std::move(args), dir_, out);
   }
 
+  // The JSON object in a command's output, whatever the command said on stderr around it.
+  static nlohmann::json JsonIn(const std::string& out) {
+    const std::size_t first = out.find('{'), last = out.rfind('}');
+    if (first == std::string::npos || last == std::string::npos || last < first) return {};
+    return nlohmann::json::parse(out.substr(first, last - first + 1), nullptr, false);
+  }
+
+  // A command sweep on n150 through the stand-in coding agent (tests/fixtures/
+  // coding_agent_standin.py, once per entry), with `args` (selection and other flags) after its
+  // own; waits for it, writes its report and patches to out/ and returns report.json (null on a
+  // failure, which the test has). *id: the sweep's id; *watched: what `sweep watch` printed.
+  nlohmann::json StandinSweep(const std::vector<std::string>& args, const std::string& reason,
+                              std::string* id = nullptr, std::string* watched = nullptr) {
+    const std::string standin =
+        std::string(TRIAGE_SOURCE_DIR) + "/tests/fixtures/coding_agent_standin.py";
+    std::vector<std::string> start = {
+        "sweep",
+        "start",
+        "--repo",
+        repo_.string(),
+        "--arch",
+        "n150",
+        "--executor",
+        "command",
+        "--command",
+        nlohmann::json::array({"/usr/bin/python3", standin, "{workspace}", "{key}"}).dump(),
+        "--per",
+        "entry",
+        "--reason",
+        reason,
+        "-o",
+        "json"};
+    start.insert(start.end(), args.begin(), args.end());
+    std::string out;
+    EXPECT_EQ(Ctl(start, &out), 0) << out;
+    const nlohmann::json started = JsonIn(out);
+    const std::string sweep = started.is_object() ? started.value("id", "") : "";
+    EXPECT_FALSE(sweep.empty()) << out;
+    if (id != nullptr) *id = sweep;
+    if (sweep.empty()) return {};
+    EXPECT_EQ(Ctl({"sweep", "watch", sweep}, &out), 0)
+        << out << ReadFileOrDie(dir_ / "coordinator.log");
+    if (watched != nullptr) *watched = out;
+    EXPECT_EQ(Ctl({"sweep", "report", sweep, "--out", (dir_ / "out").string()}, &out), 0) << out;
+    EXPECT_EQ(Ctl({"sweep", "patch", sweep, "--out", (dir_ / "out").string()}, &out), 0) << out;
+    return nlohmann::json::parse(ReadFileOrDie(dir_ / "out/report.json"), nullptr, false);
+  }
+
   // Starts one agent per arch of archs ("cpu" included), named <prefix>-<arch>, and waits until
   // they are registered (the coordinator plans probe phases for a cpu agent it knows).
   void StartFixtureAgents(const std::string& prefix, const std::string& executor,

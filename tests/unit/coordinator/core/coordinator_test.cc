@@ -1180,6 +1180,71 @@ TEST_F(CoordinatorTest, SecondArchVerifiesWithTheFirstArchsEditsPreApplied) {
   EXPECT_EQ(coord_->GetSweep("sw-0001")->state(), "succeeded");
 }
 
+// Fix once, verify many and the shared scope's conflict rule (docs/remediation.md), through the
+// front door: a --failing command sweep of the training file. a's two entries and b's share a
+// failure cluster: a leads, b's shard waits for it and is released with a's shared helper edit
+// pre-applied; c's result then changes the same helper differently and runs again on top of it.
+TEST_F(CoordinatorTest, AClustersFollowerGetsTheLeadsSharedFixAndADifferentEditRunsAgainOnTop) {
+  RegisterAgent("n", "n150", false, {"command"});
+  v1::StartSweepRequest req;
+  req.set_repo_path("/fake/tt-xla");
+  req.set_executor("command");
+  (*req.mutable_params())["command"] = R"(["fix","{key}"])";
+  req.set_reason("test");
+  req.mutable_selection()->set_failing(true);
+  ASSERT_TRUE(coord_->StartSweep(req, operator_).ok());
+  v1::ListShardsRequest waiting;
+  waiting.set_state("waiting");
+  auto rows = coord_->ListShards(waiting);
+  ASSERT_EQ(rows->size(), 1u) << "b's entry follows a's";
+
+  auto edit = [](const std::string& diff) {
+    v1::FileEdit fe;
+    fe.set_repo("tt_forge_models");
+    fe.set_path("tools/h.py");
+    fe.set_diff(diff);
+    fe.set_against_pinned(true);
+    return fe;
+  };
+  const v1::FileEdit first = edit("--- a/tools/h.py\n+++ b/tools/h.py\n@@ -1 +1 @@\n-x\n+y\n");
+  const v1::FileEdit other = edit("--- a/tools/h.py\n+++ b/tools/h.py\n@@ -1 +1 @@\n-x\n+z\n");
+  std::map<std::string, v1::LeaseResponse> leases;
+  for (int i = 0; i < 2; ++i) {
+    auto l = LeaseNow("n");
+    ASSERT_TRUE(l.granted());
+    leases[l.shard().loader().substr(28, 1)] = l;
+  }
+  ASSERT_TRUE(leases.count("a") && leases.count("c"));
+  v1::ShardResult lead = Succeeded(leases["a"].shard());
+  for (auto& o : *lead.mutable_entries()) o.set_command_check("verified by the farm");
+  *lead.add_file_edits() = first;
+  ASSERT_TRUE(CompleteLease("n", leases["a"], lead).accepted());
+
+  auto follower = LeaseNow("n");
+  ASSERT_TRUE(follower.granted());
+  EXPECT_THAT(follower.shard().loader(), HasSubstr("/b/"));
+  EXPECT_TRUE(follower.shard().fan_out().lead_fixed());
+  ASSERT_EQ(follower.shard().pre_apply_size(), 1);
+  EXPECT_EQ(follower.shard().pre_apply(0).diff(), first.diff());
+  ASSERT_TRUE(CompleteLease("n", follower, Succeeded(follower.shard())).accepted());
+
+  // c changed the helper beside a's accepted edit: not recorded, c runs again on top of it.
+  v1::ShardResult beside = Succeeded(leases["c"].shard());
+  *beside.add_file_edits() = other;
+  ASSERT_TRUE(CompleteLease("n", leases["c"], beside).accepted());
+  auto again = LeaseNow("n");
+  ASSERT_TRUE(again.granted()) << "given back, not backed off";
+  EXPECT_EQ(again.shard().shard_id(), leases["c"].shard().shard_id());
+  ASSERT_EQ(again.shard().pre_apply_size(), 1);
+  EXPECT_EQ(again.shard().pre_apply(0).diff(), first.diff());
+  // Made on top of a's edit now: recorded, and the sweep ends.
+  v1::ShardResult on_top = Succeeded(again.shard());
+  *on_top.add_file_edits() =
+      edit("--- a/tools/h.py\n+++ b/tools/h.py\n@@ -1 +1,2 @@\n-x\n+y\n+z\n");
+  ASSERT_TRUE(CompleteLease("n", again, on_top).accepted());
+  EXPECT_EQ(coord_->GetSweep("sw-0001")->state(), "succeeded");
+}
+
 TEST_F(CoordinatorTest, CpuOnlyAgentsTakeProbePhases) {
   CpuAndDeviceAgent();
   Start({"n150"}, 0, "", {"dtype_bfloat16"});
