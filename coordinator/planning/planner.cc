@@ -125,29 +125,34 @@ std::vector<Group> FanOutClusters(std::vector<Group> groups) {
   std::vector<int> renumbered(groups.size(), -1);
   std::vector<Group> followers;  // lead as an old index until renumbered
   for (std::size_t g = 0; g < groups.size(); ++g) {
-    Group kept = groups[g];
-    kept.entries.clear();
-    kept.expected = 0;
+    // Each part keeps its own entries' seconds and test-config files.
+    auto empty_like = [&groups, g]() {
+      Group part = groups[g];
+      part.entries.clear();
+      part.expected = 0;
+      part.files.clear();
+      return part;
+    };
+    auto add = [](Group& part, const v1::ShardEntry& e) {
+      part.entries.push_back(e);
+      part.expected += e.expected_seconds();
+      part.files.insert(e.file());
+    };
+    Group kept = empty_like();
     std::map<std::string, std::size_t> mine;  // cluster -> index in followers
-    const double per_entry =
-        groups[g].entries.empty() ? 0 : groups[g].expected / groups[g].entries.size();
     for (const auto& e : groups[g].entries) {
       auto l = lead.find(e.cluster());
       if (groups[g].tensor_parallel || l == lead.end() || l->second == g) {
-        kept.entries.push_back(e);
-        kept.expected += per_entry;
+        add(kept, e);
         continue;
       }
       auto [at, fresh] = mine.try_emplace(e.cluster(), followers.size());
       if (fresh) {
-        Group& f = followers.emplace_back(groups[g]);
-        f.entries.clear();
-        f.expected = 0;
+        Group& f = followers.emplace_back(empty_like());
         f.lead = static_cast<int>(l->second);
         f.cluster = e.cluster();
       }
-      followers[at->second].entries.push_back(e);
-      followers[at->second].expected += per_entry;
+      add(followers[at->second], e);
     }
     if (!kept.entries.empty()) {
       renumbered[g] = static_cast<int>(out.size());
