@@ -7,6 +7,7 @@
 #include "nlohmann/json.hpp"
 
 #include "agent/executor/command_verify.h"
+#include "agent/executor/shared_wave.h"
 #include "agent/workspace/workspace.h"
 #include "common/command/command_params.h"
 #include "common/command/shared_scope.h"
@@ -272,6 +273,15 @@ absl::StatusOr<v1::ShardResult> CommandExecutor::Run(ExecContext& ctx) {
         "(triage_pytest_plugin.py)");
   }
 
+  if (spec.params().count(std::string(command::kWaveParam))) {
+    // A shared fix's wave (agent/executor/shared_wave.h): checks only, no command runs.
+    if (!verify) {
+      return absl::FailedPreconditionError("a shared fix's wave verifies on a device: verify off");
+    }
+    return RunSharedWave(ctx, [&](const std::vector<const v1::ShardEntry*>& entries) {
+      return VerifyEntries(ctx, scripts, entries);
+    });
+  }
   v1::ShardResult result;
   result.set_status(v1::ShardResult::SUCCEEDED);
   // Fix once, verify many (docs/remediation.md): entries an earlier change fixed, verified by

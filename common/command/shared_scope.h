@@ -26,6 +26,10 @@ inline constexpr std::string_view kDefaultSharedPaths[] = {
     "tt_forge_models:config.py",
 };
 
+// The executor parameter of a shared fix's wave shard (docs/remediation.md, "The shared fix's
+// wave"; coordinator/planning/shared_wave.h): set by the coordinator, never by a sweep.
+inline constexpr std::string_view kWaveParam = "wave";
+
 // The value that turns the shared scope off (`--shared-path none`).
 inline constexpr std::string_view kNoSharedPaths = "none";
 

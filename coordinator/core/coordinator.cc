@@ -14,6 +14,7 @@
 #include "common/util/strings.h"
 #include "coordinator/core/attempt_log.h"
 #include "coordinator/planning/fan_out.h"
+#include "coordinator/planning/shared_wave.h"
 #include "coordinator/planning/waves.h"
 #include "coordinator/scheduling/result_check.h"
 
@@ -508,6 +509,13 @@ void Coordinator::CascadeLocked(const ShardRecord& ended, const v1::ShardResult*
     if (d.state != ShardState::kWaiting) continue;
     ShardRecord u = d;
     const TimePoint now = clock_->Now();
+    if (u.spec.fan_out().lead_shard() == ended.id && IsWaveShard(u.spec)) {
+      // The wave over what the lead's shared fix can affect (docs/remediation.md).
+      std::string line = ReleaseWave(ended, result, u, now);
+      if (events != nullptr) events->push_back(std::move(line));
+      out.push_back(u);
+      continue;
+    }
     if (u.spec.fan_out().lead_shard() == ended.id) {
       // A cluster's follower (docs/remediation.md, "Fix once, verify many"): released by its
       // lead whatever the lead's end; a lead that failed or was cancelled costs it no run.

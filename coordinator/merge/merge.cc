@@ -628,6 +628,13 @@ absl::StatusOr<MergeOutput> Merge(const MergeInput& input) {
   }
   st.results = LatestResultsInOrder(input);
   st.entries = DecideEntries(st.results);
+  {
+    std::vector<CommandWork> work;
+    for (const auto& r : st.results) work.push_back({r.shard, r.record, true});
+    std::map<EntryId, EntryMerge*> merged;
+    for (auto& [id, a] : st.entries) merged[id] = &a.m;
+    HoldBackBrokenSharedFixes(input.shards, work, merged, st.rejected, st.out);
+  }
   DropRejectedCommandEdits(st);
   if (absl::Status s = MergeYaml(st); !s.ok()) return s;
   if (absl::Status s = MergeRegistryLines(st); !s.ok()) return s;

@@ -67,6 +67,15 @@ struct SharedFix {
   // pre-applied and no command run (fixed_by "shard <lead>"), by key.
   std::vector<std::string> fixed;
   bool landed = false;  // in the patch (false: a conflict or its result did not land)
+  // Its wave (docs/remediation.md, "The shared fix's wave"): the entries checked with it, by
+  // key ("selected" ones of the sweep, "passing" ones of the sample), those of the passing ones
+  // that failed with it ("key (verdict: reason)": the fix was held back), the candidates whose
+  // loaders import none of its files. wave_shard "" = no wave ran (none was planned, or it has
+  // no result).
+  std::string wave_shard;
+  std::vector<std::string> wave_selected, wave_passing, wave_broke;
+  std::vector<std::string> wave_selected_pass;  // of wave_selected: those that passed with it
+  int wave_not_affected = 0;
 };
 
 // Agent runs against entries of a command sweep (docs/remediation.md, "Fix once, verify many").

@@ -226,6 +226,22 @@ std::string ShortKind(const std::string& title) {
 
 bool Changed(const json& e) { return e.contains("outcome") && e["outcome"].is_object(); }
 
+// What a shared fix's wave checked, as its PR line ends.
+std::string WaveLine(const json& f) {
+  const json w = f.value("wave", json());
+  if (!w.is_object()) return "; no wave checked what else it can affect";
+  const std::size_t checked =
+      w.value("passing", json::array()).size() + w.value("selected", json::array()).size();
+  if (checked == 0) {
+    return util::StrCat("; its wave (shard ", Str(w, "shard"),
+                        ") found no other loader importing it");
+  }
+  return util::StrCat("; its wave (shard ", Str(w, "shard"), ") found ",
+                      w.value("passing", json::array()).size(), " passing and ",
+                      w.value("selected", json::array()).size(),
+                      " other selected entries importing it unbroken");
+}
+
 // A command sweep's shared fixes in this repository (report.json's shared_fixes, those that
 // landed), listed before the per-entry changes: each fixes several entries at once
 // (docs/remediation.md, "Shared fixes beyond the loader").
@@ -241,7 +257,7 @@ std::string SharedFixesSection(const json& report, std::string_view repo) {
         &lines, "- ", Code(file.substr(repo.size())), " (shard ", Str(f, "shard"),
         Str(f, "fingerprint").empty() ? "" : ", fingerprint " + Code(Str(f, "fingerprint")),
         "): fixes ", keys.size(), " entr", keys.size() == 1 ? "y" : "ies",
-        keys.empty() ? "" : ": " + util::StrJoin(keys, ", "), "\n");
+        keys.empty() ? "" : ": " + util::StrJoin(keys, ", "), WaveLine(f), "\n");
   }
   if (lines.empty()) return "";
   return "\n## Shared fixes\n\nChanges outside a loader directory that fix several entries at "

@@ -57,8 +57,14 @@ json RemediationJson(const json& entries) {
     // Held by value: items() of a temporary would outlive it.
     const json outcomes = e.value("arch_outcomes", json::object());
     const json verdicts = e.value("verdicts", json::object());
-    bool failing = false;
-    for (const auto& [arch, o] : outcomes.items()) failing |= Failing(o);
+    // An entry the patch leaves as it was (no outcome written) stays failing: a remediation
+    // sweep selects failing entries.
+    bool failing = false, written = false;
+    for (const auto& [arch, o] : outcomes.items()) {
+      written |= o.is_object();
+      failing |= Failing(o);
+    }
+    failing |= !written;
     if (!failing) ++g.fixed;
     for (const auto& [arch, v] : verdicts.items()) {
       if (!v.contains("summary")) continue;
@@ -114,9 +120,29 @@ json SharedFixesJson(const std::vector<SharedFix>& fixes) {
                    {"fingerprint", f.fingerprint.empty() ? json(nullptr) : json(f.fingerprint)},
                    {"cluster", f.cluster.empty() ? json(nullptr) : json(f.cluster)},
                    {"fixed", f.fixed},
-                   {"landed", f.landed}});
+                   {"landed", f.landed},
+                   {"wave", f.wave_shard.empty() ? json(nullptr)
+                                                 : json{{"shard", f.wave_shard},
+                                                        {"selected", f.wave_selected},
+                                                        {"selected_pass", f.wave_selected_pass},
+                                                        {"passing", f.wave_passing},
+                                                        {"broke", f.wave_broke},
+                                                        {"not_affected", f.wave_not_affected}}}});
   }
   return out;
+}
+
+// One shared fix's wave in a cell: what it checked and what failed with the fix.
+std::string WaveMd(const SharedFix& f) {
+  if (f.wave_shard.empty()) return "none";
+  std::string cell =
+      util::StrCat(f.wave_shard, ": ", f.wave_passing.size(), " passing, ", f.wave_selected.size(),
+                   " selected checked (", f.wave_selected_pass.size(), " of these pass), ",
+                   f.wave_not_affected, " not importing it");
+  if (!f.wave_broke.empty()) {
+    util::StrAppend(&cell, "; failed with it: ", util::StrJoin(f.wave_broke, "; "));
+  }
+  return cell;
 }
 
 std::string CommandWorkMd(const CommandRuns& runs, const std::vector<SharedFix>& fixes) {
@@ -129,15 +155,16 @@ std::string CommandWorkMd(const CommandRuns& runs, const std::vector<SharedFix>&
   if (fixes.empty()) return md;
   md +=
       "\n## Shared fixes\n\nChanges outside a loader directory, each with the shard that made "
-      "it and the entries the farm verified it fixed.\n\n"
-      "| file | shard | fingerprint | entries fixed | landed |\n|---|---|---|---|---|\n";
+      "it, the entries the farm verified it fixed, and its wave: the entries of other clusters and "
+      "the passing entries whose loaders import it, checked with it.\n\n"
+      "| file | shard | fingerprint | entries fixed | wave | landed |\n|---|---|---|---|---|---|\n";
   for (const auto& f : fixes) {
     std::vector<std::string> keys;
     for (const auto& k : f.fixed) keys.push_back(Code(k));
     util::StrAppend(&md, "| ", Code(f.file), " | ", f.shard, " | ",
                     f.fingerprint.empty() ? std::string("-") : Code(f.fingerprint), " | ",
-                    keys.empty() ? std::string("-") : util::StrJoin(keys, ", "), " | ",
-                    f.landed ? "yes" : "no (see Conflicts)", " |\n");
+                    keys.empty() ? std::string("-") : util::StrJoin(keys, ", "), " | ", WaveMd(f),
+                    " | ", f.landed ? "yes" : "no (see Conflicts)", " |\n");
   }
   return md;
 }

@@ -12,6 +12,7 @@
 #include "common/util/strings.h"
 #include "coordinator/planning/nightly_plan.h"
 #include "coordinator/planning/phases.h"
+#include "coordinator/planning/shared_wave.h"
 
 namespace triage::coord {
 namespace {
@@ -213,6 +214,8 @@ class ShardMaker {
     return s;
   }
 
+  std::string NextId() { return planning::ShardId(sweep_id_, ++n_); }
+
  private:
   const PlanOptions& options_;
   const std::string& sweep_id_;
@@ -258,6 +261,7 @@ Plan PlanSweep(const inventory::Inventory& inventory, const classify::Classifier
     groups = FanOutClusters(std::move(groups));
   }
   std::vector<std::size_t> first_shard(groups.size());  // index in plan.shards
+  std::vector<int> leads;                               // groups leading a cluster, in order
   for (std::size_t k = 0; k < groups.size(); ++k) {
     const Group& g = groups[k];
     first_shard[k] = plan.shards.size();
@@ -278,7 +282,14 @@ Plan PlanSweep(const inventory::Inventory& inventory, const classify::Classifier
       f.depends_on = lead.id;
       f.spec.mutable_fan_out()->set_lead_shard(lead.id);
       f.spec.mutable_fan_out()->set_cluster(g.cluster);
+      if (options.selector->shared_paths().empty()) continue;
+      if (std::find(leads.begin(), leads.end(), g.lead) == leads.end()) leads.push_back(g.lead);
     }
+  }
+  // Each lead's shared fix is checked in a wave over what else it can affect (shared_wave.h).
+  for (int lead : leads) {
+    plan.shards.push_back(
+        MakeWaveShard(plan.shards[first_shard[lead]], maker.NextId(), selected, inventory));
   }
   return plan;
 }

@@ -9,6 +9,7 @@
 
 #include "agent/playbooks/catalog.h"
 #include "common/command/command_params.h"
+#include "common/command/shared_scope.h"
 #include "common/inventory/schema.h"
 #include "common/nightly/policy_options.h"
 #include "common/nightly/record.h"
@@ -303,6 +304,10 @@ absl::StatusOr<StartRequest> ValidateStartRequest(const v1::StartSweepRequest& r
     // Refused now, not on every agent later.
     auto params = command::ParseParams({req.params().begin(), req.params().end()});
     if (!params.ok()) return params.status();
+  }
+  if (req.params().count(std::string(command::kWaveParam))) {
+    return absl::InvalidArgumentError(
+        "params.wave is the coordinator's own (a shared fix's wave shard): a sweep may not set it");
   }
   out.rules = &playbooks::DefaultClassifier();
   if (!req.rules_yaml().empty()) {

@@ -30,6 +30,7 @@ constexpr char kPatch[] = "patch_mini/pytorch-Base-single_device-inference";
 constexpr char kMixer[] = "mixer_mini/pytorch-Base-single_device-inference";
 constexpr char kPool[] = "pool_mini/pytorch-Base-single_device-inference";
 constexpr char kGather[] = "gather_mini/pytorch-Base-single_device-inference";
+constexpr char kGray[] = "gray_mini/pytorch-Base-single_device-inference";
 constexpr char kSpeech[] = "speech_mini/pytorch-Tts-single_device-training";
 constexpr char kSpeechInference[] = "speech_mini/pytorch-Tts-single_device-inference";
 
@@ -50,7 +51,7 @@ class RemediationSweepTest : public testing::FixtureFarmTest {
     std::vector<std::string> args = {"--failing"};
     args.insert(args.end(), select.begin(), select.end());
     args.insert(args.end(), extra.begin(), extra.end());
-    return StandinSweep(args, "e2e: remediation", &id_, &events_);
+    return StandinSweep(args, "e2e: remediation", &id_, &events_, standin_args_);
   }
 
   static std::map<std::string, json> ByKey(const json& report) {
@@ -80,6 +81,7 @@ class RemediationSweepTest : public testing::FixtureFarmTest {
 
   std::string id_;
   std::string events_;
+  std::vector<std::string> standin_args_;
 };
 
 TEST_F(RemediationSweepTest, TheLeadFixesTheSharedHelperOnceAndItsFollowersAreOnlyVerified) {
@@ -149,6 +151,16 @@ TEST_F(RemediationSweepTest, TheLeadFixesTheSharedHelperOnceAndItsFollowersAreOn
   EXPECT_EQ(fix["cluster"], cluster);
   EXPECT_EQ(fix["fixed"], (json{kPatch, kMixer, kPool})) << fix.dump();
   EXPECT_EQ(fix["landed"], true);
+  // Its wave checked it, before it landed, on the passing test whose loader imports the helper
+  // (gray_mini); gather_mini's and speech_mini's loaders do not import it, nor do the fixture's
+  // other passing tests: none of them ran.
+  const json& wave = fix["wave"];
+  ASSERT_TRUE(wave.is_object()) << fix.dump(2);
+  EXPECT_EQ(wave["passing"], json{kGray}) << wave.dump(2);
+  EXPECT_EQ(wave["selected"], json::array()) << wave.dump(2);
+  EXPECT_EQ(wave["broke"], json::array()) << wave.dump(2);
+  EXPECT_GE(wave["not_affected"].get<int>(), 2) << wave.dump(2);
+  EXPECT_THAT(log, HasSubstr("the wave of tt_forge_models:tools/mini_images.py")) << log;
   const std::string forge = testing::ReadFileOrDie(dir_ / "out/tt-forge-models.patch");
   const std::string fixed_line =
       "+    return torch.randn(batch_size, channels * size * size, dtype=dtype_override)";
@@ -165,6 +177,8 @@ TEST_F(RemediationSweepTest, TheLeadFixesTheSharedHelperOnceAndItsFollowersAreOn
   EXPECT_LT(shared, out.find("## Changes by kind")) << out;
   EXPECT_THAT(out, HasSubstr("`tools/mini_images.py`")) << out;
   EXPECT_THAT(out, HasSubstr(util::StrCat("fixes 3 entries: `", kPatch, "`"))) << out;
+  EXPECT_THAT(out, HasSubstr("found 1 passing and 0 other selected entries importing it unbroken"))
+      << out;
   EXPECT_THAT(testing::ReadFileOrDie(dir_ / "out/report.md"),
               HasSubstr("3 command runs for 5 entries; 2 entries fixed by an earlier change"));
 }
@@ -200,6 +214,35 @@ TEST_F(RemediationSweepTest, WithoutTheFanOutEveryEntryRunsItsCommand) {
   // One shared fix, made by three shards (each found the bug itself).
   ASSERT_EQ(report["shared_fixes"].size(), 1u) << report["shared_fixes"].dump(2);
   EXPECT_EQ(report["shared_fixes"][0]["fixed"].size(), 3u) << report["shared_fixes"].dump(2);
+}
+
+// A shared fix fitted to the loaders it fixes (the helper's channel count written as 3) passes the
+// cluster's three tests but breaks gray_mini's passing one. The wave finds it before anything
+// lands: the fix is held back (a shared conflict naming gray_mini's test), and the three entries
+// it fixed keep their YAML, each saying why.
+TEST_F(RemediationSweepTest, AWaveThatBreaksAPassingTestHoldsTheSharedFixBack) {
+  ASSERT_NO_FATAL_FAILURE(StartFixtureAgent("command-n150", "n150", "command"));
+  standin_args_ = {"--hardcode-channels"};
+  const json report =
+      Sweep({}, {"--keys", util::StrJoin(std::vector<std::string>{kPatch, kMixer, kPool}, ",")});
+  ASSERT_TRUE(report.is_object());
+  ASSERT_EQ(report["shared_fixes"].size(), 1u) << report["shared_fixes"].dump(2);
+  const json& fix = report["shared_fixes"][0];
+  EXPECT_EQ(fix["landed"], false) << fix.dump(2);
+  ASSERT_EQ(fix["wave"]["broke"].size(), 1u) << fix.dump(2);
+  EXPECT_THAT(fix["wave"]["broke"][0].get<std::string>(), HasSubstr(kGray)) << fix.dump(2);
+  const std::string forge = testing::ReadFileOrDie(dir_ / "out/tt-forge-models.patch");
+  EXPECT_EQ(forge.find("mini_images"), std::string::npos) << forge;
+  auto entries = ByKey(report);
+  for (const char* key : {kPatch, kMixer, kPool}) {
+    EXPECT_EQ(At(entries[key], "/label"), json("unchanged")) << entries[key].dump(2);
+    EXPECT_THAT(entries[key].dump(), HasSubstr("not landed: its fix was held back"))
+        << entries[key].dump(2);
+  }
+  const std::string md = testing::ReadFileOrDie(dir_ / "out/report.md");
+  // Nothing of the cluster was fixed by what lands.
+  EXPECT_THAT(md, HasSubstr("| 3 | 0 | 3 | `mini-images-drops-channels` |")) << md;
+  EXPECT_THAT(md, HasSubstr("shared: held back: tt\\_forge\\_models:tools/mini\\_images.py")) << md;
 }
 
 }  // namespace

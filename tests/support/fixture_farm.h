@@ -112,28 +112,34 @@ class FixtureFarmTest : public ::testing::Test {
   // A command sweep on n150 through the stand-in coding agent (tests/fixtures/
   // coding_agent_standin.py, once per entry), with `args` (selection and other flags) after its
   // own; waits for it, writes its report and patches to out/ and returns report.json (null on a
-  // failure, which the test has). *id: the sweep's id; *watched: what `sweep watch` printed.
+  // failure, which the test has). *id: the sweep's id; *watched: what `sweep watch` printed;
+  // standin_args: the stand-in's own options after its WORKSPACE and KEY.
   nlohmann::json StandinSweep(const std::vector<std::string>& args, const std::string& reason,
-                              std::string* id = nullptr, std::string* watched = nullptr) {
+                              std::string* id = nullptr, std::string* watched = nullptr,
+                              const std::vector<std::string>& standin_args = {}) {
     const std::string standin =
         std::string(TRIAGE_SOURCE_DIR) + "/tests/fixtures/coding_agent_standin.py";
-    std::vector<std::string> start = {
-        "sweep",
-        "start",
-        "--repo",
-        repo_.string(),
-        "--arch",
-        "n150",
-        "--executor",
-        "command",
-        "--command",
-        nlohmann::json::array({"/usr/bin/python3", standin, "{workspace}", "{key}"}).dump(),
-        "--per",
-        "entry",
-        "--reason",
-        reason,
-        "-o",
-        "json"};
+    std::vector<std::string> start = {"sweep",
+                                      "start",
+                                      "--repo",
+                                      repo_.string(),
+                                      "--arch",
+                                      "n150",
+                                      "--executor",
+                                      "command",
+                                      "--command",
+                                      [&] {
+                                        auto command = nlohmann::json::array(
+                                            {"/usr/bin/python3", standin, "{workspace}", "{key}"});
+                                        for (const auto& a : standin_args) command.push_back(a);
+                                        return command.dump();
+                                      }(),
+                                      "--per",
+                                      "entry",
+                                      "--reason",
+                                      reason,
+                                      "-o",
+                                      "json"};
     start.insert(start.end(), args.begin(), args.end());
     std::string out;
     EXPECT_EQ(Ctl(start, &out), 0) << out;

@@ -11,6 +11,7 @@
 #include "common/util/strings.h"
 #include "coordinator/persistence/sqlite_store.h"
 #include "coordinator/planning/planner.h"
+#include "coordinator/planning/shared_wave.h"
 #include "coordinator/planning/waves.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -1196,7 +1197,7 @@ TEST_F(CoordinatorTest, AClustersFollowerGetsTheLeadsSharedFixAndADifferentEditR
   v1::ListShardsRequest waiting;
   waiting.set_state("waiting");
   auto rows = coord_->ListShards(waiting);
-  ASSERT_EQ(rows->size(), 1u) << "b's entry follows a's";
+  ASSERT_EQ(rows->size(), 2u) << "b's entry follows a's; a's wave waits for it";
 
   auto edit = [](const std::string& diff) {
     v1::FileEdit fe;
@@ -1220,8 +1221,20 @@ TEST_F(CoordinatorTest, AClustersFollowerGetsTheLeadsSharedFixAndADifferentEditR
   *lead.add_file_edits() = first;
   ASSERT_TRUE(CompleteLease("n", leases["a"], lead).accepted());
 
-  auto follower = LeaseNow("n");
-  ASSERT_TRUE(follower.granted());
+  // The follower and the lead's wave are released; the wave checks with a's change pre-applied.
+  std::optional<v1::LeaseResponse> follower_lease, wave;
+  for (int i = 0; i < 2; ++i) {
+    auto l = LeaseNow("n");
+    ASSERT_TRUE(l.granted());
+    (IsWaveShard(l.shard()) ? wave : follower_lease) = l;
+  }
+  ASSERT_TRUE(wave && follower_lease);
+  EXPECT_EQ(wave->shard().entries_size(), 0);
+  EXPECT_THAT(wave->shard().fan_out().shared_files(), ElementsAre("tt_forge_models:tools/h.py"));
+  ASSERT_EQ(wave->shard().pre_apply_size(), 1);
+  EXPECT_EQ(wave->shard().pre_apply(0).diff(), first.diff());
+  ASSERT_TRUE(CompleteLease("n", *wave, Succeeded(wave->shard())).accepted());
+  const v1::LeaseResponse follower = *follower_lease;
   EXPECT_THAT(follower.shard().loader(), HasSubstr("/b/"));
   EXPECT_TRUE(follower.shard().fan_out().lead_fixed());
   ASSERT_EQ(follower.shard().pre_apply_size(), 1);

@@ -887,6 +887,117 @@ TEST(Merge, ASharedFixLandsOnceAndAFollowerBuildsOnIt) {
       << pr->body;
 }
 
+// The shared fix's wave (docs/remediation.md): a passing entry importing the helper that fails
+// with the lead's change holds the change back, with every entry it fixed; a wave that finds
+// nothing broken lets it land and is named in report.json and the PR text.
+TEST(Merge, AWaveThatFailsAPassingEntryHoldsTheSharedFixBackWithTheEntriesItFixed) {
+  const std::string helper = "tools/helper.py";
+  const std::string base = "def f():\n    return 1\n";
+  const std::string fixed = "def f():\n    return 2\n";
+  auto sweep = [&](const std::string& passing_verdict) {
+    Sweep s;
+    s.archs = {"n150"};
+    s.files.forge[helper] = base;
+    auto passed = [](const std::string& key) {
+      v1::EntryOutcome o = Outcome(key, "n150", PassEdit(key));
+      o.set_command_check("verified by the farm");
+      return o;
+    };
+    const std::string lead = s.AddShard("b", 1, "n150");
+    s.shards.back().spec.set_executor("command");
+    s.shards.back().spec.add_entries()->set_key(kB);
+    v1::ShardResult r = WithOutcomes({passed(kB)});
+    *r.add_file_edits() = LoaderEdit(helper, base, fixed, /*against_pinned=*/true);
+    s.AddResult(lead, r);
+    const std::string follower = s.AddShard("d", 1, "n150");
+    s.shards.back().spec.set_executor("command");
+    s.shards.back().spec.mutable_fan_out()->set_lead_shard(lead);
+    v1::EntryOutcome by_lead = passed(kD);
+    by_lead.set_fixed_by(util::StrCat("shard ", lead));
+    s.AddResult(follower, WithOutcomes({by_lead}));
+    const std::string wave = s.AddShard("b", 1, "n150");
+    coord::ShardRecord& w = s.shards.back();
+    w.spec.set_executor("command");
+    w.spec.mutable_fan_out()->set_lead_shard(lead);
+    (*w.spec.mutable_params())["wave"] = "{}";
+    v1::ShardResult found;
+    v1::Evidence* ev = found.add_evidence();
+    ev->set_kind("wave");
+    ev->set_name("wave.json");
+    ev->set_content(nlohmann::json{
+        {"lead", lead},
+        {"shared_files", {"tt_forge_models:tools/helper.py"}},
+        {"candidates", 9},
+        {"not_affected", 7},
+        {"checked",
+         {{{"file", kYamlPath}, {"key", kC}, {"selected", true}, {"verdict", "pass"}},
+          {{"file", kYamlPath},
+           {"key", "e/pytorch-P-single_device-inference"},
+           {"status", "EXPECTED_PASSING"},
+           {"selected", false},
+           {"verdict", passing_verdict},
+           {"reason", passing_verdict == "pass" ? "" : "ValueError: boom"}}}}}
+                        .dump());
+    if (!passing_verdict.empty()) s.AddResult(wave, found);  // "": the wave has not run
+    return s;
+  };
+  Sweep broken = sweep("fail");
+  auto held = Merge(broken.Input());
+  ASSERT_TRUE(held.ok()) << held.status();
+  ASSERT_EQ(held->conflicts.size(), 1u) << Joined(held->conflicts);
+  EXPECT_NE(held->conflicts[0].find("shared: held back: tt_forge_models:tools/helper.py"),
+            std::string::npos)
+      << held->conflicts[0];
+  EXPECT_NE(held->conflicts[0].find("e/pytorch-P-single_device-inference (fail: ValueError: boom)"),
+            std::string::npos)
+      << held->conflicts[0];
+  EXPECT_EQ(held->forge_patch.find("helper.py"), std::string::npos) << held->forge_patch;
+  EXPECT_TRUE(held->ttxla_patch.empty()) << held->ttxla_patch;
+  for (const auto& e : held->entries) {
+    EXPECT_EQ(e.placement, EntryMerge::Placement::kUnchanged) << e.key;
+    EXPECT_NE(Joined(e.review).find("not landed: its fix was held back"), std::string::npos)
+        << e.key;
+  }
+  ASSERT_EQ(held->shared_fixes.size(), 1u);
+  EXPECT_FALSE(held->shared_fixes[0].landed);
+  EXPECT_EQ(held->shared_fixes[0].wave_broke.size(), 1u);
+
+  // A wave with no result has not checked the fix: it is held back as well.
+  Sweep unchecked = sweep("");
+  auto waiting = Merge(unchecked.Input());
+  ASSERT_TRUE(waiting.ok()) << waiting.status();
+  ASSERT_EQ(waiting->conflicts.size(), 1u) << Joined(waiting->conflicts);
+  EXPECT_NE(waiting->conflicts[0].find("was not checked: its wave (shard "), std::string::npos)
+      << waiting->conflicts[0];
+  EXPECT_EQ(waiting->forge_patch.find("helper.py"), std::string::npos) << waiting->forge_patch;
+
+  Sweep sound = sweep("pass");
+  auto landed = Merge(sound.Input());
+  ASSERT_TRUE(landed.ok()) << landed.status();
+  EXPECT_TRUE(landed->conflicts.empty()) << Joined(landed->conflicts);
+  EXPECT_NE(landed->forge_patch.find("+    return 2"), std::string::npos);
+  ASSERT_EQ(landed->shared_fixes.size(), 1u);
+  const SharedFix& fix = landed->shared_fixes[0];
+  EXPECT_TRUE(fix.landed);
+  EXPECT_EQ(fix.wave_selected, std::vector<std::string>{kC});
+  EXPECT_EQ(fix.wave_selected_pass, std::vector<std::string>{kC});
+  EXPECT_EQ(fix.wave_passing, std::vector<std::string>{"e/pytorch-P-single_device-inference"});
+  EXPECT_EQ(fix.wave_not_affected, 7);
+  const BuiltReport report = ReportOf(sound, *landed, "", "command");
+  const nlohmann::json j = nlohmann::json::parse(report.json);
+  EXPECT_EQ(j["shared_fixes"][0]["wave"]["broke"], nlohmann::json::array());
+  EXPECT_EQ(j["shared_fixes"][0]["wave"]["not_affected"], 7);
+  EXPECT_NE(report.markdown.find("1 passing, 1 selected checked (1 of these pass), 7 not "
+                                 "importing it"),
+            std::string::npos)
+      << report.markdown;
+  auto pr = BuildPrText(j, PrRepo::kForge);
+  ASSERT_TRUE(pr.ok()) << pr.status();
+  EXPECT_NE(pr->body.find("found 1 passing and 1 other selected entries importing it unbroken"),
+            std::string::npos)
+      << pr->body;
+}
+
 // A command sweep's report groups its entries by the fingerprint the command reported, else by
 // the failure cluster of the reason they were selected with, and counts what the patch fixed.
 TEST(Merge, TheRemediationClustersGroupByFingerprintElseByReasonCluster) {

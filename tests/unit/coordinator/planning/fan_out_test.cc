@@ -2,6 +2,7 @@
 // its lead when the lead ends.
 
 #include "coordinator/planning/fan_out.h"
+#include "coordinator/planning/shared_wave.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -148,6 +149,35 @@ TEST(FanOut, ADifferentEditOfASharedFileAcceptedEarlierIsBuiltOn) {
   // A loader file is never shared: b's own loader edit builds on nothing.
   EXPECT_THAT(SharedEditsToBuildOn(b, result({edit("b/pytorch/loader.py", "y")}, true), earlier),
               IsEmpty());
+}
+
+// The shared fix's wave (coordinator/planning/shared_wave.h): queued with the lead's whole change
+// pre-applied when the lead made a shared fix that lands; done with nothing to check otherwise.
+TEST(FanOut, ALeadsWaveRunsOnlyWhenItsSharedFixLands) {
+  ShardRecord wave = Follower();
+  (*wave.spec.mutable_params())[std::string(kWaveParam)] = "{}";
+  ASSERT_TRUE(IsWaveShard(wave.spec));
+  const v1::ShardResult fixed = LeadResult("pass", "verified by the farm");
+  ShardRecord checked = wave;
+  EXPECT_THAT(ReleaseWave(Lead(), &fixed, checked, TimePoint{}),
+              HasSubstr("the wave of tt_forge_models:tools/mini_images.py"));
+  EXPECT_EQ(checked.state, ShardState::kQueued);
+  EXPECT_EQ(checked.spec.pre_apply_size(), 2) << "the lead's loader edit too: what lands";
+  EXPECT_EQ(checked.spec.pre_registry_size(), 1);
+  EXPECT_THAT(checked.spec.fan_out().shared_files(),
+              ElementsAre("tt_forge_models:tools/mini_images.py"));
+
+  // Overruled and nothing accepted: its edits do not land, nothing to check.
+  const v1::ShardResult overruled = LeadResult("fail", "replaced by the farm's decision");
+  ShardRecord idle = wave;
+  EXPECT_THAT(ReleaseWave(Lead(), &overruled, idle, TimePoint{}), HasSubstr("no wave to run"));
+  EXPECT_EQ(idle.state, ShardState::kSucceeded);
+  EXPECT_THAT(idle.spec.pre_apply(), IsEmpty());
+  ShardRecord failed_lead = wave;
+  ShardRecord lead = Lead();
+  lead.state = ShardState::kFailed;
+  ReleaseWave(lead, nullptr, failed_lead, TimePoint{});
+  EXPECT_EQ(failed_lead.state, ShardState::kSucceeded);
 }
 
 }  // namespace

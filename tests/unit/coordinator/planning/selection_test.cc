@@ -16,8 +16,10 @@
 #include "common/inventory/inventory.h"
 #include "common/junit/reason.h"
 #include "coordinator/planning/planner.h"
+#include "coordinator/planning/shared_wave.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "tests/support/test_support.h"
 
 namespace triage::coord {
@@ -280,6 +282,8 @@ constexpr const char* kCluster = R"yaml(test_config:
     reason: "RuntimeError: mat1 and mat2 shapes cannot be multiplied (1x64 and 192x4)"
   c/pytorch-Z-single_device-inference:
     status: KNOWN_FAILURE_XFAIL
+  d/pytorch-P-single_device-inference:
+    status: EXPECTED_PASSING
 )yaml";
 
 TEST(Selection, AClusterAcrossLoadersIsLedByOneShardAndItsOtherEntriesFollow) {
@@ -299,7 +303,12 @@ TEST(Selection, AClusterAcrossLoadersIsLedByOneShardAndItsOtherEntriesFollow) {
   std::map<std::string, int> planned;  // key + arch -> times
   std::string lead;
   std::set<std::string> followers;
+  std::vector<const ShardRecord*> waves;
   for (const auto& s : plan.shards) {
+    if (IsWaveShard(s.spec)) {
+      waves.push_back(&s);
+      continue;
+    }
     for (const auto& e : s.spec.entries()) ++planned[e.key() + " " + s.spec.arch()];
     EXPECT_THAT(s.spec.shared_paths(),
                 ElementsAre("tt-xla:python_package/", "tt_forge_models:tools/",
@@ -321,7 +330,26 @@ TEST(Selection, AClusterAcrossLoadersIsLedByOneShardAndItsOtherEntriesFollow) {
   EXPECT_THAT(by_id[lead]->spec.loader(), HasSubstr("/b/"));
   EXPECT_EQ(by_id[lead]->spec.entries_size(), 2);
   EXPECT_THAT(followers, SizeIs(2));
+  // The lead's wave: waits for it on its arch, holds no entry of its own; its candidates are the
+  // selected entries outside the lead's loader and cluster (c's other entry) and the passing ones.
+  ASSERT_THAT(waves, SizeIs(1));
+  const ShardRecord& wave = *waves[0];
+  EXPECT_EQ(wave.depends_on, lead);
+  EXPECT_EQ(wave.state, ShardState::kWaiting);
+  EXPECT_EQ(wave.spec.arch(), "n150");
+  EXPECT_EQ(wave.spec.entries_size(), 0);
+  EXPECT_THAT(wave.spec.owned_files(), IsEmpty());
+  const auto candidates =
+      nlohmann::json::parse(wave.spec.params().at(std::string(kWaveParam)))["candidates"];
+  std::set<std::string> selected_keys, passing_keys;
+  for (const auto& c : candidates) {
+    (c.value("selected", false) ? selected_keys : passing_keys).insert(c["key"].get<std::string>());
+  }
+  EXPECT_THAT(selected_keys, ElementsAre("c/pytorch-Z-single_device-inference",
+                                         "other/pytorch-Y-single_device-inference"));
+  EXPECT_THAT(passing_keys, ElementsAre("d/pytorch-P-single_device-inference"));
   for (const auto& s : plan.shards) {
+    if (IsWaveShard(s.spec)) continue;
     const bool follows =
         s.spec.has_fan_out() || (!s.depends_on.empty() && by_id[s.depends_on]->spec.has_fan_out());
     if (follows || s.spec.loader().find("/c/") == std::string::npos) continue;
@@ -432,8 +460,23 @@ TEST(Selection, RealTtXlaEveryFailingEntryButTheDuplicatedKey) {
   std::map<std::string, std::set<std::string>> leads;  // cluster -> its lead shards
   std::set<std::string> lead_shards;
   int followers = 0, follower_entries = 0;
+  std::size_t waves = 0, wave_bytes = 0, wave_selected = 0, wave_passing = 0;
   for (const auto& s : plan.shards) {
     for (const auto& e : s.spec.entries()) ++planned[e.file() + "\n" + e.key()];
+    if (IsWaveShard(s.spec)) {
+      // One wave per lead, waiting for it; its candidates: the selected entries of other
+      // loaders and clusters, and every passing entry on the arch.
+      ++waves;
+      const std::string& param = s.spec.params().at(std::string(kWaveParam));
+      wave_bytes = std::max(wave_bytes, param.size());
+      const auto j = nlohmann::json::parse(param);
+      std::size_t selected = 0;
+      for (const auto& c : j["candidates"]) selected += c.value("selected", false) ? 1 : 0;
+      wave_selected = std::max(wave_selected, selected);
+      wave_passing = std::max(wave_passing, j["candidates"].size() - selected);
+      EXPECT_EQ(s.depends_on, s.spec.fan_out().lead_shard());
+      continue;
+    }
     if (!s.spec.has_fan_out()) continue;
     ++followers;
     follower_entries += s.spec.entries_size();
@@ -444,6 +487,8 @@ TEST(Selection, RealTtXlaEveryFailingEntryButTheDuplicatedKey) {
   for (const auto& [id, n] : planned) EXPECT_EQ(n, 1) << id;
   for (const auto& [cluster, shards] : leads) EXPECT_EQ(shards.size(), 1u) << cluster;
   EXPECT_GT(followers, 100);
+  EXPECT_EQ(waves, lead_shards.size());
+  EXPECT_GT(wave_passing, 500u) << "tt-xla's main passes most of its tests on n150";
   v1::Selection flat_selection = Failing();
   flat_selection.set_no_fan_out(true);
   const Selector flat_selector = Compile(flat_selection);
@@ -452,9 +497,10 @@ TEST(Selection, RealTtXlaEveryFailingEntryButTheDuplicatedKey) {
   std::printf(
       "fan-out on tt-xla's main (n150): %d entries in %zu shards (%zu without the "
       "fan-out); %zu clusters span loaders, led by %zu shards; %d follower shards hold %d "
-      "entries\n",
-      expected, plan.shards.size(), flat.shards.size(), leads.size(), lead_shards.size(), followers,
-      follower_entries);
+      "entries; %zu wave shards, each with up to %zu selected and %zu passing candidates (%zu "
+      "bytes of parameters at most)\n",
+      expected, plan.shards.size() - waves, flat.shards.size(), leads.size(), lead_shards.size(),
+      followers, follower_entries, waves, wave_selected, wave_passing, wave_bytes);
 }
 
 }  // namespace

@@ -262,6 +262,11 @@ const std::vector<Row>& Rows() {
          Command(r, {{"command", R"(["tool"])"}, {"verify", "yes"}});
        },
        "params.verify must be true or false, got 'yes'"},
+      {"the wave parameter, the coordinator's own",
+       [](auto& r) {
+         Command(r, {{"command", R"(["tool"])"}, {"wave", "{}"}});
+       },
+       "params.wave is the coordinator's own"},
       {"timeout_seconds zero",
        [](auto& r) {
          Command(r, {{"command", R"(["tool"])"}, {"timeout_seconds", "0"}});
