@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <memory>
 #include <set>
 
 #include "common/command/shared_scope.h"
@@ -15,6 +16,7 @@
 #include "common/util/strings.h"
 #include "coordinator/merge/clusters.h"
 #include "coordinator/merge/command_work.h"
+#include "coordinator/merge/guards_merge.h"
 #include "coordinator/planning/fan_out.h"
 #include "coordinator/planning/waves.h"
 
@@ -604,6 +606,35 @@ void DropRejectedCommandEdits(MergeState& st) {
 
 }  // namespace
 
+namespace {
+
+// An entry's required_pcc at the pinned commit, read once per test-config file.
+PccBefore PccBeforeOf(MergeState& st) {
+  auto docs = std::make_shared<std::map<std::string, std::optional<inventory::Document>>>();
+  return [&st, docs](const std::string& file, const std::string& key,
+                     const std::string& arch) -> std::optional<double> {
+    auto it = docs->find(file);
+    if (it == docs->end()) {
+      std::optional<inventory::Document> doc;
+      if (st.input.files != nullptr) {
+        if (auto text = st.input.files->ReadTtXla(file); text.ok()) {
+          doc = inventory::Document::Parse(file, *text, {.grammar = &st.grammar});
+        }
+      }
+      it = docs->emplace(file, std::move(doc)).first;
+    }
+    if (!it->second) return std::nullopt;
+    const inventory::Entry* entry = it->second->Find(key);
+    if (entry == nullptr) return std::nullopt;
+    const inventory::Value* v =
+        arch.empty() ? entry->Field("required_pcc") : entry->FieldForArch("required_pcc", arch);
+    if (v == nullptr || !v->is_number()) return std::nullopt;
+    return v->kind == inventory::Value::Kind::kInt ? static_cast<double>(v->integer) : v->number;
+  };
+}
+
+}  // namespace
+
 std::map<std::string, const coord::ResultRecord*> LatestResults(
     const std::vector<coord::ResultRecord>& results) {
   std::map<std::string, const coord::ResultRecord*> latest;
@@ -634,6 +665,7 @@ absl::StatusOr<MergeOutput> Merge(const MergeInput& input) {
     std::map<EntryId, EntryMerge*> merged;
     for (auto& [id, a] : st.entries) merged[id] = &a.m;
     HoldBackBrokenSharedFixes(input.shards, work, merged, st.rejected, st.out);
+    HoldWorkaroundsForReview(work, PccBeforeOf(st), merged, st.rejected, st.out);
   }
   DropRejectedCommandEdits(st);
   if (absl::Status s = MergeYaml(st); !s.ok()) return s;

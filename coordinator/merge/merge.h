@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/command/guards.h"
 #include "common/inventory/editor.h"
 #include "common/lift/lift.h"
 #include "coordinator/model/model.h"
@@ -78,6 +79,14 @@ struct SharedFix {
   int wave_not_affected = 0;
 };
 
+// A command result whose change holds workarounds (docs/remediation.md, "Guards"): held back
+// for a reviewer, with what was found and the entries it would have changed.
+struct WorkaroundsFound {
+  std::string shard;
+  std::vector<command::Workaround> found;
+  std::vector<std::string> entries;  // keys
+};
+
 // Agent runs against entries of a command sweep (docs/remediation.md, "Fix once, verify many").
 struct CommandRuns {
   int runs = 0;         // command runs of the merged results
@@ -95,6 +104,7 @@ struct MergeOutput {
   std::vector<std::string> changed_files;      // "tt-xla/<path>", "tt_forge_models/<path>"
   std::vector<SharedFix> shared_fixes;         // a command sweep's, in shard order
   CommandRuns command_runs;                    // a command sweep's
+  std::vector<WorkaroundsFound> workarounds;   // a command sweep's results held for review
 };
 
 // The result the merge takes for each shard, by shard id: its latest attempt's (the highest

@@ -265,6 +265,32 @@ std::string SharedFixesSection(const json& report, std::string_view repo) {
          lines;
 }
 
+// A command sweep's results held for a reviewer (report.json's workarounds): what the farm
+// found, and the entries that keep their YAML for it (docs/remediation.md, "Guards").
+std::string WorkaroundsSection(const json& report) {
+  std::string lines;
+  for (const auto& h : report.value("workarounds", json::array())) {
+    std::vector<std::string> keys, found;
+    for (const auto& k : h.value("entries", json::array())) {
+      if (k.is_string()) keys.push_back(Code(k.get<std::string>()));
+    }
+    for (const auto& w : h.value("found", json::array())) {
+      found.push_back(util::StrCat(Str(w, "guard"), " at ", Code(Str(w, "where")), ": ",
+                                   Code(Short(Str(w, "what"), 160))));
+    }
+    util::StrAppend(&lines, "- shard ", Str(h, "shard"), " (", keys.size(), " entr",
+                    keys.size() == 1 ? "y" : "ies",
+                    keys.empty() ? "" : ": " + util::StrJoin(keys, ", "),
+                    "): ", util::StrJoin(found, "; "), "\n");
+  }
+  if (lines.empty()) return "";
+  return "\n## Held for review: workarounds\n\nCommand changes the farm found a workaround in "
+         "(a lowered threshold without a measured floor, fewer layers, CPU offload, shortened "
+         "inputs, padding, suppressed errors, skipped tests): not in this PR; their entries keep "
+         "their YAML until a reviewer decides (docs/remediation.md, \"Guards\").\n\n" +
+         lines;
+}
+
 // An entry this text does not carry: left out by the landing, or in another part.
 bool Skip(const PrOptions& o, const std::string& key) {
   return o.left_out.count(key) > 0 || (o.only && !o.only->count(key));
@@ -484,6 +510,7 @@ PrText TtXlaText(const json& report, const PrOptions& o) {
     for (const auto& [kind, n] : table) util::StrAppend(&head, "| ", kind, " | ", n, " |\n");
   }
   head += SharedFixesSection(report, "tt-xla/");
+  head += WorkaroundsSection(report);
   std::vector<Part> parts;
   for (Part* p : {&confirmed, &proposed, &unchanged}) {
     if (!p->groups.empty()) parts.push_back(std::move(*p));
@@ -562,6 +589,7 @@ PrText ForgeText(const json& report, const PrOptions& o) {
       by_loader.size() == 1 ? "" : "s",
       shared == 0 ? "" : util::StrCat(", ", shared, " shared fix", shared == 1 ? "" : "es"));
   md += SharedFixesSection(report, "tt_forge_models/");
+  md += WorkaroundsSection(report);
   md += "\n## Changes by kind\n";
   if (registry_lines > 0) {
     md += util::StrCat("\n### Registry lines in training_utils.py (", registry_lines, ")\n\n",

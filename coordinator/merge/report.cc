@@ -213,7 +213,9 @@ BuiltReport BuildReport(const ReportInput& in) {
     j["remediation"] = RemediationJson(j["entries"]);
     j["command_runs"] = report_internal::CommandRunsJson(merge.command_runs);
     j["shared_fixes"] = report_internal::SharedFixesJson(merge.shared_fixes);
+    j["workarounds"] = report_internal::WorkaroundsJson(merge.workarounds);
     remediation_md = report_internal::CommandWorkMd(merge.command_runs, merge.shared_fixes) +
+                     report_internal::WorkaroundsMd(merge.workarounds) +
                      RemediationMd(j["remediation"]);
   }
   const std::string since_md = AddWeekOverWeek(in.previous, j);

@@ -76,6 +76,10 @@ std::string RemediationMd(const json& clusters);
 // Agent runs against entries and the shared fixes (report.json's command_runs, shared_fixes).
 json CommandRunsJson(const CommandRuns& runs);
 json SharedFixesJson(const std::vector<SharedFix>& fixes);
+// report.json's "workarounds" and report.md's "Workarounds held for review" (docs/remediation.md,
+// "Guards"; "" when none).
+json WorkaroundsJson(const std::vector<WorkaroundsFound>& held);
+std::string WorkaroundsMd(const std::vector<WorkaroundsFound>& held);
 std::string CommandWorkMd(const CommandRuns& runs, const std::vector<SharedFix>& fixes);
 
 // report_md.cc

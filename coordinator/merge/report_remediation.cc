@@ -132,6 +132,36 @@ json SharedFixesJson(const std::vector<SharedFix>& fixes) {
   return out;
 }
 
+json WorkaroundsJson(const std::vector<WorkaroundsFound>& held) {
+  json out = json::array();
+  for (const auto& h : held) {
+    json found = json::array();
+    for (const auto& w : h.found) {
+      found.push_back({{"guard", w.guard}, {"where", w.where}, {"what", w.what}});
+    }
+    out.push_back({{"shard", h.shard}, {"entries", h.entries}, {"found", std::move(found)}});
+  }
+  return out;
+}
+
+std::string WorkaroundsMd(const std::vector<WorkaroundsFound>& held) {
+  if (held.empty()) return "";
+  std::string md =
+      "\n## Workarounds held for review\n\nCommand changes in which the farm found a workaround: "
+      "none of them lands; their entries keep their YAML until a reviewer decides.\n\n"
+      "| shard | entries | found |\n|---|---|---|\n";
+  for (const auto& h : held) {
+    std::vector<std::string> keys, found;
+    for (const auto& k : h.entries) keys.push_back(Code(k));
+    for (const auto& w : h.found) {
+      found.push_back(util::StrCat(w.guard, " at ", Code(w.where), ": ", Code(w.what)));
+    }
+    util::StrAppend(&md, "| ", h.shard, " | ", keys.empty() ? "-" : util::StrJoin(keys, ", "),
+                    " | ", util::StrJoin(found, "; "), " |\n");
+  }
+  return md;
+}
+
 // One shared fix's wave in a cell: what it checked and what failed with the fix.
 std::string WaveMd(const SharedFix& f) {
   if (f.wave_shard.empty()) return "none";

@@ -998,6 +998,78 @@ TEST(Merge, AWaveThatFailsAPassingEntryHoldsTheSharedFixBackWithTheEntriesItFixe
       << pr->body;
 }
 
+// Guards (docs/remediation.md): a command result whose loader change trims layers, or whose YAML
+// edit lowers required_pcc with no measured floor, lands nothing; its entries keep their YAML,
+// each naming the finding, and the report and the PR list it. An honest result beside it lands.
+TEST(Merge, AChangeHoldingAWorkaroundIsHeldForReviewAndNamed) {
+  Sweep s;
+  s.archs = {"n150"};
+  const std::string loader = "b/pytorch/loader.py";
+  const std::string base = "def load(config):\n    return Model(config)\n";
+  s.files.forge[loader] = base;
+  s.files.forge["c/pytorch/loader.py"] = base;
+  auto command_shard = [&](const char* name) {
+    const std::string id = s.AddShard(name, 1, "n150");
+    s.shards.back().spec.set_executor("command");
+    return id;
+  };
+  auto passed = [](const std::string& key) {
+    v1::EntryOutcome o = Outcome(key, "n150", PassEdit(key));
+    o.set_command_check("verified by the farm");
+    return o;
+  };
+  const std::string trimmed = command_shard("b");
+  v1::ShardResult cheat = WithOutcomes({passed(kB)});
+  *cheat.add_file_edits() = LoaderEdit(
+      loader, base,
+      "def load(config):\n    config.num_hidden_layers = 2\n    return Model(config)\n", true);
+  s.AddResult(trimmed, cheat);
+  const std::string lowered = command_shard("d");
+  v1::EntryOutcome pcc = passed(kD);
+  auto* f = pcc.mutable_edit()->add_set();
+  f->set_name("required_pcc");
+  f->mutable_value()->set_float_value(0.9);
+  s.AddResult(lowered, WithOutcomes({pcc}));
+  const std::string honest = command_shard("c");
+  v1::ShardResult fix = WithOutcomes({passed(kC)});
+  *fix.add_file_edits() = LoaderEdit("c/pytorch/loader.py", base,
+                                     "def load(config):\n    return Model(config).eval()\n", true);
+  s.AddResult(honest, fix);
+
+  auto m = Merge(s.Input());
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_EQ(m->workarounds.size(), 2u);
+  EXPECT_EQ(m->workarounds[0].shard, trimmed);
+  EXPECT_EQ(m->workarounds[0].entries, std::vector<std::string>{kB});
+  ASSERT_EQ(m->workarounds[0].found.size(), 1u);
+  EXPECT_EQ(m->workarounds[0].found[0].guard, "layers_trimmed");
+  EXPECT_EQ(m->workarounds[0].found[0].where, "tt_forge_models/b/pytorch/loader.py:2");
+  EXPECT_EQ(m->workarounds[1].found[0].guard, "pcc_lowered");
+  EXPECT_EQ(m->workarounds[1].found[0].what, "required_pcc 0.99 -> 0.9 (no measured PCC floor)");
+  EXPECT_EQ(m->forge_patch.find("num_hidden_layers"), std::string::npos) << m->forge_patch;
+  EXPECT_NE(m->forge_patch.find(".eval()"), std::string::npos) << m->forge_patch;
+  for (const char* key : {kB, kD}) {
+    const EntryMerge* e = FindEntry(*m, key);
+    ASSERT_NE(e, nullptr) << key;
+    EXPECT_EQ(e->placement, EntryMerge::Placement::kUnchanged) << key;
+    EXPECT_NE(Joined(e->review).find("workaround "), std::string::npos) << Joined(e->review);
+    EXPECT_NE(Joined(e->review).find("a reviewer decides"), std::string::npos) << key;
+  }
+  EXPECT_EQ(FindEntry(*m, kC)->placement, EntryMerge::Placement::kTopLevel);
+
+  const BuiltReport report = ReportOf(s, *m, "", "command");
+  const nlohmann::json j = nlohmann::json::parse(report.json);
+  ASSERT_EQ(j["workarounds"].size(), 2u) << j["workarounds"].dump(2);
+  EXPECT_EQ(j["workarounds"][0]["found"][0]["guard"], "layers_trimmed");
+  EXPECT_NE(report.markdown.find("## Workarounds held for review"), std::string::npos);
+  auto pr = BuildPrText(j, PrRepo::kTtXla);
+  ASSERT_TRUE(pr.ok()) << pr.status();
+  EXPECT_NE(pr->body.find("## Held for review: workarounds"), std::string::npos) << pr->body;
+  EXPECT_NE(pr->body.find("layers_trimmed at `tt_forge_models/b/pytorch/loader.py:2`"),
+            std::string::npos)
+      << pr->body;
+}
+
 // A command sweep's report groups its entries by the fingerprint the command reported, else by
 // the failure cluster of the reason they were selected with, and counts what the patch fixed.
 TEST(Merge, TheRemediationClustersGroupByFingerprintElseByReasonCluster) {
