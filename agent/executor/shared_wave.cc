@@ -11,6 +11,7 @@
 #include "common/command/shared_scope.h"
 #include "common/util/file.h"
 #include "common/util/strings.h"
+#include "common/util/text.h"
 
 namespace triage::agent {
 namespace {
@@ -28,13 +29,6 @@ std::vector<std::string> Split(std::string_view s, char sep) {
     if (at == std::string_view::npos) return out;
     start = at + 1;
   }
-}
-
-std::string Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r'))
-    s.remove_suffix(1);
-  return std::string(s);
 }
 
 // "tools/mini_images.py" -> "tools.mini_images"; "tools/__init__.py" -> "tools"; "" when not
@@ -69,14 +63,15 @@ std::vector<std::string> ImportsOf(const std::string& text,
   std::vector<std::string> out;
   std::vector<std::string> lines = Split(text, '\n');
   for (std::size_t i = 0; i < lines.size(); ++i) {
-    std::string line = Trim(lines[i]);
+    std::string line(util::TrimWhitespace(lines[i]));
     if (!line.starts_with("from ") && !line.starts_with("import ")) continue;
     // A parenthesised or continued name list goes on to the closing line.
     while (((line.find('(') != std::string::npos && line.find(')') == std::string::npos) ||
             line.ends_with("\\")) &&
            i + 1 < lines.size()) {
       if (line.ends_with("\\")) line.pop_back();
-      line += " " + Trim(lines[++i]);
+      line += " ";
+      line += util::TrimWhitespace(lines[++i]);
     }
     if (auto hash = line.find('#'); hash != std::string::npos) line.resize(hash);
     for (char& c : line) {
@@ -288,10 +283,10 @@ absl::StatusOr<v1::ShardResult> RunSharedWave(ExecContext& ctx, const VerifyFn& 
     if (!farm.ok()) return farm.status();
     std::map<std::string, const v1::EntryOutcome*> by_entry;
     for (const auto& o : farm->entries()) by_entry[o.file() + "\n" + o.key()] = &o;
-    for (const auto* e : check) {
+    for (std::size_t k = 0; k < check.size(); ++k) {
+      const v1::ShardEntry* e = check[k];
       auto o = by_entry.find(e->file() + "\n" + e->key());
-      const bool sel = std::find_if(selected.begin(), selected.end(),
-                                    [&](const auto& s) { return &s == e; }) != selected.end();
+      const bool sel = k < selected.size();  // the selected ones come first
       checked.push_back({{"file", e->file()},
                          {"key", e->key()},
                          {"status", e->status()},

@@ -7,6 +7,7 @@
 #include "re2/re2.h"
 
 #include "common/util/strings.h"
+#include "common/util/text.h"
 
 namespace triage::command {
 namespace {
@@ -22,13 +23,6 @@ struct Hunk {
   std::vector<std::string> removed;  // comment stripped, trimmed
 };
 
-std::string Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r'))
-    s.remove_suffix(1);
-  return std::string(s);
-}
-
 // The code of a Python (or configuration) line: from a '#' outside quotes on is a comment.
 std::string Code(std::string_view line) {
   char quote = 0;
@@ -43,10 +37,10 @@ std::string Code(std::string_view line) {
     } else if (c == '"' || c == '\'') {
       quote = c;
     } else if (c == '#') {
-      return Trim(line.substr(0, i));
+      return std::string(util::TrimWhitespace(line.substr(0, i)));
     }
   }
-  return Trim(line);
+  return std::string(util::TrimWhitespace(line));
 }
 
 // "@@ -a,b +c,d @@": b and d (1 when left out) and c.
@@ -73,7 +67,7 @@ std::vector<Hunk> Hunks(std::string_view diff) {
   for (std::size_t i = 0; i < lines.size(); ++i) {
     const std::string_view l = lines[i];
     if (l.starts_with("+++ ")) {
-      std::string p = Trim(l.substr(4));
+      std::string p(util::TrimWhitespace(l.substr(4)));
       if (auto tab = p.find('\t'); tab != std::string::npos) p.resize(tab);
       if (p.starts_with("b/")) p.erase(0, 2);
       path = p;
@@ -118,11 +112,6 @@ std::optional<double> Setting(const std::string& code, const RE2& re, std::strin
   if (!RE2::PartialMatch(code, re, &n, &v)) return std::nullopt;
   if (name != nullptr) *name = n;
   return std::atof(v.c_str());
-}
-
-std::string FormatNumber(double v) {
-  std::string s = util::StrCat(v);
-  return s;
 }
 
 }  // namespace
@@ -254,9 +243,9 @@ std::vector<Workaround> ScanEntryEdit(const v1::EntryEdit& edit, std::optional<d
       if (floor && *now >= *floor - kFloorMargin) continue;  // justified by the measured floor
       out.push_back(
           {"pcc_lowered", where,
-           util::StrCat("required_pcc ", FormatNumber(was), " -> ", FormatNumber(*now),
+           util::StrCat("required_pcc ", util::StrCat(was), " -> ", util::StrCat(*now),
                         floor ? util::StrCat(" (below the farm's measured CPU bfloat16 floor ",
-                                             FormatNumber(*floor), ")")
+                                             util::StrCat(*floor), ")")
                               : std::string(" (no measured PCC floor)"))});
     } else if (f.name() == "assert_pcc") {
       const bool off =

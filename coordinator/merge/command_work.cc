@@ -35,6 +35,11 @@ bool FixedByLead(const v1::EntryOutcome& o, const std::string& lead, bool own) {
 
 }  // namespace
 
+void KeepAsItWas(EntryMerge& entry, std::string why) {
+  for (auto& [arch, kept] : entry.outcomes) kept.set_changed(false);
+  entry.review.push_back(std::move(why));
+}
+
 void HoldBackBrokenSharedFixes(const std::vector<coord::ShardRecord>& shards,
                                const std::vector<CommandWork>& results,
                                std::map<std::pair<std::string, std::string>, EntryMerge*>& entries,
@@ -79,9 +84,8 @@ void HoldBackBrokenSharedFixes(const std::vector<coord::ShardRecord>& shards,
         if (!FixedByLead(o, lead, own)) continue;
         auto it = entries.find({o.file(), o.key()});
         if (it == entries.end()) continue;
-        for (auto& [arch, kept] : it->second->outcomes) kept.set_changed(false);
-        it->second->review.push_back(util::StrCat(
-            "not landed: its fix was ", why, " (docs/remediation.md, \"The shared fix's wave\")"));
+        KeepAsItWas(*it->second, util::StrCat("not landed: its fix was ", why,
+                                              " (docs/remediation.md, \"The shared fix's wave\")"));
       }
     }
   }

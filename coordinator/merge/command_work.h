@@ -19,6 +19,10 @@ struct CommandWork {
   bool lands = true;  // its file edits land (rejected means rejected)
 };
 
+// Keeps an entry's YAML as the pinned file has it (none of its outcomes' changes is applied),
+// with `why` as a review line: what the shared fix's wave and the guards hold back.
+void KeepAsItWas(EntryMerge& entry, std::string why);
+
 // The shared fix's wave (docs/remediation.md, "The shared fix's wave"): for each lead whose wave
 // found a passing entry failing with its change, or whose wave (among `shards`) has no result
 // while the lead made a shared fix that lands, the lead's result stops landing (added to

@@ -1,5 +1,7 @@
 #include "coordinator/merge/guards_merge.h"
 
+#include <algorithm>
+
 #include "common/command/guards.h"
 #include "common/util/strings.h"
 #include "coordinator/planning/shared_wave.h"
@@ -37,14 +39,10 @@ void HoldWorkaroundsForReview(const std::vector<CommandWork>& results, const Pcc
       if (std::find(w.entries.begin(), w.entries.end(), o.key()) == w.entries.end()) {
         w.entries.push_back(o.key());
       }
-      for (auto& [arch, kept] : it->second->outcomes) {
-        if (kept.changed()) kept.set_changed(false);
-      }
       for (const auto& line : lines) it->second->review.push_back(line);
-      it->second->review.push_back(
-          util::StrCat("not landed: shard ", r.shard->id,
-                       "'s change holds a workaround; a reviewer decides (docs/remediation.md, "
-                       "\"Guards\")"));
+      KeepAsItWas(*it->second, util::StrCat("not landed: shard ", r.shard->id,
+                                            "'s change holds a workaround; a reviewer decides "
+                                            "(docs/remediation.md, \"Guards\")"));
     }
     out.workarounds.push_back(std::move(w));
   }
