@@ -261,7 +261,8 @@ Plan PlanSweep(const inventory::Inventory& inventory, const classify::Classifier
     groups = FanOutClusters(std::move(groups));
   }
   std::vector<std::size_t> first_shard(groups.size());  // index in plan.shards
-  std::vector<int> leads;                               // groups leading a cluster, in order
+  // Groups leading a cluster, in order, with the clusters each leads.
+  std::vector<std::pair<int, std::set<std::string>>> leads;
   for (std::size_t k = 0; k < groups.size(); ++k) {
     const Group& g = groups[k];
     first_shard[k] = plan.shards.size();
@@ -283,13 +284,16 @@ Plan PlanSweep(const inventory::Inventory& inventory, const classify::Classifier
       f.spec.mutable_fan_out()->set_lead_shard(lead.id);
       f.spec.mutable_fan_out()->set_cluster(g.cluster);
       if (options.selector->shared_paths().empty()) continue;
-      if (std::find(leads.begin(), leads.end(), g.lead) == leads.end()) leads.push_back(g.lead);
+      auto l = std::find_if(leads.begin(), leads.end(),
+                            [&g](const auto& led) { return led.first == g.lead; });
+      if (l == leads.end()) l = leads.insert(leads.end(), {g.lead, {}});
+      l->second.insert(g.cluster);
     }
   }
   // Each lead's shared fix is checked in a wave over what else it can affect (shared_wave.h).
-  for (int lead : leads) {
-    plan.shards.push_back(
-        MakeWaveShard(plan.shards[first_shard[lead]], maker.NextId(), selected, inventory));
+  for (const auto& [lead, clusters] : leads) {
+    plan.shards.push_back(MakeWaveShard(plan.shards[first_shard[lead]], maker.NextId(), selected,
+                                        inventory, clusters));
   }
   return plan;
 }

@@ -18,18 +18,13 @@ bool IsWaveShard(const v1::ShardSpec& spec) {
 
 ShardRecord MakeWaveShard(const ShardRecord& lead, const std::string& id,
                           const std::vector<SelectedEntry>& selected,
-                          const inventory::Inventory& inventory) {
+                          const inventory::Inventory& inventory,
+                          const std::set<std::string>& clusters) {
   const std::string& arch = lead.spec.arch();
-  const std::string cluster = [&] {
-    for (const auto& e : lead.spec.entries()) {
-      if (!e.cluster().empty()) return e.cluster();
-    }
-    return std::string();
-  }();
   json candidates = json::array();
   for (const auto& s : selected) {
     if (s.entry->loader.empty() || s.entry->loader == lead.spec.loader()) continue;
-    if (!cluster.empty() && s.shard_entry.cluster() == cluster) continue;  // the followers'
+    if (clusters.count(s.shard_entry.cluster())) continue;  // the followers'
     if (s.entry->parts && s.entry->parts->parallelism == "tensor_parallel") continue;
     const v1::ShardEntry& e = s.shard_entry;
     json c = {{"file", e.file()},
@@ -64,9 +59,9 @@ ShardRecord MakeWaveShard(const ShardRecord& lead, const std::string& id,
   w.spec.clear_entries();
   w.spec.clear_owned_files();  // it changes nothing
   w.spec.mutable_fan_out()->set_lead_shard(lead.id);
-  w.spec.mutable_fan_out()->set_cluster(cluster);
+  w.spec.mutable_fan_out()->set_cluster(util::StrJoin(clusters, ", "));
   const json wave = {{"lead", lead.id},
-                     {"cluster", cluster},
+                     {"clusters", clusters},
                      {"sample", kWaveSample},
                      {"candidates", std::move(candidates)}};
   (*w.spec.mutable_params())[std::string(kWaveParam)] = wave.dump();

@@ -7,6 +7,7 @@
 // entries, of the loaders that import a file the lead changed. A passing entry the fix breaks
 // holds the fix back in the merge.
 
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,7 +21,7 @@
 namespace triage::coord {
 
 // The executor parameter that makes a command shard a wave shard: JSON
-//   {"lead": "<shard id>", "cluster": "<id>", "sample": N,
+//   {"lead": "<shard id>", "clusters": ["<id>"], "sample": N,
 //    "candidates": [{"file", "key", "status", "loader", "selected", "reason", "cluster"}]}
 // (selected true: an entry of the sweep, with its reason and cluster when it has them; absent: a
 // currently passing entry, of which the agent checks at most `sample`). Set by the coordinator
@@ -32,13 +33,15 @@ inline constexpr int kWaveSample = 8;
 bool IsWaveShard(const v1::ShardSpec& spec);
 
 // The wave shard of the lead `lead` (a cluster's first shard, on its arch), numbered `id`:
-// candidates are the selected single-device entries outside the lead's loader and cluster, and
+// candidates are the selected single-device entries outside the lead's loader and the clusters
+// it leads (`clusters`: their followers verify those), and
 // every entry of `inventory` EXPECTED_PASSING on the arch (tensor-parallel ones aside). It waits
 // for the lead (depends_on) and holds no entries of its own: the sweep's entries keep their own
 // shards, and the wave's findings travel as its result's evidence (wave.json).
 ShardRecord MakeWaveShard(const ShardRecord& lead, const std::string& id,
                           const std::vector<SelectedEntry>& selected,
-                          const inventory::Inventory& inventory);
+                          const inventory::Inventory& inventory,
+                          const std::set<std::string>& clusters);
 
 // Releases `wave` when its lead ended. With the lead succeeded, its edits landing
 // (CommandEditsLand) and a shared edit among them, the lead's file edits and registry lines are

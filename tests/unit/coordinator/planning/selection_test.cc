@@ -338,6 +338,7 @@ TEST(Selection, AClusterAcrossLoadersIsLedByOneShardAndItsOtherEntriesFollow) {
   EXPECT_EQ(wave.state, ShardState::kWaiting);
   EXPECT_EQ(wave.spec.arch(), "n150");
   EXPECT_EQ(wave.spec.entries_size(), 0);
+  EXPECT_EQ(wave.spec.fan_out().cluster(), cluster) << "the clusters it leads";
   EXPECT_THAT(wave.spec.owned_files(), IsEmpty());
   const auto candidates =
       nlohmann::json::parse(wave.spec.params().at(std::string(kWaveParam)))["candidates"];
