@@ -186,6 +186,9 @@ class FarmTest : public ::testing::Test {
     grpc::ClientContext ctx;
     rpc::AddBearer(ctx, token);
     ctx.set_deadline(std::chrono::system_clock::now() + 10s);
+    // The server is up before any call: a first connection attempt that fails on a loaded host
+    // (seen once under a parallel ctest) is retried within the deadline instead of failing it.
+    ctx.set_wait_for_ready(true);
     return fn(&ctx);
   }
 
@@ -212,7 +215,12 @@ class FarmTest : public ::testing::Test {
   }
 
   bool WaitSweep(const std::string& id, const std::string& state, std::chrono::milliseconds t) {
-    return testing::WaitFor([&] { return coord_->GetSweep(id)->state() == state; }, t);
+    return testing::WaitFor(
+        [&] {
+          auto sweep = coord_->GetSweep(id);
+          return sweep.ok() && sweep->state() == state;
+        },
+        t);
   }
 
   // grpc.health.v1 status of a service on 127.0.0.1:port, over plaintext.
