@@ -10,6 +10,9 @@
 // longest chain the phases and waves force.
 //
 // Run: build/bench/fleet_sim [--fleet 2n150+2p150+1cpu ...] [--scale 500,5000,50000]
+//      build/bench/fleet_sim --workload remediation [--fleet 16n150+16p150+4n300] (coding agents
+//      remediating the public run's tests, one per test on one host against the farm's fix once,
+//      verify many: bench/remediation_sim.h)
 
 #include <unistd.h>
 
@@ -34,6 +37,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_split.h"
 #include "agent/playbooks/catalog.h"
+#include "bench/remediation_sim.h"
 #include "common/classify/classify.h"
 #include "common/clock/clock.h"
 #include "common/inventory/inventory.h"
@@ -1383,8 +1387,37 @@ int Main(int argc, char** argv) {
   app.add_flag("-v,--verbose", o.verbose, "Coordinator logs");
   app.add_flag("--trace", o.trace,
                "Each attempt's start and end on stderr (simulated hours, agent, shard, seconds)");
+  std::string workload = "sweep";
+  app.add_option("--workload", workload,
+                 "sweep: a weekly sweep of the training YAML (the default); remediation: coding "
+                 "agents remediating the public run's 1,221 tests, one per test on one host "
+                 "against the farm (docs/bench-farm.md, \"The remediation workload\")")
+      ->check(CLI::IsMember({"sweep", "remediation"}));
+  remediation::Options rem;
+  app.add_option("--host-agents", rem.host_agents, "remediation: coding agents on the one host")
+      ->check(CLI::Range(1, 1000));
+  app.add_option("--host-devices", rem.host_devices,
+                 "remediation: devices of the one host, shared by its agents")
+      ->check(CLI::Range(1, 1000));
   app.set_version_flag("--version", "fleet_sim " TRIAGE_VERSION);
   CLI11_PARSE(app, argc, argv);
+  if (workload == "remediation") {
+    if (o.fleets.size() > 1) {
+      std::cerr << "fleet_sim: --workload remediation runs one fleet\n";
+      return 2;
+    }
+    if (!o.fleets.empty()) rem.fleet = o.fleets.front();
+    rem.seed = o.seed;
+    rem.trace = o.trace;
+    std::string error;
+    const remediation::Result r = remediation::Run(rem, &error);
+    if (!error.empty()) {
+      std::cerr << "fleet_sim: " << error << "\n";
+      return 2;
+    }
+    std::cout << r.table;
+    return 0;
+  }
   const Rates& rates = o.rates;
   for (double p :
        {rates.stop, rates.registry, rates.pass, rates.crash, rates.timeout, rates.shard_fail}) {

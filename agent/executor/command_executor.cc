@@ -6,6 +6,7 @@
 
 #include "nlohmann/json.hpp"
 
+#include "agent/executor/command_floor.h"
 #include "agent/executor/command_verify.h"
 #include "agent/executor/shared_wave.h"
 #include "agent/workspace/workspace.h"
@@ -515,6 +516,9 @@ absl::StatusOr<v1::ShardResult> CommandExecutor::Run(ExecContext& ctx) {
   const lift::LiftOutput lifted = lift::Lift(spec, result, pinned);
   DropPreApplied(*ctx.workspace, pre, result);
   DescribeFixes(spec, result);
+  // A threshold the command set is judged against the farm's own measured floor (the merge's
+  // guards read it): measured here, on CPU, in the workspace as the command left it.
+  if (auto s = MeasurePccFloors(ctx, scripts, result); !s.ok()) return s;
   if (ctx.progress && (!lifted.notes.empty() || !lifted.outside.empty())) {
     std::vector<std::string> lines = lifted.notes;
     for (const auto& f : lifted.outside) {

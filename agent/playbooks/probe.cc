@@ -115,6 +115,7 @@ std::vector<std::string> ProbePhases(std::string_view mode) {
   if (mode == "structure") return {"structure"};
   if (mode == "dtype") return {"bfloat16", "float32"};
   if (mode == "inputs") return {"train", "eval"};
+  if (mode == "floor") return {"floor"};
   return {};
 }
 

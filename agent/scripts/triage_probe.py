@@ -17,13 +17,17 @@ inference entry's), else for a training phase the checkout runner's DEFAULT_TRAI
 (found under tests/runner/ with ast), else no batch. Every document's "built" says what was
 passed.
 
-Modes and their phases: structure -> structure; dtype -> bfloat16, float32; inputs -> train, eval.
+Modes and their phases: structure -> structure; dtype -> bfloat16, float32; inputs -> train, eval;
+floor -> floor. The floor phase measures the test's CPU bfloat16-vs-float32 PCC: the model and inputs
+built once in float32, run in eval under no_grad, then the same weights and inputs cast to bfloat16;
+"pcc" is the lowest PCC over the output's floating tensors (what bfloat16 alone costs the test).
 The inputs mode adds what a fix of the model's inputs needs (the forward's and load_inputs'
 signatures, how the inputs bind, the model's config, requirements files next to the loader, and
 where an error was raised); each of these is best-effort and null when it cannot be read.
 """
 import argparse
 import ast
+import copy
 import dataclasses
 import fnmatch
 import importlib
@@ -77,7 +81,7 @@ def parse_args(argv):
     parser.add_argument("--key", help="YAML key, e.g. yolo_mini/pytorch-N-single_device-training")
     parser.add_argument("--loader", help="path of <model_path>/pytorch/loader.py (instead of --key)")
     parser.add_argument("--variant", help="with --loader: ModelVariant value or member name")
-    parser.add_argument("--mode", required=True, choices=("structure", "dtype", "inputs"))
+    parser.add_argument("--mode", required=True, choices=("structure", "dtype", "inputs", "floor"))
     parser.add_argument("--batch-size", type=int, default=None)
     parser.add_argument("--seq", type=int, default=None, help="adds \"seq\": N to each document")
     args = parser.parse_args(argv)
@@ -662,6 +666,111 @@ def run_phase(
     return doc
 
 
+def output_tensors(obj, torch, depth=0):
+    """The floating tensors of an output, in a stable order (dict keys as given)."""
+    if isinstance(obj, torch.Tensor):
+        return [obj] if obj.is_floating_point() else []
+    if depth >= MAX_DEPTH:
+        return []
+    if isinstance(obj, dict):
+        values = list(obj.values())
+    elif isinstance(obj, (list, tuple)):
+        values = list(obj)
+    elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        values = [getattr(obj, f.name) for f in dataclasses.fields(obj)]
+    elif hasattr(obj, "to_tuple"):  # transformers' ModelOutput
+        values = list(obj.to_tuple())
+    else:
+        return []
+    return [t for v in values for t in output_tensors(v, torch, depth + 1)]
+
+
+def pcc_of(golden, other, torch):
+    """Pearson correlation of two tensors (flattened, float64); 1.0 for two equal constants."""
+    a = golden.detach().to(torch.float64).flatten()
+    b = other.detach().to(torch.float64).flatten()
+    if a.numel() != b.numel():
+        raise ValueError(f"outputs differ in size: {a.numel()} vs {b.numel()}")
+    if a.numel() == 0:
+        return 1.0
+    a = a - a.mean()
+    b = b - b.mean()
+    denominator = float(a.norm() * b.norm())
+    if denominator == 0.0:
+        return 1.0 if torch.equal(golden.to(torch.float64), other.to(torch.float64)) else 0.0
+    return float((a * b).sum()) / denominator
+
+
+def cast_inputs(inputs, dtype, torch):
+    """The inputs with their floating tensors cast to dtype (containers rebuilt, others kept)."""
+    if isinstance(inputs, torch.Tensor):
+        return inputs.to(dtype) if inputs.is_floating_point() else inputs
+    if isinstance(inputs, dict):
+        return {k: cast_inputs(v, dtype, torch) for k, v in inputs.items()}
+    if isinstance(inputs, (list, tuple)):
+        return type(inputs)(cast_inputs(v, dtype, torch) for v in inputs)
+    return inputs
+
+
+def run_floor(target, key, variant_value, model_info, make_loader, batch, torch, import_error):
+    """The floor phase: one document with "pcc" (null when it could not be measured)."""
+    batch_size, batch_source = batch
+    doc = {
+        "schema": SCHEMA,
+        "key": key,
+        "loader": target.loader_rel,
+        "variant": variant_value,
+        "model_info": model_info,
+        "phase": "floor",
+        "ok": False,
+        "error": None,
+        "inputs": [],
+        "output": None,
+        "unpacked": None,
+        "backward": "skipped",
+        "pcc": None,
+        "tensors": 0,
+        "built": {"load_model": [], "load_inputs": None, "batch_size": batch_size,
+                  "batch_source": batch_source},
+    }
+    print(f"===== triage_probe {key} phase=floor batch_size={batch_size} =====", file=sys.stderr)
+    if import_error is not None:
+        doc["error"] = error_of(import_error)
+        return doc
+    try:
+        torch.manual_seed(0)
+        loader = make_loader()
+        model = loader.load_model()
+        model = model.to(torch.float32)
+        model.eval()
+        wanted = {} if batch_size is None else {"batch_size": batch_size}
+        inputs_kwargs = named_kwargs(loader.load_inputs, wanted)
+        doc["built"]["load_inputs"] = list(inputs_kwargs)
+        inputs = cast_inputs(loader.load_inputs(**inputs_kwargs), torch.float32, torch)
+        doc["inputs"] = describe_inputs(inputs, torch)
+        with torch.no_grad():
+            golden = forward(model, inputs)
+            low = forward(copy.deepcopy(model).to(torch.bfloat16),
+                          cast_inputs(inputs, torch.bfloat16, torch))
+        doc["output"] = {
+            "class": type(golden).__name__,
+            "module": type(golden).__module__,
+            "tree": tree(golden, torch),
+        }
+        ours, theirs = output_tensors(golden, torch), output_tensors(low, torch)
+        if not ours or len(ours) != len(theirs):
+            raise ValueError(
+                f"the outputs have {len(ours)} and {len(theirs)} floating tensors: nothing to compare"
+            )
+        doc["tensors"] = len(ours)
+        doc["pcc"] = min(pcc_of(a, b, torch) for a, b in zip(ours, theirs))
+        doc["ok"] = True
+    except Exception as e:
+        traceback.print_exc(file=sys.stderr)
+        doc["error"] = error_of(e)
+    return doc
+
+
 def main(argv):
     args = parse_args(argv)
     real_stdout = sys.stdout
@@ -696,27 +805,36 @@ def main(argv):
             "structure": [("structure", torch.bfloat16)],
             "dtype": [("bfloat16", torch.bfloat16), ("float32", None)],
             "inputs": [("train", torch.bfloat16), ("eval", torch.bfloat16)],
+            "floor": [("floor", None)],
         }[args.mode]
         extras = InputsExtras(root, target, member) if args.mode == "inputs" else None
         training_batch = None  # the runner's training default, read once when a phase needs it
         for phase, dtype in phases:
             # The test the phase stands for: the key's own (training) entry, or for the eval
             # phase the inference entry of the same model and variant.
-            test_key = key.rsplit("-", 1)[0] + ("-inference" if phase == "eval" else "-training")
+            if phase == "floor":
+                test_key = key  # the test whose threshold the floor is for, as given
+            else:
+                test_key = key.rsplit("-", 1)[0] + ("-inference" if phase == "eval" else "-training")
             if args.batch_size is not None:
                 batch = (args.batch_size, "--batch-size")
             elif (from_yaml := yaml_batch(root, test_key))[0] is not None:
                 batch = from_yaml
-            elif phase == "eval":
+            elif phase == "eval" or (phase == "floor" and test_key.endswith("-inference")):
                 batch = (None, None)  # an inference test gets no batch but the YAML's
             else:
                 if training_batch is None:
                     training_batch = training_default_batch(root)
                 batch = training_batch
-            doc = run_phase(
-                phase, target, key, variant_value, model_info, make_loader, dtype, batch,
-                torch, import_error, extras,
-            )
+            if phase == "floor":
+                doc = run_floor(
+                    target, key, variant_value, model_info, make_loader, batch, torch, import_error
+                )
+            else:
+                doc = run_phase(
+                    phase, target, key, variant_value, model_info, make_loader, dtype, batch,
+                    torch, import_error, extras,
+                )
             if args.seq is not None:
                 doc["seq"] = args.seq
             real_stdout.write(json.dumps(doc) + "\n")

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <set>
 
+#include "nlohmann/json.hpp"
 #include "re2/re2.h"
 
 #include "common/util/strings.h"
@@ -252,6 +253,22 @@ std::vector<Workaround> ScanEntryEdit(const v1::EntryEdit& edit, std::optional<d
           (v.has_bool_value() && !v.bool_value()) ||
           (v.has_string_value() && (v.string_value() == "false" || v.string_value() == "False"));
       if (off) out.push_back({"pcc_disabled", where, "assert_pcc false"});
+    }
+  }
+  return out;
+}
+
+std::map<std::pair<std::string, std::string>, double> PccFloors(const v1::ShardResult& result) {
+  std::map<std::pair<std::string, std::string>, double> out;
+  for (const auto& ev : result.evidence()) {
+    if (ev.kind() != kPccFloorEvidence) continue;
+    const auto j = nlohmann::json::parse(ev.content(), nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object() || !j.contains("floors") || !j["floors"].is_array()) continue;
+    for (const auto& f : j["floors"]) {
+      if (!f.is_object() || !f.contains("pcc") || !f["pcc"].is_number()) continue;
+      if (!f.contains("file") || !f["file"].is_string()) continue;
+      if (!f.contains("key") || !f["key"].is_string()) continue;
+      out[{f["file"].get<std::string>(), f["key"].get<std::string>()}] = f["pcc"].get<double>();
     }
   }
   return out;

@@ -5,9 +5,11 @@
 // guard reads the lines a unified diff adds (and the lines its hunk removes, to compare), or an
 // entry's YAML edit. A finding is for a reviewer: the farm never promotes an entry on one.
 
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "triage/v1/types.pb.h"
@@ -57,6 +59,14 @@ std::vector<Workaround> ScanFileDiff(std::string_view repo, std::string_view dif
 // justified and not a finding.
 std::vector<Workaround> ScanEntryEdit(const v1::EntryEdit& edit, std::optional<double> before_pcc,
                                       std::optional<double> floor);
+
+// The evidence kind of the agent's floors.json (agent/executor/command_floor.h).
+inline constexpr std::string_view kPccFloorEvidence = "pcc_floor";
+
+// The PCC floors a result's floors.json records: (file, key) -> the measured CPU
+// bfloat16-vs-float32 PCC; entries it could not measure are left out. Unreadable evidence reads
+// as no floors (every lowered threshold then stays a finding).
+std::map<std::pair<std::string, std::string>, double> PccFloors(const v1::ShardResult& result);
 
 // "workaround layers_trimmed: tt_forge_models/x/pytorch/loader.py:12: config.num_hidden_layers = 2"
 std::string Describe(const Workaround& w);

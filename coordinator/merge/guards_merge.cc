@@ -18,11 +18,15 @@ void HoldWorkaroundsForReview(const std::vector<CommandWork>& results, const Pcc
     for (const auto& fe : res.file_edits()) {
       for (auto& w : command::ScanFileDiff(fe.repo(), fe.diff())) found.push_back(std::move(w));
     }
+    const auto floors = command::PccFloors(res);
     for (const auto& o : res.entries()) {
-      if (!o.changed()) continue;
+      // The farm's own decision, where it replaced the command's edit, is not the command's
+      // change: it follows the checkout's conventions (an incorrect result's assert_pcc false).
+      if (!o.changed() || o.command_check() == "replaced by the farm's decision") continue;
       const std::string arch = o.edit().arch();
-      for (auto& w : command::ScanEntryEdit(o.edit(), before(o.file(), o.key(), arch),
-                                            /*floor=*/std::nullopt)) {
+      std::optional<double> floor;
+      if (auto f = floors.find({o.file(), o.key()}); f != floors.end()) floor = f->second;
+      for (auto& w : command::ScanEntryEdit(o.edit(), before(o.file(), o.key(), arch), floor)) {
         found.push_back(std::move(w));
       }
     }

@@ -8,6 +8,7 @@
 // followers are verified with the lead's helper fix pre-applied and never run it.
 
 #include <filesystem>
+#include <map>
 #include <set>
 #include <string>
 
@@ -32,6 +33,9 @@ constexpr char kPool[] = "pool_mini/pytorch-Base-single_device-inference";
 constexpr char kGather[] = "gather_mini/pytorch-Base-single_device-inference";
 constexpr char kGray[] = "gray_mini/pytorch-Base-single_device-inference";
 constexpr char kSpeech[] = "speech_mini/pytorch-Tts-single_device-training";
+constexpr char kOffset[] = "offset_mini/pytorch-Base-single_device-inference";
+constexpr char kDrift[] = "drift_mini/pytorch-Base-single_device-inference";
+constexpr char kStack[] = "stack_mini/pytorch-Base-single_device-inference";
 constexpr char kSpeechInference[] = "speech_mini/pytorch-Tts-single_device-inference";
 
 class RemediationSweepTest : public testing::FixtureFarmTest {
@@ -243,6 +247,62 @@ TEST_F(RemediationSweepTest, AWaveThatBreaksAPassingTestHoldsTheSharedFixBack) {
   // Nothing of the cluster was fixed by what lands.
   EXPECT_THAT(md, HasSubstr("| 3 | 0 | 3 | `mini-images-drops-channels` |")) << md;
   EXPECT_THAT(md, HasSubstr("shared: held back: tt\\_forge\\_models:tools/mini\\_images.py")) << md;
+}
+
+// Guards (docs/remediation.md): the stand-in with --cheat buys four passes with workarounds (a
+// threshold lowered under the farm's measured floor, a model trimmed to one layer, a swallowed
+// exception, a head moved to the CPU) and makes one honest change: offset_mini's threshold set to
+// the CPU bfloat16 floor it measured. The farm measures that floor itself; each workaround is
+// caught, named on its entry, in report.json and in the PR text, and nothing of its change lands;
+// the honest threshold lands.
+TEST_F(RemediationSweepTest, WorkaroundsAreHeldForReviewAndAThresholdAtTheMeasuredFloorLands) {
+  ASSERT_NO_FATAL_FAILURE(StartFixtureAgent("command-n150", "n150", "command"));
+  standin_args_ = {"--cheat"};
+  const json report = Sweep(
+      {"--no-fan-out"},
+      {"--keys",
+       util::StrJoin(std::vector<std::string>{kOffset, kDrift, kStack, kMixer, kGather}, ",")});
+  ASSERT_TRUE(report.is_object());
+  auto entries = ByKey(report);
+  ASSERT_EQ(entries.size(), 5u) << report.dump(2).substr(0, 3000);
+
+  // The honest threshold: measured by the farm (floors.json), justified, verified and landed.
+  EXPECT_EQ(At(entries[kOffset], "/arch_outcomes/n150/status"), json("EXPECTED_PASSING"))
+      << entries[kOffset].dump(2);
+  const std::string xla = testing::ReadFileOrDie(dir_ / "out/tt-xla.patch");
+  EXPECT_THAT(xla, HasSubstr("+    required_pcc: 0.96")) << xla;
+  EXPECT_THAT(entries[kOffset].dump(), HasSubstr("floors.json")) << entries[kOffset].dump(2);
+
+  // Each workaround, caught and named on the change that holds it.
+  const std::map<std::string, std::string> cheats = {{kDrift, "pcc_lowered"},
+                                                     {kStack, "layers_trimmed"},
+                                                     {kMixer, "exception_suppressed"},
+                                                     {kGather, "cpu_offload"}};
+  std::map<std::string, std::set<std::string>> found;  // key -> guards
+  for (const auto& held : report.value("workarounds", json::array())) {
+    for (const auto& key : held["entries"]) {
+      for (const auto& w : held["found"]) found[key].insert(w["guard"]);
+    }
+  }
+  for (const auto& [key, guard] : cheats) {
+    EXPECT_EQ(found[key], std::set<std::string>{guard}) << key << "\n" << report["workarounds"];
+    EXPECT_EQ(At(entries[key], "/label"), json("unchanged")) << entries[key].dump(2);
+    EXPECT_THAT(entries[key].dump(), HasSubstr("workaround " + guard)) << entries[key].dump(2);
+    EXPECT_EQ(xla.find(key), std::string::npos) << xla;
+  }
+  EXPECT_EQ(found.count(kOffset), 0u) << report["workarounds"];
+  // The lowered threshold is measured against the farm's floor, not taken on the command's word.
+  EXPECT_THAT(report["workarounds"].dump(), HasSubstr("below the farm's measured CPU bfloat16"))
+      << report["workarounds"];
+  // Nothing of the held loader changes lands.
+  const std::string forge = testing::ReadFileOrDie(dir_ / "out/tt-forge-models.patch");
+  for (const char* text : {"num_layers=1", "except Exception", "\"cpu\""}) {
+    EXPECT_EQ(forge.find(text), std::string::npos) << text << "\n" << forge;
+  }
+  std::string out;
+  ASSERT_EQ(Ctl({"sweep", "pr-body", id_, "--repo", "tt-xla"}, &out), 0) << out;
+  EXPECT_THAT(out, HasSubstr("## Held for review: workarounds")) << out;
+  for (const auto& [key, guard] : cheats) EXPECT_THAT(out, HasSubstr(guard)) << out;
 }
 
 }  // namespace

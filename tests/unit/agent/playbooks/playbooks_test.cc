@@ -361,6 +361,7 @@ TEST(ProbeDoc, ProbePhasesPerMode) {
   EXPECT_EQ(ProbePhases("structure"), (std::vector<std::string>{"structure"}));
   EXPECT_EQ(ProbePhases("dtype"), (std::vector<std::string>{"bfloat16", "float32"}));
   EXPECT_EQ(ProbePhases("inputs"), (std::vector<std::string>{"train", "eval"}));
+  EXPECT_EQ(ProbePhases("floor"), (std::vector<std::string>{"floor"}));
   EXPECT_TRUE(ProbePhases("").empty());
   EXPECT_TRUE(ProbePhases("Inputs").empty());
   EXPECT_TRUE(ProbePhases("train").empty()) << "a phase is not a mode";

@@ -134,6 +134,28 @@ TEST(Guards, ALoweredThresholdNeedsTheFarmsMeasuredFloor) {
   EXPECT_THAT(Guards(ScanEntryEdit(off, std::nullopt, std::nullopt)), ElementsAre("pcc_disabled"));
 }
 
+TEST(Guards, TheFloorsOfAResultAreReadFromItsFloorEvidence) {
+  v1::ShardResult result;
+  v1::Evidence* ev = result.add_evidence();
+  ev->set_name("floors.json");
+  ev->set_kind(std::string(kPccFloorEvidence));
+  ev->set_content(R"({"floors": [
+      {"file": "a.yaml", "key": "m/pytorch-single_device-inference", "pcc": 0.964, "error": ""},
+      {"file": "a.yaml", "key": "n/pytorch-single_device-inference", "pcc": null,
+       "error": "RuntimeError: no bf16 kernel"},
+      {"key": "no-file", "pcc": 0.5}, "not an object"]})");
+  // Evidence of another kind, and a floors.json that is not JSON, add nothing.
+  v1::Evidence* other = result.add_evidence();
+  other->set_kind("log");
+  other->set_content(R"({"floors": [{"file": "a.yaml", "key": "x", "pcc": 0.1}]})");
+  v1::Evidence* broken = result.add_evidence();
+  broken->set_kind(std::string(kPccFloorEvidence));
+  broken->set_content("{\"floors\": [");
+  const auto floors = PccFloors(result);
+  ASSERT_EQ(floors.size(), 1u);
+  EXPECT_DOUBLE_EQ(floors.at({"a.yaml", "m/pytorch-single_device-inference"}), 0.964);
+}
+
 TEST(Guards, AMalformedDiffFindsNothingAndDoesNotCrash) {
   for (const char* bad : {"", "@@", "@@ -1 +1 @@", "+++ b/x.py\n@@ -1,5 +1,9 @@\n+pass"}) {
     EXPECT_THAT(ScanFileDiff("tt_forge_models", bad), IsEmpty()) << bad;
