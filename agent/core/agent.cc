@@ -278,6 +278,7 @@ ExecContext Agent::Context(const v1::ShardSpec& spec, const std::filesystem::pat
   ctx.workspace = workspace_;
   ctx.shard_dir = dir;
   ctx.settings = options_.exec;
+  ctx.agent = &options_.dimensions;
   ctx.progress = [this, leases](const std::string& step, const std::string& entry,
                                 const std::vector<std::string>& tail) {
     Progress(leases, step, entry, tail);

@@ -1,12 +1,14 @@
 #include "agent/executor/command_executor.h"
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <optional>
 
 #include "nlohmann/json.hpp"
 
 #include "agent/executor/command_floor.h"
+#include "agent/executor/command_provenance.h"
 #include "agent/executor/command_verify.h"
 #include "agent/executor/shared_wave.h"
 #include "agent/workspace/workspace.h"
@@ -319,6 +321,8 @@ absl::StatusOr<v1::ShardResult> CommandExecutor::Run(ExecContext& ctx) {
     std::string review;
     std::optional<v1::CommandSummary> summary;  // what the command wrote to $TRIAGE_SUMMARY
     std::string summary_review;                 // why what it wrote is not used
+    double seconds = 0;                         // its wall time
+    std::string ended;                          // how it ended ("exit 0", ...)
   };
   std::vector<Run> runs;
   std::vector<std::string> keys;  // {keys}: the entries the command runs for
@@ -413,6 +417,8 @@ absl::StatusOr<v1::ShardResult> CommandExecutor::Run(ExecContext& ctx) {
     auto res = process::Run(opts);
     if (!res.ok()) return res.status();  // could not start: the agent's setup is wrong
     if (res->cancelled) return absl::CancelledError("lease revoked");
+    run.seconds = std::chrono::duration<double>(res->duration).count();
+    run.ended = res->Describe();
     if (!res->ok()) {
       run.review =
           util::StrCat("command ", res->Describe(), " (log ", log.filename().string(), ")");
@@ -526,20 +532,39 @@ absl::StatusOr<v1::ShardResult> CommandExecutor::Run(ExecContext& ctx) {
     }
     ctx.progress("lift", "", lines);
   }
+  // Provenance (docs/remediation.md): the workspace's repositories, what the command reported,
+  // the hardware, each run's time, end and transcript, and the farm's verification time.
+  auto provenance = [&](double verification_seconds) {
+    std::vector<CommandRunRecord> records;
+    for (const auto& run : runs) {
+      if (run.number == 0) continue;
+      records.push_back({run.number, run.entry != nullptr ? run.entry->key() : "", run.seconds,
+                         run.ended,
+                         run.summary ? util::StrCat("summaries/run-", run.number, ".json") : ""});
+    }
+    RecordProvenance(ctx, params->command, records, verification_seconds, result);
+  };
   // A probe phase runs on a CPU agent, which has no device to verify on.
-  if (!verify) return result;
+  if (!verify) {
+    provenance(0);
+    return result;
+  }
   // The farm's own verification of what the command decided (docs/farm.md, "Executors"): the
   // native playbooks' pytest session and decision, in the workspace as the command left it. When
   // no command ran, the checks before are that verification.
   if (n == 0 && !checks.entries().empty() &&
       static_cast<int>(fixed_by.size()) == spec.entries_size()) {
     ApplyFarmVerification(spec, pinned, checks, result);
+    provenance(0);
     return result;
   }
   for (const auto& ev : checks.evidence()) *result.add_evidence() = ev;
+  const auto verify_start = std::chrono::steady_clock::now();
   auto farm = RunFarmVerification(ctx, scripts);
   if (!farm.ok()) return farm.status();
   ApplyFarmVerification(spec, pinned, *farm, result);
+  provenance(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - verify_start).count());
   return result;
 }
 

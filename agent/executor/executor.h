@@ -39,6 +39,9 @@ struct ExecContext {
                                               // for executors that need no checkout)
   std::filesystem::path shard_dir;            // logs/, junit/, probes/ for this attempt
   ExecSettings settings;
+  // The agent running the shard (its id, arch, devices, host, version); null in tests that run
+  // an executor alone.
+  const v1::AgentDimensions* agent = nullptr;
   // Reports a step (and the entry it concerns, "" = whole shard) with the last log lines.
   std::function<void(const std::string& step, const std::string& entry,
                      const std::vector<std::string>& log_tail)>

@@ -29,6 +29,14 @@ bool IsFingerprint(std::string_view s) {
                      [&](char c) { return alnum(c) || c == '.' || c == '_' || c == '-'; });
 }
 
+bool IsPinName(std::string_view s) {
+  if (s.empty() || s.size() > 64) return false;
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '_' || c == '/' || c == '-';
+  });
+}
+
 // A string field that must be one of names.
 absl::Status Choice(const nlohmann::json& j, std::string_view source, std::string_view field,
                     std::span<const std::string_view> names, std::string* out) {
@@ -93,15 +101,48 @@ absl::StatusOr<v1::CommandSummary> ParseSummary(std::string_view text, std::stri
         }
         if (used.get<bool>()) s.add_workarounds(name);
       }
+    } else if (field == "version") {
+      if (!value.is_string() || value.get<std::string>().size() > kMaxVersionBytes) {
+        return Invalid(source, field,
+                       util::StrCat("must be a string of at most ", kMaxVersionBytes, " bytes"));
+      }
+    } else if (field == "pins") {
+      if (!value.is_object() || value.size() > kMaxPins) {
+        return Invalid(source, field,
+                       util::StrCat("must be an object of at most ", kMaxPins,
+                                    " repository names to commits"));
+      }
+      for (const auto& [name, commit] : value.items()) {
+        if (!IsPinName(name)) {
+          return Invalid(source, util::StrCat(field, ".", name),
+                         "a name is 1 to 64 characters of A-Z, a-z, 0-9, '.', '_', '/' and '-'");
+        }
+        if (!commit.is_string() || commit.get<std::string>().empty() ||
+            commit.get<std::string>().size() > kMaxVersionBytes) {
+          return Invalid(source, util::StrCat(field, ".", name),
+                         util::StrCat("must be a string of 1 to ", kMaxVersionBytes, " bytes"));
+        }
+      }
     } else {
       return Invalid(source, field,
                      "not a summary field (fingerprint, layer, fix_kind, workarounds, root_cause, "
-                     "result)");
+                     "result, version, pins)");
     }
     if (!st.ok()) return st;
   }
   if (s.fingerprint().empty()) return Invalid(source, "fingerprint", "missing");
   return s;
+}
+
+SummaryProvenance ProvenanceOfSummary(std::string_view text) {
+  SummaryProvenance out;
+  if (!ParseSummary(text, "summary").ok()) return out;
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.contains("version")) out.version = j["version"].get<std::string>();
+  if (j.contains("pins")) {
+    for (const auto& [name, commit] : j["pins"].items()) out.pins[name] = commit.get<std::string>();
+  }
+  return out;
 }
 
 }  // namespace triage::command

@@ -10,12 +10,21 @@
 //    "workarounds": {"layer_trimming": false, "cpu_offload": false, "text_only_inputs": false,
 //                    "shape_padding": false, "pcc_lowering": false, "suppression": false},
 //    "root_cause": "…",            at most 4096 bytes
-//    "result": "pass"}             pass | xfail | failed | nothing_to_fix
+//    "result": "pass",             pass | xfail | failed | nothing_to_fix
+//    "version": "agent 2.1 (triage skill 7)",   the command's own version, at most 200 bytes
+//    "pins": {"tt-mlir": "4f2a…"}} commits the command built with that the workspace does not
+//                                  pin: at most 32 names of [A-Za-z0-9._/-] (at most 64 bytes) to
+//                                  strings of at most 200 bytes
+//
+// version and pins are provenance (docs/remediation.md, "Provenance"): the agent records them in
+// provenance.json, not on the outcomes.
 //
 // Every field but fingerprint may be left out; an unknown field is refused (a misspelt name
 // would otherwise be lost silently).
 
 #include <cstddef>
+#include <map>
+#include <string>
 #include <string_view>
 
 #include "absl/status/statusor.h"
@@ -38,5 +47,15 @@ inline constexpr std::string_view kSummaryWorkarounds[] = {"layer_trimming",   "
 
 // The summary in text; InvalidArgument "<source>: <field>: <why>" when it is not one.
 absl::StatusOr<v1::CommandSummary> ParseSummary(std::string_view text, std::string_view source);
+
+inline constexpr std::size_t kMaxVersionBytes = 200;
+inline constexpr std::size_t kMaxPins = 32;
+
+// A valid summary's version and pins (empty for a summary ParseSummary refuses).
+struct SummaryProvenance {
+  std::string version;
+  std::map<std::string, std::string> pins;
+};
+SummaryProvenance ProvenanceOfSummary(std::string_view text);
 
 }  // namespace triage::command

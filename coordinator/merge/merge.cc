@@ -192,6 +192,7 @@ void NoteOutcome(EntryAcc& a, const v1::ShardSpec& spec, const v1::EntryOutcome&
   }
   a.decided_at[arch] = {spec.wave(), canon};
   m.outcomes[arch] = o;
+  m.deciding_shard[arch] = spec.shard_id();
 }
 
 // Every entry the results name, with its deciding outcome per target arch.
@@ -659,6 +660,11 @@ absl::StatusOr<MergeOutput> Merge(const MergeInput& input) {
   }
   st.results = LatestResultsInOrder(input);
   st.entries = DecideEntries(st.results);
+  for (const auto& r : st.results) {
+    for (const auto& ev : r.record->result.evidence()) {
+      if (ev.kind() == "provenance") st.out.provenance[r.shard->id] = ev.content();
+    }
+  }
   {
     std::vector<CommandWork> work;
     for (const auto& r : st.results) work.push_back({r.shard, r.record, true});

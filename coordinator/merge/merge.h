@@ -41,7 +41,8 @@ struct EntryMerge {
   std::string carried_from;
   // The deciding outcome per target arch (absent: no verified outcome for that arch).
   std::map<std::string, v1::EntryOutcome> outcomes;
-  std::optional<v1::EntryOutcome> probe;  // the playbook's findings (first phase)
+  std::map<std::string, std::string> deciding_shard;  // arch -> the shard of its outcome
+  std::optional<v1::EntryOutcome> probe;              // the playbook's findings (first phase)
   enum class Placement { kUnchanged, kTopLevel, kPerArch, kConflict };
   Placement placement = Placement::kUnchanged;
   std::vector<inventory::EntryEdit> edits;  // what was applied to the YAML
@@ -105,6 +106,8 @@ struct MergeOutput {
   std::vector<SharedFix> shared_fixes;         // a command sweep's, in shard order
   CommandRuns command_runs;                    // a command sweep's
   std::vector<WorkaroundsFound> workarounds;   // a command sweep's results held for review
+  // A command result's provenance.json (docs/remediation.md, "Provenance"), by shard.
+  std::map<std::string, std::string> provenance;
 };
 
 // The result the merge takes for each shard, by shard id: its latest attempt's (the highest

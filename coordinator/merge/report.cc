@@ -214,6 +214,7 @@ BuiltReport BuildReport(const ReportInput& in) {
     j["command_runs"] = report_internal::CommandRunsJson(merge.command_runs);
     j["shared_fixes"] = report_internal::SharedFixesJson(merge.shared_fixes);
     j["workarounds"] = report_internal::WorkaroundsJson(merge.workarounds);
+    j["provenance"] = report_internal::ProvenanceJson(merge.provenance);
     remediation_md = report_internal::CommandWorkMd(merge.command_runs, merge.shared_fixes) +
                      report_internal::WorkaroundsMd(merge.workarounds) +
                      RemediationMd(j["remediation"]);

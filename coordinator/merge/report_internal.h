@@ -80,6 +80,9 @@ json SharedFixesJson(const std::vector<SharedFix>& fixes);
 // "Guards"; "" when none).
 json WorkaroundsJson(const std::vector<WorkaroundsFound>& held);
 std::string WorkaroundsMd(const std::vector<WorkaroundsFound>& held);
+// report.json's "provenance": each command result's provenance.json by shard (docs/remediation.md,
+// "Provenance"); one that is not a JSON object reads as {"error": …}.
+json ProvenanceJson(const std::map<std::string, std::string>& by_shard);
 std::string CommandWorkMd(const CommandRuns& runs, const std::vector<SharedFix>& fixes);
 
 // report_md.cc

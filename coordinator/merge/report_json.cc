@@ -134,6 +134,12 @@ json EntryJson(const EntryMerge& e, const EntryFacts& f, const std::vector<std::
       if (o->second.has_summary()) verdicts[t]["summary"] = CommandSummaryJson(o->second.summary());
       // Fixed by an earlier change with no command run (docs/remediation.md).
       if (!o->second.fixed_by().empty()) verdicts[t]["fixed_by"] = o->second.fixed_by();
+      // A command's outcome: the shard whose provenance (report.json's "provenance") it has.
+      auto shard = e.deciding_shard.find(t);
+      if ((!o->second.command_check().empty() || o->second.verdict() == "command") &&
+          shard != e.deciding_shard.end()) {
+        verdicts[t]["shard"] = shard->second;
+      }
     }
   }
   entry["arch_outcomes"] = arch_outcomes;

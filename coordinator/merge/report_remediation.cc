@@ -144,6 +144,16 @@ json WorkaroundsJson(const std::vector<WorkaroundsFound>& held) {
   return out;
 }
 
+json ProvenanceJson(const std::map<std::string, std::string>& by_shard) {
+  json out = json::object();
+  for (const auto& [shard, text] : by_shard) {
+    json p = json::parse(text, nullptr, /*allow_exceptions=*/false);
+    out[shard] =
+        p.is_object() ? std::move(p) : json{{"error", "provenance.json is not a JSON object"}};
+  }
+  return out;
+}
+
 std::string WorkaroundsMd(const std::vector<WorkaroundsFound>& held) {
   if (held.empty()) return "";
   std::string md =

@@ -143,6 +143,29 @@ TEST_F(RemediationSweepTest, TheLeadFixesTheSharedHelperOnceAndItsFollowersAreOn
       << entries[kGather].dump(2);
   EXPECT_EQ(At(entries[kGather], "/fingerprint"), json("ttir-gather-operand-shapes"));
 
+  // Provenance: the lead's outcome names its shard, whose record has the workspace's
+  // repositories at the sweep's commits, what the command reported, the hardware and each run.
+  const json shard = At(entries[kPatch], "/verdicts/n150/shard");
+  ASSERT_TRUE(shard.is_string()) << entries[kPatch].dump(2);
+  const json p = At(report, "/provenance/" + shard.get<std::string>());
+  ASSERT_TRUE(p.is_object()) << report.value("provenance", json()).dump(2);
+  std::map<std::string, std::string> repos;
+  for (const auto& r : p["repositories"]) repos[r["path"]] = r.value("commit", "");
+  EXPECT_EQ(repos["."], At(p, "/pinned/tt-xla")) << p.dump(2);
+  EXPECT_EQ(repos["third_party/tt_forge_models"], At(p, "/pinned/tt_forge_models")) << p.dump(2);
+  EXPECT_EQ(repos["."].size(), 40u) << p.dump(2);
+  EXPECT_EQ(At(p, "/reported/version"), json("coding-agent-standin 1.0")) << p.dump(2);
+  EXPECT_EQ(At(p, "/reported/pins/tt-mlir"), json("0123456789abcdef0123456789abcdef01234567"));
+  EXPECT_EQ(At(p, "/hardware/arch"), json("n150")) << p.dump(2);
+  EXPECT_EQ(At(p, "/hardware/agent"), json("command-n150")) << p.dump(2);
+  EXPECT_EQ(At(p, "/command/0"), json("/usr/bin/python3")) << p.dump(2);
+  ASSERT_EQ(p["runs"].size(), 1u) << p.dump(2);
+  EXPECT_EQ(p["runs"][0]["key"], kPatch);
+  EXPECT_EQ(p["runs"][0]["transcript"], "logs/command-1.log");
+  EXPECT_EQ(p["runs"][0]["ended"], "exit 0");
+  EXPECT_GT(p["runs"][0]["seconds"].get<double>(), 0) << p.dump(2);
+  EXPECT_GT(p["verification_seconds"].get<double>(), 0) << p.dump(2);
+
   // Agent runs against entries: 3 runs for 5 entries, 2 fixed with no run of their own.
   EXPECT_EQ(report["command_runs"], (json{{"runs", 3}, {"entries", 5}, {"without_run", 2}}))
       << report["command_runs"].dump();

@@ -3,6 +3,7 @@
 
 #include "common/command/summary.h"
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,11 @@ TEST(Summary, EachWrongFieldIsNamed) {
       {R"({"fingerprint": "a", "root_cause": 3})", "s.json: root_cause: must be a string"},
       {R"({"fingerprint": "a", "fingerprnt": "b"})", "s.json: fingerprnt: not a summary field"},
       {"{\"fingerprint\": \"a\", \"root_cause\": \"\xff\"}", "s.json: not UTF-8"},
+      {R"({"fingerprint": "a", "version": 2})", "s.json: version: must be a string"},
+      {R"({"fingerprint": "a", "pins": ["tt-mlir"]})", "s.json: pins: must be an object"},
+      {R"({"fingerprint": "a", "pins": {"tt mlir": "abc"}})", "s.json: pins.tt mlir: a name is"},
+      {R"({"fingerprint": "a", "pins": {"tt-mlir": ""}})",
+       "s.json: pins.tt-mlir: must be a string of 1 to 200 bytes"},
   };
   for (const auto& [text, error] : cases) {
     SCOPED_TRACE(text);
@@ -61,6 +67,26 @@ TEST(Summary, EachWrongFieldIsNamed) {
     ASSERT_FALSE(s.ok());
     EXPECT_THAT(std::string(s.status().message()), HasSubstr(error));
   }
+}
+
+// version and pins are provenance: checked, then read by the agent for provenance.json.
+TEST(Summary, VersionAndPinsAreCheckedAndReadAsProvenance) {
+  const std::string text = R"json({"fingerprint": "a", "version": "agent 2.1 (skill 7)",
+    "pins": {"tt-mlir": "4f2a9c1", "third_party/tt-metal": "77e0b2d"}})json";
+  ASSERT_TRUE(ParseSummary(text, "s.json").ok());
+  const SummaryProvenance p = ProvenanceOfSummary(text);
+  EXPECT_EQ(p.version, "agent 2.1 (skill 7)");
+  EXPECT_EQ(p.pins, (std::map<std::string, std::string>{{"tt-mlir", "4f2a9c1"},
+                                                        {"third_party/tt-metal", "77e0b2d"}}));
+  // A summary the parser refuses reports nothing.
+  const SummaryProvenance none = ProvenanceOfSummary(R"({"version": "v1"})");
+  EXPECT_TRUE(none.version.empty());
+  EXPECT_TRUE(none.pins.empty());
+  std::string many = R"({"fingerprint": "a", "pins": {)";
+  for (int i = 0; i <= 32; ++i)
+    many += "\"r" + std::to_string(i) + "\": \"c\"" + (i < 32 ? "," : "");
+  many += "}}";
+  EXPECT_FALSE(ParseSummary(many, "s.json").ok()) << "33 pins";
 }
 
 TEST(Summary, OversizedInputIsRefused) {

@@ -1070,6 +1070,52 @@ TEST(Merge, AChangeHoldingAWorkaroundIsHeldForReviewAndNamed) {
       << pr->body;
 }
 
+// A threshold at the farm's measured floor (the result's floors.json) is not a workaround: it
+// lands; one below it is held and names the floor. A command result's provenance.json reaches
+// report.json by shard, and its outcome names that shard.
+TEST(Merge, AThresholdAtTheMeasuredFloorLandsAndProvenanceReachesTheReport) {
+  Sweep s;
+  s.archs = {"n150"};
+  auto lowered = [&](const char* name, const std::string& key, double to, double floor) {
+    const std::string id = s.AddShard(name, 1, "n150");
+    s.shards.back().spec.set_executor("command");
+    v1::EntryOutcome o = Outcome(key, "n150", PassEdit(key));
+    o.set_command_check("verified by the farm");
+    auto* f = o.mutable_edit()->add_set();
+    f->set_name("required_pcc");
+    f->mutable_value()->set_float_value(to);
+    v1::ShardResult r = WithOutcomes({o});
+    v1::Evidence* ev = r.add_evidence();
+    ev->set_name("floors.json");
+    ev->set_kind("pcc_floor");
+    ev->set_content(
+        nlohmann::json{{"floors", {{{"file", o.file()}, {"key", key}, {"pcc", floor}}}}}.dump());
+    v1::Evidence* p = r.add_evidence();
+    p->set_name("provenance.json");
+    p->set_kind("provenance");
+    p->set_content(nlohmann::json{{"hardware", {{"arch", "n150"}}}, {"shard", id}}.dump());
+    s.AddResult(id, r);
+    return id;
+  };
+  const std::string honest = lowered("b", kB, 0.96, 0.9639);
+  const std::string cheat = lowered("d", kD, 0.9, 0.99998);
+  auto m = Merge(s.Input());
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_EQ(m->workarounds.size(), 1u);
+  EXPECT_EQ(m->workarounds[0].shard, cheat);
+  EXPECT_EQ(m->workarounds[0].found[0].what,
+            "required_pcc 0.99 -> 0.9 (below the farm's measured CPU bfloat16 floor 0.99998)");
+  EXPECT_EQ(FindEntry(*m, kB)->placement, EntryMerge::Placement::kTopLevel);
+  EXPECT_EQ(FindEntry(*m, kD)->placement, EntryMerge::Placement::kUnchanged);
+
+  const nlohmann::json j = nlohmann::json::parse(ReportOf(s, *m, "", "command").json);
+  EXPECT_EQ(j["provenance"][honest]["shard"], honest) << j["provenance"].dump(2);
+  EXPECT_EQ(j["provenance"][cheat]["hardware"]["arch"], "n150") << j["provenance"].dump(2);
+  for (const auto& e : j["entries"]) {
+    if (e["key"] == kB) EXPECT_EQ(e["verdicts"]["n150"]["shard"], honest) << e.dump(2);
+  }
+}
+
 // A command sweep's report groups its entries by the fingerprint the command reported, else by
 // the failure cluster of the reason they were selected with, and counts what the patch fixed.
 TEST(Merge, TheRemediationClustersGroupByFingerprintElseByReasonCluster) {
