@@ -34,7 +34,7 @@ cmake -S . -B "$dir" -G Ninja "${launcher[@]}" \
 check_tests=(util_test diff_test merge_test nightly_merge_test land_plan_test pr_text_test
   sweep_view_test outcome_counts_test nightly_intake_test nightly_rules_test junit_test
   real_night_test selection_test summary_test lift_test shared_scope_test fan_out_test
-  shared_wave_test guards_test)
+  shared_wave_test guards_test issue_drafts_test)
 if ((check)); then
   cmake --build "$dir" -j "$jobs" --target "${check_tests[@]}" triage-coordinator triagectl \
     make_night

@@ -7,23 +7,20 @@
 
 #include "common/util/strings.h"
 #include "coordinator/merge/pr_body_layout.h"
+#include "coordinator/merge/report_text.h"
 #include "nlohmann/json.hpp"
 
 namespace triage::merge {
-namespace {
+namespace report_text {
 
 using nlohmann::json;
-using pr_layout::Group;
-using pr_layout::kBodyBudget;
-using pr_layout::Part;
-using pr_layout::RenderParts;
 
 std::string Str(const json& j, const char* key) {
   if (!j.is_object() || !j.contains(key) || !j[key].is_string()) return "";
   return j[key].get<std::string>();
 }
 
-std::string Short(std::string s, std::size_t n = 160) {
+std::string Short(std::string s, std::size_t n) {
   for (char& c : s) {
     if (c == '\n' || c == '\r') c = ' ';
   }
@@ -31,13 +28,43 @@ std::string Short(std::string s, std::size_t n = 160) {
   return s;
 }
 
-// Inline code: backticks inside become quotes, so the span cannot end early.
 std::string Code(std::string s) {
   for (char& c : s) {
     if (c == '`') c = '\'';
   }
   return "`" + s + "`";
 }
+
+std::string EvidenceLink(const json& e, const std::string& evidence_url) {
+  if (!e.contains("evidence") || !e["evidence"].is_array()) return "";
+  std::string first;
+  for (const auto& f : e["evidence"]) {
+    const std::string path = f.is_string() ? f.get<std::string>() : "";
+    if (path.find("/junit/") != std::string::npos) {
+      first = path;
+      break;
+    }
+    if (first.empty()) first = path;
+  }
+  if (first.empty()) return "";
+  if (evidence_url.empty()) return " (evidence: " + Code(first) + ")";
+  std::string base = evidence_url;
+  if (!base.ends_with("/")) base += "/";
+  return " ([evidence](" + base + first + "))";
+}
+
+}  // namespace report_text
+
+namespace {
+
+using nlohmann::json;
+using pr_layout::Group;
+using pr_layout::kBodyBudget;
+using pr_layout::Part;
+using pr_layout::RenderParts;
+using report_text::Code;
+using report_text::Short;
+using report_text::Str;
 
 std::string Commit12(const std::string& sha) { return sha.substr(0, 12); }
 
@@ -88,21 +115,7 @@ std::string Verdicts(const json& e) {
 }
 
 std::string EvidenceLink(const json& e, const PrOptions& o) {
-  if (!e.contains("evidence") || !e["evidence"].is_array()) return "";
-  std::string first;
-  for (const auto& f : e["evidence"]) {
-    const std::string path = f.is_string() ? f.get<std::string>() : "";
-    if (path.find("/junit/") != std::string::npos) {
-      first = path;
-      break;
-    }
-    if (first.empty()) first = path;
-  }
-  if (first.empty()) return "";
-  if (o.evidence_url.empty()) return " (evidence: " + Code(first) + ")";
-  std::string base = o.evidence_url;
-  if (!base.ends_with("/")) base += "/";
-  return " ([evidence](" + base + first + "))";
+  return report_text::EvidenceLink(e, o.evidence_url);
 }
 
 // One line of a triage sweep's entry: its change and why.

@@ -28,7 +28,7 @@ constexpr std::pair<std::string_view, farm::Verb> kVerbs[] = {
     {"shard cancel", farm::RunShardCancel}, {"agents list", farm::RunAgentsList},
     {"agents drain", farm::RunAgentDrain},  {"agents undrain", farm::RunAgentUndrain},
     {"sweep diff", farm::RunSweepDiff},     {"sweep audit", farm::RunAuditList},
-    {"audit list", farm::RunAuditList}};
+    {"sweep issues", farm::RunSweepIssues}, {"audit list", farm::RunAuditList}};
 
 // The verbs registered by a Register function of their own (RegisterSweepDurations,
 // RegisterSweepLand).
@@ -263,6 +263,16 @@ void FarmCommands::RegisterSweep(CLI::App& app) {
   report->add_option("--out", o_.out_dir, "Output directory (default: .)");
   report->add_option("--issue-links", o_.issue_links, "As for sweep patch")
       ->check(CLI::ExistingFile);
+  auto* issues = AddCommand(
+      sweep, "issues",
+      "Issue drafts (markdown) for what a command sweep left failing: one per remediation cluster "
+      "(fingerprint, or failure cluster of the reason) with its layer, tests per arch, error, "
+      "diagnosis and evidence links");
+  issues->add_option("ID", o_.id, "Sweep id")->required();
+  issues->add_option("--out", o_.out_dir,
+                     "Write one file per draft to this directory (default: print them)");
+  issues->add_option("--evidence-url", o_.evidence_url,
+                     "Prefix of the evidence links (where `sweep report --out` was published)");
   auto* diff = AddCommand(sweep, "diff",
                           "Compare two sweeps' reports: what was fixed, regressed, newly failing, "
                           "and how the failure clusters moved");

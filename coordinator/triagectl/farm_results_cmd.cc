@@ -7,6 +7,7 @@
 #include "common/util/file.h"
 #include "common/util/strings.h"
 #include "common/util/text.h"
+#include "coordinator/merge/issue_drafts.h"
 #include "coordinator/merge/sweep_diff.h"
 #include "coordinator/triagectl/farm_nightly.h"
 #include "coordinator/triagectl/inventory_cmd.h"
@@ -159,6 +160,70 @@ int RunSweepPatch(Client& client, const FarmOptions& o, std::ostream& out, std::
         {"conflicts", p->conflicts()}};
     out << j.dump(2) << "\n";
   }
+  return kExitOk;
+}
+
+int RunSweepIssues(Client& client, const FarmOptions& o, std::ostream& out, std::ostream& err) {
+  v1::GetReportRequest req;
+  req.set_sweep_id(o.id);
+  auto r = client.Call<v1::GetReportRequest, v1::Report>(&Stub::GetReport, req);
+  if (!r.ok()) return Error(err, r.status());
+  const nlohmann::json report = nlohmann::json::parse(r->json(), nullptr, false);
+  auto drafts = merge::BuildIssueDrafts(report, {.evidence_url = o.evidence_url});
+  if (!drafts.ok()) return Error(err, drafts.status());
+  int failing = 0;
+  for (const auto& d : *drafts) failing += d.failing;
+  const bool json = o.output == "json";
+  if (json) {
+    nlohmann::json j = nlohmann::json::array();
+    for (const auto& d : *drafts) {
+      j.push_back(
+          {{"id", d.id},
+           {"by", d.by},
+           {"file",
+            o.out_dir.empty() ? d.file : (std::filesystem::path(o.out_dir) / d.file).string()},
+           {"title", d.title},
+           {"failing", d.failing},
+           {"body", d.body}});
+    }
+    if (o.out_dir.empty()) {
+      out << j.dump(2) << "\n";
+      return kExitOk;
+    }
+    // With --out the files are written below and the list printed without the bodies.
+    for (auto& d : j) d.erase("body");
+    if (auto st = MakeOutDir(o.out_dir); !st.ok()) return Error(err, st);
+    for (const auto& d : *drafts) {
+      const std::string text = util::StrCat("# ", d.title, "\n\n", d.body);
+      if (auto st = util::WriteFileAtomic(std::filesystem::path(o.out_dir) / d.file, text);
+          !st.ok()) {
+        return Error(err, st);
+      }
+    }
+    out << j.dump(2) << "\n";
+    return kExitOk;
+  }
+  if (drafts->empty()) {
+    out << "sweep " << o.id << ": no remediation cluster is left failing: no issue drafts\n";
+    return kExitOk;
+  }
+  if (o.out_dir.empty()) {
+    for (std::size_t i = 0; i < drafts->size(); ++i) {
+      if (i > 0) out << "\n---\n\n";
+      out << "# " << (*drafts)[i].title << "\n\n" << (*drafts)[i].body;
+    }
+    return kExitOk;
+  }
+  if (auto st = MakeOutDir(o.out_dir); !st.ok()) return Error(err, st);
+  for (const auto& d : *drafts) {
+    const std::filesystem::path path = std::filesystem::path(o.out_dir) / d.file;
+    const std::string text = util::StrCat("# ", d.title, "\n\n", d.body);
+    if (auto st = util::WriteFileAtomic(path, text); !st.ok()) return Error(err, st);
+    out << path.string() << "  " << d.failing << (d.failing == 1 ? " test  " : " tests  ")
+        << d.title << "\n";
+  }
+  out << drafts->size() << " issue draft" << (drafts->size() == 1 ? "" : "s") << " for " << failing
+      << " test" << (failing == 1 ? "" : "s") << " still failing\n";
   return kExitOk;
 }
 

@@ -19,6 +19,9 @@ std::string OutDirProblem(const std::filesystem::path& path);
 int RunSweepPatch(Client& client, const FarmOptions& o, std::ostream& out, std::ostream& err);
 // `sweep report ID [--out DIR]`: report.md, report.json and the evidence files in DIR.
 int RunSweepReport(Client& client, const FarmOptions& o, std::ostream& out, std::ostream& err);
+// sweep issues ID [--out DIR] [--evidence-url URL]: an issue draft per remediation cluster a
+// command sweep left failing (merge::BuildIssueDrafts), printed or written one file each.
+int RunSweepIssues(Client& client, const FarmOptions& o, std::ostream& out, std::ostream& err);
 // `sweep diff A B [--all]`: the two reports compared (docs/report.md, "Comparing two sweeps").
 int RunSweepDiff(Client& client, const FarmOptions& o, std::ostream& out, std::ostream& err);
 
