@@ -399,6 +399,8 @@ struct FarmFigures {
   Figures f;
   int leads = 0, passed = 0, confirmed = 0, alone = 0, wave_runs = 0, machines = 0;
   double busy_s = 0;
+  // Work only machines of a class can do (its tests' sessions, confirmations and wave runs).
+  double class_s[kHwCount] = {};
 };
 
 enum Kind : int { kLead, kFollower, kWave, kKinds };
@@ -473,6 +475,7 @@ FarmFigures RunFarm(const Workload& w, const Fleet& fleet, const Options& o) {
         if (running[m].kind != kWave) out.f.agent_hours += running[m].duration / 3600;
         if (running[m].kind != kWave) ++out.f.sessions;
         out.busy_s += running[m].duration;
+        out.class_s[w.tests[running[m].test].hw] += running[m].duration;
         if (o.trace) {
           std::fprintf(stderr, "[farm] %10.1f s %s machine %2zu: %s test %4d (%s), %.0f s\n", t,
                        kMachineName[own], m, kKindName[running[m].kind], running[m].test,
@@ -563,6 +566,23 @@ Result Run(const Options& o, std::string* error) {
           "runs; machines busy %.0f %% of the makespan\n",
           o.fleet.c_str(), farm.leads, farm.passed, farm.confirmed, farm.alone, farm.wave_runs,
           100 * farm.busy_s / 3600 / std::max(farm.machines * farm.f.makespan_hours, 1e-9));
+  // A lower bound of any schedule on this fleet: each class's own work over its machines.
+  double bound = 0;
+  std::string per_class;
+  for (int c : {kN150, kP150, kN300}) {
+    if (fleet.machines[c] == 0) continue;
+    const double h = farm.class_s[c] / 3600 / fleet.machines[c];
+    bound = std::max(bound, h);
+    per_class += Fmt("%s%s %.1f h", per_class.empty() ? "" : ", ", kHwName[c], h);
+  }
+  s +=
+      Fmt("farm bound: each class's work over its machines (%s): no schedule on this fleet ends "
+          "before %.1f h, %.1fx shorter than the one host\n",
+          per_class.c_str(), bound, r.one_host.makespan_hours / std::max(bound, 1e-9));
+  if (r.farm.makespan_hours < bound * 0.999) {
+    s += Fmt("farm bound: not a lower bound: the farm ended at %.2f h, before %.2f h\n",
+             r.farm.makespan_hours, bound);
+  }
   s += Fmt("calibration: one-host makespan %.1f h; the public run took %.0f active hours\n",
            r.one_host.makespan_hours, kPublicActiveHours);
   s +=
