@@ -557,18 +557,9 @@ class InputsExtras:
                 item["tree"] = best_effort(f"the tree of input {item['name']}", tree, value, torch)
 
 
-def run_phase(
-    phase, target, key, variant_value, model_info, make_loader, dtype, batch, torch,
-    import_error, extras=None,
-):
-    """One phase, built as tt-xla's runner builds a test: load_model (dtype_override only when
-    its signature names it), train() or eval(), load_inputs (dtype_override and batch_size only
-    when named; batch_size only when the phase has a batch). structure: forward, unpack.
-    bfloat16/float32: the same, then backward of a tensor. train: as structure (no backward).
-    eval: forward under no_grad only. batch: (batch_size, its source), both None without one.
-    extras (the inputs mode): the document's extra members."""
-    batch_size, batch_source = batch
-    doc = {
+def base_doc(target, key, variant_value, model_info, phase):
+    """A phase's document before it ran: not ok, nothing built."""
+    return {
         "schema": SCHEMA,
         "key": key,
         "loader": target.loader_rel,
@@ -582,6 +573,20 @@ def run_phase(
         "unpacked": None,
         "backward": "skipped",
     }
+
+
+def run_phase(
+    phase, target, key, variant_value, model_info, make_loader, dtype, batch, torch,
+    import_error, extras=None,
+):
+    """One phase, built as tt-xla's runner builds a test: load_model (dtype_override only when
+    its signature names it), train() or eval(), load_inputs (dtype_override and batch_size only
+    when named; batch_size only when the phase has a batch). structure: forward, unpack.
+    bfloat16/float32: the same, then backward of a tensor. train: as structure (no backward).
+    eval: forward under no_grad only. batch: (batch_size, its source), both None without one.
+    extras (the inputs mode): the document's extra members."""
+    batch_size, batch_source = batch
+    doc = base_doc(target, key, variant_value, model_info, phase)
     if extras is not None:
         doc.update(extras.members())
     built = {
@@ -715,24 +720,10 @@ def cast_inputs(inputs, dtype, torch):
 def run_floor(target, key, variant_value, model_info, make_loader, batch, torch, import_error):
     """The floor phase: one document with "pcc" (null when it could not be measured)."""
     batch_size, batch_source = batch
-    doc = {
-        "schema": SCHEMA,
-        "key": key,
-        "loader": target.loader_rel,
-        "variant": variant_value,
-        "model_info": model_info,
-        "phase": "floor",
-        "ok": False,
-        "error": None,
-        "inputs": [],
-        "output": None,
-        "unpacked": None,
-        "backward": "skipped",
-        "pcc": None,
-        "tensors": 0,
-        "built": {"load_model": [], "load_inputs": None, "batch_size": batch_size,
-                  "batch_source": batch_source},
-    }
+    doc = base_doc(target, key, variant_value, model_info, "floor")
+    doc.update(pcc=None, tensors=0)
+    doc["built"] = {"load_model": [], "load_inputs": None, "batch_size": batch_size,
+                    "batch_source": batch_source}
     print(f"===== triage_probe {key} phase=floor batch_size={batch_size} =====", file=sys.stderr)
     if import_error is not None:
         doc["error"] = error_of(import_error)
