@@ -18,6 +18,9 @@ using report_text::Code;
 using report_text::Short;
 using report_text::Str;
 
+// Where the list of affected tests stops, leaving room for the sections after it.
+constexpr std::size_t kTestsBudget = 50000;
+
 bool FailingStatus(const json& outcome) {
   const std::string status = Str(outcome, "status");
   return status == "KNOWN_FAILURE_XFAIL" || status == "NOT_SUPPORTED_SKIP";
@@ -165,9 +168,16 @@ std::string Body(const json& report, const Cluster& c, const IssueDraft& d, cons
   md += "\n## Affected tests\n";
   for (const auto& [arch, tests] : c.by_arch) {
     util::StrAppend(&md, "\n### ", arch, " (", tests.size(), ")\n\n");
+    std::size_t listed = 0;
     for (const auto& [e, status] : tests) {
+      // A tracker caps an issue's text (GitHub at 65,536 characters): the rest is in the report.
+      if (md.size() > kTestsBudget) break;
       util::StrAppend(&md, "- ", Code(Str(*e, "key")), " (", status, ")",
                       report_text::EvidenceLink(*e, o.evidence_url), "\n");
+      ++listed;
+    }
+    if (listed < tests.size()) {
+      util::StrAppend(&md, "- and ", tests.size() - listed, " more: see the sweep's report.json\n");
     }
   }
   // What the sweep tried and did not land.

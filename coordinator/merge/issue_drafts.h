@@ -31,8 +31,9 @@ struct IssueOptions {
 // the fingerprint (or reason cluster) and layer, the sweep and commits it was found at (and the
 // compiler pins the command reported), the error and the command's diagnosis, the failing tests
 // per arch with their evidence, what the sweep tried (changes held for review, a shared fix held
-// back) and how to run one. InvalidArgument when the report has no remediation section (not a
-// command sweep's) or is not a sweep's report.
+// back) and how to run one; the list of tests stops at about 50,000 characters (a tracker caps
+// an issue's text) and counts the rest. InvalidArgument when the report has no remediation section
+// (not a command sweep's) or is not a sweep's report.
 absl::StatusOr<std::vector<IssueDraft>> BuildIssueDrafts(const nlohmann::json& report,
                                                          const IssueOptions& options = {});
 

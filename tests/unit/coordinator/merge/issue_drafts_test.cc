@@ -96,6 +96,24 @@ TEST(IssueDrafts, OneDraftPerClusterLeftFailingSayingWhatAReviewerNeeds) {
   for (const auto& d : *drafts) EXPECT_THAT(d.body, Not(HasSubstr("c/pytorch"))) << "fixed";
 }
 
+// A cluster of thousands of tests: the draft stays under a tracker's cap and counts the rest.
+TEST(IssueDrafts, AHugeClusterListsWhatFitsAndCountsTheRest) {
+  json entries = json::array();
+  for (int i = 0; i < 3000; ++i) {
+    entries.push_back(Entry(util::StrCat("model_", i, "/pytorch-Variant-single_device-inference"),
+                            "huge", "", "error: one op", false));
+  }
+  auto drafts = BuildIssueDrafts(Report(entries));
+  ASSERT_TRUE(drafts.ok()) << drafts.status();
+  ASSERT_EQ(drafts->size(), 1u);
+  const IssueDraft& d = drafts->front();
+  EXPECT_EQ(d.failing, 3000);
+  EXPECT_LT(d.title.size() + d.body.size(), 60000u);
+  EXPECT_THAT(d.body, HasSubstr("### n150 (3000)"));
+  EXPECT_THAT(d.body, ::testing::ContainsRegex("- and [0-9]+ more: see the sweep's report.json"));
+  EXPECT_THAT(d.body, HasSubstr("## Reproduce")) << "the sections after the list stay";
+}
+
 TEST(IssueDrafts, AReportWithoutRemediationIsRefusedNamingWhy) {
   auto none = BuildIssueDrafts(json{{"sweep", "sw-0002"}, {"entries", json::array()}});
   ASSERT_FALSE(none.ok());
@@ -144,6 +162,7 @@ TEST(IssueDrafts, EveryFailingEntryOfTheRealFilesIsInExactlyOneDraft) {
     EXPECT_TRUE(files.insert(d.file).second) << d.file;
     EXPECT_EQ(d.title.find('\n'), std::string::npos) << d.title;
     EXPECT_LE(d.title.size(), 220u) << d.title;
+    EXPECT_LT(d.body.size(), 60000u) << d.id;
     EXPECT_THAT(d.body, HasSubstr(util::StrCat("### n150 (", d.failing, ")"))) << d.id;
     const json* group = nullptr;
     for (const auto& g : report["remediation"]) {
