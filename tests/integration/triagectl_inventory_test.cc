@@ -437,7 +437,8 @@ TEST_F(TriagectlTest, UnknownSubcommandListsTheKnownOnes) {
   EXPECT_EQ(
       out,
       "triagectl: unknown subcommand 'frobnicate' of 'sweep'; expected one of: start, list, "
-      "status, watch, cancel, resume, patch, apply, pr-body, report, diff, durations, audit\n");
+      "status, watch, cancel, resume, patch, apply, pr-body, report, issues, diff, durations, "
+      "audit\n");
   EXPECT_EQ(Run({"agents", "frobnicate", "--insecure"}, &out), 2);
   EXPECT_EQ(out,
             "triagectl: unknown subcommand 'frobnicate' of 'agents'; expected one of: list, drain, "
