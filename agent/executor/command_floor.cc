@@ -8,6 +8,7 @@
 
 #include "agent/executor/native_executor.h"
 #include "agent/executor/native_tools.h"
+#include "agent/playbooks/tools.h"
 #include "common/command/guards.h"
 #include "common/util/file.h"
 #include "common/util/strings.h"
@@ -61,20 +62,10 @@ absl::Status MeasurePccFloors(ExecContext& ctx, const std::filesystem::path& scr
   ev->set_name("floors.json");
   ev->set_kind(std::string(command::kPccFloorEvidence));
   ev->set_content(text);
-  for (const auto& [name, path] : tools.Evidence()) {
-    auto content = util::ReadFile(path, 1 << 20);
-    if (!content.ok()) continue;
-    v1::Evidence* e = result.add_evidence();
-    e->set_name(name);
-    e->set_kind(name.starts_with("probes/") ? "probe" : "log");
-    e->set_content(std::move(*content));
-  }
+  // The probe's documents and logs, named on the outcomes of their keys.
+  playbooks::AttachEvidence(tools, result);
   for (auto& o : *result.mutable_entries()) {
-    if (!wanted.count({o.file(), o.key()})) continue;
-    o.add_evidence("floors.json");
-    for (const auto& [name, path] : tools.Evidence()) {
-      if (name.find(playbooks::KeyFileName(o.key())) != std::string::npos) o.add_evidence(name);
-    }
+    if (wanted.count({o.file(), o.key()})) o.add_evidence("floors.json");
   }
   return absl::OkStatus();
 }
