@@ -246,6 +246,34 @@ bool Contains(std::string_view haystack, std::string_view needle) {
                      [&](char a, char b) { return lower(a) == lower(b); }) != haystack.end();
 }
 
+// The likely cause of a failed connection that an operator can fix (TLS on one side only, a
+// certificate refused, nothing listening); empty when the message names none.
+std::string_view ConnectHint(std::string_view message, bool insecure) {
+  constexpr std::string_view kTlsMismatch =
+      "TLS handshake failed or plaintext peer: is --insecure set on one side only?";
+  const bool tls_failed =
+      Contains(message, "handshake") || Contains(message, "ssl") || Contains(message, "tsi_");
+  if (tls_failed && Contains(message, "certificate")) {
+    // Both sides speak TLS, but a certificate was refused.
+    return "TLS handshake failed: a certificate was not accepted (is the TLS CA setting the CA "
+           "that signed the coordinator's certificate? mutual TLS also needs a client "
+           "certificate)";
+  }
+  if (tls_failed) {
+    // A TLS client reading a plaintext answer ("wrong version number").
+    return kTlsMismatch;
+  }
+  if (insecure && (Contains(message, "socket closed") || Contains(message, "connection reset") ||
+                   Contains(message, "end of file"))) {
+    // A TLS server drops a plaintext client without a word.
+    return kTlsMismatch;
+  }
+  if (Contains(message, "connection refused")) {
+    return "connection refused: is the coordinator running, and is the port right?";
+  }
+  return {};
+}
+
 }  // namespace
 
 absl::Status DescribeCallError(const absl::Status& status, std::string_view address,
@@ -261,33 +289,21 @@ absl::Status DescribeCallError(const absl::Status& status, std::string_view addr
         agent ? "agents use the agent port" : "triagectl uses the control port"));
   }
   if (!absl::IsUnavailable(status)) return status;
-  constexpr std::string_view kTlsMismatch =
-      "TLS handshake failed or plaintext peer: is --insecure set on one side only?";
-  std::string_view hint;
-  const bool tls_failed =
-      Contains(message, "handshake") || Contains(message, "ssl") || Contains(message, "tsi_");
-  if (tls_failed && Contains(message, "certificate")) {
-    // Both sides speak TLS, but a certificate was refused.
-    hint =
-        "TLS handshake failed: a certificate was not accepted (is the TLS CA setting the CA that "
-        "signed the coordinator's certificate? mutual TLS also needs a client certificate)";
-  } else if (tls_failed) {
-    // A TLS client reading a plaintext answer ("wrong version number").
-    hint = kTlsMismatch;
-  } else if (insecure &&
-             (Contains(message, "socket closed") || Contains(message, "connection reset") ||
-              Contains(message, "end of file"))) {
-    // A TLS server drops a plaintext client without a word.
-    hint = kTlsMismatch;
-  } else if (Contains(message, "connection refused")) {
-    hint = "connection refused: is the coordinator running, and is the port right?";
-  }
+  const std::string_view hint = ConnectHint(message, insecure);
   if (hint.empty()) {
     return absl::UnavailableError(
         util::StrCat("cannot reach the coordinator at ", address, ": ", message));
   }
   return absl::UnavailableError(
       util::StrCat("cannot reach the coordinator at ", address, ": ", hint, " (", message, ")"));
+}
+
+bool IsPassingConnectFailure(const absl::Status& status, bool insecure) {
+  if (!absl::IsUnavailable(status)) return false;
+  const std::string_view message(status.message().data(), status.message().size());
+  // gRPC's words for a call failed by its channel's connection attempt, before it was sent.
+  return Contains(message, "failed to connect to all addresses") &&
+         ConnectHint(message, insecure).empty();
 }
 
 void AddBearer(grpc::ClientContext& context, const std::string& token) {

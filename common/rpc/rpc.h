@@ -84,6 +84,13 @@ enum class Service { kAgent, kControl };
 absl::Status DescribeCallError(const absl::Status& status, std::string_view address,
                                Service expected, bool insecure);
 
+// A call that failed while its channel was connecting, so the coordinator never saw it, for a
+// reason that may pass: a connection attempt that timed out on a loaded host, or a peer that
+// closed it before answering. Not a refused connection or a TLS mismatch (DescribeCallError's
+// hints), which waiting does not mend. Such a call can be sent again, even one that is not
+// idempotent.
+bool IsPassingConnectFailure(const absl::Status& status, bool insecure);
+
 // "authorization: Bearer <token>" on a call.
 void AddBearer(grpc::ClientContext& context, const std::string& token);
 inline constexpr char kAuthorizationHeader[] = "authorization";

@@ -18,6 +18,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Sweeps started or checked and reports or patches built at once; more wait their turn.
+constexpr std::size_t kBlockingHandlerThreads = 4;
+
 // Lease is a long-poll: the reactor finishes when the coordinator calls back. The callback may
 // run before Lease() returns or on another thread, so everything it touches lives in a shared
 // Call, and the reactor is not used after Finish.
@@ -324,25 +327,27 @@ class UploadReactor : public grpc::ServerReadReactor<v1::NightlyChunk> {
 
 class ControlServiceImpl final : public v1::ControlService::CallbackService {
  public:
-  ControlServiceImpl(Coordinator* c, const Guard* g, OutputProviders outputs)
-      : c_(c), g_(g), outputs_(std::move(outputs)) {}
+  ControlServiceImpl(Coordinator* c, const Guard* g, WorkerPool* pool, OutputProviders outputs)
+      : c_(c), g_(g), pool_(pool), outputs_(std::move(outputs)) {}
 
   grpc::ServerUnaryReactor* StartSweep(grpc::CallbackServerContext* ctx,
                                        const v1::StartSweepRequest* req, v1::Sweep* resp) override {
-    return g_->Unary(ctx, "StartSweep", Permission::kOperate, [&](const Caller& caller) {
-      auto r = c_->StartSweep(*req, caller);
-      if (r.ok()) *resp = std::move(*r);
-      return r.status();
-    });
+    return g_->Offloaded(*pool_, ctx, "StartSweep", Permission::kOperate,
+                         [this, req, resp](const Caller& caller) {
+                           auto r = c_->StartSweep(*req, caller);
+                           if (r.ok()) *resp = std::move(*r);
+                           return r.status();
+                         });
   }
 
   grpc::ServerUnaryReactor* CheckSweep(grpc::CallbackServerContext* ctx,
                                        const v1::CheckSweepRequest* req, v1::Sweep* resp) override {
-    return g_->Unary(ctx, "CheckSweep", Permission::kOperate, [&](const Caller& caller) {
-      auto r = c_->CheckSweep(*req, caller);
-      if (r.ok()) *resp = std::move(*r);
-      return r.status();
-    });
+    return g_->Offloaded(*pool_, ctx, "CheckSweep", Permission::kOperate,
+                         [this, req, resp](const Caller& caller) {
+                           auto r = c_->CheckSweep(*req, caller);
+                           if (r.ok()) *resp = std::move(*r);
+                           return r.status();
+                         });
   }
 
   grpc::ServerReadReactor<v1::NightlyChunk>* UploadNightly(grpc::CallbackServerContext* ctx,
@@ -464,24 +469,28 @@ class ControlServiceImpl final : public v1::ControlService::CallbackService {
 
   grpc::ServerUnaryReactor* GetPatch(grpc::CallbackServerContext* ctx,
                                      const v1::GetPatchRequest* req, v1::Patch* resp) override {
-    return g_->Unary(ctx, "GetPatch", Permission::kRead, [&](const Caller&) -> absl::Status {
-      if (!outputs_.patch) return absl::UnimplementedError("this coordinator builds no patches");
-      auto r =
-          outputs_.patch(req->sweep_id(), {req->issue_links().begin(), req->issue_links().end()});
-      if (r.ok()) *resp = std::move(*r);
-      return r.status();
-    });
+    return g_->Offloaded(*pool_, ctx, "GetPatch", Permission::kRead,
+                         [this, req, resp](const Caller&) -> absl::Status {
+                           if (!outputs_.patch)
+                             return absl::UnimplementedError("this coordinator builds no patches");
+                           auto r = outputs_.patch(req->sweep_id(), {req->issue_links().begin(),
+                                                                     req->issue_links().end()});
+                           if (r.ok()) *resp = std::move(*r);
+                           return r.status();
+                         });
   }
 
   grpc::ServerUnaryReactor* GetReport(grpc::CallbackServerContext* ctx,
                                       const v1::GetReportRequest* req, v1::Report* resp) override {
-    return g_->Unary(ctx, "GetReport", Permission::kRead, [&](const Caller&) -> absl::Status {
-      if (!outputs_.report) return absl::UnimplementedError("this coordinator builds no reports");
-      auto r =
-          outputs_.report(req->sweep_id(), {req->issue_links().begin(), req->issue_links().end()});
-      if (r.ok()) *resp = std::move(*r);
-      return r.status();
-    });
+    return g_->Offloaded(*pool_, ctx, "GetReport", Permission::kRead,
+                         [this, req, resp](const Caller&) -> absl::Status {
+                           if (!outputs_.report)
+                             return absl::UnimplementedError("this coordinator builds no reports");
+                           auto r = outputs_.report(req->sweep_id(), {req->issue_links().begin(),
+                                                                      req->issue_links().end()});
+                           if (r.ok()) *resp = std::move(*r);
+                           return r.status();
+                         });
   }
 
   grpc::ServerUnaryReactor* ListAudit(grpc::CallbackServerContext* ctx,
@@ -498,6 +507,7 @@ class ControlServiceImpl final : public v1::ControlService::CallbackService {
  private:
   Coordinator* c_;
   const Guard* g_;
+  WorkerPool* pool_;
   OutputProviders outputs_;
 };
 
@@ -506,13 +516,16 @@ class ControlServiceImpl final : public v1::ControlService::CallbackService {
 struct CoordinatorServer::Services {
   Authenticator auth;
   Guard guard;
+  // Declared before the services and destroyed after them; the servers, which wait for every
+  // call to finish when they shut down, are gone before any of it.
+  WorkerPool pool{kBlockingHandlerThreads};
   AgentServiceImpl agent;
   ControlServiceImpl control;
   Services(Coordinator* c, Authenticator a, PrometheusMetrics* m, OutputProviders outputs)
       : auth(std::move(a)),
         guard(&auth, m),
         agent(c, &guard),
-        control(c, &guard, std::move(outputs)) {}
+        control(c, &guard, &pool, std::move(outputs)) {}
 };
 
 absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(

@@ -24,10 +24,25 @@ absl::StatusOr<Client> Client::Connect(const Connection& c) {
   tls.key_flag = "--tls-key";
   auto channel = rpc::Connect(c.coordinator, tls);
   if (!channel.ok()) return channel.status();
-  client.stub_ = v1::ControlService::NewStub(*channel);
+  client.channel_ = *channel;
+  client.stub_ = v1::ControlService::NewStub(client.channel_);
   client.address_ = c.coordinator;
   client.insecure_ = c.insecure;
   return client;
+}
+
+grpc::Status Client::Invoke(const std::function<grpc::Status(grpc::ClientContext&)>& call,
+                            std::chrono::seconds timeout) {
+  const auto attempt = [&] {
+    grpc::ClientContext ctx;
+    rpc::AddBearer(ctx, token_);
+    ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+    return call(ctx);
+  };
+  grpc::Status st = attempt();
+  if (st.ok() || !rpc::IsPassingConnectFailure(rpc::FromGrpc(st), insecure_)) return st;
+  if (!channel_->WaitForConnected(std::chrono::system_clock::now() + kReconnect)) return st;
+  return attempt();
 }
 
 int Error(std::ostream& err, const absl::Status& st) {

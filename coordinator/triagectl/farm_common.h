@@ -4,6 +4,7 @@
 // triagectl): the control-port client, how a failed call ends a command, and the output formats.
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <ostream>
 #include <string>
@@ -26,14 +27,22 @@ class Client {
   template <typename Req, typename Resp, typename Method>
   absl::StatusOr<Resp> Call(Method method, const Req& req,
                             std::chrono::seconds timeout = std::chrono::seconds(60)) {
-    grpc::ClientContext ctx;
-    rpc::AddBearer(ctx, token_);
-    ctx.set_deadline(std::chrono::system_clock::now() + timeout);
     Resp resp;
-    grpc::Status st = (stub_.get()->*method)(&ctx, req, &resp);
+    grpc::Status st =
+        Invoke([&](grpc::ClientContext& ctx) { return (stub_.get()->*method)(&ctx, req, &resp); },
+               timeout);
     if (!st.ok()) return Describe(st);
     return resp;
   }
+
+  // One unary call made by call on a context with the bearer token and the timeout. A call
+  // that failed while the channel was still connecting (rpc::IsPassingConnectFailure: the
+  // coordinator never saw it) is sent once more when the channel connects within kReconnect:
+  // a coordinator on a loaded host can be slow to answer a new connection. A refused connection
+  // or a TLS mismatch fails at once.
+  static constexpr std::chrono::seconds kReconnect{20};
+  grpc::Status Invoke(const std::function<grpc::Status(grpc::ClientContext&)>& call,
+                      std::chrono::seconds timeout);
 
   // A failed call's status, with the likely cause (wrong port, TLS on one side only).
   absl::Status Describe(const grpc::Status& st) const {
@@ -44,6 +53,7 @@ class Client {
   const std::string& token() const { return token_; }
 
  private:
+  std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::ControlService::Stub> stub_;
   std::string token_;
   std::string address_;

@@ -43,6 +43,14 @@ int ShowSweep(const absl::StatusOr<v1::Sweep>& r, const FarmOptions& o, std::ost
 int Watch(Client& client, const std::string& id, bool json, std::chrono::seconds blocked_timeout,
           std::ostream& out, std::ostream& err) {
   const bool tty = !json && isatty(STDOUT_FILENO) && &out == &std::cout;
+  {
+    // The sweep is asked for first: an unknown id is said at once, and the stream below opens
+    // on a channel that has connected (Client::Invoke's second attempt covers a slow connect).
+    v1::GetSweepRequest get;
+    get.set_sweep_id(id);
+    auto known = client.Call<v1::GetSweepRequest, v1::Sweep>(&Stub::GetSweep, get);
+    if (!known.ok()) return Error(err, known.status());
+  }
   grpc::ClientContext ctx;
   rpc::AddBearer(ctx, client.token());
   v1::WatchSweepRequest req;
@@ -286,11 +294,10 @@ std::optional<int> CheckAndUpload(Client& client, const FarmOptions& o, v1::Star
   v1::CheckSweepRequest check;
   *check.mutable_sweep() = req;
   check.set_nightly_to_come(true);
-  grpc::ClientContext ctx;
-  rpc::AddBearer(ctx, client.token());
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(600));
   v1::Sweep checked;
-  grpc::Status st = client.stub()->CheckSweep(&ctx, check, &checked);
+  grpc::Status st = client.Invoke(
+      [&](grpc::ClientContext& ctx) { return client.stub()->CheckSweep(&ctx, check, &checked); },
+      std::chrono::seconds(600));
   if (st.error_code() == grpc::StatusCode::UNIMPLEMENTED && st.error_message().empty()) {
     // No such method: an older coordinator, or not the control port at all.
     auto list = client.Call<v1::ListSweepsRequest, v1::ListSweepsResponse>(&Stub::ListSweeps, {});

@@ -5,11 +5,13 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <mutex>
 #include <thread>
 
 #include "agent/client/grpc_client.h"
 #include "agent/core/agent.h"
 #include "common/rpc/rpc.h"
+#include "common/util/strings.h"
 #include "coordinator/core/coordinator.h"
 #include "coordinator/persistence/sqlite_store.h"
 #include "coordinator/server/server.h"
@@ -117,6 +119,13 @@ class FarmTest : public ::testing::Test {
     coord_ = std::make_unique<coord::Coordinator>(
         options, store_.get(), SystemClock::Get(),
         [this](const v1::StartSweepRequest&) -> absl::StatusOr<coord::SweepInput> {
+          {
+            // A checkout that is slow to read: held while input_held_ is set.
+            std::unique_lock lock(input_mu_);
+            ++inputs_reading_;
+            input_cv_.notify_all();
+            input_cv_.wait(lock, [&] { return !input_held_; });
+          }
           coord::SweepInput in;
           in.repo = "fake";
           in.ttxla_commit = std::string(40, 'a');
@@ -253,6 +262,10 @@ class FarmTest : public ::testing::Test {
     EXPECT_TRUE(testing::WaitFor([&] { return Health(port) == HealthCheckResponse::SERVING; }, 5s));
   }
 
+  std::mutex input_mu_;
+  std::condition_variable input_cv_;
+  bool input_held_ = false;
+  int inputs_reading_ = 0;
   testing::TempDir tmp_;
   std::string yaml_ = Yaml(1);
   std::unique_ptr<coord::SqliteStore> store_;
@@ -519,6 +532,59 @@ TEST_F(FarmTest, RolesAndTokens) {
   EXPECT_EQ(agent_call(kAgentToken, [&](auto* c) { return agent_stub->Complete(c, creq, &cresp); })
                 .error_code(),
             grpc::StatusCode::PERMISSION_DENIED);
+}
+
+// Sweeps whose checkouts are slow to read, more of them than gRPC has threads to answer
+// connections with: a new client still connects and is answered, and every sweep starts once
+// its checkout has been read.
+TEST_F(FarmTest, SlowHandlersLeaveTheServerAnsweringNewConnections) {
+  yaml_ = Yaml(1);
+  {
+    std::lock_guard lock(input_mu_);
+    input_held_ = true;
+  }
+  constexpr int kSlow = 6;
+  std::vector<std::thread> callers;
+  std::atomic<int> started{0};
+  for (int i = 0; i < kSlow; ++i) {
+    callers.emplace_back([&, i] {
+      auto stub = Control(kOperatorToken);
+      v1::StartSweepRequest req;
+      req.set_repo_path("/fake");
+      req.set_reason(util::StrCat("slow ", i));
+      v1::Sweep sweep;
+      grpc::ClientContext ctx;
+      rpc::AddBearer(ctx, kOperatorToken);
+      ctx.set_deadline(std::chrono::system_clock::now() + 60s);
+      ctx.set_wait_for_ready(true);
+      if (stub->StartSweep(&ctx, req, &sweep).ok()) ++started;
+    });
+  }
+  {
+    // One reads its checkout; the rest wait for it (one sweep starts at a time).
+    std::unique_lock lock(input_mu_);
+    ASSERT_TRUE(input_cv_.wait_for(lock, 20s, [&] { return inputs_reading_ >= 1; }));
+  }
+  std::this_thread::sleep_for(500ms);  // the others reach the coordinator meanwhile
+  // A new connection, fail-fast: answered while every slow call is still held.
+  auto fresh = grpc::CreateChannel("127.0.0.1:" + std::to_string(server_->control_port()),
+                                   grpc::InsecureChannelCredentials());
+  auto stub = v1::ControlService::NewStub(fresh);
+  grpc::ClientContext ctx;
+  rpc::AddBearer(ctx, kViewerToken);
+  ctx.set_deadline(std::chrono::system_clock::now() + 10s);
+  v1::ListAgentsResponse agents;
+  const grpc::Status st = stub->ListAgents(&ctx, v1::ListAgentsRequest(), &agents);
+  EXPECT_TRUE(st.ok()) << st.error_code() << " " << st.error_message();
+  EXPECT_EQ(started.load(), 0) << "the slow calls were still held";
+  {
+    std::lock_guard lock(input_mu_);
+    input_held_ = false;
+  }
+  input_cv_.notify_all();
+  for (auto& t : callers) t.join();
+  EXPECT_EQ(started.load(), kSlow);
+  EXPECT_EQ(coord_->ListSweeps().size(), static_cast<std::size_t>(kSlow));
 }
 
 TEST_F(FarmTest, HealthReflectsTheStore) {

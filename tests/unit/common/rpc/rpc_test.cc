@@ -59,6 +59,36 @@ TEST(DescribeCallError, NamesTheLikelyCause) {
             std::string::npos);
 }
 
+// Connection attempts that may pass are sent again; what waiting does not mend is not.
+TEST(IsPassingConnectFailure, OnlyAConnectionAttemptThatMayPass) {
+  const std::string prefix = "failed to connect to all addresses; last error: ";
+  // Both seen on a loaded 2-core host, each from a coordinator that was listening.
+  EXPECT_TRUE(IsPassingConnectFailure(
+      absl::UnavailableError(prefix + "UNKNOWN: ipv4:127.0.0.1:47293: connection attempt timed out "
+                                      "before receiving SETTINGS frame"),
+      true));
+  EXPECT_TRUE(IsPassingConnectFailure(
+      absl::UnavailableError(prefix + "UNKNOWN: ipv4:127.0.0.1:7602: No such file or directory"),
+      true));
+  // A TLS client whose connection was closed may try again; a plaintext one met a TLS server.
+  const std::string closed = prefix + "UNAVAILABLE: ipv4:127.0.0.1:7602: Socket closed";
+  EXPECT_TRUE(IsPassingConnectFailure(absl::UnavailableError(closed), false));
+  EXPECT_FALSE(IsPassingConnectFailure(absl::UnavailableError(closed), true));
+  EXPECT_FALSE(IsPassingConnectFailure(
+      absl::UnavailableError(prefix +
+                             "UNKNOWN: ipv4:127.0.0.1:7602: Failed to connect to remote host: "
+                             "Connection refused"),
+      true));
+  EXPECT_FALSE(IsPassingConnectFailure(
+      absl::UnavailableError(prefix +
+                             "UNKNOWN: ipv4:127.0.0.1:7602: Ssl handshake failed: SSL_ERROR_SSL: "
+                             "error:0A00010B:SSL routines::wrong version number"),
+      false));
+  // The coordinator's own UNAVAILABLE (it saw the call) and other codes are not connect failures.
+  EXPECT_FALSE(IsPassingConnectFailure(absl::UnavailableError("draining: retry later"), true));
+  EXPECT_FALSE(IsPassingConnectFailure(absl::DeadlineExceededError(prefix + "timed out"), true));
+}
+
 TEST(DescribeCallError, LeavesTheCoordinatorsOwnAnswersAlone) {
   for (const auto& st : {absl::UnimplementedError("this coordinator builds no patches"),
                          absl::NotFoundError("no sweep s-1"),
