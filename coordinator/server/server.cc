@@ -469,28 +469,13 @@ class ControlServiceImpl final : public v1::ControlService::CallbackService {
 
   grpc::ServerUnaryReactor* GetPatch(grpc::CallbackServerContext* ctx,
                                      const v1::GetPatchRequest* req, v1::Patch* resp) override {
-    return g_->Offloaded(*pool_, ctx, "GetPatch", Permission::kRead,
-                         [this, req, resp](const Caller&) -> absl::Status {
-                           if (!outputs_.patch)
-                             return absl::UnimplementedError("this coordinator builds no patches");
-                           auto r = outputs_.patch(req->sweep_id(), {req->issue_links().begin(),
-                                                                     req->issue_links().end()});
-                           if (r.ok()) *resp = std::move(*r);
-                           return r.status();
-                         });
+    return Output(ctx, "GetPatch", outputs_.patch, "this coordinator builds no patches", req, resp);
   }
 
   grpc::ServerUnaryReactor* GetReport(grpc::CallbackServerContext* ctx,
                                       const v1::GetReportRequest* req, v1::Report* resp) override {
-    return g_->Offloaded(*pool_, ctx, "GetReport", Permission::kRead,
-                         [this, req, resp](const Caller&) -> absl::Status {
-                           if (!outputs_.report)
-                             return absl::UnimplementedError("this coordinator builds no reports");
-                           auto r = outputs_.report(req->sweep_id(), {req->issue_links().begin(),
-                                                                      req->issue_links().end()});
-                           if (r.ok()) *resp = std::move(*r);
-                           return r.status();
-                         });
+    return Output(ctx, "GetReport", outputs_.report, "this coordinator builds no reports", req,
+                  resp);
   }
 
   grpc::ServerUnaryReactor* ListAudit(grpc::CallbackServerContext* ctx,
@@ -505,6 +490,21 @@ class ControlServiceImpl final : public v1::ControlService::CallbackService {
   }
 
  private:
+  // A sweep's patch or report, built by provider (one of outputs_) on the pool: it merges.
+  template <typename Req, typename Resp, typename Provider>
+  grpc::ServerUnaryReactor* Output(grpc::CallbackServerContext* ctx, const char* method,
+                                   const Provider& provider, const char* none, const Req* req,
+                                   Resp* resp) {
+    return g_->Offloaded(*pool_, ctx, method, Permission::kRead,
+                         [&provider, none, req, resp](const Caller&) -> absl::Status {
+                           if (!provider) return absl::UnimplementedError(none);
+                           auto r = provider(req->sweep_id(), {req->issue_links().begin(),
+                                                               req->issue_links().end()});
+                           if (r.ok()) *resp = std::move(*r);
+                           return r.status();
+                         });
+  }
+
   Coordinator* c_;
   const Guard* g_;
   WorkerPool* pool_;
